@@ -1,0 +1,89 @@
+//! `GET /admin/config`: the effective config as JSON, secrets redacted (the admin token and the
+//! JWT secret are never shown; a Redis password is masked).
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::Json;
+use serde_json::{json, Value};
+
+use crate::config::summary::redact_url;
+use crate::config::{Config, ExceedMode, JwtKey};
+use crate::state::GatewayState;
+
+pub(super) async fn show(State(state): State<Arc<GatewayState>>) -> Json<Value> {
+    Json(view(&state.runtime.load().config))
+}
+
+fn secs(d: std::time::Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+fn view(c: &Config) -> Value {
+    let routes: Vec<Value> = c
+        .routes
+        .iter()
+        .map(|r| {
+            let mut mode = json!({"on_exceed": r.on_exceed.name()});
+            match &r.on_exceed {
+                ExceedMode::Delay { max_delay, max_waiting } => {
+                    mode["max_delay"] = json!(secs(*max_delay));
+                    mode["max_waiting"] = json!(max_waiting);
+                }
+                ExceedMode::Block { block_for } => mode["block_for"] = json!(secs(*block_for)),
+                _ => {}
+            }
+            json!({
+                "name": r.name,
+                "path": r.path.to_string(),
+                "methods": r.methods.as_ref().map(|m| m.iter().map(|m| m.as_str()).collect::<Vec<_>>()),
+                "upstream": r.upstream,
+                "key": r.key.iter().map(|k| k.to_string()).collect::<Vec<_>>(),
+                "on_missing_key": format!("{:?}", r.on_missing_key).to_lowercase(),
+                "mode": mode,
+                "on_error": format!("{:?}", r.on_error).to_lowercase(),
+                "headers": r.headers,
+                "algorithm": r.algorithm.name(),
+                "limits": r.limits.iter().map(|l| json!({"name": l.name, "limit": l.limit, "window": secs(l.window)})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let upstreams: serde_json::Map<String, Value> = c
+        .upstreams
+        .iter()
+        .map(|(name, u)| {
+            (
+                name.clone(),
+                json!({"url": u.url.to_string(), "connect_timeout": secs(u.connect_timeout), "timeout": secs(u.timeout)}),
+            )
+        })
+        .collect();
+    json!({
+        "source": c.source.display().to_string(),
+        "server": {
+            "listen": c.server.listen.to_string(),
+            "trusted_proxies": c.server.trusted_proxies.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
+            "shutdown_grace": secs(c.server.shutdown_grace),
+        },
+        "admin": {
+            "listen": c.admin.listen.to_string(),
+            "token_env": c.admin.token_env,
+            "token": if c.admin.token.is_some() { "<redacted>" } else { "<not set>" },
+        },
+        "store": {
+            "backend": format!("{:?}", c.store.backend).to_lowercase(),
+            "url": redact_url(&c.store.url),
+            "timeout": secs(c.store.timeout),
+            "on_error": format!("{:?}", c.store.on_error).to_lowercase(),
+            "key_prefix": c.store.key_prefix,
+            "clock": format!("{:?}", c.store.clock).to_lowercase(),
+        },
+        "upstreams": upstreams,
+        "routes": routes,
+        "jwt": c.jwt.as_ref().map(|j| json!({
+            "key": match j.key { JwtKey::Hs256(_) => "hs256 <redacted>", JwtKey::Rs256(_) => "rs256 public key", JwtKey::Es256(_) => "es256 public key" },
+            "issuer": j.issuer,
+            "audience": j.audience,
+        })),
+    })
+}

@@ -1,0 +1,244 @@
+//! Wiring: build the store, the shared state and both listeners from a config; serve until told
+//! to stop; reload on `SIGHUP`; on `SIGTERM`/`SIGINT` stop accepting and let in-flight requests
+//! finish within `server.shutdown_grace`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::Request;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tower::{Layer, ServiceExt};
+
+use crate::config::{summary::redact_url, Backend, Config};
+use crate::limit::{MemoryStore, PeerAddr, RateLimitLayer, RedisStore, Store, StoreError};
+use crate::metrics::Metrics;
+use crate::proxy::Proxy;
+use crate::runtime::RuntimeError;
+use crate::state::GatewayState;
+
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The store could not be set up (a malformed URL, say).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The config could not be compiled.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
+/// A started gateway: its bound addresses, its state, and the handle that stops it.
+pub struct Running {
+    /// Where the proxy listens (the real port when the config said 0).
+    pub proxy_addr: SocketAddr,
+    /// Where the admin listener listens.
+    pub admin_addr: SocketAddr,
+    /// The shared state (for reloads and tests).
+    pub state: Arc<GatewayState>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops accepting, waits for in-flight requests (up to the grace period), and returns.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+
+    /// Resolves when a stop was requested through [`Running::stopper`].
+    pub fn stopper(&self) -> watch::Sender<bool> {
+        self.stop.clone()
+    }
+}
+
+/// Builds the store named by `[store]`; Redis connects in the background.
+pub async fn build_store(config: &Config) -> Result<Store, StartError> {
+    match config.store.backend {
+        Backend::Memory => Ok(Store::Memory(MemoryStore::new())),
+        Backend::Redis => {
+            let redis = RedisStore::connect(&config.store).await?;
+            if let Err(e) = redis.wait_until_ready(Duration::from_secs(2)).await {
+                tracing::warn!(
+                    url = %redact_url(&config.store.url),
+                    error = %e,
+                    "Redis is not reachable yet; routes follow their on_error until it is"
+                );
+            }
+            Ok(Store::Redis(redis))
+        }
+    }
+}
+
+/// Binds both listeners and starts serving `config`.
+pub async fn start(config: Config) -> Result<Running, StartError> {
+    let bind = |addr: SocketAddr| async move {
+        TcpListener::bind(addr).await.map_err(|source| StartError::Bind { addr, source })
+    };
+    let proxy_listener = bind(config.server.listen).await?;
+    let admin_listener = bind(config.admin.listen).await?;
+    let store = build_store(&config).await?;
+    let grace = config.server.shutdown_grace;
+    let state = GatewayState::new(config, store, Metrics::new())?;
+    start_with(state, proxy_listener, admin_listener, grace)
+}
+
+/// Serves `state` on listeners that are already bound.
+pub fn start_with(
+    state: Arc<GatewayState>,
+    proxy_listener: TcpListener,
+    admin_listener: TcpListener,
+    grace: Duration,
+) -> Result<Running, StartError> {
+    let proxy_addr = proxy_listener.local_addr().map_err(|source| StartError::Bind {
+        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        source,
+    })?;
+    let admin_addr = admin_listener.local_addr().map_err(|source| StartError::Bind {
+        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        source,
+    })?;
+    let (stop, stopped) = watch::channel(false);
+    let mut tasks = Vec::new();
+    if let Store::Redis(redis) = &state.store {
+        let weak = Arc::downgrade(&state);
+        let subscription = redis.subscribe_resets(state.reset_channel(), move |base| {
+            if let Some(state) = weak.upgrade() {
+                state.deny_cache.remove(&base);
+            }
+        })?;
+        let mut stopped = stopped.clone();
+        tasks.push(tokio::spawn(async move {
+            let _ = stopped.wait_for(|s| *s).await;
+            subscription.abort();
+        }));
+    }
+    tasks.push(tokio::spawn(serve_proxy(proxy_listener, state.clone(), stopped.clone(), grace)));
+    tasks.push(tokio::spawn(serve_admin(admin_listener, state.clone(), stopped)));
+    Ok(Running {
+        proxy_addr,
+        admin_addr,
+        state,
+        stop,
+        tasks,
+    })
+}
+
+async fn serve_proxy(listener: TcpListener, state: Arc<GatewayState>, mut stopped: watch::Receiver<bool>, grace: Duration) {
+    let service = RateLimitLayer::new(state).layer(Proxy);
+    let builder = auto::Builder::new(TokioExecutor::new());
+    let graceful = GracefulShutdown::new();
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+            _ = stopped.changed() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = service.clone();
+        let per_connection = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+            req.extensions_mut().insert(PeerAddr(peer));
+            service.clone().oneshot(req)
+        });
+        let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), per_connection);
+        let connection = graceful.watch(connection.into_owned());
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        _ = graceful.shutdown() => {}
+        _ = tokio::time::sleep(grace) => tracing::warn!("shutdown grace elapsed with requests still in flight"),
+    }
+}
+
+async fn serve_admin(listener: TcpListener, state: Arc<GatewayState>, mut stopped: watch::Receiver<bool>) {
+    let router = crate::admin::router(state);
+    let result = axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        })
+        .await;
+    if let Err(e) = result {
+        tracing::error!(error = %e, "admin listener failed");
+    }
+}
+
+/// Runs until `SIGTERM` or `SIGINT`; reloads the config on `SIGHUP`.
+pub async fn run(config: Config) -> Result<(), StartError> {
+    for w in &config.warnings {
+        tracing::warn!("{w}");
+    }
+    let store_line = match config.store.backend {
+        Backend::Redis => format!("redis {}", redact_url(&config.store.url)),
+        Backend::Memory => "memory (embedded, single instance)".to_string(),
+    };
+    let running = start(config).await?;
+    tracing::info!(
+        "slidegate listening on {} (admin {}), store: {}",
+        running.proxy_addr,
+        running.admin_addr,
+        store_line
+    );
+    wait_for_signals(&running).await;
+    tracing::info!("shutting down: finishing in-flight requests");
+    running.shutdown().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+#[cfg(unix)]
+async fn wait_for_signals(running: &Running) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        tracing::error!("cannot install signal handlers; stop with SIGKILL");
+        std::future::pending::<()>().await;
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = term.recv() => return,
+            _ = int.recv() => return,
+            _ = hup.recv() => {
+                let state = running.state.clone();
+                let _ = tokio::task::spawn_blocking(move || state.reload()).await;
+            }
+        }
+    }
+}
+
+#[cfg(not(unix))]
+async fn wait_for_signals(_running: &Running) {
+    let _ = tokio::signal::ctrl_c().await;
+}

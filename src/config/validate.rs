@@ -1,0 +1,649 @@
+//! `RawConfig` -> `Config`: parse every value, check every reference, and point each error at
+//! the value's `FILE:LINE:COLUMN` with the key path in the message.
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Method, Uri};
+use ipnet::IpNet;
+use toml::Spanned;
+
+use super::raw::{RawConfig, RawJwt, RawLimit, RawRoute, RawUpstream};
+use super::*;
+use crate::key::KeyPart;
+
+/// Parses and validates the text of a config file.
+pub(super) fn parse(
+    path: &Path,
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> std::result::Result<Config, ConfigError> {
+    let v = Validator {
+        file: path.display().to_string(),
+        dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
+        text,
+        env,
+        warnings: Vec::new(),
+    };
+    let raw: RawConfig = toml::from_str(text).map_err(|e| v.toml_error(&e))?;
+    v.config(path, raw)
+}
+
+struct Validator<'a> {
+    file: String,
+    dir: std::path::PathBuf,
+    text: &'a str,
+    env: &'a dyn Fn(&str) -> Option<String>,
+    warnings: Vec<ConfigWarning>,
+}
+
+type Result<T> = std::result::Result<T, ConfigError>;
+
+impl Validator<'_> {
+    fn at(&self, span: std::ops::Range<usize>) -> Location {
+        Location::from_span(&self.file, self.text, span)
+    }
+
+    fn error<T>(&self, span: std::ops::Range<usize>, message: impl Into<String>) -> Result<T> {
+        Err(ConfigError::Invalid {
+            at: self.at(span),
+            message: message.into(),
+        })
+    }
+
+    fn warn(&mut self, span: std::ops::Range<usize>, message: impl Into<String>) {
+        let at = self.at(span);
+        self.warnings.push(ConfigWarning {
+            at,
+            message: message.into(),
+        });
+    }
+
+    fn toml_error(&self, e: &toml::de::Error) -> ConfigError {
+        let message = e.message().trim().replace('\n', " ");
+        ConfigError::Invalid {
+            at: self.at(e.span().unwrap_or(0..0)),
+            message,
+        }
+    }
+
+    fn config(mut self, path: &Path, raw: RawConfig) -> Result<Config> {
+        let server = ServerConfig {
+            listen: self.socket_addr(raw.server.listen.as_ref(), "server.listen", "0.0.0.0:8080")?,
+            trusted_proxies: self.trusted_proxies(raw.server.trusted_proxies.as_deref())?,
+            shutdown_grace: self.duration_or(
+                raw.server.shutdown_grace.as_ref(),
+                "server.shutdown_grace",
+                Duration::from_secs(10),
+            )?,
+        };
+        let admin = self.admin(&raw)?;
+        let store = self.store(&raw)?;
+        let upstreams = self.upstreams(&raw.upstreams)?;
+        let jwt = match &raw.jwt {
+            Some(j) => Some(self.jwt(j)?),
+            None => None,
+        };
+        let routes = self.routes(&raw.routes, &upstreams, jwt.is_some(), store.on_error)?;
+        Ok(Config {
+            source: path.to_path_buf(),
+            server,
+            admin,
+            store,
+            upstreams,
+            routes,
+            jwt,
+            warnings: self.warnings,
+        })
+    }
+
+    fn admin(&self, raw: &RawConfig) -> Result<AdminConfig> {
+        let listen = self.socket_addr(raw.admin.listen.as_ref(), "admin.listen", "127.0.0.1:9091")?;
+        let token_env = match &raw.admin.token_env {
+            Some(s) if s.get_ref().trim().is_empty() => {
+                return self.error(s.span(), "admin.token_env: must name an environment variable")
+            }
+            Some(s) => s.get_ref().clone(),
+            None => "SLIDEGATE_ADMIN_TOKEN".to_string(),
+        };
+        let token = (self.env)(&token_env).filter(|t| !t.is_empty());
+        Ok(AdminConfig {
+            listen,
+            token_env,
+            token,
+        })
+    }
+
+    fn store(&self, raw: &RawConfig) -> Result<StoreConfig> {
+        let s = &raw.store;
+        let backend = match &s.backend {
+            None => Backend::Redis,
+            Some(b) => match b.get_ref().as_str() {
+                "redis" => Backend::Redis,
+                "memory" => Backend::Memory,
+                other => {
+                    return self.error(
+                        b.span(),
+                        format!("store.backend: unknown backend `{other}`, expected \"redis\" or \"memory\""),
+                    )
+                }
+            },
+        };
+        let url = match (self.env)(REDIS_URL_ENV).filter(|u| !u.is_empty()) {
+            Some(url) => url,
+            None => match &s.url {
+                Some(u) => {
+                    self.redis_url(u)?;
+                    u.get_ref().clone()
+                }
+                None => "redis://127.0.0.1:6379".to_string(),
+            },
+        };
+        let timeout = self.duration_or(s.timeout.as_ref(), "store.timeout", Duration::from_millis(50))?;
+        let on_error = match &s.on_error {
+            Some(v) => self.on_error(v, "store.on_error")?,
+            None => OnError::Allow,
+        };
+        let key_prefix = match &s.key_prefix {
+            Some(p) => {
+                let valid = !p.get_ref().is_empty()
+                    && p.get_ref().bytes().all(|b| b.is_ascii_graphic() && !b"{}#".contains(&b));
+                if !valid {
+                    return self.error(
+                        p.span(),
+                        "store.key_prefix: must be non-empty printable ASCII without spaces, `{`, `}` or `#`",
+                    );
+                }
+                p.get_ref().clone()
+            }
+            None => "slidegate".to_string(),
+        };
+        let clock = match &s.clock {
+            None => ClockSource::Redis,
+            Some(c) => match c.get_ref().as_str() {
+                "redis" => ClockSource::Redis,
+                "local" => ClockSource::Local,
+                other => {
+                    return self.error(
+                        c.span(),
+                        format!("store.clock: unknown clock `{other}`, expected \"redis\" or \"local\""),
+                    )
+                }
+            },
+        };
+        Ok(StoreConfig {
+            backend,
+            url,
+            timeout,
+            on_error,
+            key_prefix,
+            clock,
+        })
+    }
+
+    fn redis_url(&self, url: &Spanned<String>) -> Result<()> {
+        const SCHEMES: [&str; 6] = [
+            "redis://",
+            "rediss://",
+            "redis-cluster://",
+            "rediss-cluster://",
+            "redis-sentinel://",
+            "rediss-sentinel://",
+        ];
+        if SCHEMES.iter().any(|s| url.get_ref().starts_with(s)) {
+            Ok(())
+        } else {
+            self.error(
+                url.span(),
+                format!(
+                    "store.url: `{}` is not a Redis URL (redis://, rediss://, redis-cluster://, redis-sentinel://)",
+                    url.get_ref()
+                ),
+            )
+        }
+    }
+
+    fn on_error(&self, v: &Spanned<String>, key: &str) -> Result<OnError> {
+        match v.get_ref().as_str() {
+            "allow" => Ok(OnError::Allow),
+            "deny" => Ok(OnError::Deny),
+            "local" => Ok(OnError::Local),
+            other => self.error(
+                v.span(),
+                format!("{key}: unknown value `{other}`, expected \"allow\", \"deny\" or \"local\""),
+            ),
+        }
+    }
+
+    fn socket_addr(&self, v: Option<&Spanned<String>>, key: &str, default: &str) -> Result<SocketAddr> {
+        let Some(v) = v else {
+            return Ok(default.parse().expect("default address parses"));
+        };
+        v.get_ref().parse().or_else(|_| {
+            self.error(
+                v.span(),
+                format!("{key}: `{}` is not an IP:PORT address", v.get_ref()),
+            )
+        })
+    }
+
+    fn trusted_proxies(&self, list: Option<&[Spanned<String>]>) -> Result<Vec<IpNet>> {
+        let mut nets = Vec::new();
+        for item in list.unwrap_or_default() {
+            let text = item.get_ref().trim();
+            let net = text
+                .parse::<IpNet>()
+                .ok()
+                .or_else(|| text.parse::<IpAddr>().ok().map(IpNet::from));
+            match net {
+                Some(n) => nets.push(n),
+                None => {
+                    return self.error(
+                        item.span(),
+                        format!("server.trusted_proxies: `{text}` is not a CIDR (like 10.0.0.0/8) or an IP address"),
+                    )
+                }
+            }
+        }
+        Ok(nets)
+    }
+
+    fn duration(&self, v: &Spanned<String>, key: &str) -> Result<Duration> {
+        match humantime::parse_duration(v.get_ref().trim()) {
+            Ok(d) => Ok(d),
+            Err(e) => self.error(
+                v.span(),
+                format!(
+                    "{key}: `{}` is not a duration ({e}); write it like \"250ms\", \"1s\", \"5m\", \"1h\", \"7d\"",
+                    v.get_ref()
+                ),
+            ),
+        }
+    }
+
+    fn duration_or(&self, v: Option<&Spanned<String>>, key: &str, default: Duration) -> Result<Duration> {
+        v.map_or(Ok(default), |v| self.duration(v, key))
+    }
+
+    fn positive_duration(&self, v: &Spanned<String>, key: &str) -> Result<Duration> {
+        let d = self.duration(v, key)?;
+        if d.is_zero() {
+            return self.error(v.span(), format!("{key}: must be longer than zero"));
+        }
+        Ok(d)
+    }
+
+    fn upstreams(
+        &self,
+        raw: &BTreeMap<String, Spanned<RawUpstream>>,
+    ) -> Result<BTreeMap<String, Arc<UpstreamConfig>>> {
+        let mut out = BTreeMap::new();
+        for (name, u) in raw {
+            let u = u.get_ref();
+            let key = format!("upstreams.{name}");
+            let url = self.upstream_url(&u.url, &key)?;
+            let connect_timeout = match &u.connect_timeout {
+                Some(d) => self.positive_duration(d, &format!("{key}.connect_timeout"))?,
+                None => Duration::from_secs(1),
+            };
+            let timeout = match &u.timeout {
+                Some(d) => self.positive_duration(d, &format!("{key}.timeout"))?,
+                None => Duration::from_secs(10),
+            };
+            out.insert(
+                name.clone(),
+                Arc::new(UpstreamConfig {
+                    name: name.clone(),
+                    url,
+                    connect_timeout,
+                    timeout,
+                }),
+            );
+        }
+        Ok(out)
+    }
+
+    fn upstream_url(&self, v: &Spanned<String>, key: &str) -> Result<Uri> {
+        let bad = |why: &str| self.error(v.span(), format!("{key}.url: `{}` {why}", v.get_ref()));
+        let Ok(uri) = v.get_ref().parse::<Uri>() else {
+            return bad("is not a URL");
+        };
+        match uri.scheme_str() {
+            Some("http") | Some("https") => {}
+            _ => return bad("must start with http:// or https://"),
+        }
+        if uri.authority().is_none() {
+            return bad("has no host");
+        }
+        if uri.query().is_some() {
+            return bad("must not have a query string");
+        }
+        Ok(uri)
+    }
+
+    fn jwt(&self, raw: &Spanned<RawJwt>) -> Result<JwtConfig> {
+        let j = raw.get_ref();
+        let key = match (&j.hs256_secret_env, &j.public_key_file) {
+            (Some(_), Some(f)) => {
+                return self.error(f.span(), "jwt: set either hs256_secret_env or public_key_file, not both")
+            }
+            (None, None) => {
+                return self.error(raw.span(), "jwt: needs hs256_secret_env or public_key_file")
+            }
+            (Some(env), None) => match (self.env)(env.get_ref()).filter(|s| !s.is_empty()) {
+                Some(secret) => JwtKey::Hs256(secret.into_bytes()),
+                None => {
+                    return self.error(
+                        env.span(),
+                        format!(
+                            "jwt.hs256_secret_env: the environment variable `{}` is not set",
+                            env.get_ref()
+                        ),
+                    )
+                }
+            },
+            (None, Some(file)) => self.public_key(file)?,
+        };
+        Ok(JwtConfig {
+            key,
+            issuer: j.issuer.as_ref().map(|s| s.get_ref().clone()),
+            audience: j.audience.as_ref().map(|s| s.get_ref().clone()),
+        })
+    }
+
+    fn public_key(&self, file: &Spanned<String>) -> Result<JwtKey> {
+        let path = self.dir.join(file.get_ref());
+        let pem = match std::fs::read(&path) {
+            Ok(p) => p,
+            Err(e) => {
+                return self.error(
+                    file.span(),
+                    format!("jwt.public_key_file: cannot read `{}`: {e}", path.display()),
+                )
+            }
+        };
+        if jsonwebtoken::DecodingKey::from_rsa_pem(&pem).is_ok() {
+            Ok(JwtKey::Rs256(pem))
+        } else if jsonwebtoken::DecodingKey::from_ec_pem(&pem).is_ok() {
+            Ok(JwtKey::Es256(pem))
+        } else {
+            self.error(
+                file.span(),
+                format!("jwt.public_key_file: `{}` is not an RSA or EC public key in PEM", path.display()),
+            )
+        }
+    }
+
+    fn routes(
+        &mut self,
+        raw: &[Spanned<RawRoute>],
+        upstreams: &BTreeMap<String, Arc<UpstreamConfig>>,
+        has_jwt: bool,
+        default_on_error: OnError,
+    ) -> Result<Vec<Arc<RouteConfig>>> {
+        let mut names = HashSet::new();
+        let mut routes = Vec::with_capacity(raw.len());
+        for (i, r) in raw.iter().enumerate() {
+            let route = self.route(i, r.get_ref(), upstreams, has_jwt, default_on_error)?;
+            if !names.insert(route.name.clone()) {
+                return self.error(
+                    r.get_ref().name.span(),
+                    format!("routes[{i}].name: duplicate route name `{}`", route.name),
+                );
+            }
+            routes.push(Arc::new(route));
+        }
+        Ok(routes)
+    }
+
+    fn name(&self, v: &Spanned<String>, key: &str) -> Result<String> {
+        let n = v.get_ref();
+        let valid = !n.is_empty()
+            && n.len() <= 64
+            && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+        if !valid {
+            return self.error(
+                v.span(),
+                format!("{key}: `{n}` must be 1-64 characters of letters, digits, `-`, `_` or `.`"),
+            );
+        }
+        Ok(n.clone())
+    }
+
+    fn route(
+        &mut self,
+        i: usize,
+        r: &RawRoute,
+        upstreams: &BTreeMap<String, Arc<UpstreamConfig>>,
+        has_jwt: bool,
+        default_on_error: OnError,
+    ) -> Result<RouteConfig> {
+        let at = format!("routes[{i}]");
+        let name = self.name(&r.name, &format!("{at}.name"))?;
+        let path = self.path(&r.path, &format!("{at}.path"))?;
+        let methods = self.methods(r.methods.as_deref(), &format!("{at}.methods"))?;
+        if !upstreams.contains_key(r.upstream.get_ref()) {
+            let known: Vec<&str> = upstreams.keys().map(String::as_str).collect();
+            return self.error(
+                r.upstream.span(),
+                format!(
+                    "{at}.upstream: unknown upstream `{}` (defined: {})",
+                    r.upstream.get_ref(),
+                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                ),
+            );
+        }
+        let key = self.key(r.key.as_ref(), &format!("{at}.key"), has_jwt)?;
+        let on_missing_key = match &r.on_missing_key {
+            None => OnMissingKey::Reject,
+            Some(v) => match v.get_ref().as_str() {
+                "reject" => OnMissingKey::Reject,
+                "ip" => OnMissingKey::Ip,
+                other => {
+                    return self.error(
+                        v.span(),
+                        format!("{at}.on_missing_key: unknown value `{other}`, expected \"reject\" or \"ip\""),
+                    )
+                }
+            },
+        };
+        let on_exceed = self.exceed_mode(r, &at)?;
+        let on_error = match &r.on_error {
+            Some(v) => self.on_error(v, &format!("{at}.on_error"))?,
+            None => default_on_error,
+        };
+        let (algorithm, limits) = self.limits(&r.limits, &at)?;
+        Ok(RouteConfig {
+            name,
+            path,
+            methods,
+            upstream: r.upstream.get_ref().clone(),
+            key,
+            on_missing_key,
+            on_exceed,
+            on_error,
+            headers: r.headers.unwrap_or(true),
+            algorithm,
+            limits,
+        })
+    }
+
+    fn path(&self, v: &Spanned<String>, key: &str) -> Result<PathPattern> {
+        let p = v.get_ref();
+        if !p.starts_with('/') || p.contains('?') || p.contains('#') {
+            return self.error(v.span(), format!("{key}: `{p}` must start with `/` and have no query"));
+        }
+        if let Some(base) = p.strip_suffix("/*") {
+            if base.contains('*') {
+                return self.error(v.span(), format!("{key}: `{p}`: `*` is only allowed as a trailing `/*`"));
+            }
+            let base = if base.is_empty() { "/" } else { base };
+            return Ok(PathPattern {
+                path: base.to_string(),
+                prefix: true,
+            });
+        }
+        if p.contains('*') {
+            return self.error(v.span(), format!("{key}: `{p}`: `*` is only allowed as a trailing `/*`"));
+        }
+        Ok(PathPattern {
+            path: p.clone(),
+            prefix: false,
+        })
+    }
+
+    fn methods(&self, list: Option<&[Spanned<String>]>, key: &str) -> Result<Option<Vec<Method>>> {
+        let Some(list) = list else { return Ok(None) };
+        if list.is_empty() {
+            return Ok(None);
+        }
+        let mut out = Vec::with_capacity(list.len());
+        for m in list {
+            let text = m.get_ref().to_ascii_uppercase();
+            let valid = !text.is_empty() && text.bytes().all(|b| b.is_ascii_uppercase());
+            match Method::from_bytes(text.as_bytes()) {
+                Ok(method) if valid => out.push(method),
+                _ => return self.error(m.span(), format!("{key}: `{}` is not an HTTP method", m.get_ref())),
+            }
+        }
+        Ok(Some(out))
+    }
+
+    fn key(&self, v: Option<&Spanned<Vec<Spanned<String>>>>, key: &str, has_jwt: bool) -> Result<Vec<KeyPart>> {
+        let Some(v) = v else { return Ok(vec![KeyPart::Ip]) };
+        if v.get_ref().is_empty() {
+            return self.error(v.span(), format!("{key}: needs at least one part (for one shared limit, use [\"route\"])"));
+        }
+        let mut parts = Vec::new();
+        for p in v.get_ref() {
+            match KeyPart::parse(p.get_ref()) {
+                Ok(KeyPart::Jwt(_)) if !has_jwt => {
+                    return self.error(p.span(), format!("{key}: `{}` needs a [jwt] section to verify tokens", p.get_ref()))
+                }
+                Ok(part) => parts.push(part),
+                Err(why) => return self.error(p.span(), format!("{key}: {why}")),
+            }
+        }
+        Ok(parts)
+    }
+
+    fn exceed_mode(&mut self, r: &RawRoute, at: &str) -> Result<ExceedMode> {
+        let mode = r.on_exceed.as_ref().map_or("reject", |m| m.get_ref().as_str());
+        let mode = match mode {
+            "reject" => ExceedMode::Reject,
+            "shadow" => ExceedMode::Shadow,
+            "delay" => {
+                let max_delay = match &r.max_delay {
+                    Some(d) => self.positive_duration(d, &format!("{at}.max_delay"))?,
+                    None => Duration::from_secs(1),
+                };
+                let max_waiting = match &r.max_waiting {
+                    Some(n) if *n.get_ref() < 1 => {
+                        return self.error(n.span(), format!("{at}.max_waiting: must be at least 1"))
+                    }
+                    Some(n) => *n.get_ref() as usize,
+                    None => 1000,
+                };
+                ExceedMode::Delay {
+                    max_delay,
+                    max_waiting,
+                }
+            }
+            "block" => match &r.block_for {
+                Some(d) => ExceedMode::Block {
+                    block_for: self.positive_duration(d, &format!("{at}.block_for"))?,
+                },
+                None => {
+                    let span = r.on_exceed.as_ref().map_or(r.name.span(), |m| m.span());
+                    return self.error(span, format!("{at}.on_exceed: \"block\" needs block_for (like block_for = \"15m\")"));
+                }
+            },
+            other => {
+                let span = r.on_exceed.as_ref().map_or(0..0, |m| m.span());
+                return self.error(
+                    span,
+                    format!("{at}.on_exceed: unknown mode `{other}`, expected \"reject\", \"delay\", \"block\" or \"shadow\""),
+                );
+            }
+        };
+        self.warn_ignored(r, at, &mode)?;
+        Ok(mode)
+    }
+
+    /// Settings the chosen mode ignores are accepted (after checking they parse) with a warning.
+    fn warn_ignored(&mut self, r: &RawRoute, at: &str, mode: &ExceedMode) -> Result<()> {
+        let name = mode.name();
+        if !matches!(mode, ExceedMode::Delay { .. }) {
+            if let Some(d) = &r.max_delay {
+                self.duration(d, &format!("{at}.max_delay"))?;
+                self.warn(d.span(), format!("{at}.max_delay is ignored: on_exceed is \"{name}\", not \"delay\""));
+            }
+            if let Some(n) = &r.max_waiting {
+                self.warn(n.span(), format!("{at}.max_waiting is ignored: on_exceed is \"{name}\", not \"delay\""));
+            }
+        }
+        if !matches!(mode, ExceedMode::Block { .. }) {
+            if let Some(d) = &r.block_for {
+                self.duration(d, &format!("{at}.block_for"))?;
+                self.warn(d.span(), format!("{at}.block_for is ignored: on_exceed is \"{name}\", not \"block\""));
+            }
+        }
+        Ok(())
+    }
+
+    fn limits(&self, raw: &[Spanned<RawLimit>], at: &str) -> Result<(Algorithm, Vec<LimitConfig>)> {
+        let mut names = HashSet::new();
+        let mut algorithm: Option<(Algorithm, String)> = None;
+        let mut limits = Vec::with_capacity(raw.len());
+        for (j, l) in raw.iter().enumerate() {
+            let l = l.get_ref();
+            let key = format!("{at}.limits[{j}]");
+            let name = self.name(&l.name, &format!("{key}.name"))?;
+            if !names.insert(name.clone()) {
+                return self.error(l.name.span(), format!("{key}.name: duplicate limit name `{name}` in this route"));
+            }
+            let limit = *l.limit.get_ref();
+            if limit < 1 {
+                return self.error(l.limit.span(), format!("{key}.limit: must be at least 1, got {limit}"));
+            }
+            let window = self.duration(&l.window, &format!("{key}.window"))?;
+            if window < Duration::from_millis(1) {
+                return self.error(l.window.span(), format!("{key}.window: must be at least 1ms"));
+            }
+            // A limit without `algorithm` follows the route's explicit one (sliding_log if none).
+            let Some(a) = &l.algorithm else {
+                limits.push(LimitConfig { name, limit: limit as u64, window });
+                continue;
+            };
+            let alg = match a.get_ref().as_str() {
+                "sliding_log" => Algorithm::SlidingLog,
+                "sliding_window_counter" => Algorithm::SlidingWindowCounter,
+                other => {
+                    return self.error(
+                        a.span(),
+                        format!("{key}.algorithm: unknown algorithm `{other}`, expected \"sliding_log\" or \"sliding_window_counter\""),
+                    )
+                }
+            };
+            match &algorithm {
+                Some((first, first_name)) if *first != alg => {
+                    return self.error(
+                        a.span(),
+                        format!(
+                            "{key}.algorithm: `{}` differs from limit `{first_name}` ({}); the limits of a route are decided in one atomic script call, so they share one algorithm",
+                            alg.name(),
+                            first.name()
+                        ),
+                    );
+                }
+                Some(_) => {}
+                None => algorithm = Some((alg, name.clone())),
+            }
+            limits.push(LimitConfig { name, limit: limit as u64, window });
+        }
+        Ok((algorithm.map_or(Algorithm::SlidingLog, |(a, _)| a), limits))
+    }
+}

@@ -1,0 +1,132 @@
+//! The client IP: the TCP peer, unless the peer is a trusted proxy. Then the forwarding headers
+//! are read from the right, skipping trusted hops, because only the hops our own proxies appended
+//! can be believed; the left-most entry is whatever the client chose to send.
+
+use std::net::{IpAddr, SocketAddr};
+
+use http::header::{HeaderMap, FORWARDED};
+use ipnet::IpNet;
+
+/// `X-Forwarded-For`, which `http` has no constant for.
+pub const X_FORWARDED_FOR: &str = "x-forwarded-for";
+
+/// The address the request is attributed to.
+pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
+    let peer = peer.to_canonical();
+    if !is_trusted(peer, trusted) {
+        return peer;
+    }
+    if headers.contains_key(X_FORWARDED_FOR) {
+        let hops = headers
+            .get_all(X_FORWARDED_FOR)
+            .iter()
+            .flat_map(|v| String::from_utf8_lossy(v.as_bytes()).split(',').map(|s| s.trim().to_string()).collect::<Vec<_>>());
+        return rightmost_untrusted(peer, hops.collect(), trusted);
+    }
+    if headers.contains_key(FORWARDED) {
+        let hops = headers
+            .get_all(FORWARDED)
+            .iter()
+            .flat_map(|v| forwarded_for_values(&String::from_utf8_lossy(v.as_bytes())));
+        return rightmost_untrusted(peer, hops.collect(), trusted);
+    }
+    peer
+}
+
+/// Whether `ip` is inside one of the trusted networks.
+pub fn is_trusted(ip: IpAddr, trusted: &[IpNet]) -> bool {
+    let ip = ip.to_canonical();
+    trusted.iter().any(|net| net.contains(&ip))
+}
+
+/// Walks the hops right to left; the first one not trusted is the client. A hop that does not
+/// parse ends the walk at the last trusted hop seen: nothing left of it can be believed.
+fn rightmost_untrusted(peer: IpAddr, hops: Vec<String>, trusted: &[IpNet]) -> IpAddr {
+    let mut last_trusted = peer;
+    for hop in hops.iter().rev() {
+        let Some(ip) = parse_hop(hop) else {
+            return last_trusted;
+        };
+        if !is_trusted(ip, trusted) {
+            return ip;
+        }
+        last_trusted = ip;
+    }
+    last_trusted
+}
+
+/// Parses `1.2.3.4`, `1.2.3.4:80`, `2001:db8::1`, `[2001:db8::1]:80`, with optional quotes.
+fn parse_hop(hop: &str) -> Option<IpAddr> {
+    let hop = hop.trim().trim_matches('"');
+    if let Ok(ip) = hop.parse::<IpAddr>() {
+        return Some(ip.to_canonical());
+    }
+    if let Ok(sa) = hop.parse::<SocketAddr>() {
+        return Some(sa.ip().to_canonical());
+    }
+    let inner = hop.strip_prefix('[')?.split(']').next()?;
+    inner.parse::<IpAddr>().ok().map(|ip| ip.to_canonical())
+}
+
+/// The `for=` values of a `Forwarded` header (RFC 7239), left to right.
+fn forwarded_for_values(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .filter_map(|element| {
+            element.split(';').find_map(|pair| {
+                let (k, v) = pair.split_once('=')?;
+                k.trim().eq_ignore_ascii_case("for").then(|| v.trim().to_string())
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn nets(list: &[&str]) -> Vec<IpNet> {
+        list.iter().map(|s| s.parse().unwrap()).collect()
+    }
+
+    fn headers(name: &'static str, value: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(name, HeaderValue::from_str(value).unwrap());
+        h
+    }
+
+    #[test]
+    fn untrusted_peer_is_the_client_whatever_it_sends() {
+        let h = headers(X_FORWARDED_FOR, "1.1.1.1");
+        let ip = client_ip("203.0.113.7".parse().unwrap(), &h, &nets(&["10.0.0.0/8"]));
+        assert_eq!(ip, "203.0.113.7".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn trusted_peer_yields_rightmost_untrusted_hop() {
+        let h = headers(X_FORWARDED_FOR, "6.6.6.6, 198.51.100.1, 10.0.0.2");
+        let ip = client_ip("10.0.0.1".parse().unwrap(), &h, &nets(&["10.0.0.0/8"]));
+        assert_eq!(ip, "198.51.100.1".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn garbage_hop_stops_the_walk() {
+        let h = headers(X_FORWARDED_FOR, "6.6.6.6, nonsense, 10.0.0.2");
+        let ip = client_ip("10.0.0.1".parse().unwrap(), &h, &nets(&["10.0.0.0/8"]));
+        assert_eq!(ip, "10.0.0.2".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn forwarded_header_is_read_when_no_xff() {
+        let h = headers("forwarded", "for=192.0.2.60;proto=http, for=\"[2001:db8::1]:4711\"");
+        let ip = client_ip("10.0.0.1".parse().unwrap(), &h, &nets(&["10.0.0.0/8"]));
+        assert_eq!(ip, "2001:db8::1".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn mapped_ipv6_peer_is_canonical() {
+        let ip = client_ip("::ffff:127.0.0.1".parse().unwrap(), &HeaderMap::new(), &nets(&["127.0.0.1/32"]));
+        assert_eq!(ip, "127.0.0.1".parse::<IpAddr>().unwrap());
+    }
+}

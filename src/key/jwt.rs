@@ -1,0 +1,60 @@
+//! `jwt:CLAIM` key parts: the claim comes from a `Bearer` token whose signature (HS256 secret or
+//! RS256/ES256 public key) and, when configured, issuer and audience were verified. A token that
+//! fails any check yields no claims: the key part counts as missing.
+
+use http::header::AUTHORIZATION;
+use http::HeaderMap;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde_json::{Map, Value};
+
+use crate::config::{JwtConfig, JwtKey};
+
+/// Verifies bearer tokens against the `[jwt]` section.
+pub struct JwtVerifier {
+    key: DecodingKey,
+    validation: Validation,
+}
+
+impl JwtVerifier {
+    /// Builds the verifier; the config was already checked to hold a usable key.
+    pub fn new(config: &JwtConfig) -> Result<JwtVerifier, jsonwebtoken::errors::Error> {
+        let (key, alg) = match &config.key {
+            JwtKey::Hs256(secret) => (DecodingKey::from_secret(secret), Algorithm::HS256),
+            JwtKey::Rs256(pem) => (DecodingKey::from_rsa_pem(pem)?, Algorithm::RS256),
+            JwtKey::Es256(pem) => (DecodingKey::from_ec_pem(pem)?, Algorithm::ES256),
+        };
+        let mut validation = Validation::new(alg);
+        validation.required_spec_claims.clear();
+        validation.validate_exp = true;
+        if let Some(iss) = &config.issuer {
+            validation.set_issuer(&[iss]);
+        }
+        match &config.audience {
+            Some(aud) => validation.set_audience(&[aud]),
+            None => validation.validate_aud = false,
+        }
+        Ok(JwtVerifier { key, validation })
+    }
+
+    /// The claims of the request's bearer token, if it verifies.
+    pub fn verified_claims(&self, headers: &HeaderMap) -> Option<Map<String, Value>> {
+        let value = headers.get(AUTHORIZATION)?.to_str().ok()?;
+        let (scheme, token) = value.trim().split_once(' ')?;
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return None;
+        }
+        jsonwebtoken::decode::<Map<String, Value>>(token.trim(), &self.key, &self.validation)
+            .ok()
+            .map(|data| data.claims)
+    }
+}
+
+/// A claim as key material: strings as they are, numbers and booleans printed.
+pub(super) fn claim_value(claims: &Map<String, Value>, name: &str) -> Option<String> {
+    match claims.get(name)? {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}

@@ -1,0 +1,105 @@
+//! The deny cache: once the store says a key must wait T, this instance answers that key's
+//! requests with a 429 until T without asking the store again, so a flood on one key costs
+//! Redis nothing. Entries are keyed by the decision base (route and key), carry the decision
+//! that produced them (the 429 is rebuilt from it, aged), and are dropped on reload or reset.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::Decision;
+
+const SHARDS: usize = 16;
+/// Entries kept per shard before expired ones are purged and new ones refused.
+const MAX_PER_SHARD: usize = 16_384;
+
+/// A rejection remembered until it lapses.
+#[derive(Debug, Clone)]
+pub struct CachedDenial {
+    /// When the store decided.
+    pub decided_at: Instant,
+    /// When the key may be asked about again.
+    pub until: Instant,
+    /// The store's decision.
+    pub decision: Arc<Decision>,
+}
+
+impl CachedDenial {
+    /// The decision as it stands now.
+    pub fn current(&self, now: Instant) -> Decision {
+        self.decision.aged(now.saturating_duration_since(self.decided_at))
+    }
+}
+
+/// Shared by every request of the instance.
+pub struct DenyCache {
+    shards: Box<[Mutex<HashMap<String, CachedDenial>>]>,
+    hasher: RandomState,
+}
+
+impl Default for DenyCache {
+    fn default() -> Self {
+        DenyCache {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            hasher: RandomState::new(),
+        }
+    }
+}
+
+impl DenyCache {
+    fn shard(&self, base: &str) -> std::sync::MutexGuard<'_, HashMap<String, CachedDenial>> {
+        let i = (self.hasher.hash_one(base) as usize) % SHARDS;
+        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The live denial for `base`, if any.
+    pub fn get(&self, base: &str, now: Instant) -> Option<CachedDenial> {
+        let mut shard = self.shard(base);
+        match shard.get(base) {
+            Some(d) if d.until > now => Some(d.clone()),
+            Some(_) => {
+                shard.remove(base);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Remembers that `base` must wait `decision.retry_after` from `decided_at`. The wait is
+    /// counted from before the store was asked, so the entry lapses no later than the truth.
+    pub fn insert(&self, base: &str, decided_at: Instant, decision: Decision) {
+        if decision.retry_after < Duration::from_millis(1) {
+            return;
+        }
+        let until = decided_at + decision.retry_after;
+        let mut shard = self.shard(base);
+        if shard.len() >= MAX_PER_SHARD {
+            let now = Instant::now();
+            shard.retain(|_, d| d.until > now);
+            if shard.len() >= MAX_PER_SHARD {
+                return;
+            }
+        }
+        shard.insert(
+            base.to_string(),
+            CachedDenial {
+                decided_at,
+                until,
+                decision: Arc::new(decision),
+            },
+        );
+    }
+
+    /// Forgets `base` (an admin reset).
+    pub fn remove(&self, base: &str) {
+        self.shard(base).remove(base);
+    }
+
+    /// Forgets everything (a reload).
+    pub fn clear(&self) {
+        for s in self.shards.iter() {
+            s.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        }
+    }
+}

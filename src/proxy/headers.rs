@@ -1,0 +1,96 @@
+//! Header rewriting between client and upstream: hop-by-hop headers (RFC 9110 section 7.6.1,
+//! plus any named in `Connection`) are removed both ways, and `X-Forwarded-For`,
+//! `X-Forwarded-Proto` and `X-Forwarded-Host` are set for the upstream.
+//!
+//! Differences from a naive append: a client's own `X-Forwarded-*` headers are kept only when
+//! the TCP peer is a trusted proxy; from anyone else they are replaced, so an upstream that
+//! trusts this gateway is never handed a chain the client made up.
+
+use std::net::IpAddr;
+
+use http::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE};
+
+/// `X-Forwarded-For`
+pub static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+/// `X-Forwarded-Proto`
+pub static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+/// `X-Forwarded-Host`
+pub static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
+
+/// Removes hop-by-hop headers, including those the `Connection` header names.
+pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in [&CONNECTION, &TE, &TRAILER, &TRANSFER_ENCODING, &UPGRADE, &PROXY_AUTHORIZATION, &PROXY_AUTHENTICATE] {
+        headers.remove(name);
+    }
+    headers.remove(&KEEP_ALIVE);
+    headers.remove(&PROXY_CONNECTION);
+}
+
+/// Sets the `X-Forwarded-*` headers for a request from `peer` (trusted or not).
+pub fn set_forwarded(headers: &mut HeaderMap, peer: IpAddr, peer_trusted: bool, original_host: Option<HeaderValue>) {
+    let peer_text = peer.to_string();
+    let xff = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
+        Some(chain) if peer_trusted && !chain.trim().is_empty() => format!("{chain}, {peer_text}"),
+        _ => peer_text,
+    };
+    if let Ok(v) = HeaderValue::from_str(&xff) {
+        headers.insert(X_FORWARDED_FOR.clone(), v);
+    }
+    if !(peer_trusted && headers.contains_key(&X_FORWARDED_PROTO)) {
+        headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static("http"));
+    }
+    if !(peer_trusted && headers.contains_key(&X_FORWARDED_HOST)) {
+        match original_host {
+            Some(host) => {
+                headers.insert(X_FORWARDED_HOST.clone(), host);
+            }
+            None => {
+                headers.remove(&X_FORWARDED_HOST);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_and_connection_named_headers_go() {
+        let mut h = HeaderMap::new();
+        h.insert(CONNECTION, HeaderValue::from_static("keep-alive, x-secret"));
+        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.insert("x-secret", HeaderValue::from_static("1"));
+        h.insert("te", HeaderValue::from_static("trailers"));
+        h.insert("x-kept", HeaderValue::from_static("1"));
+        remove_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1);
+        assert!(h.contains_key("x-kept"));
+    }
+
+    #[test]
+    fn forwarded_chain_is_kept_only_from_trusted_peers() {
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", HeaderValue::from_static("6.6.6.6"));
+        set_forwarded(&mut h, "203.0.113.7".parse().unwrap(), false, Some(HeaderValue::from_static("api.example")));
+        assert_eq!(h["x-forwarded-for"], "203.0.113.7");
+        assert_eq!(h["x-forwarded-proto"], "http");
+        assert_eq!(h["x-forwarded-host"], "api.example");
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", HeaderValue::from_static("198.51.100.1"));
+        set_forwarded(&mut h, "10.0.0.1".parse().unwrap(), true, None);
+        assert_eq!(h["x-forwarded-for"], "198.51.100.1, 10.0.0.1");
+    }
+}
