@@ -1,0 +1,89 @@
+//! Starts real gateways in process, from TOML text, on port 0.
+
+use std::path::PathBuf;
+
+use slidegate::app::{self, Running};
+use slidegate::config::Config;
+
+/// The admin token the test gateways use.
+pub const TOKEN: &str = "test-token";
+
+/// A running gateway, its config file and addresses.
+pub struct Gateway {
+    pub running: Option<Running>,
+    pub config_path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Gateway {
+    /// `http://127.0.0.1:PORT` of the proxy listener.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.running.as_ref().unwrap().proxy_addr, path)
+    }
+
+    /// `http://127.0.0.1:PORT` of the admin listener.
+    pub fn admin(&self, path: &str) -> String {
+        format!("http://{}{}", self.running.as_ref().unwrap().admin_addr, path)
+    }
+
+    /// The running gateway.
+    pub fn running(&self) -> &Running {
+        self.running.as_ref().unwrap()
+    }
+
+    /// Rewrites the config file (for reload tests).
+    pub fn rewrite(&self, toml: &str) {
+        std::fs::write(&self.config_path, toml).unwrap();
+    }
+
+    /// Stops it gracefully.
+    pub async fn stop(mut self) {
+        if let Some(r) = self.running.take() {
+            r.shutdown().await;
+        }
+    }
+}
+
+/// Validates `toml` (as a file, with the test admin token) and starts a gateway from it.
+pub async fn start(toml: &str) -> Gateway {
+    let dir = tempfile::tempdir().unwrap();
+    let config_path = dir.path().join("config.toml");
+    std::fs::write(&config_path, toml).unwrap();
+    let config = Config::load_with_env(&config_path, &|name| (name == "SLIDEGATE_ADMIN_TOKEN").then(|| TOKEN.to_string()))
+        .unwrap_or_else(|e| panic!("test config invalid: {e}\n{toml}"));
+    let running = app::start(config).await.expect("gateway starts");
+    Gateway {
+        running: Some(running),
+        config_path,
+        _dir: dir,
+    }
+}
+
+/// A config with both listeners on port 0, the given store section, one upstream named `up`,
+/// and `routes` (TOML `[[routes]]` text) appended.
+pub fn config(store: &str, upstream_url: &str, routes: &str) -> String {
+    format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+
+[admin]
+listen = "127.0.0.1:0"
+
+[store]
+{store}
+
+[upstreams.up]
+url = "{upstream_url}"
+connect_timeout = "500ms"
+timeout = "2s"
+
+{routes}
+"#
+    )
+}
+
+/// A `[store]` body for Redis at `url` with a unique key prefix.
+pub fn redis_store(url: &str, prefix: &str) -> String {
+    format!("backend = \"redis\"\nurl = \"{url}\"\nkey_prefix = \"{prefix}\"\ntimeout = \"200ms\"")
+}

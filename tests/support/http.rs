@@ -1,0 +1,71 @@
+//! A small real HTTP client for tests (hyper, keep-alive).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+/// A response, fully read.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: String,
+}
+
+impl Reply {
+    /// The body as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.body))
+    }
+
+    /// A header as text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// A keep-alive client.
+#[derive(Clone)]
+pub struct HttpClient {
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl Default for HttpClient {
+    fn default() -> Self {
+        HttpClient {
+            client: Client::builder(TokioExecutor::new()).build_http(),
+        }
+    }
+}
+
+impl HttpClient {
+    /// Sends a request with headers and a body; fails the test after 10 s.
+    pub async fn send(&self, method: Method, url: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+        let mut req = Request::builder().method(method).uri(url);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(Full::new(Bytes::from(body.to_string()))).unwrap();
+        let fut = async {
+            let resp = self.client.request(req).await.expect("request sent");
+            let (parts, body) = resp.into_parts();
+            let body = body.collect().await.expect("body read").to_bytes();
+            Reply {
+                status: parts.status,
+                headers: parts.headers,
+                body: String::from_utf8_lossy(&body).into_owned(),
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), fut).await.expect("response within 10 s")
+    }
+
+    /// GET with headers.
+    pub async fn get(&self, url: &str, headers: &[(&str, &str)]) -> Reply {
+        self.send(Method::GET, url, headers, "").await
+    }
+}

@@ -1,0 +1,24 @@
+//! Test support: real `redis-server` processes on free loopback ports, a real HTTP upstream,
+//! real gateways started in process on port 0, and a small HTTP client.
+
+#![allow(dead_code)]
+
+pub mod gateway;
+pub mod http;
+pub mod redis;
+pub mod upstream;
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// A key prefix unique to one test, so tests sharing a Redis never see each other's keys.
+pub fn unique_prefix(test: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!("t{}-{}-{}", std::process::id(), test, N.fetch_add(1, Ordering::Relaxed))
+}

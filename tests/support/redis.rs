@@ -1,0 +1,150 @@
+//! Spawns, kills and restarts real `redis-server` processes, and talks RESP to them directly.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One `redis-server` on 127.0.0.1, killed on drop.
+pub struct RedisServer {
+    /// Its port.
+    pub port: u16,
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+    extra: Vec<String>,
+}
+
+/// A RESP reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resp {
+    Simple(String),
+    Error(String),
+    Int(i64),
+    Bulk(Option<String>),
+    Array(Vec<Resp>),
+}
+
+impl Resp {
+    pub fn int(&self) -> i64 {
+        match self {
+            Resp::Int(i) => *i,
+            other => panic!("expected an integer reply, got {other:?}"),
+        }
+    }
+}
+
+impl RedisServer {
+    /// Starts a server on a free port and waits until it answers PING.
+    pub fn start() -> RedisServer {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with extra arguments (e.g. `--cluster-enabled yes`).
+    pub fn start_with(extra: &[&str]) -> RedisServer {
+        let mut server = RedisServer {
+            port: super::free_port(),
+            child: None,
+            dir: tempfile::tempdir().expect("temp dir"),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(&self.extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (the test command installs it)");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Resp::Simple(s)) = self.try_cmd(&["PING"]) {
+                if s == "PONG" {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("redis-server on port {} did not start", self.port);
+    }
+
+    /// `redis://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Kills the server (SIGKILL) and waits for it to be gone.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts it again on the same port (empty: it keeps nothing on disk).
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// Runs one command and returns its reply, panicking on connection failure.
+    pub fn cmd(&self, args: &[&str]) -> Resp {
+        self.try_cmd(args).unwrap_or_else(|e| panic!("redis {args:?}: {e}"))
+    }
+
+    /// Runs one command.
+    pub fn try_cmd(&self, args: &[&str]) -> std::io::Result<Resp> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
+        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let mut out = format!("*{}\r\n", args.len());
+        for a in args {
+            out.push_str(&format!("${}\r\n{}\r\n", a.len(), a));
+        }
+        stream.write_all(out.as_bytes())?;
+        read_reply(&mut BufReader::new(stream))
+    }
+}
+
+fn read_reply(r: &mut BufReader<TcpStream>) -> std::io::Result<Resp> {
+    let mut line = String::new();
+    r.read_line(&mut line)?;
+    let line = line.trim_end_matches("\r\n");
+    let (kind, rest) = line.split_at(1.min(line.len()));
+    Ok(match kind {
+        "+" => Resp::Simple(rest.to_string()),
+        "-" => Resp::Error(rest.to_string()),
+        ":" => Resp::Int(rest.parse().unwrap_or(0)),
+        "$" => {
+            let n: i64 = rest.parse().unwrap_or(-1);
+            if n < 0 {
+                Resp::Bulk(None)
+            } else {
+                let mut buf = vec![0; n as usize + 2];
+                r.read_exact(&mut buf)?;
+                buf.truncate(n as usize);
+                Resp::Bulk(Some(String::from_utf8_lossy(&buf).into_owned()))
+            }
+        }
+        "*" => {
+            let n: i64 = rest.parse().unwrap_or(-1);
+            let mut items = Vec::new();
+            for _ in 0..n.max(0) {
+                items.push(read_reply(r)?);
+            }
+            Resp::Array(items)
+        }
+        _ => return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("bad reply {line:?}"))),
+    })
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,97 @@
+//! A real HTTP upstream on a free loopback port. It answers with a JSON description of the
+//! request (method, path, query, headers), and has a few special paths:
+//! `/slow?ms=N` waits N ms before the response head, `/echo` streams the request body back,
+//! `/drip?chunks=N&ms=M` sends N chunks M ms apart.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+
+/// A running upstream.
+pub struct Upstream {
+    pub addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Upstream {
+    /// `http://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn query_param(req: &Request<Incoming>, name: &str) -> Option<u64> {
+    req.uri().query()?.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=')?;
+        (k == name).then(|| v.parse().ok()).flatten()
+    })
+}
+
+type Body = BoxBody<Bytes, hyper::Error>;
+
+async fn answer(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    let path = req.uri().path().to_string();
+    if path == "/slow" {
+        tokio::time::sleep(Duration::from_millis(query_param(&req, "ms").unwrap_or(1000))).await;
+    }
+    if path == "/echo" {
+        return Ok(Response::new(req.into_body().boxed()));
+    }
+    if path == "/drip" {
+        let chunks = query_param(&req, "chunks").unwrap_or(3);
+        let ms = query_param(&req, "ms").unwrap_or(100);
+        let stream = futures_util::stream::iter(0..chunks).then(move |i| async move {
+            if i > 0 {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            Ok::<_, hyper::Error>(Frame::data(Bytes::from(format!("chunk{i}\n"))))
+        });
+        return Ok(Response::new(BodyExt::boxed(StreamBody::new(stream))));
+    }
+    let headers: serde_json::Map<String, serde_json::Value> = req
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.to_string(), serde_json::Value::String(v.to_str().unwrap_or("").to_string())))
+        .collect();
+    let body = serde_json::json!({
+        "method": req.method().as_str(),
+        "path": path,
+        "query": req.uri().query(),
+        "headers": headers,
+    });
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())).map_err(|never| match never {}).boxed());
+    response.headers_mut().insert("content-type", "application/json".parse().unwrap());
+    response.headers_mut().insert("keep-alive", "timeout=5".parse().unwrap());
+    Ok(response)
+}
+
+/// Starts an upstream on a free port (within the current tokio runtime).
+pub async fn start() -> Upstream {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { continue };
+            tokio::spawn(async move {
+                let _ = auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), hyper::service::service_fn(answer))
+                    .await;
+            });
+        }
+    });
+    Upstream { addr, task }
+}
