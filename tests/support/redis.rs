@@ -51,6 +51,28 @@ impl RedisServer {
         server
     }
 
+    /// Starts a server on a chosen port.
+    pub fn start_on(port: u16) -> RedisServer {
+        let mut server = RedisServer {
+            port,
+            child: None,
+            dir: tempfile::tempdir().expect("temp dir"),
+            extra: Vec::new(),
+        };
+        server.spawn();
+        server
+    }
+
+    /// A handle to a server someone else runs (never killed by this handle).
+    pub fn attach(port: u16) -> RedisServer {
+        RedisServer {
+            port,
+            child: None,
+            dir: tempfile::tempdir().expect("temp dir"),
+            extra: Vec::new(),
+        }
+    }
+
     fn spawn(&mut self) {
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
