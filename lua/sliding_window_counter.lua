@@ -4,7 +4,8 @@
 --
 -- KEYS[1..n]  one hash per limit: w = index of the current fixed window, c = its count,
 --             p = the previous window's count, l = window length (a changed window resets)
--- KEYS[n+1]   the block marker of this key (read or set only when ARGV[3] > 0)
+-- KEYS[n+1]   the block marker of this key (read or set only when ARGV[3] > 0): the string
+--             "<index of the limit that started the block>:<block end in microseconds>"
 -- ARGV[1]     now in microseconds since the epoch, or "" to read the Redis server clock (TIME)
 -- ARGV[2]     cost of this request; 0 peeks: reports usage, records nothing, starts no block
 -- ARGV[3]     block_for in milliseconds; 0 when the route does not block
@@ -77,12 +78,16 @@ local function reply(code, retry, per_limit_retry)
 end
 
 if block_ms > 0 then
-  local pttl = redis.call('PTTL', KEYS[n + 1])
-  if pttl > 0 then
-    local worst = tonumber(redis.call('GET', KEYS[n + 1])) or 1
-    local r = {}
-    r[worst] = pttl * 1000
-    return reply(2, pttl * 1000, r)
+  -- the marker holds "<limit index>:<until, in the script's clock>"; its TTL only cleans up
+  local marker = redis.call('GET', KEYS[n + 1])
+  if marker then
+    local worst, untl = string.match(marker, '^(%d+):(%d+)$')
+    local remaining = (tonumber(untl) or 0) - now
+    if remaining > 0 then
+      local r = {}
+      r[tonumber(worst)] = remaining
+      return reply(2, remaining, r)
+    end
   end
 end
 
@@ -98,7 +103,7 @@ end
 if retry > 0 then
   if block_ms > 0 and cost > 0 then
     -- the marker remembers which limit started the block, for the 429s during it
-    redis.call('SET', KEYS[n + 1], worst, 'PX', block_ms)
+    redis.call('SET', KEYS[n + 1], worst .. ':' .. string.format('%.0f', now + block_ms * 1000), 'PX', block_ms)
     if block_ms * 1000 > retry then retry = block_ms * 1000 end
     per_limit_retry[worst] = retry
   end
