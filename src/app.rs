@@ -90,7 +90,9 @@ pub async fn build_store(config: &Config) -> Result<Store, StartError> {
 /// Binds both listeners and starts serving `config`.
 pub async fn start(config: Config) -> Result<Running, StartError> {
     let bind = |addr: SocketAddr| async move {
-        TcpListener::bind(addr).await.map_err(|source| StartError::Bind { addr, source })
+        TcpListener::bind(addr)
+            .await
+            .map_err(|source| StartError::Bind { addr, source })
     };
     let proxy_listener = bind(config.server.listen).await?;
     let admin_listener = bind(config.admin.listen).await?;
@@ -107,14 +109,18 @@ pub fn start_with(
     admin_listener: TcpListener,
     grace: Duration,
 ) -> Result<Running, StartError> {
-    let proxy_addr = proxy_listener.local_addr().map_err(|source| StartError::Bind {
-        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
-        source,
-    })?;
-    let admin_addr = admin_listener.local_addr().map_err(|source| StartError::Bind {
-        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
-        source,
-    })?;
+    let proxy_addr = proxy_listener
+        .local_addr()
+        .map_err(|source| StartError::Bind {
+            addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+            source,
+        })?;
+    let admin_addr = admin_listener
+        .local_addr()
+        .map_err(|source| StartError::Bind {
+            addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+            source,
+        })?;
     let (stop, stopped) = watch::channel(false);
     let mut tasks = Vec::new();
     if let Store::Redis(redis) = &state.store {
@@ -130,8 +136,17 @@ pub fn start_with(
             subscription.abort();
         }));
     }
-    tasks.push(tokio::spawn(serve_proxy(proxy_listener, state.clone(), stopped.clone(), grace)));
-    tasks.push(tokio::spawn(serve_admin(admin_listener, state.clone(), stopped)));
+    tasks.push(tokio::spawn(serve_proxy(
+        proxy_listener,
+        state.clone(),
+        stopped.clone(),
+        grace,
+    )));
+    tasks.push(tokio::spawn(serve_admin(
+        admin_listener,
+        state.clone(),
+        stopped,
+    )));
     Ok(Running {
         proxy_addr,
         admin_addr,
@@ -141,7 +156,12 @@ pub fn start_with(
     })
 }
 
-async fn serve_proxy(listener: TcpListener, state: Arc<GatewayState>, mut stopped: watch::Receiver<bool>, grace: Duration) {
+async fn serve_proxy(
+    listener: TcpListener,
+    state: Arc<GatewayState>,
+    mut stopped: watch::Receiver<bool>,
+    grace: Duration,
+) {
     let service = RateLimitLayer::new(state).layer(Proxy);
     let builder = auto::Builder::new(TokioExecutor::new());
     let graceful = GracefulShutdown::new();
@@ -164,7 +184,8 @@ async fn serve_proxy(listener: TcpListener, state: Arc<GatewayState>, mut stoppe
             req.extensions_mut().insert(PeerAddr(peer));
             service.clone().oneshot(req)
         });
-        let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), per_connection);
+        let connection =
+            builder.serve_connection_with_upgrades(TokioIo::new(stream), per_connection);
         let connection = graceful.watch(connection.into_owned());
         tokio::spawn(async move {
             if let Err(e) = connection.await {
@@ -179,7 +200,11 @@ async fn serve_proxy(listener: TcpListener, state: Arc<GatewayState>, mut stoppe
     }
 }
 
-async fn serve_admin(listener: TcpListener, state: Arc<GatewayState>, mut stopped: watch::Receiver<bool>) {
+async fn serve_admin(
+    listener: TcpListener,
+    state: Arc<GatewayState>,
+    mut stopped: watch::Receiver<bool>,
+) {
     let router = crate::admin::router(state);
     let result = axum::serve(listener, router)
         .with_graceful_shutdown(async move {

@@ -45,9 +45,15 @@ impl GatewayError {
         match self {
             GatewayError::NoRoute { .. } => (StatusCode::NOT_FOUND, "no_route"),
             GatewayError::MissingKey(_) => (StatusCode::BAD_REQUEST, "missing_key"),
-            GatewayError::StoreUnavailable => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
-            GatewayError::UpstreamConnect { .. } => (StatusCode::BAD_GATEWAY, "upstream_unreachable"),
-            GatewayError::UpstreamTimeout { .. } => (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout"),
+            GatewayError::StoreUnavailable => {
+                (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable")
+            }
+            GatewayError::UpstreamConnect { .. } => {
+                (StatusCode::BAD_GATEWAY, "upstream_unreachable")
+            }
+            GatewayError::UpstreamTimeout { .. } => {
+                (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout")
+            }
         }
     }
 
@@ -56,7 +62,9 @@ impl GatewayError {
         let (status, code) = self.status_and_code();
         let mut response = json_error(status, code, &self.to_string());
         if matches!(self, GatewayError::StoreUnavailable) {
-            response.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from_static("1"));
         }
         response
     }

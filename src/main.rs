@@ -28,7 +28,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let path = cli.config.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_FILE));
+    let path = cli
+        .config
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_FILE));
     match cli.command {
         Some(Command::Check) => check(&path),
         None => run(&path),
@@ -60,7 +62,10 @@ fn run(path: &std::path::Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("cannot start the async runtime: {e}");
@@ -80,7 +85,8 @@ fn run(path: &std::path::Path) -> ExitCode {
 /// Logs to stderr; `SLIDEGATE_LOG` is an `EnvFilter` (default `info`), and
 /// `SLIDEGATE_LOG_FORMAT=json` switches to JSON lines.
 fn init_tracing() {
-    let filter = EnvFilter::try_from_env("SLIDEGATE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_env("SLIDEGATE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     let json = std::env::var("SLIDEGATE_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()

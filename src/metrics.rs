@@ -3,7 +3,9 @@
 //! bounded by the config. Per-route handles are resolved when a config is loaded
 //! ([`RouteMetrics`]), so the hot path does no label lookups.
 
-use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
+use prometheus::{
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry,
+};
 
 /// Every metric handle, registered once.
 #[derive(Clone)]
@@ -50,16 +52,22 @@ impl Metrics {
         let registry = Registry::new();
         let counter = |name: &str, help: &str, labels: &[&str]| {
             let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
-            registry.register(Box::new(c.clone())).expect("registered once");
+            registry
+                .register(Box::new(c.clone()))
+                .expect("registered once");
             c
         };
         let histogram = |name: &str, help: &str, labels: &[&str], buckets: Vec<f64>| {
-            let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels).expect("valid metric");
-            registry.register(Box::new(h.clone())).expect("registered once");
+            let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels)
+                .expect("valid metric");
+            registry
+                .register(Box::new(h.clone()))
+                .expect("registered once");
             h
         };
         let latency = vec![
-            0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+            0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+            2.5,
         ];
         let metrics = Metrics {
             requests: counter(
@@ -192,11 +200,16 @@ impl RouteMetrics {
                 .map(|l| metrics.limit_utilization.with_label_values(&[route, l]))
                 .collect(),
             decision_duration: [
-                metrics.decision_duration.with_label_values(&[route, backend]),
-                metrics.decision_duration.with_label_values(&[route, "local"]),
+                metrics
+                    .decision_duration
+                    .with_label_values(&[route, backend]),
+                metrics
+                    .decision_duration
+                    .with_label_values(&[route, "local"]),
             ],
             deny_cache_hits: metrics.deny_cache_hits.with_label_values(&[route]),
-            upstream_status: UPSTREAM_STATUSES.map(|s| metrics.upstream_requests.with_label_values(&[route, s])),
+            upstream_status: UPSTREAM_STATUSES
+                .map(|s| metrics.upstream_requests.with_label_values(&[route, s])),
             upstream_duration: metrics.upstream_duration.with_label_values(&[route]),
         }
     }

@@ -71,7 +71,12 @@ pub struct RuntimeError(String);
 
 impl Runtime {
     /// Compiles `config`, reusing what `carried` holds.
-    pub fn build(config: Config, metrics: &Metrics, backend: &str, carried: &Carried) -> Result<Runtime, RuntimeError> {
+    pub fn build(
+        config: Config,
+        metrics: &Metrics,
+        backend: &str,
+        carried: &Carried,
+    ) -> Result<Runtime, RuntimeError> {
         let jwt = match &config.jwt {
             Some(j) => Some(JwtVerifier::new(j).map_err(|e| RuntimeError(e.to_string()))?),
             None => None,

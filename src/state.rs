@@ -45,7 +45,11 @@ pub enum ReloadError {
 
 impl GatewayState {
     /// Compiles `config` and wraps everything in one `Arc`.
-    pub fn new(config: Config, store: Store, metrics: Metrics) -> Result<Arc<GatewayState>, RuntimeError> {
+    pub fn new(
+        config: Config,
+        store: Store,
+        metrics: Metrics,
+    ) -> Result<Arc<GatewayState>, RuntimeError> {
         let carried = Carried::default();
         let config_path = config.source.clone();
         let store_config = config.store.clone();
@@ -70,10 +74,17 @@ impl GatewayState {
             .map_err(ReloadError::from)
             .and_then(|c| self.apply(c));
         let label = if result.is_ok() { "success" } else { "failure" };
-        self.metrics.config_reloads.with_label_values(&[label]).inc();
+        self.metrics
+            .config_reloads
+            .with_label_values(&[label])
+            .inc();
         match &result {
-            Ok(notes) => tracing::info!(file = %self.config_path.display(), notes = ?notes, "config reloaded"),
-            Err(e) => tracing::error!(error = %e, "config reload refused; the running config stays"),
+            Ok(notes) => {
+                tracing::info!(file = %self.config_path.display(), notes = ?notes, "config reloaded")
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "config reload refused; the running config stays")
+            }
         }
         result
     }
@@ -81,7 +92,9 @@ impl GatewayState {
     fn apply(&self, config: Config) -> Result<Vec<String>, ReloadError> {
         let old = self.runtime.load();
         let mut notes = Vec::new();
-        if config.server.listen != old.config.server.listen || config.admin.listen != old.config.admin.listen {
+        if config.server.listen != old.config.server.listen
+            || config.admin.listen != old.config.admin.listen
+        {
             notes.push("listen addresses changed: they apply after a restart".to_string());
         }
         if config.store != self.store_config {
@@ -108,9 +121,21 @@ impl GatewayState {
 
     /// Resets a key on every instance: its counts and block in the store, then every
     /// instance's deny-cache entry (through Redis pub/sub when the store is Redis).
-    pub async fn reset_key(&self, route: &crate::config::RouteConfig, base: &str) -> Result<(), crate::limit::StoreError> {
+    pub async fn reset_key(
+        &self,
+        route: &crate::config::RouteConfig,
+        base: &str,
+    ) -> Result<(), crate::limit::StoreError> {
         self.store.reset(route, base).await?;
-        self.fallback.delete(&crate::limit::DecisionInput { route, base, cost: 0, now_us: None }.keys());
+        self.fallback.delete(
+            &crate::limit::DecisionInput {
+                route,
+                base,
+                cost: 0,
+                now_us: None,
+            }
+            .keys(),
+        );
         self.deny_cache.remove(base);
         if let crate::limit::Store::Redis(redis) = &self.store {
             redis.publish_reset(&self.reset_channel(), base).await?;

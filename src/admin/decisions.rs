@@ -41,18 +41,31 @@ fn one() -> u64 {
 pub(super) async fn decide(State(state): State<Arc<GatewayState>>, body: Bytes) -> Response {
     let request: DecisionsRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
-        Err(e) => return json_error(StatusCode::BAD_REQUEST, "bad_request", &format!("invalid body: {e}")),
+        Err(e) => {
+            return json_error(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                &format!("invalid body: {e}"),
+            )
+        }
     };
     if request.keys.len() > MAX_KEYS {
         return problem(
             StatusCode::PAYLOAD_TOO_LARGE,
             "Payload Too Large",
-            &format!("{} keys in one call; the most is {MAX_KEYS}", request.keys.len()),
+            &format!(
+                "{} keys in one call; the most is {MAX_KEYS}",
+                request.keys.len()
+            ),
         );
     }
     let runtime = state.runtime.load_full();
     let Some(route) = runtime.route(&request.route).cloned() else {
-        return json_error(StatusCode::NOT_FOUND, "unknown_route", &format!("no route named `{}`", request.route));
+        return json_error(
+            StatusCode::NOT_FOUND,
+            "unknown_route",
+            &format!("no route named `{}`", request.route),
+        );
     };
     let config = &route.config;
     let bases: Vec<String> = request
@@ -60,7 +73,10 @@ pub(super) async fn decide(State(state): State<Arc<GatewayState>>, body: Bytes) 
         .iter()
         .map(|k| decision_base(&state.store_config.key_prefix, &config.name, k))
         .collect();
-    let enforcing = matches!(config.on_exceed, ExceedMode::Reject | ExceedMode::Block { .. });
+    let enforcing = matches!(
+        config.on_exceed,
+        ExceedMode::Reject | ExceedMode::Block { .. }
+    );
 
     // Keys the deny cache already answers cost the store nothing.
     let now = Instant::now();
@@ -68,20 +84,30 @@ pub(super) async fn decide(State(state): State<Arc<GatewayState>>, body: Bytes) 
     let mut ask: Vec<usize> = Vec::with_capacity(bases.len());
     for (i, base) in bases.iter().enumerate() {
         match enforcing.then(|| state.deny_cache.get(base, now)).flatten() {
-            Some(denial) => results[i] = Some(result(&request.keys[i], &denial.current(now), false)),
+            Some(denial) => {
+                results[i] = Some(result(&request.keys[i], &denial.current(now), false))
+            }
             None => ask.push(i),
         }
     }
     let asked: Vec<String> = ask.iter().map(|&i| bases[i].clone()).collect();
     let started = Instant::now();
-    let decided = state.store.decide_batch(config, &asked, request.cost, None).await;
+    let decided = state
+        .store
+        .decide_batch(config, &asked, request.cost, None)
+        .await;
     for (&i, outcome) in ask.iter().zip(decided) {
         let key = &request.keys[i];
         let value = match outcome {
             Ok(d) => {
                 if enforcing && !d.allowed() {
-                    let cached = if d.outcome == Outcome::Rejected && matches!(config.on_exceed, ExceedMode::Block { .. }) {
-                        Decision { outcome: Outcome::Blocked, ..d.clone() }
+                    let cached = if d.outcome == Outcome::Rejected
+                        && matches!(config.on_exceed, ExceedMode::Block { .. })
+                    {
+                        Decision {
+                            outcome: Outcome::Blocked,
+                            ..d.clone()
+                        }
                     } else {
                         d.clone()
                     };
@@ -92,18 +118,34 @@ pub(super) async fn decide(State(state): State<Arc<GatewayState>>, body: Bytes) 
             Err(e) => {
                 state.metrics.store_error(e.kind());
                 match config.on_error {
-                    OnError::Allow => json!({"key": key, "allowed": true, "remaining": 0, "retry_after_ms": 0, "error": "store_unavailable"}),
-                    OnError::Deny => json!({"key": key, "allowed": false, "remaining": 0, "retry_after_ms": 1000, "error": "store_unavailable"}),
+                    OnError::Allow => {
+                        json!({"key": key, "allowed": true, "remaining": 0, "retry_after_ms": 0, "error": "store_unavailable"})
+                    }
+                    OnError::Deny => {
+                        json!({"key": key, "allowed": false, "remaining": 0, "retry_after_ms": 1000, "error": "store_unavailable"})
+                    }
                     OnError::Local => {
-                        let input = DecisionInput { route: config, base: &bases[i], cost: request.cost, now_us: None };
-                        result(key, &state.fallback.decide(input), config.on_exceed == ExceedMode::Shadow)
+                        let input = DecisionInput {
+                            route: config,
+                            base: &bases[i],
+                            cost: request.cost,
+                            now_us: None,
+                        };
+                        result(
+                            key,
+                            &state.fallback.decide(input),
+                            config.on_exceed == ExceedMode::Shadow,
+                        )
                     }
                 }
             }
         };
         results[i] = Some(value);
     }
-    let results: Vec<Value> = results.into_iter().map(|r| r.unwrap_or(Value::Null)).collect();
+    let results: Vec<Value> = results
+        .into_iter()
+        .map(|r| r.unwrap_or(Value::Null))
+        .collect();
     Json(json!({"results": results})).into_response()
 }
 
@@ -111,6 +153,10 @@ pub(super) async fn decide(State(state): State<Arc<GatewayState>>, body: Bytes) 
 fn result(key: &str, d: &Decision, shadow: bool) -> Value {
     let remaining = d.tightest_limit().map_or(0, |i| d.limits[i].remaining());
     let allowed = d.allowed() || shadow;
-    let retry_after_ms = if d.allowed() { 0 } else { ceil_millis(d.retry_after).max(1) };
+    let retry_after_ms = if d.allowed() {
+        0
+    } else {
+        ceil_millis(d.retry_after).max(1)
+    };
     json!({"key": key, "allowed": allowed, "remaining": remaining, "retry_after_ms": retry_after_ms})
 }

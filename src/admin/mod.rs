@@ -34,13 +34,18 @@ pub fn router(state: Arc<GatewayState>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .merge(protected)
-        .fallback(|| async { json_error(StatusCode::NOT_FOUND, "not_found", "no such admin endpoint") })
+        .fallback(|| async {
+            json_error(StatusCode::NOT_FOUND, "not_found", "no such admin endpoint")
+        })
         .with_state(state)
 }
 
 async fn metrics(State(state): State<Arc<GatewayState>>) -> Response {
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         state.metrics.encode(),
     )
         .into_response()
@@ -58,7 +63,11 @@ async fn readyz(State(state): State<Arc<GatewayState>>) -> Response {
         Ok(()) => Json(json!({"status": "ready", "store": backend})).into_response(),
         Err(e) => {
             let fails_closed = state.runtime.load().config.any_route_fails_closed();
-            let status = if fails_closed { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
+            let status = if fails_closed {
+                StatusCode::SERVICE_UNAVAILABLE
+            } else {
+                StatusCode::OK
+            };
             let body = json!({
                 "status": if fails_closed { "unavailable" } else { "degraded" },
                 "store": backend,
@@ -74,13 +83,25 @@ async fn reload(State(state): State<Arc<GatewayState>>) -> Response {
     let result = tokio::task::spawn_blocking(move || state2.reload()).await;
     match result {
         Ok(Ok(notes)) => Json(json!({"result": "success", "notes": notes})).into_response(),
-        Ok(Err(e)) => json_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_config", &e.to_string()),
-        Err(e) => json_error(StatusCode::INTERNAL_SERVER_ERROR, "internal", &e.to_string()),
+        Ok(Err(e)) => json_error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_config",
+            &e.to_string(),
+        ),
+        Err(e) => json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            &e.to_string(),
+        ),
     }
 }
 
 /// Bearer-token check for `/admin/*` and `/v1/*`.
-async fn require_token(State(state): State<Arc<GatewayState>>, req: Request, next: Next) -> Response {
+async fn require_token(
+    State(state): State<Arc<GatewayState>>,
+    req: Request,
+    next: Next,
+) -> Response {
     let runtime = state.runtime.load();
     let admin = &runtime.config.admin;
     let Some(expected) = admin.token.as_deref() else {
@@ -94,10 +115,17 @@ async fn require_token(State(state): State<Arc<GatewayState>>, req: Request, nex
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
         .map(str::trim);
     if !presented.is_some_and(|p| constant_time_eq(p.as_bytes(), expected.as_bytes())) {
-        let mut response = json_error(StatusCode::UNAUTHORIZED, "unauthorized", "missing or wrong bearer token");
+        let mut response = json_error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing or wrong bearer token",
+        );
         response
             .headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
@@ -113,7 +141,8 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// A problem+json body (RFC 9457) for admin errors that the spec asks in that form.
 fn problem(status: StatusCode, title: &str, detail: &str) -> Response<Body> {
-    let body = json!({"type": "about:blank", "title": title, "status": status.as_u16(), "detail": detail});
+    let body =
+        json!({"type": "about:blank", "title": title, "status": status.as_u16(), "detail": detail});
     let mut response = (status, body.to_string()).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,

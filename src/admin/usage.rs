@@ -23,28 +23,68 @@ pub(super) struct UsageQuery {
     key: Option<String>,
 }
 
-/// The route and storage base a query names, or the error response.
-fn target(state: &GatewayState, q: &UsageQuery) -> Result<(Arc<CompiledRoute>, String, String), Response> {
+/// Why a usage query names no key.
+enum TargetError {
+    MissingParams,
+    UnknownRoute(String),
+}
+
+impl TargetError {
+    fn into_response(self) -> Response {
+        match self {
+            TargetError::MissingParams => json_error(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                "query parameters `route` and `key` are required",
+            ),
+            TargetError::UnknownRoute(route) => json_error(
+                StatusCode::NOT_FOUND,
+                "unknown_route",
+                &format!("no route named `{route}`"),
+            ),
+        }
+    }
+}
+
+/// The route, key and storage base a query names.
+fn target(
+    state: &GatewayState,
+    q: &UsageQuery,
+) -> Result<(Arc<CompiledRoute>, String, String), TargetError> {
     let (Some(route), Some(key)) = (&q.route, &q.key) else {
-        return Err(json_error(StatusCode::BAD_REQUEST, "bad_request", "query parameters `route` and `key` are required"));
+        return Err(TargetError::MissingParams);
     };
     let runtime = state.runtime.load();
     let Some(compiled) = runtime.route(route).cloned() else {
-        return Err(json_error(StatusCode::NOT_FOUND, "unknown_route", &format!("no route named `{route}`")));
+        return Err(TargetError::UnknownRoute(route.clone()));
     };
     let base = decision_base(&state.store_config.key_prefix, route, key);
     Ok((compiled, key.clone(), base))
 }
 
-pub(super) async fn show(State(state): State<Arc<GatewayState>>, Query(q): Query<UsageQuery>) -> Response {
+pub(super) async fn show(
+    State(state): State<Arc<GatewayState>>,
+    Query(q): Query<UsageQuery>,
+) -> Response {
     let (route, key, base) = match target(&state, &q) {
         Ok(t) => t,
-        Err(r) => return r,
+        Err(e) => return e.into_response(),
     };
-    let input = DecisionInput { route: &route.config, base: &base, cost: 0, now_us: None };
+    let input = DecisionInput {
+        route: &route.config,
+        base: &base,
+        cost: 0,
+        now_us: None,
+    };
     let decision = match state.store.decide(input).await {
         Ok(d) => d,
-        Err(e) => return json_error(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", &e.to_string()),
+        Err(e) => {
+            return json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                &e.to_string(),
+            )
+        }
     };
     let limits: Vec<_> = route
         .config
@@ -55,17 +95,33 @@ pub(super) async fn show(State(state): State<Arc<GatewayState>>, Query(q): Query
             json!({"name": l.name, "used": u.used, "limit": u.limit, "remaining": u.remaining(), "reset_ms": ceil_millis(u.reset)})
         })
         .collect();
-    let blocked_ms = if decision.outcome == Outcome::Blocked { ceil_millis(decision.retry_after) } else { 0 };
-    Json(json!({"route": route.config.name, "key": key, "limits": limits, "blocked_ms": blocked_ms})).into_response()
+    let blocked_ms = if decision.outcome == Outcome::Blocked {
+        ceil_millis(decision.retry_after)
+    } else {
+        0
+    };
+    Json(
+        json!({"route": route.config.name, "key": key, "limits": limits, "blocked_ms": blocked_ms}),
+    )
+    .into_response()
 }
 
-pub(super) async fn reset(State(state): State<Arc<GatewayState>>, Query(q): Query<UsageQuery>) -> Response {
+pub(super) async fn reset(
+    State(state): State<Arc<GatewayState>>,
+    Query(q): Query<UsageQuery>,
+) -> Response {
     let (route, key, base) = match target(&state, &q) {
         Ok(t) => t,
-        Err(r) => return r,
+        Err(e) => return e.into_response(),
     };
     match state.reset_key(&route.config, &base).await {
-        Ok(()) => Json(json!({"route": route.config.name, "key": key, "reset": true})).into_response(),
-        Err(e) => json_error(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", &e.to_string()),
+        Ok(()) => {
+            Json(json!({"route": route.config.name, "key": key, "reset": true})).into_response()
+        }
+        Err(e) => json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            &e.to_string(),
+        ),
     }
 }

@@ -24,9 +24,10 @@ async fn answer(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infalli
         "x_forwarded_for": xff,
     });
     let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
-    response
-        .headers_mut()
-        .insert("content-type", http::HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(
+        "content-type",
+        http::HeaderValue::from_static("application/json"),
+    );
     Ok(response)
 }
 

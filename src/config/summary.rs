@@ -22,19 +22,29 @@ pub(super) fn render(config: &Config) -> String {
         humantime::format_duration(config.store.timeout),
         config.store.on_error
     );
-    let _ = writeln!(out, "{} upstream(s), {} route(s):", config.upstreams.len(), config.routes.len());
+    let _ = writeln!(
+        out,
+        "{} upstream(s), {} route(s):",
+        config.upstreams.len(),
+        config.routes.len()
+    );
     for r in &config.routes {
         let methods = r.methods.as_ref().map_or("*".to_string(), |m| {
             m.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(",")
         });
         let key: Vec<String> = r.key.iter().map(|k| k.to_string()).collect();
         let mode = match &r.on_exceed {
-            ExceedMode::Delay { max_delay, max_waiting } => format!(
+            ExceedMode::Delay {
+                max_delay,
+                max_waiting,
+            } => format!(
                 "delay (max {}, {} waiting)",
                 humantime::format_duration(*max_delay),
                 max_waiting
             ),
-            ExceedMode::Block { block_for } => format!("block for {}", humantime::format_duration(*block_for)),
+            ExceedMode::Block { block_for } => {
+                format!("block for {}", humantime::format_duration(*block_for))
+            }
             other => other.name().to_string(),
         };
         let _ = writeln!(

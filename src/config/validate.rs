@@ -42,6 +42,9 @@ struct Validator<'a> {
 
 type Result<T> = std::result::Result<T, ConfigError>;
 
+/// The longest window or block: beyond it, microsecond arithmetic would be needlessly close to overflow.
+const MAX_WINDOW: Duration = Duration::from_secs(366 * 24 * 3600);
+
 impl Validator<'_> {
     fn at(&self, span: std::ops::Range<usize>) -> Location {
         Location::from_span(&self.file, self.text, span)
@@ -63,7 +66,11 @@ impl Validator<'_> {
     }
 
     fn toml_error(&self, e: &toml::de::Error) -> ConfigError {
-        let message = e.message().trim().replace('\n', " ");
+        let message = e
+            .message()
+            .trim()
+            .replace('\n', " ")
+            .replace("expected i64", "expected an integer");
         ConfigError::Invalid {
             at: self.at(e.span().unwrap_or(0..0)),
             message,
@@ -72,7 +79,11 @@ impl Validator<'_> {
 
     fn config(mut self, path: &Path, raw: RawConfig) -> Result<Config> {
         let server = ServerConfig {
-            listen: self.socket_addr(raw.server.listen.as_ref(), "server.listen", "0.0.0.0:8080")?,
+            listen: self.socket_addr(
+                raw.server.listen.as_ref(),
+                "server.listen",
+                "0.0.0.0:8080",
+            )?,
             trusted_proxies: self.trusted_proxies(raw.server.trusted_proxies.as_deref())?,
             shutdown_grace: self.duration_or(
                 raw.server.shutdown_grace.as_ref(),
@@ -101,10 +112,14 @@ impl Validator<'_> {
     }
 
     fn admin(&self, raw: &RawConfig) -> Result<AdminConfig> {
-        let listen = self.socket_addr(raw.admin.listen.as_ref(), "admin.listen", "127.0.0.1:9091")?;
+        let listen =
+            self.socket_addr(raw.admin.listen.as_ref(), "admin.listen", "127.0.0.1:9091")?;
         let token_env = match &raw.admin.token_env {
             Some(s) if s.get_ref().trim().is_empty() => {
-                return self.error(s.span(), "admin.token_env: must name an environment variable")
+                return self.error(
+                    s.span(),
+                    "admin.token_env: must name an environment variable",
+                )
             }
             Some(s) => s.get_ref().clone(),
             None => "SLIDEGATE_ADMIN_TOKEN".to_string(),
@@ -142,7 +157,10 @@ impl Validator<'_> {
                 None => "redis://127.0.0.1:6379".to_string(),
             },
         };
-        let timeout = self.duration_or(s.timeout.as_ref(), "store.timeout", Duration::from_millis(50))?;
+        let timeout = match &s.timeout {
+            Some(t) => self.positive_duration(t, "store.timeout")?,
+            None => Duration::from_millis(50),
+        };
         let on_error = match &s.on_error {
             Some(v) => self.on_error(v, "store.on_error")?,
             None => OnError::Allow,
@@ -150,7 +168,9 @@ impl Validator<'_> {
         let key_prefix = match &s.key_prefix {
             Some(p) => {
                 let valid = !p.get_ref().is_empty()
-                    && p.get_ref().bytes().all(|b| b.is_ascii_graphic() && !b"{}#".contains(&b));
+                    && p.get_ref()
+                        .bytes()
+                        .all(|b| b.is_ascii_graphic() && !b"{}#".contains(&b));
                 if !valid {
                     return self.error(
                         p.span(),
@@ -161,19 +181,20 @@ impl Validator<'_> {
             }
             None => "slidegate".to_string(),
         };
-        let clock = match &s.clock {
-            None => ClockSource::Redis,
-            Some(c) => match c.get_ref().as_str() {
-                "redis" => ClockSource::Redis,
-                "local" => ClockSource::Local,
-                other => {
-                    return self.error(
+        let clock =
+            match &s.clock {
+                None => ClockSource::Redis,
+                Some(c) => match c.get_ref().as_str() {
+                    "redis" => ClockSource::Redis,
+                    "local" => ClockSource::Local,
+                    other => return self.error(
                         c.span(),
-                        format!("store.clock: unknown clock `{other}`, expected \"redis\" or \"local\""),
-                    )
-                }
-            },
-        };
+                        format!(
+                            "store.clock: unknown clock `{other}`, expected \"redis\" or \"local\""
+                        ),
+                    ),
+                },
+            };
         Ok(StoreConfig {
             backend,
             url,
@@ -213,12 +234,19 @@ impl Validator<'_> {
             "local" => Ok(OnError::Local),
             other => self.error(
                 v.span(),
-                format!("{key}: unknown value `{other}`, expected \"allow\", \"deny\" or \"local\""),
+                format!(
+                    "{key}: unknown value `{other}`, expected \"allow\", \"deny\" or \"local\""
+                ),
             ),
         }
     }
 
-    fn socket_addr(&self, v: Option<&Spanned<String>>, key: &str, default: &str) -> Result<SocketAddr> {
+    fn socket_addr(
+        &self,
+        v: Option<&Spanned<String>>,
+        key: &str,
+        default: &str,
+    ) -> Result<SocketAddr> {
         let Some(v) = v else {
             return Ok(default.parse().expect("default address parses"));
         };
@@ -264,7 +292,12 @@ impl Validator<'_> {
         }
     }
 
-    fn duration_or(&self, v: Option<&Spanned<String>>, key: &str, default: Duration) -> Result<Duration> {
+    fn duration_or(
+        &self,
+        v: Option<&Spanned<String>>,
+        key: &str,
+        default: Duration,
+    ) -> Result<Duration> {
         v.map_or(Ok(default), |v| self.duration(v, key))
     }
 
@@ -315,8 +348,18 @@ impl Validator<'_> {
             Some("http") | Some("https") => {}
             _ => return bad("must start with http:// or https://"),
         }
-        if uri.authority().is_none() {
+        let Some(authority) = uri.authority() else {
             return bad("has no host");
+        };
+        if authority.host().is_empty() {
+            return bad("has no host");
+        }
+        let host_port = authority.as_str().rsplit('@').next().unwrap_or("");
+        let after_host = host_port
+            .rsplit_once(']')
+            .map_or(host_port, |(_, rest)| rest);
+        if after_host.contains(':') && authority.port_u16().is_none_or(|p| p == 0) {
+            return bad("has an invalid port (expected 1-65535)");
         }
         if uri.query().is_some() {
             return bad("must not have a query string");
@@ -328,7 +371,10 @@ impl Validator<'_> {
         let j = raw.get_ref();
         let key = match (&j.hs256_secret_env, &j.public_key_file) {
             (Some(_), Some(f)) => {
-                return self.error(f.span(), "jwt: set either hs256_secret_env or public_key_file, not both")
+                return self.error(
+                    f.span(),
+                    "jwt: set either hs256_secret_env or public_key_file, not both",
+                )
             }
             (None, None) => {
                 return self.error(raw.span(), "jwt: needs hs256_secret_env or public_key_file")
@@ -372,7 +418,10 @@ impl Validator<'_> {
         } else {
             self.error(
                 file.span(),
-                format!("jwt.public_key_file: `{}` is not an RSA or EC public key in PEM", path.display()),
+                format!(
+                    "jwt.public_key_file: `{}` is not an RSA or EC public key in PEM",
+                    path.display()
+                ),
             )
         }
     }
@@ -403,7 +452,8 @@ impl Validator<'_> {
         let n = v.get_ref();
         let valid = !n.is_empty()
             && n.len() <= 64
-            && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
         if !valid {
             return self.error(
                 v.span(),
@@ -432,7 +482,11 @@ impl Validator<'_> {
                 format!(
                     "{at}.upstream: unknown upstream `{}` (defined: {})",
                     r.upstream.get_ref(),
-                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
                 ),
             );
         }
@@ -474,11 +528,17 @@ impl Validator<'_> {
     fn path(&self, v: &Spanned<String>, key: &str) -> Result<PathPattern> {
         let p = v.get_ref();
         if !p.starts_with('/') || p.contains('?') || p.contains('#') {
-            return self.error(v.span(), format!("{key}: `{p}` must start with `/` and have no query"));
+            return self.error(
+                v.span(),
+                format!("{key}: `{p}` must start with `/` and have no query"),
+            );
         }
         if let Some(base) = p.strip_suffix("/*") {
             if base.contains('*') {
-                return self.error(v.span(), format!("{key}: `{p}`: `*` is only allowed as a trailing `/*`"));
+                return self.error(
+                    v.span(),
+                    format!("{key}: `{p}`: `*` is only allowed as a trailing `/*`"),
+                );
             }
             let base = if base.is_empty() { "/" } else { base };
             return Ok(PathPattern {
@@ -487,7 +547,10 @@ impl Validator<'_> {
             });
         }
         if p.contains('*') {
-            return self.error(v.span(), format!("{key}: `{p}`: `*` is only allowed as a trailing `/*`"));
+            return self.error(
+                v.span(),
+                format!("{key}: `{p}`: `*` is only allowed as a trailing `/*`"),
+            );
         }
         Ok(PathPattern {
             path: p.clone(),
@@ -502,26 +565,53 @@ impl Validator<'_> {
         }
         let mut out = Vec::with_capacity(list.len());
         for m in list {
+            const KNOWN: [&str; 9] = [
+                "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+            ];
             let text = m.get_ref().to_ascii_uppercase();
-            let valid = !text.is_empty() && text.bytes().all(|b| b.is_ascii_uppercase());
             match Method::from_bytes(text.as_bytes()) {
-                Ok(method) if valid => out.push(method),
-                _ => return self.error(m.span(), format!("{key}: `{}` is not an HTTP method", m.get_ref())),
+                Ok(method) if KNOWN.contains(&text.as_str()) => out.push(method),
+                _ => {
+                    return self.error(
+                        m.span(),
+                        format!(
+                            "{key}: `{}` is not an HTTP method (expected one of {})",
+                            m.get_ref(),
+                            KNOWN.join(", ")
+                        ),
+                    )
+                }
             }
         }
         Ok(Some(out))
     }
 
-    fn key(&self, v: Option<&Spanned<Vec<Spanned<String>>>>, key: &str, has_jwt: bool) -> Result<Vec<KeyPart>> {
-        let Some(v) = v else { return Ok(vec![KeyPart::Ip]) };
+    fn key(
+        &self,
+        v: Option<&Spanned<Vec<Spanned<String>>>>,
+        key: &str,
+        has_jwt: bool,
+    ) -> Result<Vec<KeyPart>> {
+        let Some(v) = v else {
+            return Ok(vec![KeyPart::Ip]);
+        };
         if v.get_ref().is_empty() {
-            return self.error(v.span(), format!("{key}: needs at least one part (for one shared limit, use [\"route\"])"));
+            return self.error(
+                v.span(),
+                format!("{key}: needs at least one part (for one shared limit, use [\"route\"])"),
+            );
         }
         let mut parts = Vec::new();
         for p in v.get_ref() {
             match KeyPart::parse(p.get_ref()) {
                 Ok(KeyPart::Jwt(_)) if !has_jwt => {
-                    return self.error(p.span(), format!("{key}: `{}` needs a [jwt] section to verify tokens", p.get_ref()))
+                    return self.error(
+                        p.span(),
+                        format!(
+                            "{key}: `{}` needs a [jwt] section to verify tokens",
+                            p.get_ref()
+                        ),
+                    )
                 }
                 Ok(part) => parts.push(part),
                 Err(why) => return self.error(p.span(), format!("{key}: {why}")),
@@ -531,7 +621,10 @@ impl Validator<'_> {
     }
 
     fn exceed_mode(&mut self, r: &RawRoute, at: &str) -> Result<ExceedMode> {
-        let mode = r.on_exceed.as_ref().map_or("reject", |m| m.get_ref().as_str());
+        let mode = r
+            .on_exceed
+            .as_ref()
+            .map_or("reject", |m| m.get_ref().as_str());
         let mode = match mode {
             "reject" => ExceedMode::Reject,
             "shadow" => ExceedMode::Shadow,
@@ -542,7 +635,8 @@ impl Validator<'_> {
                 };
                 let max_waiting = match &r.max_waiting {
                     Some(n) if *n.get_ref() < 1 => {
-                        return self.error(n.span(), format!("{at}.max_waiting: must be at least 1"))
+                        return self
+                            .error(n.span(), format!("{at}.max_waiting: must be at least 1"))
                     }
                     Some(n) => *n.get_ref() as usize,
                     None => 1000,
@@ -552,15 +646,22 @@ impl Validator<'_> {
                     max_waiting,
                 }
             }
-            "block" => match &r.block_for {
-                Some(d) => ExceedMode::Block {
-                    block_for: self.positive_duration(d, &format!("{at}.block_for"))?,
-                },
-                None => {
-                    let span = r.on_exceed.as_ref().map_or(r.name.span(), |m| m.span());
-                    return self.error(span, format!("{at}.on_exceed: \"block\" needs block_for (like block_for = \"15m\")"));
+            "block" => {
+                match &r.block_for {
+                    Some(d) => {
+                        let block_for = self.positive_duration(d, &format!("{at}.block_for"))?;
+                        if block_for > MAX_WINDOW {
+                            return self
+                                .error(d.span(), format!("{at}.block_for: must be at most 366d"));
+                        }
+                        ExceedMode::Block { block_for }
+                    }
+                    None => {
+                        let span = r.on_exceed.as_ref().map_or(r.name.span(), |m| m.span());
+                        return self.error(span, format!("{at}.on_exceed: \"block\" needs block_for (like block_for = \"15m\")"));
+                    }
                 }
-            },
+            }
             other => {
                 let span = r.on_exceed.as_ref().map_or(0..0, |m| m.span());
                 return self.error(
@@ -579,16 +680,25 @@ impl Validator<'_> {
         if !matches!(mode, ExceedMode::Delay { .. }) {
             if let Some(d) = &r.max_delay {
                 self.duration(d, &format!("{at}.max_delay"))?;
-                self.warn(d.span(), format!("{at}.max_delay is ignored: on_exceed is \"{name}\", not \"delay\""));
+                self.warn(
+                    d.span(),
+                    format!("{at}.max_delay is ignored: on_exceed is \"{name}\", not \"delay\""),
+                );
             }
             if let Some(n) = &r.max_waiting {
-                self.warn(n.span(), format!("{at}.max_waiting is ignored: on_exceed is \"{name}\", not \"delay\""));
+                self.warn(
+                    n.span(),
+                    format!("{at}.max_waiting is ignored: on_exceed is \"{name}\", not \"delay\""),
+                );
             }
         }
         if !matches!(mode, ExceedMode::Block { .. }) {
             if let Some(d) = &r.block_for {
                 self.duration(d, &format!("{at}.block_for"))?;
-                self.warn(d.span(), format!("{at}.block_for is ignored: on_exceed is \"{name}\", not \"block\""));
+                self.warn(
+                    d.span(),
+                    format!("{at}.block_for is ignored: on_exceed is \"{name}\", not \"block\""),
+                );
             }
         }
         Ok(())
@@ -603,19 +713,32 @@ impl Validator<'_> {
             let key = format!("{at}.limits[{j}]");
             let name = self.name(&l.name, &format!("{key}.name"))?;
             if !names.insert(name.clone()) {
-                return self.error(l.name.span(), format!("{key}.name: duplicate limit name `{name}` in this route"));
+                return self.error(
+                    l.name.span(),
+                    format!("{key}.name: duplicate limit name `{name}` in this route"),
+                );
             }
             let limit = *l.limit.get_ref();
             if limit < 1 {
-                return self.error(l.limit.span(), format!("{key}.limit: must be at least 1, got {limit}"));
+                return self.error(
+                    l.limit.span(),
+                    format!("{key}.limit: must be at least 1, got {limit}"),
+                );
             }
             let window = self.duration(&l.window, &format!("{key}.window"))?;
-            if window < Duration::from_millis(1) {
-                return self.error(l.window.span(), format!("{key}.window: must be at least 1ms"));
+            if window < Duration::from_millis(1) || window > MAX_WINDOW {
+                return self.error(
+                    l.window.span(),
+                    format!("{key}.window: must be between 1ms and 366d"),
+                );
             }
             // A limit without `algorithm` follows the route's explicit one (sliding_log if none).
             let Some(a) = &l.algorithm else {
-                limits.push(LimitConfig { name, limit: limit as u64, window });
+                limits.push(LimitConfig {
+                    name,
+                    limit: limit as u64,
+                    window,
+                });
                 continue;
             };
             let alg = match a.get_ref().as_str() {
@@ -642,7 +765,11 @@ impl Validator<'_> {
                 Some(_) => {}
                 None => algorithm = Some((alg, name.clone())),
             }
-            limits.push(LimitConfig { name, limit: limit as u64, window });
+            limits.push(LimitConfig {
+                name,
+                limit: limit as u64,
+                window,
+            });
         }
         Ok((algorithm.map_or(Algorithm::SlidingLog, |(a, _)| a), limits))
     }

@@ -17,10 +17,12 @@ pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr
         return peer;
     }
     if headers.contains_key(X_FORWARDED_FOR) {
-        let hops = headers
-            .get_all(X_FORWARDED_FOR)
-            .iter()
-            .flat_map(|v| String::from_utf8_lossy(v.as_bytes()).split(',').map(|s| s.trim().to_string()).collect::<Vec<_>>());
+        let hops = headers.get_all(X_FORWARDED_FOR).iter().flat_map(|v| {
+            String::from_utf8_lossy(v.as_bytes())
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .collect::<Vec<_>>()
+        });
         return rightmost_untrusted(peer, hops.collect(), trusted);
     }
     if headers.contains_key(FORWARDED) {
@@ -75,7 +77,9 @@ fn forwarded_for_values(value: &str) -> Vec<String> {
         .filter_map(|element| {
             element.split(';').find_map(|pair| {
                 let (k, v) = pair.split_once('=')?;
-                k.trim().eq_ignore_ascii_case("for").then(|| v.trim().to_string())
+                k.trim()
+                    .eq_ignore_ascii_case("for")
+                    .then(|| v.trim().to_string())
             })
         })
         .collect()
@@ -119,14 +123,21 @@ mod tests {
 
     #[test]
     fn forwarded_header_is_read_when_no_xff() {
-        let h = headers("forwarded", "for=192.0.2.60;proto=http, for=\"[2001:db8::1]:4711\"");
+        let h = headers(
+            "forwarded",
+            "for=192.0.2.60;proto=http, for=\"[2001:db8::1]:4711\"",
+        );
         let ip = client_ip("10.0.0.1".parse().unwrap(), &h, &nets(&["10.0.0.0/8"]));
         assert_eq!(ip, "2001:db8::1".parse::<IpAddr>().unwrap());
     }
 
     #[test]
     fn mapped_ipv6_peer_is_canonical() {
-        let ip = client_ip("::ffff:127.0.0.1".parse().unwrap(), &HeaderMap::new(), &nets(&["127.0.0.1/32"]));
+        let ip = client_ip(
+            "::ffff:127.0.0.1".parse().unwrap(),
+            &HeaderMap::new(),
+            &nets(&["127.0.0.1/32"]),
+        );
         assert_eq!(ip, "127.0.0.1".parse::<IpAddr>().unwrap());
     }
 }

@@ -101,7 +101,11 @@ pub struct MissingKeyPart {
 }
 
 /// Joins the key parts with `|` in config order, e.g. `203.0.113.7|POST`.
-pub fn derive_key(parts: &[KeyPart], on_missing: OnMissingKey, src: &KeySource<'_>) -> Result<String, MissingKeyPart> {
+pub fn derive_key(
+    parts: &[KeyPart],
+    on_missing: OnMissingKey,
+    src: &KeySource<'_>,
+) -> Result<String, MissingKeyPart> {
     let mut key = String::with_capacity(48);
     let mut claims = None;
     for (i, part) in parts.iter().enumerate() {
@@ -117,7 +121,8 @@ pub fn derive_key(parts: &[KeyPart], on_missing: OnMissingKey, src: &KeySource<'
                 .filter(|v| !v.is_empty()),
             KeyPart::Query(name) => query_value(src.query, name),
             KeyPart::Jwt(claim) => {
-                let claims = claims.get_or_insert_with(|| src.jwt.and_then(|v| v.verified_claims(src.headers)));
+                let claims = claims
+                    .get_or_insert_with(|| src.jwt.and_then(|v| v.verified_claims(src.headers)));
                 claims.as_ref().and_then(|c| jwt::claim_value(c, claim))
             }
             KeyPart::Route => Some(src.route.to_string()),
@@ -127,7 +132,11 @@ pub fn derive_key(parts: &[KeyPart], on_missing: OnMissingKey, src: &KeySource<'
         match (value, on_missing) {
             (Some(v), _) => key.push_str(&v),
             (None, OnMissingKey::Ip) => key.push_str(&src.client_ip.to_string()),
-            (None, OnMissingKey::Reject) => return Err(MissingKeyPart { part: part.to_string() }),
+            (None, OnMissingKey::Reject) => {
+                return Err(MissingKeyPart {
+                    part: part.to_string(),
+                })
+            }
         }
     }
     Ok(key)
@@ -167,7 +176,10 @@ mod tests {
     #[test]
     fn missing_parts_reject_or_fall_back_to_ip() {
         let h = HeaderMap::new();
-        let parts = [KeyPart::Header(HeaderName::from_static("x-api-key")), KeyPart::Method];
+        let parts = [
+            KeyPart::Header(HeaderName::from_static("x-api-key")),
+            KeyPart::Method,
+        ];
         let err = derive_key(&parts, OnMissingKey::Reject, &source(&h, None)).unwrap_err();
         assert_eq!(err.part, "header:x-api-key");
         let key = derive_key(&parts, OnMissingKey::Ip, &source(&h, None)).unwrap();
@@ -178,13 +190,26 @@ mod tests {
     fn query_values_are_decoded() {
         let h = HeaderMap::new();
         let parts = [KeyPart::Query("user".into())];
-        let key = derive_key(&parts, OnMissingKey::Reject, &source(&h, Some("a=1&user=j%C3%B6rg+x"))).unwrap();
+        let key = derive_key(
+            &parts,
+            OnMissingKey::Reject,
+            &source(&h, Some("a=1&user=j%C3%B6rg+x")),
+        )
+        .unwrap();
         assert_eq!(key, "jörg x");
     }
 
     #[test]
     fn key_parts_parse_and_print_back() {
-        for text in ["ip", "header:x-api-key", "query:user", "jwt:sub", "route", "method", "path"] {
+        for text in [
+            "ip",
+            "header:x-api-key",
+            "query:user",
+            "jwt:sub",
+            "route",
+            "method",
+            "path",
+        ] {
             assert_eq!(KeyPart::parse(text).unwrap().to_string(), text);
         }
         assert!(KeyPart::parse("cookie:x").is_err());

@@ -22,7 +22,9 @@ pub const MAX_RAW_KEY_LEN: usize = 64;
 pub fn storage_material(key: &str) -> std::borrow::Cow<'_, str> {
     let safe = key.len() <= MAX_RAW_KEY_LEN
         && !key.is_empty()
-        && key.bytes().all(|b| b.is_ascii_graphic() && !b"{}#".contains(&b));
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !b"{}#".contains(&b));
     if safe {
         return std::borrow::Cow::Borrowed(key);
     }
@@ -67,12 +69,23 @@ mod tests {
 
     #[test]
     fn short_safe_keys_stay_readable() {
-        assert_eq!(decision_base("sg", "otp", "203.0.113.7|POST"), "sg:{otp|203.0.113.7|POST}");
+        assert_eq!(
+            decision_base("sg", "otp", "203.0.113.7|POST"),
+            "sg:{otp|203.0.113.7|POST}"
+        );
     }
 
     #[test]
     fn hostile_or_long_keys_are_hashed() {
-        for key in ["a}b", "x{y", "#abc", "with space", &"z".repeat(65), "ünïcode", ""] {
+        for key in [
+            "a}b",
+            "x{y",
+            "#abc",
+            "with space",
+            &"z".repeat(65),
+            "ünïcode",
+            "",
+        ] {
             let m = storage_material(key);
             assert!(m.starts_with('#') && m.len() == 33, "{key:?} -> {m}");
         }

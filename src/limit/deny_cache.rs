@@ -28,7 +28,8 @@ pub struct CachedDenial {
 impl CachedDenial {
     /// The decision as it stands now.
     pub fn current(&self, now: Instant) -> Decision {
-        self.decision.aged(now.saturating_duration_since(self.decided_at))
+        self.decision
+            .aged(now.saturating_duration_since(self.decided_at))
     }
 }
 

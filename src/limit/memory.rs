@@ -80,7 +80,8 @@ impl MemoryStore {
             Algorithm::SlidingWindowCounter => shard.sliding_window_counter(&input, &keys, now),
         };
         drop(shard);
-        Decision::from_reply(&input.route.limits, &reply).expect("memory store replies in the script layout")
+        Decision::from_reply(&input.route.limits, &reply)
+            .expect("memory store replies in the script layout")
     }
 
     /// Removes these keys (an admin reset).
@@ -159,7 +160,10 @@ impl Shard {
         for (i, l) in limits.iter().enumerate() {
             let window = window_us(l);
             let count = match self.logs.get_mut(&keys[i]) {
-                Some(log) if log.expires_at > now || log.entries.back().is_some_and(|&t| t + window > now) => {
+                Some(log)
+                    if log.expires_at > now
+                        || log.entries.back().is_some_and(|&t| t + window > now) =>
+                {
                     while log.entries.front().is_some_and(|&t| t + window <= now) {
                         log.entries.pop_front();
                     }
@@ -177,17 +181,22 @@ impl Shard {
             if used == 0 {
                 return 0;
             }
-            let oldest = shard.logs.get(&keys[i]).and_then(|l| l.entries.front().copied()).unwrap_or(now);
+            let oldest = shard
+                .logs
+                .get(&keys[i])
+                .and_then(|l| l.entries.front().copied())
+                .unwrap_or(now);
             (oldest as i64 + window_us(&limits[i]) as i64 - now as i64).max(0)
         };
-        let reply = |shard: &Shard, code: i64, retry: i64, used: &[u64], per_limit: &[i64]| -> Reply {
-            let mut out = Vec::with_capacity(2 + 3 * n);
-            out.extend([code, retry]);
-            for i in 0..n {
-                out.extend([used[i] as i64, reset(shard, i, used[i]), per_limit[i]]);
-            }
-            out
-        };
+        let reply =
+            |shard: &Shard, code: i64, retry: i64, used: &[u64], per_limit: &[i64]| -> Reply {
+                let mut out = Vec::with_capacity(2 + 3 * n);
+                out.extend([code, retry]);
+                for i in 0..n {
+                    out.extend([used[i] as i64, reset(shard, i, used[i]), per_limit[i]]);
+                }
+                out
+            };
         if let Some((worst, remaining)) = self.active_block(&keys[n], block_ms, now) {
             let mut per_limit = vec![0; n];
             per_limit[worst.min(n - 1)] = remaining as i64;
@@ -240,7 +249,12 @@ impl Shard {
         reply(self, 1, 0, &used, &per_limit)
     }
 
-    fn sliding_window_counter(&mut self, input: &DecisionInput<'_>, keys: &[String], now: u64) -> Reply {
+    fn sliding_window_counter(
+        &mut self,
+        input: &DecisionInput<'_>,
+        keys: &[String],
+        now: u64,
+    ) -> Reply {
         let limits = &input.route.limits;
         let n = limits.len();
         let cost = input.cost as f64;
@@ -251,7 +265,11 @@ impl Shard {
             let index = now / window;
             let elapsed = now - index * window;
             let (mut current, mut previous) = (0u64, 0u64);
-            if let Some(c) = self.counters.get(&keys[i]).filter(|c| c.expires_at > now && c.window == window) {
+            if let Some(c) = self
+                .counters
+                .get(&keys[i])
+                .filter(|c| c.expires_at > now && c.window == window)
+            {
                 if c.index == index {
                     (current, previous) = (c.current, c.previous);
                 } else if c.index + 1 == index {
@@ -264,12 +282,20 @@ impl Shard {
             let (w, _, e, c, p) = *s;
             p as f64 * (w - e) as f64 / w as f64 + c as f64
         };
-        let reply = |code: i64, retry: i64, state: &[(u64, u64, u64, u64, u64)], per_limit: &[i64]| -> Reply {
+        let reply = |code: i64,
+                     retry: i64,
+                     state: &[(u64, u64, u64, u64, u64)],
+                     per_limit: &[i64]|
+         -> Reply {
             let mut out = Vec::with_capacity(2 + 3 * n);
             out.extend([code, retry]);
             for i in 0..n {
                 let (w, _, e, _, _) = state[i];
-                out.extend([(estimate(&state[i]) - 1e-9).ceil() as i64, (w - e) as i64, per_limit[i]]);
+                out.extend([
+                    (estimate(&state[i]) - 1e-9).ceil() as i64,
+                    (w - e) as i64,
+                    per_limit[i],
+                ]);
             }
             out
         };

@@ -144,7 +144,9 @@ impl Decision {
                 .map(|l| LimitUsage {
                     reset: l.reset.saturating_sub(elapsed),
                     retry_after: if l.exceeded() {
-                        l.retry_after.saturating_sub(elapsed).max(Duration::from_micros(1))
+                        l.retry_after
+                            .saturating_sub(elapsed)
+                            .max(Duration::from_micros(1))
                     } else {
                         Duration::ZERO
                     },

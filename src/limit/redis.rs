@@ -61,7 +61,8 @@ impl RedisStore {
     pub async fn connect(config: &StoreConfig) -> Result<RedisStore, StoreError> {
         let fred_config = FredConfig {
             fail_fast: false,
-            ..FredConfig::from_url(&fred_url(&config.url)).map_err(|e| StoreError::Other(format!("store.url: {e}")))?
+            ..FredConfig::from_url(&fred_url(&config.url))
+                .map_err(|e| StoreError::Other(format!("store.url: {e}")))?
         };
         let mut builder = Builder::from_config(fred_config);
         builder
@@ -71,7 +72,9 @@ impl RedisStore {
                 c.max_command_attempts = 1;
             })
             .set_policy(ReconnectPolicy::new_exponential(0, 50, 1000, 2));
-        let client = builder.build().map_err(|e| StoreError::Other(e.to_string()))?;
+        let client = builder
+            .build()
+            .map_err(|e| StoreError::Other(e.to_string()))?;
         client.connect();
         let fast = client.with_options(&Options {
             fail_fast: true,
@@ -169,8 +172,16 @@ impl RedisStore {
             .unwrap_or(Err(StoreError::Timeout(self.inner.timeout)))
     }
 
-    async fn evalsha(&self, script: &Script, keys: Vec<String>, args: Vec<Value>) -> Result<Vec<i64>, FredError> {
-        self.inner.fast.evalsha(script.sha.as_str(), keys, args).await
+    async fn evalsha(
+        &self,
+        script: &Script,
+        keys: Vec<String>,
+        args: Vec<Value>,
+    ) -> Result<Vec<i64>, FredError> {
+        self.inner
+            .fast
+            .evalsha(script.sha.as_str(), keys, args)
+            .await
     }
 
     /// Decides many keys of one route, pipelined (fred sends each command to its cluster node).
@@ -185,14 +196,22 @@ impl RedisStore {
         let calls: Vec<(Vec<String>, Vec<Value>)> = bases
             .iter()
             .map(|base| {
-                let input = DecisionInput { route, base, cost, now_us };
+                let input = DecisionInput {
+                    route,
+                    base,
+                    cost,
+                    now_us,
+                };
                 (input.keys(), self.args(&input))
             })
             .collect();
         let deadline = self.inner.timeout.max(Duration::from_millis(10)) * 20;
         let run = async {
             let mut results = self.pipeline(script, &calls).await;
-            if results.iter().any(|r| matches!(r, Err(e) if is_noscript(e))) {
+            if results
+                .iter()
+                .any(|r| matches!(r, Err(e) if is_noscript(e)))
+            {
                 if let Err(e) = self.load(script).await {
                     return vec![Err(e); calls.len()];
                 }
@@ -200,7 +219,10 @@ impl RedisStore {
             }
             results
                 .into_iter()
-                .map(|r| r.map_err(map_error).and_then(|reply| Decision::from_reply(&route.limits, &reply)))
+                .map(|r| {
+                    r.map_err(map_error)
+                        .and_then(|reply| Decision::from_reply(&route.limits, &reply))
+                })
                 .collect::<Vec<_>>()
         };
         match tokio::time::timeout(deadline, run).await {
@@ -209,7 +231,11 @@ impl RedisStore {
         }
     }
 
-    async fn pipeline(&self, script: &Script, calls: &[(Vec<String>, Vec<Value>)]) -> Vec<Result<Vec<i64>, FredError>> {
+    async fn pipeline(
+        &self,
+        script: &Script,
+        calls: &[(Vec<String>, Vec<Value>)],
+    ) -> Vec<Result<Vec<i64>, FredError>> {
         // Pipelines have no EVALSHA method; send it as a custom command routed by its first key.
         let evalsha = CustomCommand::new_static("EVALSHA", ClusterHash::Offset(2), false);
         let pipe = self.inner.client.pipeline();
@@ -245,7 +271,9 @@ impl RedisStore {
             Ok(())
         };
         let wait = self.inner.timeout.max(Duration::from_millis(200));
-        tokio::time::timeout(wait, call).await.unwrap_or(Err(StoreError::Timeout(wait)))
+        tokio::time::timeout(wait, call)
+            .await
+            .unwrap_or(Err(StoreError::Timeout(wait)))
     }
 }
 
@@ -253,7 +281,12 @@ impl RedisStore {
     /// Tells every instance (through Redis pub/sub on `channel`) to forget `base` in its deny cache.
     pub async fn publish_reset(&self, channel: &str, base: &str) -> Result<(), StoreError> {
         let call = async {
-            let _: i64 = self.inner.fast.publish(channel, base).await.map_err(map_error)?;
+            let _: i64 = self
+                .inner
+                .fast
+                .publish(channel, base)
+                .await
+                .map_err(map_error)?;
             Ok(())
         };
         tokio::time::timeout(self.inner.timeout * 4, call)
@@ -263,7 +296,11 @@ impl RedisStore {
 
     /// Calls `on_reset(base)` for every reset published on `channel`, on a connection of its
     /// own that resubscribes after reconnects.
-    pub fn subscribe_resets<F>(&self, channel: String, on_reset: F) -> Result<tokio::task::JoinHandle<()>, StoreError>
+    pub fn subscribe_resets<F>(
+        &self,
+        channel: String,
+        on_reset: F,
+    ) -> Result<tokio::task::JoinHandle<()>, StoreError>
     where
         F: Fn(String) + Send + 'static,
     {
@@ -277,7 +314,9 @@ impl RedisStore {
             subscriber.connect();
             let _resubscribe = subscriber.manage_subscriptions();
             loop {
-                if subscriber.wait_for_connect().await.is_ok() && subscriber.subscribe(channel.as_str()).await.is_ok() {
+                if subscriber.wait_for_connect().await.is_ok()
+                    && subscriber.subscribe(channel.as_str()).await.is_ok()
+                {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -298,7 +337,10 @@ fn is_noscript(e: &FredError) -> bool {
 /// Sorts a fred error into the `kind` label of `slidegate_store_errors_total`.
 fn map_error(e: FredError) -> StoreError {
     let details = e.details();
-    if details.starts_with("NOSCRIPT") || details.starts_with("ERR") || details.starts_with("WRONGTYPE") {
+    if details.starts_with("NOSCRIPT")
+        || details.starts_with("ERR")
+        || details.starts_with("WRONGTYPE")
+    {
         return StoreError::Script(e.to_string());
     }
     match e.kind() {
@@ -311,9 +353,10 @@ fn map_error(e: FredError) -> StoreError {
         | ErrorKind::Sentinel
         | ErrorKind::Tls
         | ErrorKind::Auth => StoreError::Connection(e.to_string()),
-        ErrorKind::Parse | ErrorKind::Protocol | ErrorKind::InvalidArgument | ErrorKind::InvalidCommand => {
-            StoreError::Script(e.to_string())
-        }
+        ErrorKind::Parse
+        | ErrorKind::Protocol
+        | ErrorKind::InvalidArgument
+        | ErrorKind::InvalidCommand => StoreError::Script(e.to_string()),
         _ => StoreError::Other(e.to_string()),
     }
 }
@@ -353,7 +396,11 @@ pub fn fred_url(url: &str) -> String {
         params.push(q.to_string());
     }
     let user = userinfo.map_or(String::new(), |u| format!("{u}@"));
-    let query = if params.is_empty() { String::new() } else { format!("?{}", params.join("&")) };
+    let query = if params.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", params.join("&"))
+    };
     format!("{scheme}://{user}{first}{path_part}{query}")
 }
 

@@ -23,7 +23,8 @@ pub static X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-rateli
 pub static X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
 /// The problem type of a 429.
-pub const QUOTA_EXCEEDED_TYPE: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+pub const QUOTA_EXCEEDED_TYPE: &str =
+    "https://iana.org/assignments/http-problem-types#quota-exceeded";
 
 /// Whole seconds, rounded up.
 pub fn ceil_secs(d: Duration) -> u64 {
@@ -42,7 +43,14 @@ pub fn policy_header(limits: &[LimitConfig]) -> Option<HeaderValue> {
     }
     let text = limits
         .iter()
-        .map(|l| format!("\"{}\";q={};w={}", l.name, l.limit, ceil_secs(l.window).max(1)))
+        .map(|l| {
+            format!(
+                "\"{}\";q={};w={}",
+                l.name,
+                l.limit,
+                ceil_secs(l.window).max(1)
+            )
+        })
         .collect::<Vec<_>>()
         .join(", ");
     HeaderValue::from_str(&text).ok()
@@ -50,23 +58,35 @@ pub fn policy_header(limits: &[LimitConfig]) -> Option<HeaderValue> {
 
 /// Adds the rate-limit headers describing `decision` to `headers`. On an allowed response they
 /// describe the tightest limit; on a rejection, the rejecting limit with the longest wait.
-pub fn add_headers(headers: &mut HeaderMap, policy: &HeaderValue, limits: &[LimitConfig], decision: &Decision) {
+pub fn add_headers(
+    headers: &mut HeaderMap,
+    policy: &HeaderValue,
+    limits: &[LimitConfig],
+    decision: &Decision,
+) {
     let rejected = !decision.allowed();
     let chosen = if rejected {
-        decision.rejecting_limit().or_else(|| decision.tightest_limit())
+        decision
+            .rejecting_limit()
+            .or_else(|| decision.tightest_limit())
     } else {
         decision.tightest_limit()
     };
     let Some(i) = chosen else { return };
     let usage = &decision.limits[i];
     let (remaining, t) = if rejected {
-        let wait = if usage.exceeded() { usage.retry_after } else { decision.retry_after };
+        let wait = if usage.exceeded() {
+            usage.retry_after
+        } else {
+            decision.retry_after
+        };
         (0, ceil_secs(wait).max(1))
     } else {
         (usage.remaining(), ceil_secs(usage.reset))
     };
     headers.insert(RATELIMIT_POLICY.clone(), policy.clone());
-    if let Ok(v) = HeaderValue::from_str(&format!("\"{}\";r={};t={}", limits[i].name, remaining, t)) {
+    if let Ok(v) = HeaderValue::from_str(&format!("\"{}\";r={};t={}", limits[i].name, remaining, t))
+    {
         headers.insert(RATELIMIT.clone(), v);
     }
     headers.insert(X_RATELIMIT_LIMIT.clone(), HeaderValue::from(usage.limit));
@@ -75,7 +95,12 @@ pub fn add_headers(headers: &mut HeaderMap, policy: &HeaderValue, limits: &[Limi
 }
 
 /// The 429 for a rejected or blocked decision.
-pub fn too_many_requests(route: &str, policy: &HeaderValue, limits: &[LimitConfig], decision: &Decision) -> Response<Body> {
+pub fn too_many_requests(
+    route: &str,
+    policy: &HeaderValue,
+    limits: &[LimitConfig],
+    decision: &Decision,
+) -> Response<Body> {
     let named = decision.rejecting_limit().unwrap_or(0);
     let violated: Vec<&str> = decision
         .limits
@@ -97,8 +122,14 @@ pub fn too_many_requests(route: &str, policy: &HeaderValue, limits: &[LimitConfi
     let mut response = Response::new(Body::from(body.to_string()));
     *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
     let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
-    headers.insert(RETRY_AFTER, HeaderValue::from(ceil_secs(decision.retry_after).max(1)));
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    headers.insert(
+        RETRY_AFTER,
+        HeaderValue::from(ceil_secs(decision.retry_after).max(1)),
+    );
     add_headers(headers, policy, limits, decision);
     response
 }
@@ -110,8 +141,16 @@ mod tests {
 
     fn limits() -> Vec<LimitConfig> {
         vec![
-            LimitConfig { name: "per-minute".into(), limit: 5, window: Duration::from_secs(60) },
-            LimitConfig { name: "per-hour".into(), limit: 20, window: Duration::from_secs(3600) },
+            LimitConfig {
+                name: "per-minute".into(),
+                limit: 5,
+                window: Duration::from_secs(60),
+            },
+            LimitConfig {
+                name: "per-hour".into(),
+                limit: 20,
+                window: Duration::from_secs(3600),
+            },
         ]
     }
 
@@ -127,11 +166,26 @@ mod tests {
             outcome: Outcome::Rejected,
             retry_after: Duration::from_millis(41_250),
             limits: vec![
-                LimitUsage { used: 5, limit: 5, reset: Duration::from_millis(41_250), retry_after: Duration::from_millis(41_250) },
-                LimitUsage { used: 7, limit: 20, reset: Duration::from_secs(3000), retry_after: Duration::ZERO },
+                LimitUsage {
+                    used: 5,
+                    limit: 5,
+                    reset: Duration::from_millis(41_250),
+                    retry_after: Duration::from_millis(41_250),
+                },
+                LimitUsage {
+                    used: 7,
+                    limit: 20,
+                    reset: Duration::from_secs(3000),
+                    retry_after: Duration::ZERO,
+                },
             ],
         };
-        let r = too_many_requests("otp-send", &policy_header(&limits()).unwrap(), &limits(), &d);
+        let r = too_many_requests(
+            "otp-send",
+            &policy_header(&limits()).unwrap(),
+            &limits(),
+            &d,
+        );
         assert_eq!(r.status(), 429);
         let h = r.headers();
         assert_eq!(h["retry-after"], "42");

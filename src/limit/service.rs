@@ -46,7 +46,10 @@ impl<S> RateLimit<S> {
 
 impl<S> Service<Request<Incoming>> for RateLimit<S>
 where
-    S: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible> + Clone + Send + 'static,
+    S: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
     S::Future: Send + 'static,
 {
     type Response = Response<Body>;
@@ -77,7 +80,11 @@ enum Verdict {
     Answer(Response<Body>),
 }
 
-async fn handle<S>(state: Arc<GatewayState>, mut inner: S, mut req: Request<Incoming>) -> Response<Body>
+async fn handle<S>(
+    state: Arc<GatewayState>,
+    mut inner: S,
+    mut req: Request<Incoming>,
+) -> Response<Body>
 where
     S: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>,
 {
@@ -132,7 +139,8 @@ where
                 Ok(r) => r,
                 Err(never) => match never {},
             };
-            if let (true, Some(d), Some(policy)) = (route.config.headers, &decision, &route.policy) {
+            if let (true, Some(d), Some(policy)) = (route.config.headers, &decision, &route.policy)
+            {
                 if label != DecisionLabel::ShadowRejected {
                     add_headers(response.headers_mut(), policy, &route.config.limits, d);
                 }
@@ -173,8 +181,22 @@ async fn decide(state: &GatewayState, route: &CompiledRoute, base: &str) -> Verd
             label: DecisionLabel::ShadowRejected,
             decision: Some(decision),
         },
-        (_, ExceedMode::Delay { max_delay, max_waiting }) => {
-            delay(state, route, base, decision, started + *max_delay, *max_waiting).await
+        (
+            _,
+            ExceedMode::Delay {
+                max_delay,
+                max_waiting,
+            },
+        ) => {
+            delay(
+                state,
+                route,
+                base,
+                decision,
+                started + *max_delay,
+                *max_waiting,
+            )
+            .await
         }
         (Outcome::Rejected, ExceedMode::Block { .. }) => {
             // This exceed starts the block: it counts as rejected, the 429s after it as blocked.
@@ -221,7 +243,9 @@ async fn ask(state: &GatewayState, route: &CompiledRoute, base: &str) -> Result<
                 }
                 OnError::Deny => {
                     route.metrics.decision(DecisionLabel::StoreErrorDenied);
-                    return Err(Verdict::Answer(GatewayError::StoreUnavailable.into_response()));
+                    return Err(Verdict::Answer(
+                        GatewayError::StoreUnavailable.into_response(),
+                    ));
                 }
                 OnError::Local => {
                     let started = Instant::now();
@@ -300,8 +324,16 @@ fn reject(route: &CompiledRoute, decision: &Decision, label: DecisionLabel) -> V
     if let Some(i) = decision.rejecting_limit() {
         route.metrics.limit_exceeded[i].inc();
     }
-    let policy = route.policy.as_ref().expect("routes with limits have a policy header");
-    Verdict::Answer(too_many_requests(&route.config.name, policy, &route.config.limits, decision))
+    let policy = route
+        .policy
+        .as_ref()
+        .expect("routes with limits have a policy header");
+    Verdict::Answer(too_many_requests(
+        &route.config.name,
+        policy,
+        &route.config.limits,
+        decision,
+    ))
 }
 
 /// Logs a store failure at most once a second (an outage would otherwise flood the log).

@@ -48,8 +48,13 @@ impl Upstream {
             .pool_max_idle_per_host(1024)
             .build(connector);
         let scheme = config.url.scheme().cloned().unwrap_or(Scheme::HTTP);
-        let authority = config.url.authority().cloned().expect("validated upstream URL has a host");
-        let host = HeaderValue::from_str(authority.as_str()).expect("an authority is a valid header value");
+        let authority = config
+            .url
+            .authority()
+            .cloned()
+            .expect("validated upstream URL has a host");
+        let host = HeaderValue::from_str(authority.as_str())
+            .expect("an authority is a valid header value");
         let base_path = config.url.path().trim_end_matches('/').to_string();
         Upstream {
             config: config.clone(),
@@ -62,9 +67,16 @@ impl Upstream {
     }
 
     /// Sends `req` upstream and returns the response head with its body still streaming.
-    pub async fn forward(&self, mut req: Request<Incoming>, peer: IpAddr, peer_trusted: bool) -> Result<Response<Incoming>, GatewayError> {
+    pub async fn forward(
+        &self,
+        mut req: Request<Incoming>,
+        peer: IpAddr,
+        peer_trusted: bool,
+    ) -> Result<Response<Incoming>, GatewayError> {
         let original_host = req.headers().get(HOST).cloned().or_else(|| {
-            req.uri().authority().and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+            req.uri()
+                .authority()
+                .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
         });
         *req.uri_mut() = self.upstream_uri(req.uri());
         *req.version_mut() = Version::HTTP_11;
@@ -78,7 +90,9 @@ impl Upstream {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
                 tracing::warn!(upstream = %self.config.name, error = %error_chain(&e), "upstream request failed");
-                return Err(GatewayError::UpstreamConnect { upstream: self.config.name.clone() });
+                return Err(GatewayError::UpstreamConnect {
+                    upstream: self.config.name.clone(),
+                });
             }
             Err(_) => {
                 return Err(GatewayError::UpstreamTimeout {
@@ -101,7 +115,8 @@ impl Upstream {
         let mut parts = http::uri::Parts::default();
         parts.scheme = Some(self.scheme.clone());
         parts.authority = Some(self.authority.clone());
-        parts.path_and_query = Some(path_and_query.unwrap_or_else(|_| PathAndQuery::from_static("/")));
+        parts.path_and_query =
+            Some(path_and_query.unwrap_or_else(|_| PathAndQuery::from_static("/")));
         Uri::from_parts(parts).expect("scheme, authority and path make a URI")
     }
 }

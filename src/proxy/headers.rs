@@ -8,7 +8,10 @@
 
 use std::net::IpAddr;
 
-use http::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE};
+use http::header::{
+    HeaderMap, HeaderName, HeaderValue, CONNECTION, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE,
+    TRAILER, TRANSFER_ENCODING, UPGRADE,
+};
 
 /// `X-Forwarded-For`
 pub static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
@@ -31,7 +34,15 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     for name in named {
         headers.remove(name);
     }
-    for name in [&CONNECTION, &TE, &TRAILER, &TRANSFER_ENCODING, &UPGRADE, &PROXY_AUTHORIZATION, &PROXY_AUTHENTICATE] {
+    for name in [
+        &CONNECTION,
+        &TE,
+        &TRAILER,
+        &TRANSFER_ENCODING,
+        &UPGRADE,
+        &PROXY_AUTHORIZATION,
+        &PROXY_AUTHENTICATE,
+    ] {
         headers.remove(name);
     }
     headers.remove(&KEEP_ALIVE);
@@ -39,7 +50,12 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
 }
 
 /// Sets the `X-Forwarded-*` headers for a request from `peer` (trusted or not).
-pub fn set_forwarded(headers: &mut HeaderMap, peer: IpAddr, peer_trusted: bool, original_host: Option<HeaderValue>) {
+pub fn set_forwarded(
+    headers: &mut HeaderMap,
+    peer: IpAddr,
+    peer_trusted: bool,
+    original_host: Option<HeaderValue>,
+) {
     let peer_text = peer.to_string();
     let xff = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
         Some(chain) if peer_trusted && !chain.trim().is_empty() => format!("{chain}, {peer_text}"),
@@ -84,7 +100,12 @@ mod tests {
     fn forwarded_chain_is_kept_only_from_trusted_peers() {
         let mut h = HeaderMap::new();
         h.insert("x-forwarded-for", HeaderValue::from_static("6.6.6.6"));
-        set_forwarded(&mut h, "203.0.113.7".parse().unwrap(), false, Some(HeaderValue::from_static("api.example")));
+        set_forwarded(
+            &mut h,
+            "203.0.113.7".parse().unwrap(),
+            false,
+            Some(HeaderValue::from_static("api.example")),
+        );
         assert_eq!(h["x-forwarded-for"], "203.0.113.7");
         assert_eq!(h["x-forwarded-proto"], "http");
         assert_eq!(h["x-forwarded-host"], "api.example");

@@ -63,8 +63,14 @@ impl Service<Request<Incoming>> for Proxy {
 async fn forward(fwd: Forward, req: Request<Incoming>) -> Response<Body> {
     let metrics = &fwd.route.metrics;
     let started = Instant::now();
-    let result = fwd.route.upstream.forward(req, fwd.peer.ip(), fwd.peer_trusted).await;
-    metrics.upstream_duration.observe(started.elapsed().as_secs_f64());
+    let result = fwd
+        .route
+        .upstream
+        .forward(req, fwd.peer.ip(), fwd.peer_trusted)
+        .await;
+    metrics
+        .upstream_duration
+        .observe(started.elapsed().as_secs_f64());
     match result {
         Ok(response) => {
             metrics.upstream(Some(response.status().as_u16()));

@@ -1,0 +1,585 @@
+//! Config validation, fixture by fixture: every file under `tests/fixtures/config/` that is
+//! refused has a test pinning the exact `FILE:LINE:COLUMN: message` an operator sees (in the
+//! style of envoyproxy/ratelimit's `test/config` fixtures). The positive tests check the shipped
+//! `config.toml`, defaults, warnings and the `SLIDEGATE_REDIS_URL` override, and the last tests
+//! run `slidegate check` itself.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use slidegate::config::{
+    Algorithm, Backend, ClockSource, Config, ExceedMode, OnError, OnMissingKey, CONFIG_ENV,
+    REDIS_URL_ENV,
+};
+use slidegate::key::KeyPart;
+
+/// Where the fixtures live, relative to the crate root.
+const FIXTURES: &str = "tests/fixtures/config";
+
+fn manifest_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn fixture(name: &str) -> PathBuf {
+    manifest_dir().join(FIXTURES).join(name)
+}
+
+/// An empty environment: no secrets, no `SLIDEGATE_REDIS_URL`.
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+/// Loads a fixture that must be refused and returns the error as the operator reads it, with
+/// the fixture directory cut off the front: `NAME:LINE:COLUMN: message`.
+fn load_err(name: &str) -> String {
+    let path = fixture(name);
+    let err = match Config::load_with_env(&path, &no_env) {
+        Ok(_) => panic!("{name} should be refused but loaded"),
+        Err(e) => e,
+    };
+    let file = path.display().to_string();
+    assert_eq!(
+        err.location().map(|l| l.file.as_str()),
+        Some(file.as_str()),
+        "{name}: the error should point into the file"
+    );
+    let text = err.to_string();
+    let rest = text
+        .strip_prefix(&file)
+        .unwrap_or_else(|| panic!("{name}: error does not start with the file name: {text}"));
+    format!("{name}{rest}")
+}
+
+fn load_ok(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Config {
+    Config::load_with_env(path, env)
+        .unwrap_or_else(|e| panic!("{} should load: {e}", path.display()))
+}
+
+// ---- unknown keys -------------------------------------------------------------------------
+
+#[test]
+fn unknown_key_top_level() {
+    assert_eq!(
+        load_err("unknown_key_top_level.toml"),
+        "unknown_key_top_level.toml:2:2: unknown field `sever`, expected one of `server`, `admin`, `store`, `upstreams`, `routes`, `jwt`"
+    );
+}
+
+#[test]
+fn unknown_key_server() {
+    assert_eq!(
+        load_err("unknown_key_server.toml"),
+        "unknown_key_server.toml:4:1: unknown field `port`, expected one of `listen`, `trusted_proxies`, `shutdown_grace`"
+    );
+}
+
+#[test]
+fn unknown_key_route() {
+    assert_eq!(
+        load_err("unknown_key_route.toml"),
+        "unknown_key_route.toml:8:1: unknown field `method`, expected one of `name`, `path`, `methods`, `upstream`, `key`, `on_missing_key`, `on_exceed`, `max_delay`, `max_waiting`, `block_for`, `on_error`, `headers`, `limits`"
+    );
+}
+
+#[test]
+fn unknown_key_limit() {
+    assert_eq!(
+        load_err("unknown_key_limit.toml"),
+        "unknown_key_limit.toml:14:3: unknown field `burst`, expected one of `name`, `limit`, `window`, `algorithm`"
+    );
+}
+
+// ---- TOML itself --------------------------------------------------------------------------
+
+#[test]
+fn toml_syntax_error() {
+    assert_eq!(
+        load_err("toml_syntax_error.toml"),
+        "toml_syntax_error.toml:3:29: invalid basic string, expected `\"`"
+    );
+}
+
+#[test]
+fn wrong_type_limit() {
+    assert_eq!(
+        load_err("wrong_type_limit.toml"),
+        "wrong_type_limit.toml:12:11: invalid type: string \"five\", expected an integer"
+    );
+}
+
+#[test]
+fn missing_route_upstream() {
+    assert_eq!(
+        load_err("missing_route_upstream.toml"),
+        "missing_route_upstream.toml:5:1: missing field `upstream`"
+    );
+}
+
+// ---- durations and limits -----------------------------------------------------------------
+
+#[test]
+fn bad_duration_window() {
+    assert_eq!(
+        load_err("bad_duration_window.toml"),
+        "bad_duration_window.toml:13:12: routes[0].limits[0].window: `5 parsecs` is not a duration (unknown time unit \"parsecs\", supported units: ns, us/µs, ms, sec, min, hours, days, weeks, months, years (and few variations)); write it like \"250ms\", \"1s\", \"5m\", \"1h\", \"7d\""
+    );
+}
+
+#[test]
+fn bad_duration_timeout() {
+    assert_eq!(
+        load_err("bad_duration_timeout.toml"),
+        "bad_duration_timeout.toml:3:11: store.timeout: `fast` is not a duration (expected number at 0); write it like \"250ms\", \"1s\", \"5m\", \"1h\", \"7d\""
+    );
+}
+
+#[test]
+fn zero_limit() {
+    assert_eq!(
+        load_err("zero_limit.toml"),
+        "zero_limit.toml:12:11: routes[0].limits[0].limit: must be at least 1, got 0"
+    );
+}
+
+#[test]
+fn negative_limit() {
+    assert_eq!(
+        load_err("negative_limit.toml"),
+        "negative_limit.toml:12:11: routes[0].limits[0].limit: must be at least 1, got -5"
+    );
+}
+
+#[test]
+fn zero_window() {
+    assert_eq!(
+        load_err("zero_window.toml"),
+        "zero_window.toml:13:12: routes[0].limits[0].window: must be between 1ms and 366d"
+    );
+}
+
+#[test]
+fn duplicate_limit_name() {
+    assert_eq!(
+        load_err("duplicate_limit_name.toml"),
+        "duplicate_limit_name.toml:16:10: routes[0].limits[1].name: duplicate limit name `burst` in this route"
+    );
+}
+
+#[test]
+fn unknown_algorithm() {
+    assert_eq!(
+        load_err("unknown_algorithm.toml"),
+        "unknown_algorithm.toml:14:15: routes[0].limits[0].algorithm: unknown algorithm `token_bucket`, expected \"sliding_log\" or \"sliding_window_counter\""
+    );
+}
+
+#[test]
+fn mixed_algorithms() {
+    assert_eq!(
+        load_err("mixed_algorithms.toml"),
+        "mixed_algorithms.toml:20:15: routes[0].limits[1].algorithm: `sliding_window_counter` differs from limit `per-second` (sliding_log); the limits of a route are decided in one atomic script call, so they share one algorithm"
+    );
+}
+
+// ---- routes -------------------------------------------------------------------------------
+
+#[test]
+fn unknown_upstream() {
+    assert_eq!(
+        load_err("unknown_upstream.toml"),
+        "unknown_upstream.toml:11:12: routes[0].upstream: unknown upstream `ap` (defined: app, billing)"
+    );
+}
+
+#[test]
+fn duplicate_route_name() {
+    assert_eq!(
+        load_err("duplicate_route_name.toml"),
+        "duplicate_route_name.toml:11:8: routes[1].name: duplicate route name `api`"
+    );
+}
+
+#[test]
+fn bad_route_name() {
+    assert_eq!(
+        load_err("bad_route_name.toml"),
+        "bad_route_name.toml:6:8: routes[0].name: `public api` must be 1-64 characters of letters, digits, `-`, `_` or `.`"
+    );
+}
+
+#[test]
+fn path_no_leading_slash() {
+    assert_eq!(
+        load_err("path_no_leading_slash.toml"),
+        "path_no_leading_slash.toml:7:8: routes[0].path: `api/*` must start with `/` and have no query"
+    );
+}
+
+#[test]
+fn path_star_in_middle() {
+    assert_eq!(
+        load_err("path_star_in_middle.toml"),
+        "path_star_in_middle.toml:7:8: routes[0].path: `/api/*/items`: `*` is only allowed as a trailing `/*`"
+    );
+}
+
+#[test]
+fn bad_method() {
+    assert_eq!(
+        load_err("bad_method.toml"),
+        "bad_method.toml:8:19: routes[0].methods: `*` is not an HTTP method (expected one of GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE, PATCH)"
+    );
+}
+
+#[test]
+fn bad_key_part() {
+    assert_eq!(
+        load_err("bad_key_part.toml"),
+        "bad_key_part.toml:9:14: routes[0].key: unknown key part `cookie:x`, expected \"ip\", \"header:NAME\", \"query:NAME\", \"jwt:CLAIM\", \"route\", \"method\" or \"path\""
+    );
+}
+
+#[test]
+fn empty_key() {
+    assert_eq!(
+        load_err("empty_key.toml"),
+        "empty_key.toml:9:7: routes[0].key: needs at least one part (for one shared limit, use [\"route\"])"
+    );
+}
+
+#[test]
+fn jwt_claim_without_jwt_section() {
+    assert_eq!(
+        load_err("jwt_claim_without_jwt_section.toml"),
+        "jwt_claim_without_jwt_section.toml:9:8: routes[0].key: `jwt:sub` needs a [jwt] section to verify tokens"
+    );
+}
+
+#[test]
+fn unknown_on_exceed() {
+    assert_eq!(
+        load_err("unknown_on_exceed.toml"),
+        "unknown_on_exceed.toml:9:13: routes[0].on_exceed: unknown mode `throttle`, expected \"reject\", \"delay\", \"block\" or \"shadow\""
+    );
+}
+
+#[test]
+fn block_without_block_for() {
+    assert_eq!(
+        load_err("block_without_block_for.toml"),
+        "block_without_block_for.toml:9:13: routes[0].on_exceed: \"block\" needs block_for (like block_for = \"15m\")"
+    );
+}
+
+#[test]
+fn zero_max_waiting() {
+    assert_eq!(
+        load_err("zero_max_waiting.toml"),
+        "zero_max_waiting.toml:10:15: routes[0].max_waiting: must be at least 1"
+    );
+}
+
+#[test]
+fn unknown_on_error() {
+    assert_eq!(
+        load_err("unknown_on_error.toml"),
+        "unknown_on_error.toml:9:12: routes[0].on_error: unknown value `fail-open`, expected \"allow\", \"deny\" or \"local\""
+    );
+}
+
+// ---- server, upstreams, store, jwt --------------------------------------------------------
+
+#[test]
+fn bad_listen_address() {
+    assert_eq!(
+        load_err("bad_listen_address.toml"),
+        "bad_listen_address.toml:3:10: server.listen: `localhost:8080` is not an IP:PORT address"
+    );
+}
+
+#[test]
+fn bad_trusted_proxy_cidr() {
+    assert_eq!(
+        load_err("bad_trusted_proxy_cidr.toml"),
+        "bad_trusted_proxy_cidr.toml:4:36: server.trusted_proxies: `10.0.0.0/33` is not a CIDR (like 10.0.0.0/8) or an IP address"
+    );
+}
+
+#[test]
+fn upstream_url_ftp() {
+    assert_eq!(
+        load_err("upstream_url_ftp.toml"),
+        "upstream_url_ftp.toml:3:7: upstreams.files.url: `ftp://files.internal:21` must start with http:// or https://"
+    );
+}
+
+#[test]
+fn upstream_url_no_host() {
+    assert_eq!(
+        load_err("upstream_url_no_host.toml"),
+        "upstream_url_no_host.toml:3:7: upstreams.app.url: `http://` is not a URL"
+    );
+}
+
+#[test]
+fn upstream_url_no_scheme() {
+    assert_eq!(
+        load_err("upstream_url_no_scheme.toml"),
+        "upstream_url_no_scheme.toml:3:7: upstreams.app.url: `app.internal:9000` must start with http:// or https://"
+    );
+}
+
+#[test]
+fn bad_store_url_scheme() {
+    assert_eq!(
+        load_err("bad_store_url_scheme.toml"),
+        "bad_store_url_scheme.toml:4:7: store.url: `http://127.0.0.1:6379` is not a Redis URL (redis://, rediss://, redis-cluster://, redis-sentinel://)"
+    );
+}
+
+#[test]
+fn unknown_store_backend() {
+    assert_eq!(
+        load_err("unknown_store_backend.toml"),
+        "unknown_store_backend.toml:3:11: store.backend: unknown backend `memcached`, expected \"redis\" or \"memory\""
+    );
+}
+
+#[test]
+fn jwt_secret_env_unset() {
+    assert_eq!(
+        load_err("jwt_secret_env_unset.toml"),
+        "jwt_secret_env_unset.toml:3:20: jwt.hs256_secret_env: the environment variable `SLIDEGATE_TEST_JWT_SECRET` is not set"
+    );
+}
+
+// ---- configs that load --------------------------------------------------------------------
+
+#[test]
+fn shipped_config_loads() {
+    let config = load_ok(&manifest_dir().join("config.toml"), &no_env);
+    let names: Vec<&str> = config.routes.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["otp-send", "payments", "public"]);
+    assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+    assert_eq!(
+        config.route("otp-send").unwrap().on_exceed,
+        ExceedMode::Block {
+            block_for: Duration::from_secs(15 * 60)
+        }
+    );
+    assert_eq!(
+        config.route("payments").unwrap().on_exceed,
+        ExceedMode::Delay {
+            max_delay: Duration::from_secs(2),
+            max_waiting: 1000
+        }
+    );
+    assert_eq!(config.store.url, "redis://127.0.0.1:6379");
+}
+
+#[test]
+fn max_delay_on_reject_loads_with_one_warning() {
+    let path = fixture("max_delay_on_reject.toml");
+    let config = load_ok(&path, &no_env);
+    assert_eq!(config.routes[0].on_exceed, ExceedMode::Reject);
+    let [warning] = config.warnings.as_slice() else {
+        panic!("expected exactly one warning, got {:?}", config.warnings);
+    };
+    assert_eq!(
+        (warning.at.line, warning.at.column),
+        (10, 13),
+        "points at the max_delay value"
+    );
+    assert_eq!(
+        warning.to_string(),
+        format!(
+            "{}:10:13: warning: routes[0].max_delay is ignored: on_exceed is \"reject\", not \"delay\"",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn redis_url_env_overrides_store_url() {
+    let path = manifest_dir().join("config.toml");
+    let env =
+        |name: &str| (name == REDIS_URL_ENV).then(|| "rediss://cache.internal:6380/2".to_string());
+    assert_eq!(
+        load_ok(&path, &env).store.url,
+        "rediss://cache.internal:6380/2"
+    );
+}
+
+#[test]
+fn empty_redis_url_env_is_ignored() {
+    let path = manifest_dir().join("config.toml");
+    let env = |name: &str| (name == REDIS_URL_ENV).then(String::new);
+    assert_eq!(load_ok(&path, &env).store.url, "redis://127.0.0.1:6379");
+}
+
+#[test]
+fn defaults_when_server_admin_store_are_absent() {
+    let config = load_ok(&fixture("defaults_only_routes.toml"), &no_env);
+
+    assert_eq!(config.server.listen, "0.0.0.0:8080".parse().unwrap());
+    assert!(config.server.trusted_proxies.is_empty());
+    assert_eq!(config.server.shutdown_grace, Duration::from_secs(10));
+
+    assert_eq!(config.admin.listen, "127.0.0.1:9091".parse().unwrap());
+    assert_eq!(config.admin.token_env, "SLIDEGATE_ADMIN_TOKEN");
+    assert_eq!(config.admin.token, None);
+
+    assert_eq!(config.store.backend, Backend::Redis);
+    assert_eq!(config.store.url, "redis://127.0.0.1:6379");
+    assert_eq!(config.store.timeout, Duration::from_millis(50));
+    assert_eq!(config.store.on_error, OnError::Allow);
+    assert_eq!(config.store.key_prefix, "slidegate");
+    assert_eq!(config.store.clock, ClockSource::Redis);
+
+    let app = &config.upstreams["app"];
+    assert_eq!(
+        (app.connect_timeout, app.timeout),
+        (Duration::from_secs(1), Duration::from_secs(10))
+    );
+
+    let route = &config.routes[0];
+    assert_eq!(route.methods, None);
+    assert_eq!(route.key, [KeyPart::Ip]);
+    assert_eq!(route.on_missing_key, OnMissingKey::Reject);
+    assert_eq!(route.on_exceed, ExceedMode::Reject);
+    assert_eq!(route.on_error, OnError::Allow);
+    assert!(route.headers);
+    assert_eq!(route.algorithm, Algorithm::SlidingLog);
+    assert!(config.warnings.is_empty());
+}
+
+#[test]
+fn admin_token_comes_from_the_named_env_var() {
+    let env = |name: &str| (name == "SLIDEGATE_ADMIN_TOKEN").then(|| "s3cret".to_string());
+    let config = load_ok(&fixture("defaults_only_routes.toml"), &env);
+    assert_eq!(config.admin.token.as_deref(), Some("s3cret"));
+}
+
+#[test]
+fn every_fixture_has_a_test() {
+    let this_file = include_str!("config_errors.rs");
+    for entry in std::fs::read_dir(manifest_dir().join(FIXTURES)).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        assert!(
+            this_file.contains(&format!("\"{name}\"")),
+            "fixture {name} is not used by any test"
+        );
+    }
+}
+
+// ---- the `slidegate check` command --------------------------------------------------------
+
+/// `slidegate ARGS`, run from the crate root with the config-related environment cleared,
+/// plus `env`.
+fn slidegate(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_slidegate"));
+    cmd.current_dir(manifest_dir())
+        .args(args)
+        .env_remove(CONFIG_ENV)
+        .env_remove(REDIS_URL_ENV)
+        .env_remove("SLIDEGATE_ADMIN_TOKEN");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run slidegate")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn check_refuses_a_bad_config_with_its_location_on_stderr() {
+    let out = slidegate(
+        &["check", "--config", "tests/fixtures/config/zero_limit.toml"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "stderr: {}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        "tests/fixtures/config/zero_limit.toml:12:11: routes[0].limits[0].limit: must be at least 1, got 0\n"
+    );
+    assert_eq!(text(&out.stdout), "");
+}
+
+#[test]
+fn check_refuses_a_toml_error_with_its_location_on_stderr() {
+    let out = slidegate(
+        &[
+            "check",
+            "--config",
+            "tests/fixtures/config/unknown_key_limit.toml",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "stderr: {}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).starts_with(
+            "tests/fixtures/config/unknown_key_limit.toml:14:3: unknown field `burst`"
+        ),
+        "stderr: {}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn check_accepts_the_shipped_config_and_summarises_every_route() {
+    let out = slidegate(&["check", "--config", "config.toml"], &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert!(stdout.starts_with("config.toml: OK\n"), "stdout: {stdout}");
+    for route in ["otp-send", "payments", "public"] {
+        assert!(
+            stdout.contains(route),
+            "summary does not mention {route}:\n{stdout}"
+        );
+    }
+    assert_eq!(text(&out.stderr), "", "the shipped config has no warnings");
+}
+
+#[test]
+fn check_prints_warnings_on_stderr_and_still_succeeds() {
+    let out = slidegate(
+        &[
+            "check",
+            "--config",
+            "tests/fixtures/config/max_delay_on_reject.toml",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        "tests/fixtures/config/max_delay_on_reject.toml:10:13: warning: routes[0].max_delay is ignored: on_exceed is \"reject\", not \"delay\"\n"
+    );
+}
+
+#[test]
+fn check_reads_the_config_env_var_without_a_flag() {
+    let out = slidegate(
+        &["check"],
+        &[(CONFIG_ENV, "tests/fixtures/config/zero_limit.toml")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).starts_with("tests/fixtures/config/zero_limit.toml:12:11: "),
+        "stderr: {}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn config_flag_wins_over_the_config_env_var() {
+    let out = slidegate(
+        &["check", "--config", "config.toml"],
+        &[(CONFIG_ENV, "tests/fixtures/config/zero_limit.toml")],
+    );
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("config.toml: OK\n"));
+}
