@@ -33,12 +33,20 @@ key = ["ip"]
   limit = 20
   window = "1h"
 "#;
-    let gw = gateway::start(&config(&redis_store(&redis.url(), &unique_prefix("hdr")), &up.url(), routes)).await;
+    let gw = gateway::start(&config(
+        &redis_store(&redis.url(), &unique_prefix("hdr")),
+        &up.url(),
+        routes,
+    ))
+    .await;
     let client = HttpClient::default();
     let url = gw.url("/api/otp/send");
     let first = client.send(Method::POST, &url, &[], "").await;
     assert_eq!(first.status, 200);
-    assert_eq!(first.header("ratelimit-policy"), Some("\"per-minute\";q=5;w=60, \"per-hour\";q=20;w=3600"));
+    assert_eq!(
+        first.header("ratelimit-policy"),
+        Some("\"per-minute\";q=5;w=60, \"per-hour\";q=20;w=3600")
+    );
     assert_eq!(first.header("ratelimit"), Some("\"per-minute\";r=4;t=60"));
     assert_eq!(first.header("x-ratelimit-limit"), Some("5"));
     assert_eq!(first.header("x-ratelimit-remaining"), Some("4"));
@@ -51,13 +59,25 @@ key = ["ip"]
     assert_eq!(r.header("content-type"), Some("application/problem+json"));
     let retry_after: u64 = r.header("retry-after").unwrap().parse().unwrap();
     assert!((59..=60).contains(&retry_after), "{retry_after}");
-    assert_eq!(r.header("ratelimit-policy"), Some("\"per-minute\";q=5;w=60, \"per-hour\";q=20;w=3600"));
-    assert_eq!(r.header("ratelimit"), Some(format!("\"per-minute\";r=0;t={retry_after}").as_str()));
+    assert_eq!(
+        r.header("ratelimit-policy"),
+        Some("\"per-minute\";q=5;w=60, \"per-hour\";q=20;w=3600")
+    );
+    assert_eq!(
+        r.header("ratelimit"),
+        Some(format!("\"per-minute\";r=0;t={retry_after}").as_str())
+    );
     assert_eq!(r.header("x-ratelimit-limit"), Some("5"));
     assert_eq!(r.header("x-ratelimit-remaining"), Some("0"));
-    assert_eq!(r.header("x-ratelimit-reset"), Some(retry_after.to_string().as_str()));
+    assert_eq!(
+        r.header("x-ratelimit-reset"),
+        Some(retry_after.to_string().as_str())
+    );
     let body = r.json();
-    assert_eq!(body["type"], "https://iana.org/assignments/http-problem-types#quota-exceeded");
+    assert_eq!(
+        body["type"],
+        "https://iana.org/assignments/http-problem-types#quota-exceeded"
+    );
     assert_eq!(body["title"], "Too Many Requests");
     assert_eq!(body["status"], 429);
     assert_eq!(body["error"], "rate_limited");
@@ -65,7 +85,10 @@ key = ["ip"]
     assert_eq!(body["limit"], "per-minute");
     assert_eq!(body["violated-policies"], serde_json::json!(["per-minute"]));
     let ms = body["retry_after_ms"].as_u64().unwrap();
-    assert!(ms > 58_000 && ms <= 60_000 && ms.div_ceil(1000) == retry_after, "{ms}");
+    assert!(
+        ms > 58_000 && ms <= 60_000 && ms.div_ceil(1000) == retry_after,
+        "{ms}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -79,7 +102,10 @@ async fn headers_false_leaves_allowed_responses_alone() {
     assert!(ok.header("ratelimit").is_none() && ok.header("x-ratelimit-limit").is_none());
     let rejected = client.get(&gw.url("/x"), &[]).await;
     assert_eq!(rejected.status, 429);
-    assert!(rejected.header("ratelimit").is_some(), "a 429 always explains itself");
+    assert!(
+        rejected.header("ratelimit").is_some(),
+        "a 429 always explains itself"
+    );
 }
 
 fn ip_route(trusted: &str) -> String {
@@ -92,12 +118,29 @@ fn ip_route(trusted: &str) -> String {
 async fn spoofed_x_forwarded_for_from_an_untrusted_peer_gains_nothing() {
     let redis = RedisServer::start();
     let up = upstream::start().await;
-    let gw = gateway::start(&config(&redis_store(&redis.url(), &unique_prefix("spoof")), &up.url(), &ip_route(""))).await;
+    let gw = gateway::start(&config(
+        &redis_store(&redis.url(), &unique_prefix("spoof")),
+        &up.url(),
+        &ip_route(""),
+    ))
+    .await;
     let client = HttpClient::default();
     let mut codes = Vec::new();
     for i in 0..6 {
         let fake = format!("198.51.100.{i}");
-        codes.push(client.get(&gw.url("/x"), &[("x-forwarded-for", &fake), ("forwarded", &format!("for={fake}"))]).await.status.as_u16());
+        codes.push(
+            client
+                .get(
+                    &gw.url("/x"),
+                    &[
+                        ("x-forwarded-for", &fake),
+                        ("forwarded", &format!("for={fake}")),
+                    ],
+                )
+                .await
+                .status
+                .as_u16(),
+        );
     }
     assert_eq!(codes, [200, 200, 429, 429, 429, 429]);
 }
@@ -106,8 +149,15 @@ async fn spoofed_x_forwarded_for_from_an_untrusted_peer_gains_nothing() {
 async fn through_a_trusted_proxy_distinct_clients_get_distinct_quotas() {
     let redis = RedisServer::start();
     let up = upstream::start().await;
-    let cfg = config(&redis_store(&redis.url(), &unique_prefix("trusted")), &up.url(), &ip_route(""))
-        .replace("listen = \"127.0.0.1:0\"\n\n[admin]", "listen = \"127.0.0.1:0\"\ntrusted_proxies = [\"127.0.0.1/32\"]\n\n[admin]");
+    let cfg = config(
+        &redis_store(&redis.url(), &unique_prefix("trusted")),
+        &up.url(),
+        &ip_route(""),
+    )
+    .replace(
+        "listen = \"127.0.0.1:0\"\n\n[admin]",
+        "listen = \"127.0.0.1:0\"\ntrusted_proxies = [\"127.0.0.1/32\"]\n\n[admin]",
+    );
     let gw = gateway::start(&cfg).await;
     let client = HttpClient::default();
     let get = |xff: &'static str| {
@@ -117,13 +167,20 @@ async fn through_a_trusted_proxy_distinct_clients_get_distinct_quotas() {
     assert_eq!(get("198.51.100.1").await.status, 200);
     assert_eq!(get("198.51.100.1").await.status, 200);
     assert_eq!(get("198.51.100.1").await.status, 429);
-    assert_eq!(get("198.51.100.2").await.status, 200, "another client has its own quota");
+    assert_eq!(
+        get("198.51.100.2").await.status,
+        200,
+        "another client has its own quota"
+    );
     // A client prepending its own hops through the trusted proxy is still the right-most hop.
     assert_eq!(get("1.2.3.4, 198.51.100.1").await.status, 429);
     assert_eq!(get("5.6.7.8, 198.51.100.1").await.status, 429);
     // What the upstream sees: the chain plus the trusted peer.
     let seen = get("198.51.100.3").await.json();
-    assert_eq!(seen["headers"]["x-forwarded-for"], "198.51.100.3, 127.0.0.1");
+    assert_eq!(
+        seen["headers"]["x-forwarded-for"],
+        "198.51.100.3, 127.0.0.1"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -146,16 +203,38 @@ upstream = "up"
 "#;
     let gw = gateway::start(&config(MEMORY, &up.url(), routes)).await;
     let client = HttpClient::default();
-    assert_eq!(client.send(Method::POST, &gw.url("/api/otp"), &[], "").await.status, 200);
-    assert_eq!(client.send(Method::POST, &gw.url("/api/otp/send"), &[], "").await.status, 200);
-    let miss = client.send(Method::POST, &gw.url("/api/otpx"), &[], "").await;
+    assert_eq!(
+        client
+            .send(Method::POST, &gw.url("/api/otp"), &[], "")
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        client
+            .send(Method::POST, &gw.url("/api/otp/send"), &[], "")
+            .await
+            .status,
+        200
+    );
+    let miss = client
+        .send(Method::POST, &gw.url("/api/otpx"), &[], "")
+        .await;
     assert_eq!(miss.status, 404);
     assert_eq!(miss.header("content-type"), Some("application/json"));
     assert_eq!(miss.json()["error"], "no_route");
-    assert_eq!(client.get(&gw.url("/api/otp/send"), &[]).await.status, 404, "method must match");
+    assert_eq!(
+        client.get(&gw.url("/api/otp/send"), &[]).await.status,
+        404,
+        "method must match"
+    );
     assert_eq!(client.get(&gw.url("/login"), &[]).await.status, 200);
     assert_eq!(client.get(&gw.url("/login"), &[]).await.status, 429);
-    assert_eq!(client.get(&gw.url("/login/x"), &[]).await.status, 404, "exact path");
+    assert_eq!(
+        client.get(&gw.url("/login/x"), &[]).await.status,
+        404,
+        "exact path"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -187,12 +266,37 @@ on_missing_key = "ip"
     let r = client.get(&gw.url("/strict"), &[]).await;
     assert_eq!(r.status, 400);
     assert_eq!(r.json()["error"], "missing_key");
-    assert_eq!(client.get(&gw.url("/strict"), &[("x-api-key", "k1")]).await.status, 200);
-    assert_eq!(client.get(&gw.url("/strict"), &[("x-api-key", "k1")]).await.status, 429);
-    assert_eq!(client.get(&gw.url("/strict"), &[("x-api-key", "k2")]).await.status, 200);
+    assert_eq!(
+        client
+            .get(&gw.url("/strict"), &[("x-api-key", "k1")])
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        client
+            .get(&gw.url("/strict"), &[("x-api-key", "k1")])
+            .await
+            .status,
+        429
+    );
+    assert_eq!(
+        client
+            .get(&gw.url("/strict"), &[("x-api-key", "k2")])
+            .await
+            .status,
+        200
+    );
     assert_eq!(client.get(&gw.url("/lenient"), &[]).await.status, 200);
-    assert_eq!(client.get(&gw.url("/lenient"), &[]).await.status, 429, "both fell back to 127.0.0.1|GET");
-    assert_eq!(client.get(&gw.url("/lenient?user=ann"), &[]).await.status, 200);
+    assert_eq!(
+        client.get(&gw.url("/lenient"), &[]).await.status,
+        429,
+        "both fell back to 127.0.0.1|GET"
+    );
+    assert_eq!(
+        client.get(&gw.url("/lenient?user=ann"), &[]).await.status,
+        200
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,17 +308,29 @@ async fn proxy_strips_hop_by_hop_headers_and_sets_forwarding_headers() {
     let r = client
         .get(
             &gw.url("/echo-headers?a=1"),
-            &[("connection", "x-private"), ("x-private", "secret"), ("te", "trailers"), ("x-forwarded-for", "6.6.6.6"), ("host", "api.example")],
+            &[
+                ("connection", "x-private"),
+                ("x-private", "secret"),
+                ("te", "trailers"),
+                ("x-forwarded-for", "6.6.6.6"),
+                ("host", "api.example"),
+            ],
         )
         .await;
     assert_eq!(r.status, 200);
-    assert!(r.header("keep-alive").is_none(), "upstream hop-by-hop headers are removed");
+    assert!(
+        r.header("keep-alive").is_none(),
+        "upstream hop-by-hop headers are removed"
+    );
     let seen = r.json();
     let h = &seen["headers"];
     assert_eq!(seen["path"], "/echo-headers");
     assert_eq!(seen["query"], "a=1");
     assert!(h.get("x-private").is_none() && h.get("te").is_none());
-    assert_eq!(h["x-forwarded-for"], "127.0.0.1", "an untrusted peer's chain is replaced");
+    assert_eq!(
+        h["x-forwarded-for"], "127.0.0.1",
+        "an untrusted peer's chain is replaced"
+    );
     assert_eq!(h["x-forwarded-proto"], "http");
     assert_eq!(h["x-forwarded-host"], "api.example");
 }
@@ -230,20 +346,30 @@ async fn bodies_stream_both_ways() {
     assert_eq!(echoed.body.len(), big.len());
 
     // The first chunk must arrive long before the last one is sent: nothing is buffered.
-    let stream = tokio::net::TcpStream::connect(gw.running().proxy_addr).await.unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake::<_, http_body_util::Empty<bytes::Bytes>>(
-        hyper_util::rt::TokioIo::new(stream),
-    )
+    let stream = tokio::net::TcpStream::connect(gw.running().proxy_addr)
+        .await
+        .unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake::<
+        _,
+        http_body_util::Empty<bytes::Bytes>,
+    >(hyper_util::rt::TokioIo::new(stream))
     .await
     .unwrap();
     tokio::spawn(conn);
     let started = Instant::now();
-    let req = http::Request::get("/drip?chunks=3&ms=400").header("host", "x").body(http_body_util::Empty::new()).unwrap();
+    let req = http::Request::get("/drip?chunks=3&ms=400")
+        .header("host", "x")
+        .body(http_body_util::Empty::new())
+        .unwrap();
     let mut resp = sender.send_request(req).await.unwrap();
     use http_body_util::BodyExt;
     let first = resp.body_mut().frame().await.unwrap().unwrap();
     assert!(first.is_data());
-    assert!(started.elapsed() < Duration::from_millis(600), "first chunk after {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(600),
+        "first chunk after {:?}",
+        started.elapsed()
+    );
     while resp.body_mut().frame().await.is_some() {}
     assert!(started.elapsed() >= Duration::from_millis(800));
 }
@@ -267,5 +393,8 @@ async fn dead_upstream_is_502_and_slow_upstream_is_504() {
     assert_eq!(r.json()["error"], "upstream_timeout");
     assert!(started.elapsed() < Duration::from_millis(1500));
     let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
-    assert!(metrics.contains("slidegate_upstream_requests_total{route=\"dead\",status=\"error\"} 1"), "{metrics}");
+    assert!(
+        metrics.contains("slidegate_upstream_requests_total{route=\"dead\",status=\"error\"} 1"),
+        "{metrics}"
+    );
 }

@@ -10,9 +10,13 @@ use support::redis::{RedisServer, Resp};
 use support::{unique_prefix, upstream};
 
 fn route(name: &str, key: &str, extra: &str, limits: &[(&str, u64, &str)]) -> String {
-    let mut out = format!("[[routes]]\nname = \"{name}\"\npath = \"/*\"\nupstream = \"up\"\nkey = [{key}]\n{extra}\n");
+    let mut out = format!(
+        "[[routes]]\nname = \"{name}\"\npath = \"/*\"\nupstream = \"up\"\nkey = [{key}]\n{extra}\n"
+    );
     for (n, l, w) in limits {
-        out.push_str(&format!("  [[routes.limits]]\n  name = \"{n}\"\n  limit = {l}\n  window = \"{w}\"\n"));
+        out.push_str(&format!(
+            "  [[routes.limits]]\n  name = \"{n}\"\n  limit = {l}\n  window = \"{w}\"\n"
+        ));
     }
     out
 }
@@ -22,7 +26,11 @@ async fn two_instances_sharing_redis_allow_exactly_the_limit() {
     let redis = RedisServer::start();
     let up = upstream::start().await;
     let routes = route("shared", "\"route\"", "", &[("per-minute", 25, "1m")]);
-    let cfg = config(&redis_store(&redis.url(), &unique_prefix("fleet")), &up.url(), &routes);
+    let cfg = config(
+        &redis_store(&redis.url(), &unique_prefix("fleet")),
+        &up.url(),
+        &routes,
+    );
     let a = gateway::start(&cfg).await;
     let b = gateway::start(&cfg).await;
     let client = HttpClient::default();
@@ -49,7 +57,12 @@ async fn retry_after_is_exact() {
     let redis = RedisServer::start();
     let up = upstream::start().await;
     let routes = route("exact", "\"ip\"", "", &[("per-3s", 2, "3s")]);
-    let gw = gateway::start(&config(&redis_store(&redis.url(), &unique_prefix("exact")), &up.url(), &routes)).await;
+    let gw = gateway::start(&config(
+        &redis_store(&redis.url(), &unique_prefix("exact")),
+        &up.url(),
+        &routes,
+    ))
+    .await;
     let client = HttpClient::default();
     assert_eq!(client.get(&gw.url("/a"), &[]).await.status, 200);
     tokio::time::sleep(Duration::from_millis(400)).await;
@@ -58,12 +71,23 @@ async fn retry_after_is_exact() {
     let received = Instant::now();
     assert_eq!(rejected.status, 429);
     let retry_ms = rejected.json()["retry_after_ms"].as_u64().unwrap();
-    assert!((2000..=3000).contains(&retry_ms), "retry_after_ms {retry_ms}");
+    assert!(
+        (2000..=3000).contains(&retry_ms),
+        "retry_after_ms {retry_ms}"
+    );
 
     tokio::time::sleep_until((received + Duration::from_millis(retry_ms - 300)).into()).await;
-    assert_eq!(client.get(&gw.url("/a"), &[]).await.status, 429, "300 ms early must still be rejected");
+    assert_eq!(
+        client.get(&gw.url("/a"), &[]).await.status,
+        429,
+        "300 ms early must still be rejected"
+    );
     tokio::time::sleep_until((received + Duration::from_millis(retry_ms + 100)).into()).await;
-    assert_eq!(client.get(&gw.url("/a"), &[]).await.status, 200, "100 ms after Retry-After must be allowed");
+    assert_eq!(
+        client.get(&gw.url("/a"), &[]).await.status,
+        200,
+        "100 ms after Retry-After must be allowed"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -73,25 +97,48 @@ async fn a_request_rejected_by_one_limit_charges_none_of_the_others() {
     let prefix = unique_prefix("atomic");
     let routes = route("r1", "\"ip\"", "", &[("small", 2, "1m"), ("big", 5, "1h")])
         + "\n"
-        + &route("r2", "\"ip\"", "", &[("roomy", 10, "1m"), ("tight", 3, "1h")]).replace("path = \"/*\"", "path = \"/two/*\"");
+        + &route(
+            "r2",
+            "\"ip\"",
+            "",
+            &[("roomy", 10, "1m"), ("tight", 3, "1h")],
+        )
+        .replace("path = \"/*\"", "path = \"/two/*\"");
     // r2 must match before the catch-all r1.
     let (r1, r2) = routes.split_at(routes.find("[[routes]]\nname = \"r2\"").unwrap());
-    let gw = gateway::start(&config(&redis_store(&redis.url(), &prefix), &up.url(), &format!("{r2}\n{r1}"))).await;
+    let gw = gateway::start(&config(
+        &redis_store(&redis.url(), &prefix),
+        &up.url(),
+        &format!("{r2}\n{r1}"),
+    ))
+    .await;
     let client = HttpClient::default();
     let mut statuses = Vec::new();
     for _ in 0..6 {
         statuses.push(client.get(&gw.url("/one"), &[]).await.status.as_u16());
     }
     assert_eq!(statuses, [200, 200, 429, 429, 429, 429]);
-    let zcard = |limit: &str, route: &str| redis.cmd(&["ZCARD", &format!("{prefix}:{{{route}|127.0.0.1}}:{limit}")]).int();
+    let zcard = |limit: &str, route: &str| {
+        redis
+            .cmd(&["ZCARD", &format!("{prefix}:{{{route}|127.0.0.1}}:{limit}")])
+            .int()
+    };
     assert_eq!(zcard("small", "r1"), 2);
-    assert_eq!(zcard("big", "r1"), 2, "rejections must not charge the other limit");
+    assert_eq!(
+        zcard("big", "r1"),
+        2,
+        "rejections must not charge the other limit"
+    );
 
     for _ in 0..5 {
         client.get(&gw.url("/two/x"), &[]).await;
     }
     assert_eq!(zcard("tight", "r2"), 3);
-    assert_eq!(zcard("roomy", "r2"), 3, "rejections by `tight` must not charge `roomy`");
+    assert_eq!(
+        zcard("roomy", "r2"),
+        3,
+        "rejections by `tight` must not charge `roomy`"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -99,8 +146,18 @@ async fn script_flush_during_traffic_causes_no_5xx() {
     let redis = RedisServer::start();
     let up = upstream::start().await;
     // on_error = "deny": any NOSCRIPT that leaked out of the store would show as a 503.
-    let routes = route("busy", "\"route\"", "on_error = \"deny\"", &[("huge", 1_000_000, "1m")]);
-    let gw = gateway::start(&config(&redis_store(&redis.url(), &unique_prefix("flush")), &up.url(), &routes)).await;
+    let routes = route(
+        "busy",
+        "\"route\"",
+        "on_error = \"deny\"",
+        &[("huge", 1_000_000, "1m")],
+    );
+    let gw = gateway::start(&config(
+        &redis_store(&redis.url(), &unique_prefix("flush")),
+        &up.url(),
+        &routes,
+    ))
+    .await;
     let client = HttpClient::default();
     let url = gw.url("/x");
     let traffic = tokio::spawn(async move {
@@ -122,8 +179,18 @@ async fn script_flush_during_traffic_causes_no_5xx() {
 async fn block_mode_rejects_the_key_for_block_for() {
     let redis = RedisServer::start();
     let up = upstream::start().await;
-    let routes = route("otp", "\"ip\"", "on_exceed = \"block\"\nblock_for = \"2s\"", &[("per-second", 2, "1s")]);
-    let gw = gateway::start(&config(&redis_store(&redis.url(), &unique_prefix("block")), &up.url(), &routes)).await;
+    let routes = route(
+        "otp",
+        "\"ip\"",
+        "on_exceed = \"block\"\nblock_for = \"2s\"",
+        &[("per-second", 2, "1s")],
+    );
+    let gw = gateway::start(&config(
+        &redis_store(&redis.url(), &unique_prefix("block")),
+        &up.url(),
+        &routes,
+    ))
+    .await;
     let client = HttpClient::default();
     let mut statuses = Vec::new();
     for _ in 0..5 {
@@ -139,28 +206,61 @@ async fn block_mode_rejects_the_key_for_block_for() {
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let during = client.get(&gw.url("/otp"), &[]).await;
     assert_eq!(during.status, 429);
-    assert_eq!(during.header("retry-after"), Some("1"), "remaining block time");
+    assert_eq!(
+        during.header("retry-after"),
+        Some("1"),
+        "remaining block time"
+    );
     tokio::time::sleep_until((started + Duration::from_millis(2100)).into()).await;
-    assert_eq!(client.get(&gw.url("/otp"), &[]).await.status, 200, "the block lapsed");
+    assert_eq!(
+        client.get(&gw.url("/otp"), &[]).await.status,
+        200,
+        "the block lapsed"
+    );
     let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
-    assert!(metrics.contains("slidegate_requests_total{decision=\"rejected\",route=\"otp\"} 1"), "{metrics}");
-    assert!(metrics.contains("slidegate_requests_total{decision=\"blocked\",route=\"otp\"} 3"), "{metrics}");
-    assert!(metrics.contains("slidegate_limit_exceeded_total{limit=\"per-second\",route=\"otp\"} 4"), "{metrics}");
+    assert!(
+        metrics.contains("slidegate_requests_total{decision=\"rejected\",route=\"otp\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("slidegate_requests_total{decision=\"blocked\",route=\"otp\"} 3"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("slidegate_limit_exceeded_total{limit=\"per-second\",route=\"otp\"} 4"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shadow_mode_counts_but_never_rejects() {
     let redis = RedisServer::start();
     let up = upstream::start().await;
-    let routes = route("dry", "\"ip\"", "on_exceed = \"shadow\"", &[("per-minute", 2, "1m")]);
-    let gw = gateway::start(&config(&redis_store(&redis.url(), &unique_prefix("shadow")), &up.url(), &routes)).await;
+    let routes = route(
+        "dry",
+        "\"ip\"",
+        "on_exceed = \"shadow\"",
+        &[("per-minute", 2, "1m")],
+    );
+    let gw = gateway::start(&config(
+        &redis_store(&redis.url(), &unique_prefix("shadow")),
+        &up.url(),
+        &routes,
+    ))
+    .await;
     let client = HttpClient::default();
     for _ in 0..5 {
         assert_eq!(client.get(&gw.url("/x"), &[]).await.status, 200);
     }
     let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
-    assert!(metrics.contains("slidegate_requests_total{decision=\"allowed\",route=\"dry\"} 2"), "{metrics}");
-    assert!(metrics.contains("slidegate_requests_total{decision=\"shadow_rejected\",route=\"dry\"} 3"), "{metrics}");
+    assert!(
+        metrics.contains("slidegate_requests_total{decision=\"allowed\",route=\"dry\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("slidegate_requests_total{decision=\"shadow_rejected\",route=\"dry\"} 3"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -173,21 +273,37 @@ async fn delay_mode_waits_for_room_within_max_delay() {
         "on_exceed = \"delay\"\nmax_delay = \"1500ms\"\nmax_waiting = 100",
         &[("per-second", 5, "1s")],
     );
-    let gw = gateway::start(&config(&redis_store(&redis.url(), &unique_prefix("delay")), &up.url(), &routes)).await;
+    let gw = gateway::start(&config(
+        &redis_store(&redis.url(), &unique_prefix("delay")),
+        &up.url(),
+        &routes,
+    ))
+    .await;
     let client = HttpClient::default();
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..10 {
         let (client, url) = (client.clone(), gw.url("/pay"));
-        tasks.spawn(async move { (client.get(&url, &[]).await.status.as_u16(), started.elapsed()) });
+        tasks.spawn(async move {
+            (
+                client.get(&url, &[]).await.status.as_u16(),
+                started.elapsed(),
+            )
+        });
     }
     let mut results = Vec::new();
     while let Some(r) = tasks.join_next().await {
         results.push(r.unwrap());
     }
     assert!(results.iter().all(|(s, _)| *s == 200), "{results:?}");
-    let late = results.iter().filter(|(_, t)| *t >= Duration::from_millis(800)).count();
-    assert_eq!(late, 5, "half of them must have waited about a second: {results:?}");
+    let late = results
+        .iter()
+        .filter(|(_, t)| *t >= Duration::from_millis(800))
+        .count();
+    assert_eq!(
+        late, 5,
+        "half of them must have waited about a second: {results:?}"
+    );
     // Far over the limit: 15 more cannot all fit within 1.5 s at 5/s.
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..15 {
@@ -198,9 +314,15 @@ async fn delay_mode_waits_for_room_within_max_delay() {
     while let Some(s) = tasks.join_next().await {
         statuses.push(s.unwrap());
     }
-    assert!(statuses.contains(&429) && statuses.contains(&200), "{statuses:?}");
+    assert!(
+        statuses.contains(&429) && statuses.contains(&200),
+        "{statuses:?}"
+    );
     let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
-    assert!(metrics.contains("decision=\"delayed\",route=\"payments\""), "{metrics}");
+    assert!(
+        metrics.contains("decision=\"delayed\",route=\"payments\""),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -208,9 +330,16 @@ async fn sliding_window_counter_limits_approximately_with_constant_memory() {
     let redis = RedisServer::start();
     let up = upstream::start().await;
     let prefix = unique_prefix("swc");
-    let routes = route("counter", "\"ip\"", "", &[("per-minute", 3, "1m")])
-        .replace("  window = \"1m\"\n", "  window = \"1m\"\n  algorithm = \"sliding_window_counter\"\n");
-    let gw = gateway::start(&config(&redis_store(&redis.url(), &prefix), &up.url(), &routes)).await;
+    let routes = route("counter", "\"ip\"", "", &[("per-minute", 3, "1m")]).replace(
+        "  window = \"1m\"\n",
+        "  window = \"1m\"\n  algorithm = \"sliding_window_counter\"\n",
+    );
+    let gw = gateway::start(&config(
+        &redis_store(&redis.url(), &prefix),
+        &up.url(),
+        &routes,
+    ))
+    .await;
     let client = HttpClient::default();
     let mut codes = Vec::new();
     for _ in 0..6 {

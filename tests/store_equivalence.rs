@@ -19,7 +19,9 @@ const T0: u64 = 1_700_000_000_000_000;
 const SEC: u64 = 1_000_000;
 
 fn route(algorithm: &str, limits: &[(u64, &str)], block: Option<&str>) -> Arc<RouteConfig> {
-    let mode = block.map_or(String::new(), |b| format!("on_exceed = \"block\"\nblock_for = \"{b}\"\n"));
+    let mode = block.map_or(String::new(), |b| {
+        format!("on_exceed = \"block\"\nblock_for = \"{b}\"\n")
+    });
     let mut toml = format!("[upstreams.up]\nurl = \"http://127.0.0.1:1\"\n[[routes]]\nname = \"r\"\npath = \"/*\"\nupstream = \"up\"\n{mode}");
     for (i, (limit, window)) in limits.iter().enumerate() {
         toml.push_str(&format!("[[routes.limits]]\nname = \"l{i}\"\nlimit = {limit}\nwindow = \"{window}\"\nalgorithm = \"{algorithm}\"\n"));
@@ -38,13 +40,27 @@ async fn redis_store(server: &RedisServer) -> Store {
         clock: slidegate::config::ClockSource::Local,
     };
     let store = RedisStore::connect(&config).await.unwrap();
-    store.wait_until_ready(std::time::Duration::from_secs(5)).await.unwrap();
+    store
+        .wait_until_ready(std::time::Duration::from_secs(5))
+        .await
+        .unwrap();
     Store::Redis(store)
 }
 
-async fn decide(store: &Store, route: &RouteConfig, base: &str, now_us: u64, cost: u64) -> Decision {
+async fn decide(
+    store: &Store,
+    route: &RouteConfig,
+    base: &str,
+    now_us: u64,
+    cost: u64,
+) -> Decision {
     store
-        .decide(DecisionInput { route, base, cost, now_us: Some(now_us) })
+        .decide(DecisionInput {
+            route,
+            base,
+            cost,
+            now_us: Some(now_us),
+        })
         .await
         .expect("store decides")
 }
@@ -57,7 +73,10 @@ async fn same_answers(redis: &Store, route: &RouteConfig, steps: &[(u64, u64)]) 
     for &(offset, cost) in steps {
         let m = decide(&memory, route, &base, T0 + offset, cost).await;
         let r = decide(redis, route, &base, T0 + offset, cost).await;
-        assert_eq!(m, r, "memory and Redis disagree at +{offset} µs (cost {cost})");
+        assert_eq!(
+            m, r,
+            "memory and Redis disagree at +{offset} µs (cost {cost})"
+        );
         out.push(m);
     }
     out
@@ -70,25 +89,56 @@ async fn scripted_sequences_agree_on_both_stores() {
 
     // Sliding log, two limits: 3 per 10 s and 5 per minute.
     let r = route("sliding_log", &[(3, "10s"), (5, "1m")], None);
-    let steps: Vec<(u64, u64)> = [0, 1, 2, 3, 4, 10, 11, 12, 13, 21, 22, 30, 59, 60, 61, 75].iter().map(|s| (s * SEC, 1)).collect();
+    let steps: Vec<(u64, u64)> = [0, 1, 2, 3, 4, 10, 11, 12, 13, 21, 22, 30, 59, 60, 61, 75]
+        .iter()
+        .map(|s| (s * SEC, 1))
+        .collect();
     let d = same_answers(&redis, &r, &steps).await;
     let outcomes: Vec<bool> = d.iter().map(|d| d.allowed()).collect();
     assert_eq!(
         outcomes,
-        [true, true, true, false, false, true, true, false, false, false, false, false, false, true, true, true]
+        [
+            true, true, true, false, false, true, true, false, false, false, false, false, false,
+            true, true, true
+        ]
     );
     // Rejected at +3 s by the 10 s limit: exactly 7 s until the entry of +0 s leaves.
     assert_eq!(d[3].retry_after.as_micros() as u64, 7 * SEC);
 
     // Costs, peeks and a cost above the limit.
     let r = route("sliding_log", &[(4, "1m")], None);
-    same_answers(&redis, &r, &[(0, 3), (1, 0), (2, 2), (3, 1), (4, 5), (SEC * 61, 4)]).await;
+    same_answers(
+        &redis,
+        &r,
+        &[(0, 3), (1, 0), (2, 2), (3, 1), (4, 5), (SEC * 61, 4)],
+    )
+    .await;
 
     // Block mode: the exceed starts a 30 s block; the window frees at 60 s.
     let r = route("sliding_log", &[(2, "1m")], Some("30s"));
-    let d = same_answers(&redis, &r, &[(0, 1), (1, 1), (2, 1), (SEC, 1), (31 * SEC, 1), (61 * SEC, 1)]).await;
+    let d = same_answers(
+        &redis,
+        &r,
+        &[
+            (0, 1),
+            (1, 1),
+            (2, 1),
+            (SEC, 1),
+            (31 * SEC, 1),
+            (61 * SEC, 1),
+        ],
+    )
+    .await;
     let outcomes: Vec<Outcome> = d.iter().map(|d| d.outcome).collect();
-    assert_eq!(outcomes[2..], [Outcome::Rejected, Outcome::Blocked, Outcome::Rejected, Outcome::Allowed]);
+    assert_eq!(
+        outcomes[2..],
+        [
+            Outcome::Rejected,
+            Outcome::Blocked,
+            Outcome::Rejected,
+            Outcome::Allowed
+        ]
+    );
 
     // Sliding window counter.
     let r = route("sliding_window_counter", &[(10, "1m"), (15, "1h")], None);
@@ -106,7 +156,11 @@ impl Model {
     fn decide(&mut self, now: u64) -> (bool, u64) {
         let mut retry = 0;
         for (i, &(limit, window)) in self.limits.iter().enumerate() {
-            let live: Vec<u64> = self.logs[i].iter().copied().filter(|&t| t + window > now).collect();
+            let live: Vec<u64> = self.logs[i]
+                .iter()
+                .copied()
+                .filter(|&t| t + window > now)
+                .collect();
             if live.len() as u64 + 1 > limit {
                 let k = live.len() + 1 - limit as usize;
                 retry = retry.max(live[k - 1] + window - now);
@@ -167,12 +221,26 @@ async fn random_sequences_agree_on_both_stores() {
     let server = RedisServer::start();
     let redis = redis_store(&server).await;
     let mut runner = TestRunner::deterministic();
-    let strategy = (1u64..6, 1u64..10, proptest::collection::vec((0u64..3_000_000, 0u64..3), 1..60));
+    let strategy = (
+        1u64..6,
+        1u64..10,
+        proptest::collection::vec((0u64..3_000_000, 0u64..3), 1..60),
+    );
     for case in 0..24 {
         let (a, b, steps) = strategy.new_tree(&mut runner).unwrap().current();
         let mut t = 0;
-        let steps: Vec<(u64, u64)> = steps.into_iter().map(|(gap, cost)| { t += gap; (t, cost) }).collect();
-        let algorithm = if case % 2 == 0 { "sliding_log" } else { "sliding_window_counter" };
+        let steps: Vec<(u64, u64)> = steps
+            .into_iter()
+            .map(|(gap, cost)| {
+                t += gap;
+                (t, cost)
+            })
+            .collect();
+        let algorithm = if case % 2 == 0 {
+            "sliding_log"
+        } else {
+            "sliding_window_counter"
+        };
         let block = (case % 3 == 0).then_some("5s");
         let r = route(algorithm, &[(a, "4s"), (b, "1m")], block);
         same_answers(&redis, &r, &steps).await;

@@ -17,7 +17,10 @@ fn routes(on_error: &str) -> String {
 }
 
 fn store(url: &str, test: &str) -> String {
-    format!("backend = \"redis\"\nurl = \"{url}\"\ntimeout = \"100ms\"\nkey_prefix = \"{}\"", unique_prefix(test))
+    format!(
+        "backend = \"redis\"\nurl = \"{url}\"\ntimeout = \"100ms\"\nkey_prefix = \"{}\"",
+        unique_prefix(test)
+    )
 }
 
 const MARGIN: Duration = Duration::from_millis(400);
@@ -26,7 +29,12 @@ const MARGIN: Duration = Duration::from_millis(400);
 async fn killed_redis_fails_open_within_the_timeout_and_recovers() {
     let mut redis = RedisServer::start();
     let up = upstream::start().await;
-    let gw = gateway::start(&config(&store(&redis.url(), "open"), &up.url(), &routes("allow"))).await;
+    let gw = gateway::start(&config(
+        &store(&redis.url(), "open"),
+        &up.url(),
+        &routes("allow"),
+    ))
+    .await;
     let client = HttpClient::default();
     assert_eq!(client.get(&gw.url("/x"), &[]).await.status, 200);
     redis.kill();
@@ -34,12 +42,23 @@ async fn killed_redis_fails_open_within_the_timeout_and_recovers() {
         let started = Instant::now();
         let r = client.get(&gw.url("/x"), &[]).await;
         assert_eq!(r.status, 200);
-        assert!(started.elapsed() < Duration::from_millis(100) + MARGIN, "took {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_millis(100) + MARGIN,
+            "took {:?}",
+            started.elapsed()
+        );
     }
     let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
-    assert!(metrics.contains("slidegate_requests_total{decision=\"store_error_allowed\",route=\"r\"} 5"), "{metrics}");
+    assert!(
+        metrics
+            .contains("slidegate_requests_total{decision=\"store_error_allowed\",route=\"r\"} 5"),
+        "{metrics}"
+    );
     let ready = client.get(&gw.admin("/readyz"), &[]).await;
-    assert_eq!(ready.status, 200, "no route fails closed: degraded but ready");
+    assert_eq!(
+        ready.status, 200,
+        "no route fails closed: degraded but ready"
+    );
     assert_eq!(ready.json()["status"], "degraded");
 
     // Back: a fresh, empty Redis (no scripts loaded) decides again.
@@ -53,27 +72,46 @@ async fn killed_redis_fails_open_within_the_timeout_and_recovers() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(codes.last(), Some(&429), "limits apply again after the restart: {codes:?}");
+    assert_eq!(
+        codes.last(),
+        Some(&429),
+        "limits apply again after the restart: {codes:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_redis_fails_closed_with_503_and_retry_after() {
     let mut redis = RedisServer::start();
     let up = upstream::start().await;
-    let gw = gateway::start(&config(&store(&redis.url(), "closed"), &up.url(), &routes("deny"))).await;
+    let gw = gateway::start(&config(
+        &store(&redis.url(), "closed"),
+        &up.url(),
+        &routes("deny"),
+    ))
+    .await;
     let client = HttpClient::default();
     assert_eq!(client.get(&gw.admin("/readyz"), &[]).await.status, 200);
     redis.kill();
     let started = Instant::now();
     let r = client.get(&gw.url("/x"), &[]).await;
-    assert!(started.elapsed() < Duration::from_millis(100) + MARGIN, "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(100) + MARGIN,
+        "took {:?}",
+        started.elapsed()
+    );
     assert_eq!(r.status, 503);
     assert_eq!(r.header("retry-after"), Some("1"));
     assert_eq!(r.json()["error"], "store_unavailable");
     assert_eq!(client.get(&gw.admin("/readyz"), &[]).await.status, 503);
     let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
-    assert!(metrics.contains("slidegate_requests_total{decision=\"store_error_denied\",route=\"r\"} 1"), "{metrics}");
-    let errors: Vec<&str> = metrics.lines().filter(|l| l.starts_with("slidegate_store_errors_total{")).collect();
+    assert!(
+        metrics.contains("slidegate_requests_total{decision=\"store_error_denied\",route=\"r\"} 1"),
+        "{metrics}"
+    );
+    let errors: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("slidegate_store_errors_total{"))
+        .collect();
     // A command in flight when the server dies times out; later ones fail to connect.
     let failures: u64 = errors
         .iter()
@@ -87,7 +125,12 @@ async fn killed_redis_fails_closed_with_503_and_retry_after() {
 async fn a_redis_slower_than_the_timeout_is_a_timeout() {
     let redis = RedisServer::start_with(&["--enable-debug-command", "yes"]);
     let up = upstream::start().await;
-    let gw = gateway::start(&config(&store(&redis.url(), "slow"), &up.url(), &routes("deny"))).await;
+    let gw = gateway::start(&config(
+        &store(&redis.url(), "slow"),
+        &up.url(),
+        &routes("deny"),
+    ))
+    .await;
     let client = HttpClient::default();
     assert_eq!(client.get(&gw.url("/x"), &[]).await.status, 200);
     // Freeze the server for a second, from another connection.
@@ -99,18 +142,30 @@ async fn a_redis_slower_than_the_timeout_is_a_timeout() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let started = Instant::now();
     let r = client.get(&gw.url("/x"), &[]).await;
-    assert!(started.elapsed() < Duration::from_millis(100) + MARGIN, "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(100) + MARGIN,
+        "took {:?}",
+        started.elapsed()
+    );
     assert_eq!(r.status, 503);
     sleeper.join().unwrap();
     let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
-    assert!(metrics.contains("slidegate_store_errors_total{kind=\"timeout\"} 1"), "{metrics}");
+    assert!(
+        metrics.contains("slidegate_store_errors_total{kind=\"timeout\"} 1"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_fallback_keeps_limiting_while_redis_is_down() {
     let mut redis = RedisServer::start();
     let up = upstream::start().await;
-    let gw = gateway::start(&config(&store(&redis.url(), "local"), &up.url(), &routes("local"))).await;
+    let gw = gateway::start(&config(
+        &store(&redis.url(), "local"),
+        &up.url(),
+        &routes("local"),
+    ))
+    .await;
     let client = HttpClient::default();
     redis.kill();
     let mut codes = Vec::new();

@@ -18,12 +18,20 @@ pub struct Gateway {
 impl Gateway {
     /// `http://127.0.0.1:PORT` of the proxy listener.
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{}", self.running.as_ref().unwrap().proxy_addr, path)
+        format!(
+            "http://{}{}",
+            self.running.as_ref().unwrap().proxy_addr,
+            path
+        )
     }
 
     /// `http://127.0.0.1:PORT` of the admin listener.
     pub fn admin(&self, path: &str) -> String {
-        format!("http://{}{}", self.running.as_ref().unwrap().admin_addr, path)
+        format!(
+            "http://{}{}",
+            self.running.as_ref().unwrap().admin_addr,
+            path
+        )
     }
 
     /// The running gateway.
@@ -49,8 +57,10 @@ pub async fn start(toml: &str) -> Gateway {
     let dir = tempfile::tempdir().unwrap();
     let config_path = dir.path().join("config.toml");
     std::fs::write(&config_path, toml).unwrap();
-    let config = Config::load_with_env(&config_path, &|name| (name == "SLIDEGATE_ADMIN_TOKEN").then(|| TOKEN.to_string()))
-        .unwrap_or_else(|e| panic!("test config invalid: {e}\n{toml}"));
+    let config = Config::load_with_env(&config_path, &|name| {
+        (name == "SLIDEGATE_ADMIN_TOKEN").then(|| TOKEN.to_string())
+    })
+    .unwrap_or_else(|e| panic!("test config invalid: {e}\n{toml}"));
     let running = app::start(config).await.expect("gateway starts");
     Gateway {
         running: Some(running),

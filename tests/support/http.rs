@@ -20,7 +20,8 @@ pub struct Reply {
 impl Reply {
     /// The body as JSON.
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.body))
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", self.body))
     }
 
     /// A header as text.
@@ -45,7 +46,13 @@ impl Default for HttpClient {
 
 impl HttpClient {
     /// Sends a request with headers and a body; fails the test after 10 s.
-    pub async fn send(&self, method: Method, url: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+    pub async fn send(
+        &self,
+        method: Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Reply {
         let mut req = Request::builder().method(method).uri(url);
         for (k, v) in headers {
             req = req.header(*k, *v);
@@ -61,7 +68,9 @@ impl HttpClient {
                 body: String::from_utf8_lossy(&body).into_owned(),
             }
         };
-        tokio::time::timeout(Duration::from_secs(10), fut).await.expect("response within 10 s")
+        tokio::time::timeout(Duration::from_secs(10), fut)
+            .await
+            .expect("response within 10 s")
     }
 
     /// GET with headers.

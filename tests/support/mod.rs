@@ -20,5 +20,10 @@ pub fn free_port() -> u16 {
 pub fn unique_prefix(test: &str) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
-    format!("t{}-{}-{}", std::process::id(), test, N.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "t{}-{}-{}",
+        std::process::id(),
+        test,
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }

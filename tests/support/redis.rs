@@ -75,7 +75,16 @@ impl RedisServer {
 
     fn spawn(&mut self) {
         let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args([
+                "--port",
+                &self.port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
             .arg("--dir")
             .arg(self.dir.path())
             .args(&self.extra)
@@ -117,7 +126,8 @@ impl RedisServer {
 
     /// Runs one command and returns its reply, panicking on connection failure.
     pub fn cmd(&self, args: &[&str]) -> Resp {
-        self.try_cmd(args).unwrap_or_else(|e| panic!("redis {args:?}: {e}"))
+        self.try_cmd(args)
+            .unwrap_or_else(|e| panic!("redis {args:?}: {e}"))
     }
 
     /// Runs one command.
@@ -161,7 +171,12 @@ fn read_reply(r: &mut BufReader<TcpStream>) -> std::io::Result<Resp> {
             }
             Resp::Array(items)
         }
-        _ => return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("bad reply {line:?}"))),
+        _ => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("bad reply {line:?}"),
+            ))
+        }
     })
 }
 

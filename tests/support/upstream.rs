@@ -46,7 +46,10 @@ type Body = BoxBody<Bytes, hyper::Error>;
 async fn answer(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path().to_string();
     if path == "/slow" {
-        tokio::time::sleep(Duration::from_millis(query_param(&req, "ms").unwrap_or(1000))).await;
+        tokio::time::sleep(Duration::from_millis(
+            query_param(&req, "ms").unwrap_or(1000),
+        ))
+        .await;
     }
     if path == "/echo" {
         return Ok(Response::new(req.into_body().boxed()));
@@ -65,7 +68,12 @@ async fn answer(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     let headers: serde_json::Map<String, serde_json::Value> = req
         .headers()
         .iter()
-        .map(|(k, v)| (k.to_string(), serde_json::Value::String(v.to_str().unwrap_or("").to_string())))
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                serde_json::Value::String(v.to_str().unwrap_or("").to_string()),
+            )
+        })
         .collect();
     let body = serde_json::json!({
         "method": req.method().as_str(),
@@ -73,9 +81,17 @@ async fn answer(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
         "query": req.uri().query(),
         "headers": headers,
     });
-    let mut response = Response::new(Full::new(Bytes::from(body.to_string())).map_err(|never| match never {}).boxed());
-    response.headers_mut().insert("content-type", "application/json".parse().unwrap());
-    response.headers_mut().insert("keep-alive", "timeout=5".parse().unwrap());
+    let mut response = Response::new(
+        Full::new(Bytes::from(body.to_string()))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    response
+        .headers_mut()
+        .insert("content-type", "application/json".parse().unwrap());
+    response
+        .headers_mut()
+        .insert("keep-alive", "timeout=5".parse().unwrap());
     Ok(response)
 }
 
@@ -85,7 +101,9 @@ pub async fn start() -> Upstream {
     let addr = listener.local_addr().unwrap();
     let task = tokio::spawn(async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else { continue };
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
             tokio::spawn(async move {
                 let _ = auto::Builder::new(TokioExecutor::new())
                     .serve_connection(TokioIo::new(stream), hyper::service::service_fn(answer))
