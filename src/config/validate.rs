@@ -181,20 +181,21 @@ impl Validator<'_> {
             }
             None => "slidegate".to_string(),
         };
-        let clock =
-            match &s.clock {
-                None => ClockSource::Redis,
-                Some(c) => match c.get_ref().as_str() {
-                    "redis" => ClockSource::Redis,
-                    "local" => ClockSource::Local,
-                    other => return self.error(
+        let clock = match &s.clock {
+            None => ClockSource::Redis,
+            Some(c) => match c.get_ref().as_str() {
+                "redis" => ClockSource::Redis,
+                "local" => ClockSource::Local,
+                other => {
+                    return self.error(
                         c.span(),
                         format!(
                             "store.clock: unknown clock `{other}`, expected \"redis\" or \"local\""
                         ),
-                    ),
-                },
-            };
+                    )
+                }
+            },
+        };
         Ok(StoreConfig {
             backend,
             url,
