@@ -99,11 +99,11 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let store = build_store(&config).await?;
     let grace = config.server.shutdown_grace;
     let state = GatewayState::new(config, store, Metrics::new())?;
-    start_with(state, proxy_listener, admin_listener, grace)
+    start_with(state, proxy_listener, admin_listener, grace).await
 }
 
 /// Serves `state` on listeners that are already bound.
-pub fn start_with(
+pub async fn start_with(
     state: Arc<GatewayState>,
     proxy_listener: TcpListener,
     admin_listener: TcpListener,
@@ -125,11 +125,21 @@ pub fn start_with(
     let mut tasks = Vec::new();
     if let Store::Redis(redis) = &state.store {
         let weak = Arc::downgrade(&state);
-        let subscription = redis.subscribe_resets(state.reset_channel(), move |base| {
-            if let Some(state) = weak.upgrade() {
-                state.deny_cache.remove(&base);
-            }
-        })?;
+        let (subscription, subscribed) =
+            redis.subscribe_resets(state.reset_channel(), move |base| {
+                if let Some(state) = weak.upgrade() {
+                    state.deny_cache.remove(&base);
+                }
+            })?;
+        // Resets published before the subscription holds would be missed: wait (bounded).
+        if tokio::time::timeout(Duration::from_secs(2), subscribed)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "not yet subscribed to admin resets; they reach this instance once Redis answers"
+            );
+        }
         let mut stopped = stopped.clone();
         tasks.push(tokio::spawn(async move {
             let _ = stopped.wait_for(|s| *s).await;
