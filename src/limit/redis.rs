@@ -69,7 +69,6 @@ impl RedisStore {
             .with_connection_config(|c: &mut ConnectionConfig| {
                 c.connection_timeout = Duration::from_secs(1);
                 c.internal_command_timeout = Duration::from_secs(1);
-                c.max_command_attempts = 1;
             })
             .set_policy(ReconnectPolicy::new_exponential(0, 50, 1000, 2));
         let client = builder

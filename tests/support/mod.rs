@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod gateway;
 pub mod http;
 pub mod redis;
