@@ -1,0 +1,48 @@
+# syntax=docker/dockerfile:1
+# slidegate image: both binaries, `slidegate` (the entrypoint) and `demo-upstream`.
+#   docker build -t slidegate .
+#   docker run --rm -p 127.0.0.1:8080:8080 -v "$PWD/config.toml:/etc/slidegate/config.toml:ro" slidegate
+#   docker run --rm --entrypoint demo-upstream slidegate 0.0.0.0:9000
+
+# ---- build -------------------------------------------------------------------------------
+FROM rust:1-bookworm AS builder
+WORKDIR /src
+
+# Manifests first, with stub targets, so the dependency build is cached until Cargo.toml or
+# Cargo.lock change.
+COPY Cargo.toml Cargo.lock ./
+RUN mkdir -p src/bin \
+    && echo 'fn main() {}' > src/main.rs \
+    && echo 'fn main() {}' > src/bin/demo-upstream.rs \
+    && touch src/lib.rs \
+    && cargo build --release --locked --bins \
+    && rm -rf src
+
+# The real sources (lua/ is embedded into the binary with include_str!).
+COPY src ./src
+COPY lua ./lua
+# Make sure cargo rebuilds the crate itself rather than trusting the stub's timestamps.
+RUN touch src/main.rs src/lib.rs src/bin/demo-upstream.rs \
+    && cargo build --release --locked --bins \
+    && mkdir -p /out \
+    && cp target/release/slidegate target/release/demo-upstream /out/
+
+# ---- runtime -----------------------------------------------------------------------------
+FROM debian:bookworm-slim
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ca-certificates \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --no-create-home --shell /usr/sbin/nologin slidegate
+
+COPY --from=builder /out/slidegate /out/demo-upstream /usr/local/bin/
+# Default config (the compose one: listens on 0.0.0.0, Redis at redis:6379, upstream at
+# upstream:9000). Mount your own over it, or set SLIDEGATE_REDIS_URL.
+COPY deploy/slidegate.toml /etc/slidegate/config.toml
+
+USER slidegate
+# 8080 traffic, 9091 admin (/metrics, /healthz, /readyz, /admin, /v1); demo-upstream uses 9000.
+EXPOSE 8080 9091 9000
+# SIGTERM drains in-flight requests within server.shutdown_grace.
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["slidegate"]
+CMD ["--config", "/etc/slidegate/config.toml"]

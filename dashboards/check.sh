@@ -1,0 +1,313 @@
+#!/usr/bin/env bash
+# Checks that every query in a Grafana dashboard uses only slidegate's metrics (SPEC section 7)
+# with their real labels and label values.
+#
+#   dashboards/check.sh [DASHBOARD.json]      (default: slidegate.json next to this script)
+#
+# With python3 it parses every PromQL expression (panel targets and template-variable queries)
+# and checks: metric names (histograms only through _bucket/_sum/_count), label names in
+# selectors and in by/without/on/ignoring clauses, fixed label values (decision, status, kind,
+# result, backend), that every contract metric is used somewhere, and that every panel and
+# query uses the provisioned datasource uid. Without python3 it falls back to grep and checks
+# metric names only. Exit 0 when everything passes, 1 otherwise.
+
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+dashboard="${1:-$here/slidegate.json}"
+datasource_uid="slidegate-prometheus"
+
+if [[ ! -f "$dashboard" ]]; then
+    echo "check.sh: no such file: $dashboard" >&2
+    exit 1
+fi
+
+# The contract. Keep in sync with SPEC.md section 7 and src/metrics.rs.
+counters="slidegate_requests_total slidegate_limit_exceeded_total slidegate_store_errors_total
+slidegate_deny_cache_hits_total slidegate_upstream_requests_total slidegate_config_reloads_total"
+histograms="slidegate_limit_utilization_ratio slidegate_decision_duration_seconds
+slidegate_upstream_duration_seconds"
+
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "check.sh: python3 not found; checking metric names with grep only" >&2
+    allowed=" "
+    for m in $counters; do allowed+="$m "; done
+    for m in $histograms; do allowed+="${m}_bucket ${m}_sum ${m}_count "; done
+    status=0
+    found=0
+    # Every slidegate_* word in an "expr" or "query"/"definition" string.
+    while IFS= read -r name; do
+        found=1
+        if [[ "$allowed" != *" $name "* ]]; then
+            echo "FAIL: unknown metric $name" >&2
+            status=1
+        else
+            echo "ok: $name"
+        fi
+    done < <(grep -E '"(expr|query|definition)"[[:space:]]*:' "$dashboard" \
+        | grep -oE 'slidegate_[A-Za-z0-9_:]*' | sort -u)
+    if [[ $found -eq 0 ]]; then
+        echo "FAIL: no slidegate metric found in any query" >&2
+        status=1
+    fi
+    # Anything else that looks like a metric selector (name followed by `{` or `[`).
+    others="$(grep -E '"expr"[[:space:]]*:' "$dashboard" \
+        | grep -oE '[A-Za-z_:][A-Za-z0-9_:]*[[:space:]]*[{[]' | grep -v '^slidegate_' || true)"
+    if [[ -n "$others" ]]; then
+        echo "FAIL: selectors of other metrics: $others" >&2
+        status=1
+    fi
+    [[ $status -eq 0 ]] && echo "PASS (grep fallback: metric names only)"
+    exit $status
+fi
+
+exec python3 - "$dashboard" "$datasource_uid" <<'PY'
+import ast
+import json
+import re
+import sys
+
+path, ds_uid = sys.argv[1], sys.argv[2]
+
+# metric -> {label: allowed values or None (any value, e.g. config names)}
+ROUTE = {"route": None}
+COUNTERS = {
+    "slidegate_requests_total": {**ROUTE, "decision": {
+        "allowed", "rejected", "delayed", "blocked", "shadow_rejected",
+        "store_error_allowed", "store_error_denied"}},
+    "slidegate_limit_exceeded_total": {**ROUTE, "limit": None},
+    "slidegate_store_errors_total": {"kind": {"timeout", "connection", "script", "other"}},
+    "slidegate_deny_cache_hits_total": dict(ROUTE),
+    "slidegate_upstream_requests_total": {**ROUTE, "status": {"2xx", "3xx", "4xx", "5xx", "error"}},
+    "slidegate_config_reloads_total": {"result": {"success", "failure"}},
+}
+HISTOGRAMS = {
+    "slidegate_limit_utilization_ratio": {**ROUTE, "limit": None},
+    "slidegate_decision_duration_seconds": {**ROUTE, "backend": {"redis", "memory", "local"}},
+    "slidegate_upstream_duration_seconds": dict(ROUTE),
+}
+METRICS = dict(COUNTERS)
+for base, labels in HISTOGRAMS.items():
+    METRICS[base + "_bucket"] = {**labels, "le": None}
+    METRICS[base + "_sum"] = dict(labels)
+    METRICS[base + "_count"] = dict(labels)
+# Labels Prometheus adds at scrape time; always fine to match or group on.
+TARGET_LABELS = {"job", "instance"}
+
+AGGREGATIONS = {"sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values",
+                "bottomk", "topk", "quantile", "limitk", "limit_ratio"}
+FUNCTIONS = {
+    "abs", "absent", "absent_over_time", "ceil", "changes", "clamp", "clamp_max", "clamp_min",
+    "day_of_month", "day_of_week", "day_of_year", "days_in_month", "delta", "deriv", "exp",
+    "floor", "histogram_avg", "histogram_count", "histogram_fraction", "histogram_quantile",
+    "histogram_sum", "histogram_stddev", "histogram_stdvar", "holt_winters", "hour", "idelta",
+    "increase", "irate", "label_join", "label_replace", "ln", "log2", "log10", "minute", "month",
+    "predict_linear", "rate", "resets", "round", "scalar", "sgn", "sort", "sort_desc", "sqrt",
+    "time", "timestamp", "vector", "year", "avg_over_time", "min_over_time", "max_over_time",
+    "sum_over_time", "count_over_time", "quantile_over_time", "stddev_over_time",
+    "stdvar_over_time", "last_over_time", "present_over_time", "acos", "acosh", "asin", "asinh",
+    "atan", "atanh", "cos", "cosh", "sin", "sinh", "tan", "tanh", "deg", "rad", "pi", "start", "end",
+}
+GROUPING = {"by", "without", "on", "ignoring", "group_left", "group_right"}
+KEYWORDS = {"and", "or", "unless", "bool", "offset", "atan2", "inf", "nan"}
+# Grafana template-variable query functions whose last argument is a label name.
+GRAFANA_LABEL_FUNCS = {"label_values"}
+
+TOKEN = re.compile(r"""
+    (?P<ws>\s+)
+  | (?P<comment>\#[^\n]*)
+  | (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)
+  | (?P<range>\[[^\]]*\])
+  | (?P<var>\$\{[^}]*\}|\$\w+|\[\[\w+\]\])
+  | (?P<dur>\d+(?:ms|[smhdwy])(?![A-Za-z0-9_:]))
+  | (?P<num>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
+  | (?P<ident>[A-Za-z_:][A-Za-z0-9_:]*)
+  | (?P<op>=~|!~|!=|==|<=|>=|[-+*/%^<>=])
+  | (?P<punct>[(){},@])
+""", re.X)
+
+
+def tokenize(expr):
+    out, pos = [], 0
+    while pos < len(expr):
+        m = TOKEN.match(expr, pos)
+        if not m:
+            raise ValueError(f"cannot parse at {expr[pos:pos + 20]!r}")
+        pos = m.end()
+        kind = m.lastgroup
+        if kind in ("ws", "comment"):
+            continue
+        out.append((kind, m.group()))
+    return out
+
+
+def unquote(s):
+    if s[0] == "`":
+        return s[1:-1]
+    return ast.literal_eval(s)
+
+
+def check_expr(expr, where, errors, used):
+    try:
+        toks = tokenize(expr)
+    except ValueError as e:
+        errors.append(f"{where}: {e}")
+        return
+    metrics_here, grouping_labels, unknown_here = set(), [], False
+    i = 0
+    label_func_depth = []  # paren depths at which a label_values(...) call is open
+    depth = 0
+    while i < len(toks):
+        kind, text = toks[i]
+        nxt = toks[i + 1] if i + 1 < len(toks) else (None, None)
+        if kind == "punct" and text == "(":
+            depth += 1
+        elif kind == "punct" and text == ")":
+            if label_func_depth and label_func_depth[-1] == depth:
+                label_func_depth.pop()
+            depth -= 1
+        elif kind == "punct" and text == "{":
+            # A selector without a name ({__name__=...}) is not allowed: name metrics explicitly.
+            errors.append(f"{where}: selector without a metric name")
+        elif kind == "ident":
+            if text in GROUPING:
+                if nxt == ("punct", "("):
+                    j = i + 2
+                    while j < len(toks) and toks[j] != ("punct", ")"):
+                        if toks[j][0] == "ident":
+                            grouping_labels.append(toks[j][1])
+                        j += 1
+                    i = j + 1
+                    continue
+            elif text in KEYWORDS or text in AGGREGATIONS or (text in FUNCTIONS and nxt == ("punct", "(")):
+                pass
+            elif text in GRAFANA_LABEL_FUNCS and nxt == ("punct", "("):
+                label_func_depth.append(depth + 1)
+            elif (label_func_depth and label_func_depth[-1] == depth
+                  and toks[i - 1] == ("punct", ",") and nxt == ("punct", ")")):
+                grouping_labels.append(text)  # label_values(metric, LABEL)
+            else:
+                name = text
+                if name not in METRICS:
+                    if name in HISTOGRAMS:
+                        errors.append(f"{where}: histogram {name} must be queried as _bucket, _sum or _count")
+                    else:
+                        errors.append(f"{where}: unknown metric {name}")
+                    labels = None  # already reported; skip its label checks
+                    unknown_here = True
+                else:
+                    labels = METRICS[name]
+                    metrics_here.add(name)
+                    used.add(re.sub(r"_(bucket|sum|count)$", "", name) if name not in COUNTERS else name)
+                if nxt == ("punct", "{"):
+                    j = i + 2
+                    while j < len(toks) and toks[j] != ("punct", "}"):
+                        if toks[j][0] == "ident":
+                            label = toks[j][1]
+                            op = toks[j + 1][1] if j + 1 < len(toks) else None
+                            val = toks[j + 2] if j + 2 < len(toks) else (None, None)
+                            if labels is None:
+                                pass
+                            elif label not in labels and label not in TARGET_LABELS and label != "__name__":
+                                errors.append(f"{where}: {name} has no label {label!r} (has {sorted(labels)})")
+                            elif labels.get(label) and val[0] == "str":
+                                check_value(where, name, label, op, unquote(val[1]), labels[label], errors)
+                            j += 3
+                        else:
+                            j += 1
+                    i = j + 1
+                    continue
+        i += 1
+    allowed_grouping = set(TARGET_LABELS)
+    for m in metrics_here:
+        allowed_grouping |= set(METRICS[m])
+    for label in grouping_labels:
+        if not unknown_here and label not in allowed_grouping:
+            errors.append(f"{where}: groups or selects on label {label!r}, which none of "
+                          f"{sorted(metrics_here) or 'its metrics'} has")
+
+
+def check_value(where, metric, label, op, value, allowed, errors):
+    if "$" in value:
+        return  # a template variable
+    if op in ("=", "!="):
+        if value not in allowed:
+            errors.append(f"{where}: {metric}{{{label}{op}{value!r}}}: not a value of {label} {sorted(allowed)}")
+    elif op in ("=~", "!~"):
+        if re.fullmatch(r"[A-Za-z0-9_]+(\|[A-Za-z0-9_]+)*", value):
+            for alt in value.split("|"):
+                if alt not in allowed:
+                    errors.append(f"{where}: {metric}{{{label}{op}{value!r}}}: {alt!r} is not a value of {label} {sorted(allowed)}")
+        elif not any(re.fullmatch(value, v) for v in allowed):
+            errors.append(f"{where}: {metric}{{{label}{op}{value!r}}}: matches no value of {label}")
+
+
+def walk(node, where, found):
+    """Yields (where, key, value) for every datasource and query string."""
+    if isinstance(node, dict):
+        title = node.get("title") or node.get("name")
+        here = f"{where} > {title}" if title and ("type" in node or "targets" in node) else where
+        if "refId" in node:
+            here = f"{here} [{node['refId']}]"
+        for k, v in node.items():
+            if k in ("expr", "definition") and isinstance(v, str):
+                found.append((here, k, v))
+            elif k == "query" and isinstance(v, str) and node.get("type") in ("query", None):
+                found.append((here, k, v))
+            elif k == "datasource":
+                found.append((here, k, v))
+            walk(v, here, found)
+    elif isinstance(node, list):
+        for item in node:
+            walk(item, where, found)
+
+
+try:
+    with open(path, encoding="utf-8") as f:
+        dashboard = json.load(f)
+except (OSError, ValueError) as e:
+    print(f"FAIL: {path}: {e}", file=sys.stderr)
+    sys.exit(1)
+
+errors, used, found = [], set(), []
+walk(dashboard, "dashboard", found)
+exprs = 0
+for where, key, value in found:
+    if key == "datasource":
+        if isinstance(value, dict):
+            uid, typ = value.get("uid"), value.get("type")
+        else:
+            uid, typ = value, None
+        if typ == "grafana" or uid in ("-- Grafana --", "grafana"):
+            continue
+        if uid != ds_uid:
+            errors.append(f"{where}: datasource {value!r}, expected uid {ds_uid!r}")
+        continue
+    if not value.strip():
+        continue
+    exprs += 1
+    check_expr(value, f"{where} ({key})", errors, used)
+
+variables = {v.get("name"): v for v in dashboard.get("templating", {}).get("list", [])}
+route = variables.get("route")
+if route is None:
+    errors.append("no `route` template variable")
+else:
+    q = route.get("query")
+    q = q.get("query") if isinstance(q, dict) else q
+    if re.sub(r"\s+", "", q or "") != "label_values(slidegate_requests_total,route)":
+        errors.append(f"`route` variable query is {q!r}, expected label_values(slidegate_requests_total, route)")
+
+for metric in sorted(set(COUNTERS) | set(HISTOGRAMS)):
+    if metric not in used:
+        errors.append(f"metric {metric} is not used by any panel")
+
+if exprs == 0:
+    errors.append("no queries found")
+for e in errors:
+    print(f"FAIL: {e}", file=sys.stderr)
+if errors:
+    sys.exit(1)
+print(f"PASS: {exprs} queries, {len(used)} of {len(COUNTERS) + len(HISTOGRAMS)} metrics used, "
+      f"all datasources uid {ds_uid}")
+PY
