@@ -21,5 +21,7 @@ echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 echo "==> cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --quiet -- -D warnings
+echo "==> dashboard queries use only the documented metrics"
+bash dashboards/check.sh
 echo "==> cargo test"
 cargo test --all-targets --quiet -- --test-threads=4
