@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! slidegate: an HTTP reverse proxy that enforces exact sliding-window rate limits shared by
 //! every gateway instance, because each decision runs atomically as a Lua script in Redis.
 //!

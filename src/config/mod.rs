@@ -3,6 +3,8 @@
 //! `validate.rs` turns a `RawConfig` into a [`Config`] or a `FILE:LINE:COLUMN` error.
 
 mod error;
+// Fields of the serde mirror are the TOML keys themselves, documented in the README.
+#[allow(missing_docs)]
 pub mod raw;
 pub mod summary;
 mod validate;
