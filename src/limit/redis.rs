@@ -153,14 +153,15 @@ impl RedisStore {
 
     /// Decides one request with one `EVALSHA` (two more commands only after a `NOSCRIPT`).
     pub async fn decide(&self, input: DecisionInput<'_>) -> Result<Decision, StoreError> {
-        let keys = input.keys();
-        let args = self.args(&input);
         let script = self.script(input.route.algorithm);
         let call = async {
-            let reply = match self.evalsha(script, keys.clone(), args.clone()).await {
+            let reply = match self.evalsha(script, input.keys(), self.args(&input)).await {
+                // Keys and arguments are rebuilt rather than cloned up front: this is rare.
                 Err(e) if is_noscript(&e) => {
                     self.load(script).await?;
-                    self.evalsha(script, keys, args).await.map_err(map_error)?
+                    self.evalsha(script, input.keys(), self.args(&input))
+                        .await
+                        .map_err(map_error)?
                 }
                 other => other.map_err(map_error)?,
             };
