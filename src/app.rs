@@ -195,7 +195,7 @@ async fn serve_proxy(
             service.clone().oneshot(req)
         });
         let connection =
-            builder.serve_connection_with_upgrades(TokioIo::new(stream), per_connection);
+            builder.serve_connection(TokioIo::new(stream), per_connection);
         let connection = graceful.watch(connection.into_owned());
         tokio::spawn(async move {
             if let Err(e) = connection.await {
