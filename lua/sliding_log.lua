@@ -21,8 +21,8 @@
 -- s_k is the k-th oldest score. Only allowed requests are recorded, so a rejected flood never
 -- extends a lockout, and each key gets a PEXPIRE of one window so idle keys vanish.
 
-if redis.replicate_commands then pcall(redis.replicate_commands) end
 
+-- Needs Redis 5 or newer: scripts replicate their effects, so reading TIME before writing is allowed.
 local n = #KEYS - 1
 local now
 if ARGV[1] == '' then

@@ -16,8 +16,8 @@
 -- with used_i the estimate rounded up. Only allowed requests are counted. Each hash expires two
 -- windows after its last write, when it could no longer weigh on any estimate.
 
-if redis.replicate_commands then pcall(redis.replicate_commands) end
 
+-- Needs Redis 5 or newer: scripts replicate their effects, so reading TIME before writing is allowed.
 local n = #KEYS - 1
 local now
 if ARGV[1] == '' then
