@@ -3,7 +3,7 @@
 # upstream on 127.0.0.1:9000, and runs slidegate on 127.0.0.1:8080 (admin on 127.0.0.1:9091)
 # with config.toml. It uses Redis when a redis-server is installed (the one already on
 # 127.0.0.1:6379, or a private one it starts on 127.0.0.1:6390), and the embedded memory store
-# otherwise, and says which. Ctrl-C stops everything.
+# otherwise, and says which (DEMO_STORE=memory forces the memory store). Ctrl-C stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,7 +14,7 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -r
 trap cleanup EXIT INT TERM
 
 config=config.toml
-if command -v redis-server >/dev/null 2>&1; then
+if [ "${DEMO_STORE:-}" != memory ] && command -v redis-server >/dev/null 2>&1; then
   if (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null && command -v redis-cli >/dev/null && redis-cli -p 6379 ping >/dev/null 2>&1; then
     export SLIDEGATE_REDIS_URL="redis://127.0.0.1:6379"
   else
@@ -27,7 +27,7 @@ if command -v redis-server >/dev/null 2>&1; then
 else
   sed 's/^backend = "redis".*/backend = "memory"/' config.toml >"$work/config.toml"
   config="$work/config.toml"
-  echo "==> store: embedded memory store (no redis-server installed)"
+  echo "==> store: embedded memory store ($([ "${DEMO_STORE:-}" = memory ] && echo "DEMO_STORE=memory" || echo "no redis-server installed"))"
 fi
 
 ./target/release/demo-upstream 127.0.0.1:9000 &
