@@ -194,8 +194,7 @@ async fn serve_proxy(
             req.extensions_mut().insert(PeerAddr(peer));
             service.clone().oneshot(req)
         });
-        let connection =
-            builder.serve_connection(TokioIo::new(stream), per_connection);
+        let connection = builder.serve_connection(TokioIo::new(stream), per_connection);
         let connection = graceful.watch(connection.into_owned());
         tokio::spawn(async move {
             if let Err(e) = connection.await {
