@@ -402,3 +402,58 @@ async fn a_flood_on_one_key_costs_redis_nothing_after_the_first_rejection() {
         "{metrics}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn delay_mode_bounds_the_waiting_room() {
+    let redis = RedisServer::start();
+    let up = upstream::start().await;
+    let routes = route(
+        "capped",
+        "\"route\"",
+        "on_exceed = \"delay\"\nmax_delay = \"5s\"\nmax_waiting = 2",
+        &[("per-second", 1, "1s")],
+    );
+    let gw = gateway::start(&config(
+        &redis_store(&redis.url(), &unique_prefix("room")),
+        &up.url(),
+        &routes,
+    ))
+    .await;
+    let client = HttpClient::default();
+    assert_eq!(client.get(&gw.url("/pay"), &[]).await.status, 200);
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..5 {
+        let (client, url) = (client.clone(), gw.url("/pay"));
+        tasks.spawn(async move {
+            (
+                client.get(&url, &[]).await.status.as_u16(),
+                started.elapsed(),
+            )
+        });
+    }
+    let mut results = Vec::new();
+    while let Some(r) = tasks.join_next().await {
+        results.push(r.unwrap());
+    }
+    results.sort();
+    let codes: Vec<u16> = results.iter().map(|r| r.0).collect();
+    assert_eq!(codes, [200, 200, 429, 429, 429], "{results:?}");
+    let rejected_fast = results
+        .iter()
+        .filter(|r| r.0 == 429)
+        .all(|r| r.1 < Duration::from_millis(500));
+    assert!(
+        rejected_fast,
+        "beyond max_waiting the answer is immediate: {results:?}"
+    );
+    let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
+    assert!(
+        metrics.contains("slidegate_requests_total{decision=\"delayed\",route=\"capped\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("slidegate_requests_total{decision=\"rejected\",route=\"capped\"} 3"),
+        "{metrics}"
+    );
+}
