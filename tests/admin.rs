@@ -267,6 +267,22 @@ async fn batch_decisions_decide_like_the_proxy_in_order() {
         200
     );
 
+    // A costly batch call that does not fit must not make the proxy deny cheaper requests.
+    let body = serde_json::json!({"route": "campaign-email", "keys": ["big-spender"], "cost": 3})
+        .to_string();
+    let big = client
+        .send(Method::POST, &gw.admin("/v1/decisions"), &[(k, &v)], &body)
+        .await
+        .json();
+    assert_eq!(big["results"][0]["allowed"], false);
+    assert_eq!(
+        client
+            .get(&gw.url("/x"), &[("x-user", "big-spender")])
+            .await
+            .status,
+        200
+    );
+
     let too_many: Vec<String> = (0..10_001).map(|i| i.to_string()).collect();
     let body = serde_json::json!({"route": "campaign-email", "keys": too_many}).to_string();
     let r = client

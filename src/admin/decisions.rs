@@ -78,12 +78,19 @@ pub(super) async fn decide(State(state): State<Arc<GatewayState>>, body: Bytes) 
         ExceedMode::Reject | ExceedMode::Block { .. }
     );
 
-    // Keys the deny cache already answers cost the store nothing.
+    // Keys the deny cache already answers cost the store nothing. A cached denial was decided
+    // for one unit, so it answers calls of cost >= 1 (never a cost-0 read), and only cost-1
+    // denials are cached, exactly as on the proxy path.
+    let uses_cache = enforcing && request.cost >= 1;
+    let caches = enforcing && request.cost == 1;
     let now = Instant::now();
     let mut results: Vec<Option<Value>> = vec![None; bases.len()];
     let mut ask: Vec<usize> = Vec::with_capacity(bases.len());
     for (i, base) in bases.iter().enumerate() {
-        match enforcing.then(|| state.deny_cache.get(base, now)).flatten() {
+        match uses_cache
+            .then(|| state.deny_cache.get(base, now))
+            .flatten()
+        {
             Some(denial) => {
                 results[i] = Some(result(&request.keys[i], &denial.current(now), false))
             }
@@ -100,7 +107,7 @@ pub(super) async fn decide(State(state): State<Arc<GatewayState>>, body: Bytes) 
         let key = &request.keys[i];
         let value = match outcome {
             Ok(d) => {
-                if enforcing && !d.allowed() {
+                if caches && !d.allowed() {
                     let cached = if d.outcome == Outcome::Rejected
                         && matches!(config.on_exceed, ExceedMode::Block { .. })
                     {
