@@ -81,6 +81,16 @@ pub enum Backend {
     Memory,
 }
 
+impl Backend {
+    /// The name used in the config file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Redis => "redis",
+            Backend::Memory => "memory",
+        }
+    }
+}
+
 /// What to do when the store cannot decide in time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnError {
@@ -92,6 +102,17 @@ pub enum OnError {
     Local,
 }
 
+impl OnError {
+    /// The name used in the config file.
+    pub fn name(self) -> &'static str {
+        match self {
+            OnError::Allow => "allow",
+            OnError::Deny => "deny",
+            OnError::Local => "local",
+        }
+    }
+}
+
 /// Whose clock timestamps the sliding windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClockSource {
@@ -99,6 +120,16 @@ pub enum ClockSource {
     Redis,
     /// The gateway's own clock, passed to the script.
     Local,
+}
+
+impl ClockSource {
+    /// The name used in the config file.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClockSource::Redis => "redis",
+            ClockSource::Local => "local",
+        }
+    }
 }
 
 /// `[store]`
@@ -170,6 +201,16 @@ pub enum OnMissingKey {
     Reject,
     /// The missing part is replaced by the client IP.
     Ip,
+}
+
+impl OnMissingKey {
+    /// The name used in the config file.
+    pub fn name(self) -> &'static str {
+        match self {
+            OnMissingKey::Reject => "reject",
+            OnMissingKey::Ip => "ip",
+        }
+    }
 }
 
 /// What happens to a request over the limit.

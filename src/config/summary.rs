@@ -15,12 +15,12 @@ pub(super) fn render(config: &Config) -> String {
     let _ = writeln!(out, "{}: OK", config.source.display());
     let _ = writeln!(
         out,
-        "listen {}  admin {}  store {}  timeout {}  on_error {:?}",
+        "listen {}  admin {}  store {}  timeout {}  on_error {}",
         config.server.listen,
         config.admin.listen,
         store,
         humantime::format_duration(config.store.timeout),
-        config.store.on_error
+        config.store.on_error.name()
     );
     let _ = writeln!(
         out,
