@@ -34,21 +34,13 @@ async fn two_instances_sharing_redis_allow_exactly_the_limit() {
     let a = gateway::start(&cfg).await;
     let b = gateway::start(&cfg).await;
     let client = HttpClient::default();
-    let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..120 {
-        let url = if i % 2 == 0 { a.url("/x") } else { b.url("/x") };
-        let client = client.clone();
-        tasks.spawn(async move { client.get(&url, &[]).await.status.as_u16() });
-    }
-    let mut allowed = 0;
-    let mut rejected = 0;
-    while let Some(status) = tasks.join_next().await {
-        match status.unwrap() {
-            200 => allowed += 1,
-            429 => rejected += 1,
-            other => panic!("unexpected status {other}"),
-        }
-    }
+    let urls = (0..120)
+        .map(|i| if i % 2 == 0 { a.url("/x") } else { b.url("/x") })
+        .collect();
+    let results = client.get_concurrently(urls).await;
+    let allowed = results.iter().filter(|r| r.0 == 200).count();
+    let rejected = results.iter().filter(|r| r.0 == 429).count();
+    assert_eq!(allowed + rejected, 120, "only 200s and 429s: {results:?}");
     assert_eq!((allowed, rejected), (25, 95));
 }
 
@@ -280,21 +272,7 @@ async fn delay_mode_waits_for_room_within_max_delay() {
     ))
     .await;
     let client = HttpClient::default();
-    let started = Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..10 {
-        let (client, url) = (client.clone(), gw.url("/pay"));
-        tasks.spawn(async move {
-            (
-                client.get(&url, &[]).await.status.as_u16(),
-                started.elapsed(),
-            )
-        });
-    }
-    let mut results = Vec::new();
-    while let Some(r) = tasks.join_next().await {
-        results.push(r.unwrap());
-    }
+    let results = client.get_concurrently(vec![gw.url("/pay"); 10]).await;
     assert!(results.iter().all(|(s, _)| *s == 200), "{results:?}");
     let late = results
         .iter()
@@ -305,15 +283,12 @@ async fn delay_mode_waits_for_room_within_max_delay() {
         "half of them must have waited about a second: {results:?}"
     );
     // Far over the limit: 15 more cannot all fit within 1.5 s at 5/s.
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..15 {
-        let (client, url) = (client.clone(), gw.url("/pay"));
-        tasks.spawn(async move { client.get(&url, &[]).await.status.as_u16() });
-    }
-    let mut statuses = Vec::new();
-    while let Some(s) = tasks.join_next().await {
-        statuses.push(s.unwrap());
-    }
+    let statuses: Vec<u16> = client
+        .get_concurrently(vec![gw.url("/pay"); 15])
+        .await
+        .into_iter()
+        .map(|r| r.0)
+        .collect();
     assert!(
         statuses.contains(&429) && statuses.contains(&200),
         "{statuses:?}"
@@ -421,21 +396,7 @@ async fn delay_mode_bounds_the_waiting_room() {
     .await;
     let client = HttpClient::default();
     assert_eq!(client.get(&gw.url("/pay"), &[]).await.status, 200);
-    let started = Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..5 {
-        let (client, url) = (client.clone(), gw.url("/pay"));
-        tasks.spawn(async move {
-            (
-                client.get(&url, &[]).await.status.as_u16(),
-                started.elapsed(),
-            )
-        });
-    }
-    let mut results = Vec::new();
-    while let Some(r) = tasks.join_next().await {
-        results.push(r.unwrap());
-    }
+    let mut results = client.get_concurrently(vec![gw.url("/pay"); 5]).await;
     results.sort();
     let codes: Vec<u16> = results.iter().map(|r| r.0).collect();
     assert_eq!(codes, [200, 200, 429, 429, 429], "{results:?}");

@@ -78,3 +78,26 @@ impl HttpClient {
         self.send(Method::GET, url, headers, "").await
     }
 }
+
+impl HttpClient {
+    /// GETs every URL at once; returns each status with the time it took since the call, in
+    /// completion order.
+    pub async fn get_concurrently(&self, urls: Vec<String>) -> Vec<(u16, Duration)> {
+        let started = std::time::Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        for url in urls {
+            let client = self.clone();
+            tasks.spawn(async move {
+                (
+                    client.get(&url, &[]).await.status.as_u16(),
+                    started.elapsed(),
+                )
+            });
+        }
+        let mut results = Vec::new();
+        while let Some(r) = tasks.join_next().await {
+            results.push(r.expect("request task"));
+        }
+        results
+    }
+}
