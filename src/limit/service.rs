@@ -130,6 +130,8 @@ where
         Verdict::Answer(response) => response,
         Verdict::Forward { label, decision } => {
             route.metrics.decision(label);
+            // The route is held on its own; a long stream must not keep an old config alive.
+            drop(runtime);
             req.extensions_mut().insert(Forward {
                 route: route.clone(),
                 peer,
@@ -145,7 +147,6 @@ where
                     add_headers(response.headers_mut(), policy, &route.config.limits, d);
                 }
             }
-            drop(runtime);
             response
         }
     }
