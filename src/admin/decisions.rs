@@ -19,7 +19,7 @@ use crate::config::{ExceedMode, OnError};
 use crate::error::json_error;
 use crate::key::decision_base;
 use crate::limit::response::ceil_millis;
-use crate::limit::{Decision, DecisionInput, Outcome};
+use crate::limit::{Decision, DecisionInput};
 use crate::state::GatewayState;
 
 /// Most keys one call may decide.
@@ -108,17 +108,9 @@ pub(super) async fn decide(State(state): State<Arc<GatewayState>>, body: Bytes) 
         let value = match outcome {
             Ok(d) => {
                 if caches && !d.allowed() {
-                    let cached = if d.outcome == Outcome::Rejected
-                        && matches!(config.on_exceed, ExceedMode::Block { .. })
-                    {
-                        Decision {
-                            outcome: Outcome::Blocked,
-                            ..d.clone()
-                        }
-                    } else {
-                        d.clone()
-                    };
-                    state.deny_cache.insert(&bases[i], started, cached);
+                    state
+                        .deny_cache
+                        .remember(&bases[i], started, &d, &config.on_exceed);
                 }
                 result(key, &d, config.on_exceed == ExceedMode::Shadow)
             }

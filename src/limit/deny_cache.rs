@@ -8,7 +8,8 @@ use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::Decision;
+use super::{Decision, Outcome};
+use crate::config::ExceedMode;
 
 const SHARDS: usize = 16;
 /// Entries kept per shard before expired ones are purged and new ones refused.
@@ -90,6 +91,29 @@ impl DenyCache {
                 decision: Arc::new(decision),
             },
         );
+    }
+
+    /// Remembers a rejection the store made on a route with this mode. On a `block` route the
+    /// exceed that starts the block is remembered as the block itself, so the 429s answered
+    /// from the cache after it count as `blocked`, as they would from the store.
+    pub fn remember(
+        &self,
+        base: &str,
+        decided_at: Instant,
+        decision: &Decision,
+        mode: &ExceedMode,
+    ) {
+        let starts_block =
+            decision.outcome == Outcome::Rejected && matches!(mode, ExceedMode::Block { .. });
+        let cached = Decision {
+            outcome: if starts_block {
+                Outcome::Blocked
+            } else {
+                decision.outcome
+            },
+            ..decision.clone()
+        };
+        self.insert(base, decided_at, cached);
     }
 
     /// Forgets `base` (an admin reset).

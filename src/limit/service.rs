@@ -199,21 +199,13 @@ async fn decide(state: &GatewayState, route: &CompiledRoute, base: &str) -> Verd
             )
             .await
         }
-        (Outcome::Rejected, ExceedMode::Block { .. }) => {
-            // This exceed starts the block: it counts as rejected, the 429s after it as blocked.
-            let during_block = Decision {
-                outcome: Outcome::Blocked,
-                ..decision.clone()
-            };
-            state.deny_cache.insert(base, started, during_block);
-            reject(route, &decision, DecisionLabel::Rejected)
-        }
         (outcome, _) => {
+            // The exceed that starts a block counts as rejected, the 429s after it as blocked.
             let label = match outcome {
                 Outcome::Blocked => DecisionLabel::Blocked,
                 _ => DecisionLabel::Rejected,
             };
-            state.deny_cache.insert(base, started, decision.clone());
+            state.deny_cache.remember(base, started, &decision, mode);
             reject(route, &decision, label)
         }
     }
