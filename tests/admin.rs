@@ -40,8 +40,8 @@ async fn health_metrics_and_auth() {
     ))
     .await;
     let client = HttpClient::default();
-    assert_eq!(client.get(&gw.admin("/healthz"), &[]).await.status, 200);
-    assert_eq!(client.get(&gw.admin("/readyz"), &[]).await.status, 200);
+    assert_eq!(client.status(&gw.admin("/healthz"), &[]).await, 200);
+    assert_eq!(client.status(&gw.admin("/readyz"), &[]).await, 200);
     client.get(&gw.url("/x"), &[("x-user", "u1")]).await;
     let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
     for name in [
@@ -114,10 +114,10 @@ async fn usage_shows_and_reset_clears_on_every_instance() {
     let b = gateway::start(&cfg).await;
     let client = HttpClient::default();
     let user = [("x-user", "u7")];
-    assert_eq!(client.get(&a.url("/send"), &user).await.status, 200);
-    assert_eq!(client.get(&a.url("/send"), &user).await.status, 200);
+    assert_eq!(client.status(&a.url("/send"), &user).await, 200);
+    assert_eq!(client.status(&a.url("/send"), &user).await, 200);
     assert_eq!(
-        client.get(&b.url("/send"), &user).await.status,
+        client.status(&b.url("/send"), &user).await,
         429,
         "b fills its deny cache"
     );
@@ -176,7 +176,7 @@ async fn reload_applies_good_files_and_refuses_bad_ones() {
     let user = [("x-user", "u1")];
     client.get(&gw.url("/x"), &user).await;
     client.get(&gw.url("/x"), &user).await;
-    assert_eq!(client.get(&gw.url("/x"), &user).await.status, 429);
+    assert_eq!(client.status(&gw.url("/x"), &user).await, 429);
 
     gw.rewrite(&config(
         &store,
@@ -188,11 +188,11 @@ async fn reload_applies_good_files_and_refuses_bad_ones() {
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(
-        client.get(&gw.url("/x"), &user).await.status,
+        client.status(&gw.url("/x"), &user).await,
         200,
         "counts survive, the new limit applies"
     );
-    assert_eq!(client.get(&gw.url("/x"), &user).await.status, 429);
+    assert_eq!(client.status(&gw.url("/x"), &user).await, 429);
 
     gw.rewrite("[[routes]]\nname = 1\n");
     let r = client
@@ -208,7 +208,7 @@ async fn reload_applies_good_files_and_refuses_bad_ones() {
         r.body
     );
     assert_eq!(
-        client.get(&gw.url("/x"), &[("x-user", "u2")]).await.status,
+        client.status(&gw.url("/x"), &[("x-user", "u2")]).await,
         200,
         "the running config stays"
     );
@@ -253,17 +253,13 @@ async fn batch_decisions_decide_like_the_proxy_in_order() {
     assert!(r["retry_after_ms"].as_u64().unwrap() > 86_000_000);
     // The proxy path sees the same counts.
     assert_eq!(
-        client
-            .get(&gw.url("/x"), &[("x-user", "user-5")])
-            .await
-            .status,
+        client.status(&gw.url("/x"), &[("x-user", "user-5")]).await,
         429
     );
     assert_eq!(
         client
-            .get(&gw.url("/x"), &[("x-user", "user-new")])
-            .await
-            .status,
+            .status(&gw.url("/x"), &[("x-user", "user-new")])
+            .await,
         200
     );
 
@@ -277,9 +273,8 @@ async fn batch_decisions_decide_like_the_proxy_in_order() {
     assert_eq!(big["results"][0]["allowed"], false);
     assert_eq!(
         client
-            .get(&gw.url("/x"), &[("x-user", "big-spender")])
-            .await
-            .status,
+            .status(&gw.url("/x"), &[("x-user", "big-spender")])
+            .await,
         200
     );
 

@@ -224,14 +224,14 @@ upstream = "up"
     assert_eq!(miss.header("content-type"), Some("application/json"));
     assert_eq!(miss.json()["error"], "no_route");
     assert_eq!(
-        client.get(&gw.url("/api/otp/send"), &[]).await.status,
+        client.status(&gw.url("/api/otp/send"), &[]).await,
         404,
         "method must match"
     );
-    assert_eq!(client.get(&gw.url("/login"), &[]).await.status, 200);
-    assert_eq!(client.get(&gw.url("/login"), &[]).await.status, 429);
+    assert_eq!(client.status(&gw.url("/login"), &[]).await, 200);
+    assert_eq!(client.status(&gw.url("/login"), &[]).await, 429);
     assert_eq!(
-        client.get(&gw.url("/login/x"), &[]).await.status,
+        client.status(&gw.url("/login/x"), &[]).await,
         404,
         "exact path"
     );
@@ -268,35 +268,29 @@ on_missing_key = "ip"
     assert_eq!(r.json()["error"], "missing_key");
     assert_eq!(
         client
-            .get(&gw.url("/strict"), &[("x-api-key", "k1")])
-            .await
-            .status,
+            .status(&gw.url("/strict"), &[("x-api-key", "k1")])
+            .await,
         200
     );
     assert_eq!(
         client
-            .get(&gw.url("/strict"), &[("x-api-key", "k1")])
-            .await
-            .status,
+            .status(&gw.url("/strict"), &[("x-api-key", "k1")])
+            .await,
         429
     );
     assert_eq!(
         client
-            .get(&gw.url("/strict"), &[("x-api-key", "k2")])
-            .await
-            .status,
+            .status(&gw.url("/strict"), &[("x-api-key", "k2")])
+            .await,
         200
     );
-    assert_eq!(client.get(&gw.url("/lenient"), &[]).await.status, 200);
+    assert_eq!(client.status(&gw.url("/lenient"), &[]).await, 200);
     assert_eq!(
-        client.get(&gw.url("/lenient"), &[]).await.status,
+        client.status(&gw.url("/lenient"), &[]).await,
         429,
         "both fell back to 127.0.0.1|GET"
     );
-    assert_eq!(
-        client.get(&gw.url("/lenient?user=ann"), &[]).await.status,
-        200
-    );
+    assert_eq!(client.status(&gw.url("/lenient?user=ann"), &[]).await, 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -36,7 +36,7 @@ async fn killed_redis_fails_open_within_the_timeout_and_recovers() {
     ))
     .await;
     let client = HttpClient::default();
-    assert_eq!(client.get(&gw.url("/x"), &[]).await.status, 200);
+    assert_eq!(client.status(&gw.url("/x"), &[]).await, 200);
     redis.kill();
     for _ in 0..5 {
         let started = Instant::now();
@@ -90,7 +90,7 @@ async fn killed_redis_fails_closed_with_503_and_retry_after() {
     ))
     .await;
     let client = HttpClient::default();
-    assert_eq!(client.get(&gw.admin("/readyz"), &[]).await.status, 200);
+    assert_eq!(client.status(&gw.admin("/readyz"), &[]).await, 200);
     redis.kill();
     let started = Instant::now();
     let r = client.get(&gw.url("/x"), &[]).await;
@@ -102,7 +102,7 @@ async fn killed_redis_fails_closed_with_503_and_retry_after() {
     assert_eq!(r.status, 503);
     assert_eq!(r.header("retry-after"), Some("1"));
     assert_eq!(r.json()["error"], "store_unavailable");
-    assert_eq!(client.get(&gw.admin("/readyz"), &[]).await.status, 503);
+    assert_eq!(client.status(&gw.admin("/readyz"), &[]).await, 503);
     let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
     assert!(
         metrics.contains("slidegate_requests_total{decision=\"store_error_denied\",route=\"r\"} 1"),
@@ -132,7 +132,7 @@ async fn a_redis_slower_than_the_timeout_is_a_timeout() {
     ))
     .await;
     let client = HttpClient::default();
-    assert_eq!(client.get(&gw.url("/x"), &[]).await.status, 200);
+    assert_eq!(client.status(&gw.url("/x"), &[]).await, 200);
     // Freeze the server for a second, from another connection.
     let port = redis.port;
     let sleeper = std::thread::spawn(move || {
@@ -184,7 +184,7 @@ async fn gateway_starts_while_redis_is_down() {
     let gw = gateway::start(&config(&store(&url, "down"), &up.url(), &routes("allow"))).await;
     assert!(started.elapsed() < Duration::from_secs(5));
     let client = HttpClient::default();
-    assert_eq!(client.get(&gw.url("/x"), &[]).await.status, 200);
+    assert_eq!(client.status(&gw.url("/x"), &[]).await, 200);
     let redis = RedisServer::start_on(port);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

@@ -101,3 +101,10 @@ impl HttpClient {
         results
     }
 }
+
+impl HttpClient {
+    /// The status of a GET with headers.
+    pub async fn status(&self, url: &str, headers: &[(&str, &str)]) -> u16 {
+        self.get(url, headers).await.status.as_u16()
+    }
+}
