@@ -1,5 +1,6 @@
 //! The one place where request-path failures become HTTP responses: every error a client can
-//! get, its status, and its JSON body (`{"error": code, "message": text, "status": n}`).
+//! get, its status, and its RFC 9457 `application/problem+json` body
+//! (`{"type","title","status","error","detail"}`, `error` a snake_case code).
 //! Clients get a short message; the detail goes to the log where the error arose.
 
 use axum::body::Body;
@@ -9,6 +10,9 @@ use http::{HeaderValue, Response, StatusCode};
 /// Why the gateway answered instead of the upstream (rate-limit 429s are in `limit::response`).
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
+    /// The request path has no safe normal form (see [`crate::route::normalize`]).
+    #[error("{0}")]
+    BadPath(#[from] crate::route::PathError),
     /// No route takes this method and path.
     #[error("no route matches {method} {path}")]
     NoRoute {
@@ -43,6 +47,7 @@ impl GatewayError {
     /// The status and machine-readable code of this error.
     pub fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
+            GatewayError::BadPath(e) => (StatusCode::BAD_REQUEST, e.code()),
             GatewayError::NoRoute { .. } => (StatusCode::NOT_FOUND, "no_route"),
             GatewayError::MissingKey(_) => (StatusCode::BAD_REQUEST, "missing_key"),
             GatewayError::StoreUnavailable => {
@@ -70,13 +75,21 @@ impl GatewayError {
     }
 }
 
-/// A JSON error response: `{"error":code,"message":message,"status":n}`.
+/// An RFC 9457 problem response: `about:blank` type, the status's reason as title, `error` the
+/// snake_case code and `detail` the message.
 pub fn json_error(status: StatusCode, code: &str, message: &str) -> Response<Body> {
-    let body = serde_json::json!({ "error": code, "message": message, "status": status.as_u16() });
+    let body = serde_json::json!({
+        "type": "about:blank",
+        "title": status.canonical_reason().unwrap_or("Error"),
+        "status": status.as_u16(),
+        "error": code,
+        "detail": message,
+    });
     let mut response = Response::new(Body::from(body.to_string()));
     *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
     response
 }

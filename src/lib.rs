@@ -22,5 +22,6 @@ pub mod key;
 pub mod limit;
 pub mod metrics;
 pub mod proxy;
+pub mod route;
 pub mod runtime;
 pub mod state;

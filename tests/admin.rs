@@ -94,7 +94,7 @@ async fn without_a_configured_token_admin_answers_403() {
         )
         .await;
     assert_eq!(r.status, 403);
-    assert!(r.json()["message"]
+    assert!(r.json()["detail"]
         .as_str()
         .unwrap()
         .contains("SLIDEGATE_ADMIN_TOKEN"));
@@ -200,7 +200,7 @@ async fn reload_applies_good_files_and_refuses_bad_ones() {
         .await;
     assert_eq!(r.status, 422);
     assert!(
-        r.json()["message"]
+        r.json()["detail"]
             .as_str()
             .unwrap()
             .contains("config.toml:2:8"),

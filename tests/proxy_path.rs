@@ -221,7 +221,10 @@ upstream = "up"
         .send(Method::POST, &gw.url("/api/otpx"), &[], "")
         .await;
     assert_eq!(miss.status, 404);
-    assert_eq!(miss.header("content-type"), Some("application/json"));
+    assert_eq!(
+        miss.header("content-type"),
+        Some("application/problem+json")
+    );
     assert_eq!(miss.json()["error"], "no_route");
     assert_eq!(
         client.status(&gw.url("/api/otp/send"), &[]).await,
@@ -230,6 +233,11 @@ upstream = "up"
     );
     assert_eq!(client.status(&gw.url("/login"), &[]).await, 200);
     assert_eq!(client.status(&gw.url("/login"), &[]).await, 429);
+    assert_eq!(
+        client.status(&gw.url("/login/"), &[]).await,
+        429,
+        "a trailing slash is the same exact route and spends the same quota"
+    );
     assert_eq!(
         client.status(&gw.url("/login/x"), &[]).await,
         404,

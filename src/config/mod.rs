@@ -172,10 +172,15 @@ pub struct PathPattern {
 }
 
 impl PathPattern {
-    /// Whether `path` is matched: `/api/otp/*` matches `/api/otp` and `/api/otp/x`, not `/api/otpx`.
+    /// Whether the normalised `path` is matched: `/api/otp/*` matches `/api/otp` and
+    /// `/api/otp/x`, not `/api/otpx`; an exact `/login` matches `/login` and `/login/`, because
+    /// most upstream frameworks serve both alike and the limit must not be dodged by a slash.
     pub fn matches(&self, path: &str) -> bool {
         if !self.prefix {
-            return path == self.path;
+            return path == self.path
+                || (path.len() == self.path.len() + 1
+                    && path.ends_with('/')
+                    && path.starts_with(self.path.as_str()));
         }
         match path.strip_prefix(self.path.as_str()) {
             Some(rest) => rest.is_empty() || rest.starts_with('/') || self.path.ends_with('/'),
@@ -416,6 +421,8 @@ mod tests {
             prefix: false,
         };
         assert!(exact.matches("/login"));
+        assert!(exact.matches("/login/"));
         assert!(!exact.matches("/login/x"));
+        assert!(!exact.matches("/loginx"));
     }
 }

@@ -88,6 +88,9 @@ async fn handle<S>(
 where
     S: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>,
 {
+    if let Err(e) = crate::route::normalize_uri(req.uri_mut()) {
+        return GatewayError::from(e).into_response();
+    }
     let runtime = state.runtime.load_full();
     let Some(route) = runtime.find_route(req.method(), req.uri().path()).cloned() else {
         return GatewayError::NoRoute {

@@ -6,6 +6,7 @@
 pub mod cluster;
 pub mod gateway;
 pub mod http;
+pub mod raw;
 pub mod redis;
 pub mod upstream;
 

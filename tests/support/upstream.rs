@@ -5,6 +5,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -18,6 +19,7 @@ use hyper_util::server::conn::auto;
 /// A running upstream.
 pub struct Upstream {
     pub addr: SocketAddr,
+    seen: Arc<Mutex<Vec<String>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -25,6 +27,11 @@ impl Upstream {
     /// `http://127.0.0.1:PORT`
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// The request targets (path and query) it received, in arrival order.
+    pub fn seen(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
     }
 }
 
@@ -99,17 +106,25 @@ async fn answer(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
 pub async fn start() -> Upstream {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let recorder = seen.clone();
     let task = tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
+            let recorder = recorder.clone();
             tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                    let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+                    recorder.lock().unwrap().push(target.to_string());
+                    answer(req)
+                });
                 let _ = auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), hyper::service::service_fn(answer))
+                    .serve_connection(TokioIo::new(stream), service)
                     .await;
             });
         }
     });
-    Upstream { addr, task }
+    Upstream { addr, seen, task }
 }
