@@ -1,27 +1,24 @@
 //! Wiring: build the store, the shared state and both listeners from a config; serve until told
 //! to stop; reload on `SIGHUP`; on `SIGTERM`/`SIGINT` stop accepting and let in-flight requests
-//! finish within `server.shutdown_grace`.
+//! finish within `server.shutdown_grace`. The request path is three tower layers, outermost
+//! first: route ([`RouteLayer`]) -> rate limit ([`RateLimitLayer`]) -> proxy ([`Proxy`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::Request;
-use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tower::{Layer, ServiceExt};
+use tower::Layer;
 
 use crate::config::{summary::redact_url, Backend, Config};
-use crate::limit::{MemoryStore, PeerAddr, RateLimitLayer, RedisStore, Store, StoreError};
+use crate::limit::RateLimitLayer;
 use crate::metrics::Metrics;
 use crate::proxy::Proxy;
-use crate::runtime::RuntimeError;
+use crate::route::{CompileError, RouteLayer};
 use crate::state::GatewayState;
+use crate::store::{MemoryStore, RedisStore, Store, StoreError};
 
 /// Why the gateway could not start.
 #[derive(Debug, thiserror::Error)]
@@ -39,7 +36,7 @@ pub enum StartError {
     Store(#[from] StoreError),
     /// The config could not be compiled.
     #[error(transparent)]
-    Runtime(#[from] RuntimeError),
+    Compile(#[from] CompileError),
 }
 
 /// A started gateway: its bound addresses, its state, and the handle that stops it.
@@ -63,18 +60,18 @@ impl Running {
         }
     }
 
-    /// Resolves when a stop was requested through [`Running::stopper`].
+    /// A handle that stops the gateway when sent `true`.
     pub fn stopper(&self) -> watch::Sender<bool> {
         self.stop.clone()
     }
 }
 
 /// Builds the store named by `[store]`; Redis connects in the background.
-pub async fn build_store(config: &Config) -> Result<Store, StartError> {
+pub async fn build_store(config: &Config, metrics: &Metrics) -> Result<Store, StartError> {
     match config.store.backend {
         Backend::Memory => Ok(Store::Memory(MemoryStore::new())),
         Backend::Redis => {
-            let redis = RedisStore::connect(&config.store).await?;
+            let redis = RedisStore::connect(&config.store, metrics).await?;
             if let Err(e) = redis.wait_until_ready(Duration::from_secs(2)).await {
                 tracing::warn!(
                     url = %redact_url(&config.store.url),
@@ -96,10 +93,10 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     };
     let proxy_listener = bind(config.server.listen).await?;
     let admin_listener = bind(config.admin.listen).await?;
-    let store = build_store(&config).await?;
-    let grace = config.server.shutdown_grace;
-    let state = GatewayState::new(config, store, Metrics::new())?;
-    start_with(state, proxy_listener, admin_listener, grace).await
+    let metrics = Metrics::new();
+    let store = build_store(&config, &metrics).await?;
+    let state = GatewayState::new(config, store, metrics)?;
+    start_with(state, proxy_listener, admin_listener).await
 }
 
 /// Serves `state` on listeners that are already bound.
@@ -107,50 +104,27 @@ pub async fn start_with(
     state: Arc<GatewayState>,
     proxy_listener: TcpListener,
     admin_listener: TcpListener,
-    grace: Duration,
 ) -> Result<Running, StartError> {
-    let proxy_addr = proxy_listener
-        .local_addr()
-        .map_err(|source| StartError::Bind {
+    let local = |l: &TcpListener| {
+        l.local_addr().map_err(|source| StartError::Bind {
             addr: SocketAddr::from(([0, 0, 0, 0], 0)),
             source,
-        })?;
-    let admin_addr = admin_listener
-        .local_addr()
-        .map_err(|source| StartError::Bind {
-            addr: SocketAddr::from(([0, 0, 0, 0], 0)),
-            source,
-        })?;
+        })
+    };
+    let proxy_addr = local(&proxy_listener)?;
+    let admin_addr = local(&admin_listener)?;
     let (stop, stopped) = watch::channel(false);
     let mut tasks = Vec::new();
-    if let Store::Redis(redis) = &state.store {
-        let weak = Arc::downgrade(&state);
-        let (subscription, subscribed) =
-            redis.subscribe_resets(state.reset_channel(), move |base| {
-                if let Some(state) = weak.upgrade() {
-                    state.deny_cache.remove(&base);
-                }
-            })?;
-        // Resets published before the subscription holds would be missed: wait (bounded).
-        if tokio::time::timeout(Duration::from_secs(2), subscribed)
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                "not yet subscribed to admin resets; they reach this instance once Redis answers"
-            );
-        }
-        let mut stopped = stopped.clone();
-        tasks.push(tokio::spawn(async move {
-            let _ = stopped.wait_for(|s| *s).await;
-            subscription.abort();
-        }));
+    if let Some(task) = subscribe_resets(&state, stopped.clone()).await? {
+        tasks.push(task);
     }
-    tasks.push(tokio::spawn(serve_proxy(
+    let service = RouteLayer::new(state.table.clone())
+        .layer(RateLimitLayer::new(state.limiter.clone()).layer(Proxy));
+    tasks.push(tokio::spawn(crate::server::serve(
         proxy_listener,
-        state.clone(),
+        service,
+        state.running.server.clone(),
         stopped.clone(),
-        grace,
     )));
     tasks.push(tokio::spawn(serve_admin(
         admin_listener,
@@ -166,47 +140,35 @@ pub async fn start_with(
     })
 }
 
-async fn serve_proxy(
-    listener: TcpListener,
-    state: Arc<GatewayState>,
+/// With Redis, listens for admin resets from every instance and drops them from this
+/// instance's deny cache; the task ends when the gateway stops.
+async fn subscribe_resets(
+    state: &Arc<GatewayState>,
     mut stopped: watch::Receiver<bool>,
-    grace: Duration,
-) {
-    let service = RateLimitLayer::new(state).layer(Proxy);
-    let builder = auto::Builder::new(TokioExecutor::new());
-    let graceful = GracefulShutdown::new();
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(conn) => conn,
-                Err(e) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                    continue;
-                }
-            },
-            _ = stopped.changed() => break,
-        };
-        let _ = stream.set_nodelay(true);
-        let service = service.clone();
-        let per_connection = hyper::service::service_fn(move |mut req: Request<Incoming>| {
-            req.extensions_mut().insert(PeerAddr(peer));
-            service.clone().oneshot(req)
-        });
-        let connection = builder.serve_connection(TokioIo::new(stream), per_connection);
-        let connection = graceful.watch(connection.into_owned());
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "connection ended with an error");
+) -> Result<Option<JoinHandle<()>>, StartError> {
+    let Store::Redis(redis) = state.limiter.store() else {
+        return Ok(None);
+    };
+    let weak = Arc::downgrade(state);
+    let (subscription, subscribed) =
+        redis.subscribe_resets(state.reset_channel(), move |base| {
+            if let Some(state) = weak.upgrade() {
+                state.limiter.deny_cache().remove(&base);
             }
-        });
+        })?;
+    // Resets published before the subscription holds would be missed: wait (bounded).
+    if tokio::time::timeout(Duration::from_secs(2), subscribed)
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "not yet subscribed to admin resets; they reach this instance once Redis answers"
+        );
     }
-    drop(listener);
-    tokio::select! {
-        _ = graceful.shutdown() => {}
-        _ = tokio::time::sleep(grace) => tracing::warn!("shutdown grace elapsed with requests still in flight"),
-    }
+    Ok(Some(tokio::spawn(async move {
+        let _ = stopped.wait_for(|s| *s).await;
+        subscription.abort();
+    })))
 }
 
 async fn serve_admin(
@@ -215,11 +177,14 @@ async fn serve_admin(
     mut stopped: watch::Receiver<bool>,
 ) {
     let router = crate::admin::router(state);
-    let result = axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        })
-        .await;
+    let result = axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    })
+    .await;
     if let Err(e) = result {
         tracing::error!(error = %e, "admin listener failed");
     }

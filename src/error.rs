@@ -1,34 +1,54 @@
-//! The one place where request-path failures become HTTP responses: every error a client can
-//! get, its status, and its RFC 9457 `application/problem+json` body
-//! (`{"type","title","status","error","detail"}`, `error` a snake_case code).
+//! The one place where failures become HTTP responses: every error the gateway answers itself,
+//! on the proxy listener ([`GatewayError`]) or the admin listener ([`AdminError`]), its status,
+//! and its RFC 9457 `application/problem+json` body:
+//! `{"type","title","status","error","detail","request_id"}`, `error` a snake_case code.
 //! Clients get a short message; the detail goes to the log where the error arose.
+//!
+//! The 429 of a rate limit is not here: a rejection is a response, not an error, and is built by
+//! `limit::headers` with the same members plus the limit's.
 
 use axum::body::Body;
-use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::header::{CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
 use http::{HeaderValue, Response, StatusCode};
 
-/// Why the gateway answered instead of the upstream (rate-limit 429s are in `limit::response`).
+use crate::request_id::RequestId;
+
+/// The `Retry-After` of a 503 when the store is unavailable and the route fails closed.
+pub const STORE_UNAVAILABLE_RETRY_SECS: u64 = 1;
+
+/// Why the gateway answered a proxied request itself (rate-limit 429s are in `limit::headers`).
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
     /// The request path has no safe normal form (see [`crate::route::normalize`]).
     #[error("{0}")]
     BadPath(#[from] crate::route::PathError),
+    /// The request has both `Content-Length` and `Transfer-Encoding` (a smuggling vector).
+    #[error("the request has both Content-Length and Transfer-Encoding")]
+    ConflictingFraming,
+    /// The request head is larger than the gateway accepts.
+    #[error("the request head has {what}; the most is {max}")]
+    HeadTooLarge {
+        /// What was too large ("18000 bytes", "140 header fields").
+        what: String,
+        /// The bound.
+        max: String,
+    },
     /// No route takes this method and path.
     #[error("no route matches {method} {path}")]
     NoRoute {
         /// Request method.
         method: String,
-        /// Request path.
+        /// Request path (normalised).
         path: String,
     },
     /// The route's key needs a part the request lacks.
     #[error("{0}")]
     MissingKey(#[from] crate::key::MissingKeyPart),
     /// The store failed and the route fails closed.
-    #[error("rate-limit store unavailable")]
+    #[error("the rate-limit store is unavailable")]
     StoreUnavailable,
     /// The upstream refused or broke the connection.
-    #[error("upstream {upstream} unreachable")]
+    #[error("upstream {upstream} is unreachable")]
     UpstreamConnect {
         /// Upstream name.
         upstream: String,
@@ -48,6 +68,11 @@ impl GatewayError {
     pub fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
             GatewayError::BadPath(e) => (StatusCode::BAD_REQUEST, e.code()),
+            GatewayError::ConflictingFraming => (StatusCode::BAD_REQUEST, "conflicting_framing"),
+            GatewayError::HeadTooLarge { .. } => (
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "request_head_too_large",
+            ),
             GatewayError::NoRoute { .. } => (StatusCode::NOT_FOUND, "no_route"),
             GatewayError::MissingKey(_) => (StatusCode::BAD_REQUEST, "missing_key"),
             GatewayError::StoreUnavailable => {
@@ -63,33 +88,145 @@ impl GatewayError {
     }
 
     /// The response the client gets.
-    pub fn into_response(self) -> Response<Body> {
+    pub fn into_response(self, request_id: &RequestId) -> Response<Body> {
         let (status, code) = self.status_and_code();
-        let mut response = json_error(status, code, &self.to_string());
+        let mut response = problem(status, code, &self.to_string(), request_id);
         if matches!(self, GatewayError::StoreUnavailable) {
             response
                 .headers_mut()
-                .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+                .insert(RETRY_AFTER, HeaderValue::from(STORE_UNAVAILABLE_RETRY_SECS));
         }
         response
     }
 }
 
-/// An RFC 9457 problem response: `about:blank` type, the status's reason as title, `error` the
-/// snake_case code and `detail` the message.
-pub fn json_error(status: StatusCode, code: &str, message: &str) -> Response<Body> {
-    let body = serde_json::json!({
-        "type": "about:blank",
-        "title": status.canonical_reason().unwrap_or("Error"),
-        "status": status.as_u16(),
-        "error": code,
-        "detail": message,
-    });
-    let mut response = Response::new(Body::from(body.to_string()));
+/// Why the admin listener refused a request.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// No or a wrong bearer token.
+    #[error("missing or wrong bearer token")]
+    Unauthorized,
+    /// No token is configured, so nothing protected is served.
+    #[error(
+        "no admin token is configured: set the environment variable {env} and restart or reload"
+    )]
+    TokenNotConfigured {
+        /// The variable `admin.token_env` names.
+        env: String,
+    },
+    /// A malformed request (query parameters, JSON body).
+    #[error("{0}")]
+    BadRequest(String),
+    /// No route by that name.
+    #[error("no route named `{0}`")]
+    UnknownRoute(String),
+    /// No such admin endpoint.
+    #[error("no such admin endpoint")]
+    NotFound,
+    /// A batch larger than the API takes.
+    #[error("{keys} keys in one call; the most is {max}")]
+    TooManyKeys {
+        /// Keys sent.
+        keys: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// A reload whose file does not validate.
+    #[error("{0}")]
+    InvalidConfig(String),
+    /// The store did not answer.
+    #[error("the rate-limit store is unavailable: {0}")]
+    StoreUnavailable(String),
+    /// Anything else.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl AdminError {
+    /// The status and machine-readable code of this error.
+    pub fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            AdminError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            AdminError::TokenNotConfigured { .. } => {
+                (StatusCode::FORBIDDEN, "admin_token_not_configured")
+            }
+            AdminError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            AdminError::UnknownRoute(_) => (StatusCode::NOT_FOUND, "unknown_route"),
+            AdminError::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+            AdminError::TooManyKeys { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_many_keys"),
+            AdminError::InvalidConfig(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_config"),
+            AdminError::StoreUnavailable(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable")
+            }
+            AdminError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+
+    /// The response the client gets.
+    pub fn into_response(self, request_id: &RequestId) -> Response<Body> {
+        let (status, code) = self.status_and_code();
+        let mut response = problem(status, code, &self.to_string(), request_id);
+        if matches!(self, AdminError::Unauthorized) {
+            response
+                .headers_mut()
+                .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+/// The members every problem body has: `about:blank` type, the status's reason as title, the
+/// snake_case `error` code, the `detail` message and the `request_id`.
+pub fn problem_body(
+    status: StatusCode,
+    code: &str,
+    detail: &str,
+    request_id: &RequestId,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut body = serde_json::Map::new();
+    body.insert("type".into(), "about:blank".into());
+    body.insert(
+        "title".into(),
+        status.canonical_reason().unwrap_or("Error").into(),
+    );
+    body.insert("status".into(), status.as_u16().into());
+    body.insert("error".into(), code.into());
+    body.insert("detail".into(), detail.into());
+    body.insert("request_id".into(), request_id.as_str().into());
+    body
+}
+
+/// A problem response with the members of [`problem_body`].
+pub fn problem(
+    status: StatusCode,
+    code: &str,
+    detail: &str,
+    request_id: &RequestId,
+) -> Response<Body> {
+    problem_response(
+        status,
+        problem_body(status, code, detail, request_id),
+        request_id,
+    )
+}
+
+/// Serialises a problem body with its status, content type and `X-Request-Id`.
+pub fn problem_response(
+    status: StatusCode,
+    body: serde_json::Map<String, serde_json::Value>,
+    request_id: &RequestId,
+) -> Response<Body> {
+    let text = serde_json::Value::Object(body).to_string();
+    let mut response = Response::new(Body::from(text));
     *response.status_mut() = status;
-    response.headers_mut().insert(
+    let headers = response.headers_mut();
+    headers.insert(
         CONTENT_TYPE,
         HeaderValue::from_static("application/problem+json"),
+    );
+    headers.insert(
+        crate::request_id::X_REQUEST_ID.clone(),
+        request_id.header_value().clone(),
     );
     response
 }

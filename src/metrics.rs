@@ -1,10 +1,12 @@
 //! The metrics of SPEC section 7, registered once into a `prometheus::Registry`. Label values
 //! come only from config names and fixed enums, never from client input, so cardinality is
 //! bounded by the config. Per-route handles are resolved when a config is loaded
-//! ([`RouteMetrics`]), so the hot path does no label lookups.
+//! ([`RouteMetrics`]), so the hot path does no label lookups; a reload that removes a route
+//! drops its series ([`Metrics::forget_route`]).
 
 use prometheus::{
-    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry,
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry,
 };
 
 /// Every metric handle, registered once.
@@ -14,7 +16,7 @@ pub struct Metrics {
     pub registry: Registry,
     /// `slidegate_requests_total{route,decision}`
     pub requests: IntCounterVec,
-    /// `slidegate_limit_exceeded_total{route,limit}`
+    /// `slidegate_limit_exceeded_total{route,limit,mode}`
     pub limit_exceeded: IntCounterVec,
     /// `slidegate_limit_utilization_ratio{route,limit}`
     pub limit_utilization: HistogramVec,
@@ -30,24 +32,70 @@ pub struct Metrics {
     pub upstream_duration: HistogramVec,
     /// `slidegate_config_reloads_total{result}`
     pub config_reloads: IntCounterVec,
+    /// `slidegate_delay_waiting{route}`
+    pub delay_waiting: IntGaugeVec,
+    /// `slidegate_deny_cache_entries`, set when scraped.
+    pub deny_cache_entries: IntGauge,
 }
 
-/// The `decision` label values.
-pub const DECISIONS: [&str; 7] = [
-    "allowed",
-    "rejected",
-    "delayed",
-    "blocked",
-    "shadow_rejected",
-    "store_error_allowed",
-    "store_error_denied",
-];
+/// A request's single entry in `slidegate_requests_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecisionLabel {
+    /// Forwarded at once.
+    Allowed,
+    /// 429 (including from the deny cache, and the exceed that starts a block).
+    Rejected,
+    /// Forwarded after waiting.
+    Delayed,
+    /// 429 while the key serves a block.
+    Blocked,
+    /// Over the limit on a shadow route, forwarded anyway.
+    ShadowRejected,
+    /// Store failed; forwarded (`on_error = "allow"`).
+    StoreErrorAllowed,
+    /// Store failed; 503 (`on_error = "deny"`).
+    StoreErrorDenied,
+    /// A client in the route's `exempt` list: forwarded uncounted.
+    Exempt,
+}
 
+impl DecisionLabel {
+    /// Every label, in the order of [`DecisionLabel::as_str`]'s indices.
+    pub const ALL: [DecisionLabel; 8] = [
+        DecisionLabel::Allowed,
+        DecisionLabel::Rejected,
+        DecisionLabel::Delayed,
+        DecisionLabel::Blocked,
+        DecisionLabel::ShadowRejected,
+        DecisionLabel::StoreErrorAllowed,
+        DecisionLabel::StoreErrorDenied,
+        DecisionLabel::Exempt,
+    ];
+
+    /// The `decision` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionLabel::Allowed => "allowed",
+            DecisionLabel::Rejected => "rejected",
+            DecisionLabel::Delayed => "delayed",
+            DecisionLabel::Blocked => "blocked",
+            DecisionLabel::ShadowRejected => "shadow_rejected",
+            DecisionLabel::StoreErrorAllowed => "store_error_allowed",
+            DecisionLabel::StoreErrorDenied => "store_error_denied",
+            DecisionLabel::Exempt => "exempt",
+        }
+    }
+}
+
+/// The `mode` label values of `slidegate_limit_exceeded_total`, by index.
+pub const EXCEED_MODES: [&str; 2] = ["enforced", "shadow"];
 /// The `status` label values of upstream requests.
 pub const UPSTREAM_STATUSES: [&str; 5] = ["2xx", "3xx", "4xx", "5xx", "error"];
+/// The `kind` label values of store errors.
+pub const STORE_ERROR_KINDS: [&str; 4] = ["timeout", "connection", "script", "other"];
 
 impl Metrics {
-    /// Creates and registers every metric in a fresh registry.
+    /// Creates and registers every metric in a fresh registry, with the process collector.
     pub fn new() -> Metrics {
         let registry = Registry::new();
         let counter = |name: &str, help: &str, labels: &[&str]| {
@@ -69,6 +117,43 @@ impl Metrics {
             0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
             2.5,
         ];
+        let delay_waiting = IntGaugeVec::new(
+            Opts::new(
+                "slidegate_delay_waiting",
+                "Requests waiting in the delay room now.",
+            ),
+            &["route"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(delay_waiting.clone()))
+            .expect("registered once");
+        let deny_cache_entries = IntGauge::new(
+            "slidegate_deny_cache_entries",
+            "Keys held in the deny cache now.",
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(deny_cache_entries.clone()))
+            .expect("registered once");
+        let build_info = IntGaugeVec::new(
+            Opts::new("slidegate_build_info", "The running build (always 1)."),
+            &["version"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(build_info.clone()))
+            .expect("registered once");
+        build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1);
+        #[cfg(target_os = "linux")]
+        registry
+            .register(Box::new(
+                prometheus::process_collector::ProcessCollector::for_self(),
+            ))
+            .expect("registered once");
+
         let metrics = Metrics {
             requests: counter(
                 "slidegate_requests_total",
@@ -77,8 +162,8 @@ impl Metrics {
             ),
             limit_exceeded: counter(
                 "slidegate_limit_exceeded_total",
-                "429s by route and the limit they name.",
-                &["route", "limit"],
+                "Exceedances by route, the limit they name, and whether enforced or shadow.",
+                &["route", "limit", "mode"],
             ),
             limit_utilization: histogram(
                 "slidegate_limit_utilization_ratio",
@@ -94,7 +179,7 @@ impl Metrics {
             ),
             store_errors: counter(
                 "slidegate_store_errors_total",
-                "Store failures by kind.",
+                "Failed store calls by kind.",
                 &["kind"],
             ),
             deny_cache_hits: counter(
@@ -118,9 +203,11 @@ impl Metrics {
                 "Config reloads by result.",
                 &["result"],
             ),
+            delay_waiting,
+            deny_cache_entries,
             registry,
         };
-        for kind in ["timeout", "connection", "script", "other"] {
+        for kind in STORE_ERROR_KINDS {
             metrics.store_errors.with_label_values(&[kind]);
         }
         for result in ["success", "failure"] {
@@ -138,9 +225,26 @@ impl Metrics {
         out
     }
 
-    /// Counts a store failure.
-    pub fn store_error(&self, kind: &str) {
-        self.store_errors.with_label_values(&[kind]).inc();
+    /// Drops every series of a route that a reload removed (its limits as they were).
+    pub fn forget_route(&self, route: &str, limits: &[String], backend: &str) {
+        for d in DecisionLabel::ALL {
+            let _ = self.requests.remove_label_values(&[route, d.as_str()]);
+        }
+        for l in limits {
+            for mode in EXCEED_MODES {
+                let _ = self.limit_exceeded.remove_label_values(&[route, l, mode]);
+            }
+            let _ = self.limit_utilization.remove_label_values(&[route, l]);
+        }
+        for b in [backend, "local"] {
+            let _ = self.decision_duration.remove_label_values(&[route, b]);
+        }
+        let _ = self.deny_cache_hits.remove_label_values(&[route]);
+        for s in UPSTREAM_STATUSES {
+            let _ = self.upstream_requests.remove_label_values(&[route, s]);
+        }
+        let _ = self.upstream_duration.remove_label_values(&[route]);
+        let _ = self.delay_waiting.remove_label_values(&[route]);
     }
 }
 
@@ -150,67 +254,63 @@ impl Default for Metrics {
     }
 }
 
+/// Decision time, by where it was decided.
+#[derive(Clone)]
+pub struct DecisionDuration {
+    /// The configured store (`backend` = redis or memory).
+    pub store: Histogram,
+    /// The in-process fallback (`backend` = local).
+    pub local: Histogram,
+}
+
 /// A route's handles, resolved once per loaded config.
 #[derive(Clone)]
 pub struct RouteMetrics {
-    decisions: [IntCounter; 7],
-    /// Per limit, in config order.
-    pub limit_exceeded: Vec<IntCounter>,
+    decisions: [IntCounter; 8],
+    /// Per limit, in config order: `[enforced, shadow]`.
+    pub limit_exceeded: Vec<[IntCounter; 2]>,
     /// Per limit, in config order.
     pub limit_utilization: Vec<Histogram>,
-    /// Store decision time, by backend: `[store, local fallback]`.
-    pub decision_duration: [Histogram; 2],
+    /// Store decision time.
+    pub decision_duration: DecisionDuration,
     /// Deny-cache hits.
     pub deny_cache_hits: IntCounter,
     upstream_status: [IntCounter; 5],
     /// Time to the upstream's response head.
     pub upstream_duration: Histogram,
-}
-
-/// A request's single entry in `slidegate_requests_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DecisionLabel {
-    /// Forwarded at once.
-    Allowed,
-    /// 429 (including from the deny cache, and the exceed that starts a block).
-    Rejected,
-    /// Forwarded after waiting.
-    Delayed,
-    /// 429 while the key serves a block.
-    Blocked,
-    /// Over the limit on a shadow route, forwarded anyway.
-    ShadowRejected,
-    /// Store failed; forwarded (`on_error = "allow"`).
-    StoreErrorAllowed,
-    /// Store failed; 503 (`on_error = "deny"`).
-    StoreErrorDenied,
+    /// Requests waiting in the delay room.
+    pub delay_waiting: IntGauge,
 }
 
 impl RouteMetrics {
     /// Resolves the handles of route `route` with these limit names.
     pub fn new(metrics: &Metrics, route: &str, limits: &[String], backend: &str) -> RouteMetrics {
         RouteMetrics {
-            decisions: DECISIONS.map(|d| metrics.requests.with_label_values(&[route, d])),
+            decisions: DecisionLabel::ALL
+                .map(|d| metrics.requests.with_label_values(&[route, d.as_str()])),
             limit_exceeded: limits
                 .iter()
-                .map(|l| metrics.limit_exceeded.with_label_values(&[route, l]))
+                .map(|l| {
+                    EXCEED_MODES.map(|m| metrics.limit_exceeded.with_label_values(&[route, l, m]))
+                })
                 .collect(),
             limit_utilization: limits
                 .iter()
                 .map(|l| metrics.limit_utilization.with_label_values(&[route, l]))
                 .collect(),
-            decision_duration: [
-                metrics
+            decision_duration: DecisionDuration {
+                store: metrics
                     .decision_duration
                     .with_label_values(&[route, backend]),
-                metrics
+                local: metrics
                     .decision_duration
                     .with_label_values(&[route, "local"]),
-            ],
+            },
             deny_cache_hits: metrics.deny_cache_hits.with_label_values(&[route]),
             upstream_status: UPSTREAM_STATUSES
                 .map(|s| metrics.upstream_requests.with_label_values(&[route, s])),
             upstream_duration: metrics.upstream_duration.with_label_values(&[route]),
+            delay_waiting: metrics.delay_waiting.with_label_values(&[route]),
         }
     }
 

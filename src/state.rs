@@ -1,35 +1,59 @@
-//! Everything the request path and the admin listener share, behind one `Arc`: the current
-//! [`Runtime`] (swapped on reload), the store and its local fallback, the deny cache and the
-//! metrics. The store and the counts live outside the reloaded config, so a reload never
-//! resets a count.
+//! Everything the request path and the admin listener share, behind one `Arc`: the route table
+//! in force (swapped on reload), the limiter (store, fallback, deny cache) and the metrics. The
+//! store and the counts live outside the reloaded config, so a reload never resets a count.
+//!
+//! Reload is parse -> validate -> compile -> swap. Settings read only at start (listen
+//! addresses, connection limits, `[store]`) keep their running values; a reload that changes
+//! them applies the rest and names each of them, in the log and in `/admin/config`.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 
-use crate::config::{Config, ConfigError, StoreConfig};
-use crate::limit::{DenyCache, MemoryStore, Store};
+use crate::config::{Config, ConfigError, ServerConfig, StoreConfig};
+use crate::limit::Limiter;
 use crate::metrics::Metrics;
-use crate::runtime::{Carried, Runtime, RuntimeError};
+use crate::route::{Carried, CompileError, RouteTable};
+use crate::store::Store;
 
 /// Shared gateway state.
 pub struct GatewayState {
-    /// The config in force.
-    pub runtime: ArcSwap<Runtime>,
-    /// The store chosen at start (`[store]` needs a restart to change).
-    pub store: Store,
-    /// The `[store]` section in force.
-    pub store_config: StoreConfig,
-    /// The in-process limiter for `on_error = "local"`.
-    pub fallback: MemoryStore,
-    /// Local answers for keys that must wait.
-    pub deny_cache: DenyCache,
+    /// The route table in force.
+    pub table: Arc<ArcSwap<RouteTable>>,
+    /// The limiter (and through it, the store).
+    pub limiter: Arc<Limiter>,
     /// Metric handles.
     pub metrics: Metrics,
     /// The file `SIGHUP` and `/admin/reload` read.
     pub config_path: PathBuf,
+    /// The settings read at start, in force until a restart.
+    pub running: StartSettings,
+    /// Restart-only settings whose configured value differs from the running one.
+    pending: Mutex<Vec<PendingSetting>>,
     carried: Carried,
+}
+
+/// The settings read only at start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartSettings {
+    /// `[server]` as started (listen address and connection limits are read at start).
+    pub server: ServerConfig,
+    /// `admin.listen`.
+    pub admin_listen: std::net::SocketAddr,
+    /// `[store]` as started.
+    pub store: StoreConfig,
+}
+
+/// A restart-only setting that a reload changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingSetting {
+    /// The key, as the file spells it.
+    pub setting: String,
+    /// The value in force.
+    pub running: String,
+    /// The value the file now has.
+    pub configured: String,
 }
 
 /// Why a reload was refused.
@@ -40,7 +64,7 @@ pub enum ReloadError {
     Config(#[from] ConfigError),
     /// The new file validates but cannot be compiled.
     #[error(transparent)]
-    Runtime(#[from] RuntimeError),
+    Compile(#[from] CompileError),
 }
 
 impl GatewayState {
@@ -49,27 +73,30 @@ impl GatewayState {
         config: Config,
         store: Store,
         metrics: Metrics,
-    ) -> Result<Arc<GatewayState>, RuntimeError> {
+    ) -> Result<Arc<GatewayState>, CompileError> {
         let carried = Carried::default();
         let config_path = config.source.clone();
-        let store_config = config.store.clone();
-        let runtime = Runtime::build(config, &metrics, store.backend(), &carried)?;
+        let running = StartSettings {
+            server: config.server.clone(),
+            admin_listen: config.admin.listen,
+            store: config.store.clone(),
+        };
+        let table = RouteTable::build(config, &metrics, store.backend(), &carried)?;
         Ok(Arc::new(GatewayState {
-            runtime: ArcSwap::from_pointee(runtime),
-            store,
-            store_config,
-            fallback: MemoryStore::new(),
-            deny_cache: DenyCache::default(),
+            table: Arc::new(ArcSwap::from_pointee(table)),
+            limiter: Arc::new(Limiter::new(store)),
             metrics,
             config_path,
+            running,
+            pending: Mutex::new(Vec::new()),
             carried,
         }))
     }
 
     /// Re-reads the config file: parse, validate, compile, swap. A file that fails keeps the
-    /// running config. Listen addresses and `[store]` need a restart; changes to them are
-    /// logged and the rest applies. Clears the deny cache.
-    pub fn reload(&self) -> Result<Vec<String>, ReloadError> {
+    /// running config; either way the result is counted. Returns the restart-only settings
+    /// that did not apply.
+    pub fn reload(&self) -> Result<Vec<PendingSetting>, ReloadError> {
         let result = Config::load(&self.config_path)
             .map_err(ReloadError::from)
             .and_then(|c| self.apply(c));
@@ -79,8 +106,17 @@ impl GatewayState {
             .with_label_values(&[label])
             .inc();
         match &result {
-            Ok(notes) => {
-                tracing::info!(file = %self.config_path.display(), notes = ?notes, "config reloaded")
+            Ok(pending) => {
+                tracing::info!(file = %self.config_path.display(), "config reloaded");
+                for p in pending {
+                    tracing::warn!(
+                        setting = %p.setting,
+                        running = %p.running,
+                        configured = %p.configured,
+                        "{} changed in the file; it applies after a restart",
+                        p.setting
+                    );
+                }
             }
             Err(e) => {
                 tracing::error!(error = %e, "config reload refused; the running config stays")
@@ -89,56 +125,124 @@ impl GatewayState {
         result
     }
 
-    fn apply(&self, config: Config) -> Result<Vec<String>, ReloadError> {
-        let old = self.runtime.load();
-        let mut notes = Vec::new();
-        if config.server.listen != old.config.server.listen
-            || config.admin.listen != old.config.admin.listen
-        {
-            notes.push("listen addresses changed: they apply after a restart".to_string());
-        }
-        if config.store != self.store_config {
-            notes.push("[store] changed: it applies after a restart".to_string());
-        }
+    fn apply(&self, mut config: Config) -> Result<Vec<PendingSetting>, ReloadError> {
+        let pending = self.restart_only_changes(&config);
         for w in &config.warnings {
             tracing::warn!("{w}");
         }
-        for n in &notes {
-            tracing::warn!("{n}");
+        // What is read only at start keeps its running value.
+        config.store = self.running.store.clone();
+        config.admin.listen = self.running.admin_listen;
+        config.server.listen = self.running.server.listen;
+        config.server.max_connections = self.running.server.max_connections;
+        config.server.header_read_timeout = self.running.server.header_read_timeout;
+        let backend = self.limiter.store().backend();
+        let table = RouteTable::build(config, &self.metrics, backend, &self.carried)?;
+        let old = self.table.swap(Arc::new(table));
+        let new = self.table.load();
+        for route in &old.routes {
+            if new.route(&route.config.name).is_none() {
+                let limits: Vec<String> =
+                    route.config.limits.iter().map(|l| l.name.clone()).collect();
+                self.metrics
+                    .forget_route(&route.config.name, &limits, backend);
+            }
         }
-        let runtime = Runtime::build(config, &self.metrics, self.store.backend(), &self.carried)?;
-        self.runtime.store(Arc::new(runtime));
-        self.deny_cache.clear();
-        Ok(notes)
+        self.limiter.deny_cache().clear();
+        *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = pending.clone();
+        Ok(pending)
     }
-}
 
-impl GatewayState {
+    /// Each restart-only setting whose value in `config` differs from the running one.
+    fn restart_only_changes(&self, config: &Config) -> Vec<PendingSetting> {
+        let mut out = Vec::new();
+        let mut check = |setting: &str, running: String, configured: String| {
+            if running != configured {
+                out.push(PendingSetting {
+                    setting: setting.to_string(),
+                    running,
+                    configured,
+                });
+            }
+        };
+        let (r, c) = (&self.running, config);
+        check(
+            "server.listen",
+            r.server.listen.to_string(),
+            c.server.listen.to_string(),
+        );
+        check(
+            "admin.listen",
+            r.admin_listen.to_string(),
+            c.admin.listen.to_string(),
+        );
+        check(
+            "server.max_connections",
+            r.server.max_connections.to_string(),
+            c.server.max_connections.to_string(),
+        );
+        check(
+            "server.header_read_timeout",
+            format!("{:?}", r.server.header_read_timeout),
+            format!("{:?}", c.server.header_read_timeout),
+        );
+        let (rs, cs) = (&r.store, &c.store);
+        check(
+            "store.backend",
+            rs.backend.name().into(),
+            cs.backend.name().into(),
+        );
+        check(
+            "store.url",
+            crate::config::summary::redact_url(&rs.url),
+            crate::config::summary::redact_url(&cs.url),
+        );
+        check(
+            "store.timeout",
+            format!("{:?}", rs.timeout),
+            format!("{:?}", cs.timeout),
+        );
+        check(
+            "store.on_error",
+            rs.on_error.name().into(),
+            cs.on_error.name().into(),
+        );
+        check(
+            "store.key_prefix",
+            rs.key_prefix.clone(),
+            cs.key_prefix.clone(),
+        );
+        check(
+            "store.clock",
+            rs.clock.name().into(),
+            cs.clock.name().into(),
+        );
+        out
+    }
+
+    /// Restart-only settings that the last reload changed.
+    pub fn pending_restart(&self) -> Vec<PendingSetting> {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// The pub/sub channel that carries admin resets to every instance.
     pub fn reset_channel(&self) -> String {
-        format!("{}:reset", self.store_config.key_prefix)
+        format!("{}:reset", self.running.store.key_prefix)
     }
 
-    /// Resets a key on every instance: its counts and block in the store, then every
-    /// instance's deny-cache entry (through Redis pub/sub when the store is Redis).
+    /// Resets a key of a route on every instance: its counts and block in the store, then
+    /// every instance's deny-cache entry (through Redis pub/sub when the store is Redis).
     pub async fn reset_key(
         &self,
-        route: &crate::config::RouteConfig,
-        base: &str,
-    ) -> Result<(), crate::limit::StoreError> {
-        self.store.reset(route, base).await?;
-        self.fallback.delete(
-            &crate::limit::DecisionInput {
-                route,
-                base,
-                cost: 0,
-                now_us: None,
-            }
-            .keys(),
-        );
-        self.deny_cache.remove(base);
-        if let crate::limit::Store::Redis(redis) = &self.store {
-            redis.publish_reset(&self.reset_channel(), base).await?;
+        policy: &crate::limit::RoutePolicy,
+        key: &str,
+    ) -> Result<(), crate::store::StoreError> {
+        let base = self.limiter.reset(policy, key).await?;
+        if let Store::Redis(redis) = self.limiter.store() {
+            redis.publish_reset(&self.reset_channel(), &base).await?;
         }
         Ok(())
     }

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use slidegate::config::KeyPart;
 use slidegate::config::{
     Algorithm, Backend, ClockSource, Config, ExceedMode, OnError, OnMissingKey, CONFIG_ENV,
     REDIS_URL_ENV,
 };
-use slidegate::key::KeyPart;
 
 /// Where the fixtures live, relative to the crate root.
 const FIXTURES: &str = "tests/fixtures/config";
@@ -62,7 +62,7 @@ fn load_ok(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Config {
 fn unknown_key_top_level() {
     assert_eq!(
         load_err("unknown_key_top_level.toml"),
-        "unknown_key_top_level.toml:2:2: unknown field `sever`, expected one of `server`, `admin`, `store`, `upstreams`, `routes`, `jwt`"
+        "unknown_key_top_level.toml:2:2: unknown field `sever`, expected one of `server`, `admin`, `store`, `upstreams`, `routes`, `jwt`, `segments`, `plans`"
     );
 }
 
@@ -70,7 +70,7 @@ fn unknown_key_top_level() {
 fn unknown_key_server() {
     assert_eq!(
         load_err("unknown_key_server.toml"),
-        "unknown_key_server.toml:4:1: unknown field `port`, expected one of `listen`, `trusted_proxies`, `shutdown_grace`"
+        "unknown_key_server.toml:4:1: unknown field `port`, expected one of `listen`, `trusted_proxies`, `shutdown_grace`, `ipv6_prefix`, `header_read_timeout`, `max_connections`, `max_header_bytes`, `max_headers`"
     );
 }
 
@@ -78,7 +78,7 @@ fn unknown_key_server() {
 fn unknown_key_route() {
     assert_eq!(
         load_err("unknown_key_route.toml"),
-        "unknown_key_route.toml:8:1: unknown field `method`, expected one of `name`, `path`, `methods`, `upstream`, `key`, `on_missing_key`, `on_exceed`, `max_delay`, `max_waiting`, `block_for`, `on_error`, `headers`, `limits`"
+        "unknown_key_route.toml:8:1: unknown field `method`, expected one of `name`, `path`, `methods`, `upstream`, `key`, `on_missing_key`, `on_exceed`, `max_delay`, `max_waiting`, `block_for`, `on_error`, `headers`, `exempt`, `access_log`, `access_log_sample`, `limits`"
     );
 }
 
@@ -86,7 +86,7 @@ fn unknown_key_route() {
 fn unknown_key_limit() {
     assert_eq!(
         load_err("unknown_key_limit.toml"),
-        "unknown_key_limit.toml:14:3: unknown field `burst`, expected one of `name`, `limit`, `window`, `algorithm`"
+        "unknown_key_limit.toml:14:3: unknown field `burst`, expected one of `name`, `limit`, `window`, `algorithm`, `segments`, `plans`"
     );
 }
 
@@ -440,15 +440,21 @@ fn defaults_when_server_admin_store_are_absent() {
     let app = &config.upstreams["app"];
     assert_eq!(
         (app.connect_timeout, app.timeout),
-        (Duration::from_secs(1), Duration::from_secs(10))
+        (Duration::from_secs(3), Duration::from_secs(10))
     );
+    assert_eq!(config.server.ipv6_prefix, 64);
+    assert_eq!(config.server.header_read_timeout, Duration::from_secs(10));
+    assert_eq!(config.server.max_connections, 10_000);
 
     let route = &config.routes[0];
     assert_eq!(route.methods, None);
     assert_eq!(route.key, [KeyPart::Ip]);
     assert_eq!(route.on_missing_key, OnMissingKey::Reject);
     assert_eq!(route.on_exceed, ExceedMode::Reject);
-    assert_eq!(route.on_error, OnError::Allow);
+    assert_eq!(route.on_error, None);
+    assert_eq!(config.store.on_error, OnError::Allow);
+    assert!(route.exempt.is_empty());
+    assert!(route.access_log);
     assert!(route.headers);
     assert_eq!(route.algorithm, Algorithm::SlidingLog);
     assert!(config.warnings.is_empty());

@@ -219,7 +219,7 @@ async fn block_mode_rejects_the_key_for_block_for() {
         "{metrics}"
     );
     assert!(
-        metrics.contains("slidegate_limit_exceeded_total{limit=\"per-second\",route=\"otp\"} 4"),
+        metrics.contains("slidegate_limit_exceeded_total{limit=\"per-second\",mode=\"enforced\",route=\"otp\"} 4"),
         "{metrics}"
     );
 }
@@ -373,7 +373,7 @@ async fn a_flood_on_one_key_costs_redis_nothing_after_the_first_rejection() {
     );
     assert!(
         metrics
-            .contains("slidegate_limit_exceeded_total{limit=\"per-minute\",route=\"login\"} 201"),
+            .contains("slidegate_limit_exceeded_total{limit=\"per-minute\",mode=\"enforced\",route=\"login\"} 201"),
         "{metrics}"
     );
 }

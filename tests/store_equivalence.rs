@@ -9,16 +9,19 @@ use std::path::Path;
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use slidegate::config::{Config, RouteConfig, StoreConfig};
+use slidegate::config::{Config, StoreConfig};
 use slidegate::key::decision_base;
-use slidegate::limit::{Decision, DecisionInput, MemoryStore, Outcome, RedisStore, Store};
+use slidegate::metrics::Metrics;
+use slidegate::store::{
+    Decision, DecisionRequest, LimitSet, MemoryStore, Outcome, RedisStore, Store,
+};
 use support::redis::RedisServer;
 use support::unique_prefix;
 
 const T0: u64 = 1_700_000_000_000_000;
 const SEC: u64 = 1_000_000;
 
-fn route(algorithm: &str, limits: &[(u64, &str)], block: Option<&str>) -> Arc<RouteConfig> {
+fn route(algorithm: &str, limits: &[(u64, &str)], block: Option<&str>) -> Arc<LimitSet> {
     let mode = block.map_or(String::new(), |b| {
         format!("on_exceed = \"block\"\nblock_for = \"{b}\"\n")
     });
@@ -27,7 +30,7 @@ fn route(algorithm: &str, limits: &[(u64, &str)], block: Option<&str>) -> Arc<Ro
         toml.push_str(&format!("[[routes.limits]]\nname = \"l{i}\"\nlimit = {limit}\nwindow = \"{window}\"\nalgorithm = \"{algorithm}\"\n"));
     }
     let config = Config::from_toml(Path::new("test.toml"), &toml, &|_| None).unwrap();
-    config.routes[0].clone()
+    Arc::new(LimitSet::of_route(&config.routes[0]))
 }
 
 async fn redis_store(server: &RedisServer) -> Store {
@@ -39,7 +42,7 @@ async fn redis_store(server: &RedisServer) -> Store {
         key_prefix: "unused".into(),
         clock: slidegate::config::ClockSource::Local,
     };
-    let store = RedisStore::connect(&config).await.unwrap();
+    let store = RedisStore::connect(&config, &Metrics::new()).await.unwrap();
     store
         .wait_until_ready(std::time::Duration::from_secs(5))
         .await
@@ -49,26 +52,24 @@ async fn redis_store(server: &RedisServer) -> Store {
 
 async fn decide(
     store: &Store,
-    route: &RouteConfig,
+    limits: &Arc<LimitSet>,
     base: &str,
     now_us: u64,
     cost: u64,
 ) -> Decision {
+    let request = DecisionRequest { limits, base, cost };
     store
-        .decide(DecisionInput {
-            route,
-            base,
-            cost,
-            now_us: Some(now_us),
-        })
+        .decide_many(&[request], Some(now_us))
         .await
+        .pop()
+        .expect("one answer")
         .expect("store decides")
 }
 
 /// Runs `(offset_us, cost)` steps against both stores and asserts identical decisions.
-async fn same_answers(redis: &Store, route: &RouteConfig, steps: &[(u64, u64)]) -> Vec<Decision> {
+async fn same_answers(redis: &Store, route: &Arc<LimitSet>, steps: &[(u64, u64)]) -> Vec<Decision> {
     let memory = Store::Memory(MemoryStore::new());
-    let base = decision_base(&unique_prefix("eq"), &route.name, "k");
+    let base = decision_base(&unique_prefix("eq"), "r", "k");
     let mut out = Vec::new();
     for &(offset, cost) in steps {
         let m = decide(&memory, route, &base, T0 + offset, cost).await;
@@ -188,7 +189,7 @@ proptest! {
         rt.block_on(async {
             let r = route("sliding_log", &[(limit_a, "3s"), (limit_b, "10s")], None);
             let store = Store::Memory(MemoryStore::new());
-            let base = decision_base("p", &r.name, "k");
+            let base = decision_base("p", "r", "k");
             let mut model = Model { limits: vec![(limit_a, 3 * SEC), (limit_b, 10 * SEC)], logs: vec![vec![], vec![]] };
             let mut now = T0;
             for gap in gaps {

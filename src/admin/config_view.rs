@@ -1,5 +1,6 @@
-//! `GET /admin/config`: the effective config as JSON, secrets redacted (the admin token and the
-//! JWT secret are never shown; a Redis password is masked).
+//! `GET /admin/config`: the config in effect as JSON, secrets redacted (the admin token and the
+//! JWT secret are never shown; a Redis password is masked). Settings read only at start show
+//! their running values; when the file now says otherwise, `pending_restart` lists them.
 
 use std::sync::Arc;
 
@@ -9,10 +10,21 @@ use serde_json::{json, Value};
 
 use crate::config::summary::redact_url;
 use crate::config::{Config, ExceedMode, JwtKey};
-use crate::state::GatewayState;
+use crate::state::{GatewayState, PendingSetting};
 
 pub(super) async fn show(State(state): State<Arc<GatewayState>>) -> Json<Value> {
-    Json(view(&state.runtime.load().config))
+    let table = state.table.load();
+    let mut view = view(&table.config);
+    view["pending_restart"] = pending_json(&state.pending_restart());
+    Json(view)
+}
+
+/// The restart-only settings a reload changed: what runs and what the file says.
+pub(super) fn pending_json(pending: &[PendingSetting]) -> Value {
+    pending
+        .iter()
+        .map(|p| json!({"setting": p.setting, "running": p.running, "configured": p.configured}))
+        .collect()
 }
 
 fn secs(d: std::time::Duration) -> String {
@@ -41,10 +53,19 @@ fn view(c: &Config) -> Value {
                 "key": r.key.iter().map(|k| k.to_string()).collect::<Vec<_>>(),
                 "on_missing_key": r.on_missing_key.name(),
                 "mode": mode,
-                "on_error": r.on_error.name(),
+                "on_error": r.on_error.unwrap_or(c.store.on_error).name(),
                 "headers": r.headers,
+                "exempt": r.exempt.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
+                "access_log": r.access_log,
+                "access_log_sample": r.access_log_sample,
                 "algorithm": r.algorithm.name(),
-                "limits": r.limits.iter().map(|l| json!({"name": l.name, "limit": l.limit, "window": secs(l.window)})).collect::<Vec<_>>(),
+                "limits": r.limits.iter().map(|l| json!({
+                    "name": l.name,
+                    "limit": l.limit,
+                    "window": secs(l.window),
+                    "segments": l.segments,
+                    "plans": l.plans,
+                })).collect::<Vec<_>>(),
             })
         })
         .collect();
@@ -58,12 +79,26 @@ fn view(c: &Config) -> Value {
             )
         })
         .collect();
+    let segments: Vec<Value> = c
+        .membership
+        .segments()
+        .iter()
+        .zip(&c.tier_files.segments)
+        .map(|((name, members), (_, file))| {
+            json!({"name": name, "members_file": file.display().to_string(), "ids": members.len()})
+        })
+        .collect();
     json!({
         "source": c.source.display().to_string(),
         "server": {
             "listen": c.server.listen.to_string(),
             "trusted_proxies": c.server.trusted_proxies.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
             "shutdown_grace": secs(c.server.shutdown_grace),
+            "ipv6_prefix": c.server.ipv6_prefix,
+            "header_read_timeout": secs(c.server.header_read_timeout),
+            "max_connections": c.server.max_connections,
+            "max_header_bytes": c.server.max_header_bytes,
+            "max_headers": c.server.max_headers,
         },
         "admin": {
             "listen": c.admin.listen.to_string(),
@@ -80,10 +115,16 @@ fn view(c: &Config) -> Value {
         },
         "upstreams": upstreams,
         "routes": routes,
+        "segments": segments,
+        "plans": c.tier_files.plans.as_ref().map(|p| json!({
+            "members_file": p.display().to_string(),
+            "keys": c.membership.plan_count(),
+        })),
         "jwt": c.jwt.as_ref().map(|j| json!({
             "key": match j.key { JwtKey::Hs256(_) => "hs256 <redacted>", JwtKey::Rs256(_) => "rs256 public key", JwtKey::Es256(_) => "es256 public key" },
             "issuer": j.issuer,
             "audience": j.audience,
+            "require_exp": j.require_exp,
         })),
     })
 }

@@ -1,23 +1,28 @@
 //! The admin listener (axum, its own address): `/metrics`, `/healthz`, `/readyz`, and, behind a
 //! bearer token, `/admin/config`, `/admin/usage`, `/admin/reload` and the batch decision API
 //! `/v1/decisions`. With no token configured the protected endpoints answer 403 and say why.
+//! Every answer carries an `X-Request-Id`; every error is a problem body (`crate::error`).
 
 mod config_view;
 mod decisions;
 mod usage;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
-use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::header;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use serde_json::json;
+use subtle::ConstantTimeEq;
 
-use crate::error::json_error;
+use crate::error::AdminError;
+use crate::key::is_trusted;
+use crate::request_id::{RequestId, X_REQUEST_ID};
 use crate::state::GatewayState;
 
 /// The admin router.
@@ -27,20 +32,43 @@ pub fn router(state: Arc<GatewayState>) -> Router {
         .route("/admin/usage", get(usage::show).delete(usage::reset))
         .route("/admin/reload", post(reload))
         .route("/v1/decisions", post(decisions::decide))
-        .layer(DefaultBodyLimit::max(16 * 1024 * 1024))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .merge(protected)
-        .fallback(|| async {
-            json_error(StatusCode::NOT_FOUND, "not_found", "no such admin endpoint")
+        .fallback(|Extension(id): Extension<RequestId>| async move {
+            AdminError::NotFound.into_response(&id)
         })
+        .layer(middleware::from_fn_with_state(state.clone(), request_id))
         .with_state(state)
 }
 
+/// Gives every admin request an id (kept from a trusted peer) and returns it.
+async fn request_id(
+    State(state): State<Arc<GatewayState>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let peer_trusted = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .is_some_and(|ConnectInfo(peer)| {
+            is_trusted(peer.ip(), &state.table.load().config.server.trusted_proxies)
+        });
+    let id = RequestId::for_request(req.headers(), peer_trusted);
+    req.extensions_mut().insert(id.clone());
+    let mut response = next.run(req).await;
+    response
+        .headers_mut()
+        .insert(X_REQUEST_ID.clone(), id.header_value().clone());
+    response
+}
+
 async fn metrics(State(state): State<Arc<GatewayState>>) -> Response {
+    let entries = state.limiter.deny_cache().live_entries(Instant::now());
+    state.metrics.deny_cache_entries.set(entries as i64);
     (
         [(
             header::CONTENT_TYPE,
@@ -55,18 +83,23 @@ async fn healthz() -> Response {
     Json(json!({"status": "ok"})).into_response()
 }
 
-/// 200 when the config is loaded and the store answers; while the store does not, 503 if any
-/// route fails closed (traffic would get 503s), else 200 marked degraded.
+/// 200 when the config is loaded and the store answers; while it does not, 503 if any route
+/// fails closed (traffic would get 503s), else 200 marked degraded.
 async fn readyz(State(state): State<Arc<GatewayState>>) -> Response {
-    let backend = state.store.backend();
-    match state.store.ping().await {
+    let store = state.limiter.store();
+    let backend = store.backend();
+    match store.ping().await {
         Ok(()) => Json(json!({"status": "ready", "store": backend})).into_response(),
         Err(e) => {
-            let fails_closed = state.runtime.load().config.any_route_fails_closed();
+            let fails_closed = state
+                .table
+                .load()
+                .config
+                .any_route_fails_closed(&state.running.store);
             let status = if fails_closed {
-                StatusCode::SERVICE_UNAVAILABLE
+                axum::http::StatusCode::SERVICE_UNAVAILABLE
             } else {
-                StatusCode::OK
+                axum::http::StatusCode::OK
             };
             let body = json!({
                 "status": if fails_closed { "unavailable" } else { "degraded" },
@@ -78,75 +111,48 @@ async fn readyz(State(state): State<Arc<GatewayState>>) -> Response {
     }
 }
 
-async fn reload(State(state): State<Arc<GatewayState>>) -> Response {
-    let state2 = state.clone();
-    let result = tokio::task::spawn_blocking(move || state2.reload()).await;
-    match result {
-        Ok(Ok(notes)) => Json(json!({"result": "success", "notes": notes})).into_response(),
-        Ok(Err(e)) => json_error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_config",
-            &e.to_string(),
-        ),
-        Err(e) => json_error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            &e.to_string(),
-        ),
+async fn reload(
+    State(state): State<Arc<GatewayState>>,
+    Extension(id): Extension<RequestId>,
+) -> Response {
+    let reloading = state.clone();
+    match tokio::task::spawn_blocking(move || reloading.reload()).await {
+        Ok(Ok(pending)) => Json(json!({
+            "result": "success",
+            "pending_restart": config_view::pending_json(&pending),
+        }))
+        .into_response(),
+        Ok(Err(e)) => AdminError::InvalidConfig(e.to_string()).into_response(&id),
+        Err(e) => AdminError::Internal(e.to_string()).into_response(&id),
     }
 }
 
-/// Bearer-token check for `/admin/*` and `/v1/*`.
+/// Bearer-token check for `/admin/*` and `/v1/*`, comparing in constant time.
 async fn require_token(
     State(state): State<Arc<GatewayState>>,
+    Extension(id): Extension<RequestId>,
     req: Request,
     next: Next,
 ) -> Response {
-    let runtime = state.runtime.load();
-    let admin = &runtime.config.admin;
+    let table = state.table.load();
+    let admin = &table.config.admin;
     let Some(expected) = admin.token.as_deref() else {
-        return json_error(
-            StatusCode::FORBIDDEN,
-            "admin_token_not_configured",
-            &format!("no admin token is configured: set the environment variable {} and restart or reload", admin.token_env),
-        );
+        return AdminError::TokenNotConfigured {
+            env: admin.token_env.clone(),
+        }
+        .into_response(&id);
     };
     let presented = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim);
-    if !presented.is_some_and(|p| constant_time_eq(p.as_bytes(), expected.as_bytes())) {
-        let mut response = json_error(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "missing or wrong bearer token",
-        );
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return response;
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
+    let matches = presented.is_some_and(|p| bool::from(p.as_bytes().ct_eq(expected.as_bytes())));
+    if !matches {
+        return AdminError::Unauthorized.into_response(&id);
     }
-    drop(runtime);
+    drop(table);
     next.run(req).await
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// A problem+json body (RFC 9457) for admin errors that the spec asks in that form.
-fn problem(status: StatusCode, title: &str, detail: &str) -> Response<Body> {
-    let body =
-        json!({"type": "about:blank", "title": title, "status": status.as_u16(), "detail": detail});
-    let mut response = (status, body.to_string()).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/problem+json"),
-    );
-    response
 }

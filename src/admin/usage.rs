@@ -4,18 +4,17 @@
 use std::sync::Arc;
 
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::error::json_error;
-use crate::key::decision_base;
-use crate::limit::response::ceil_millis;
-use crate::limit::{DecisionInput, Outcome};
-use crate::runtime::CompiledRoute;
+use crate::error::AdminError;
+use crate::limit::headers::ceil_millis;
+use crate::request_id::RequestId;
+use crate::route::Route;
 use crate::state::GatewayState;
+use crate::store::Outcome;
 
 #[derive(Deserialize)]
 pub(super) struct UsageQuery {
@@ -23,68 +22,31 @@ pub(super) struct UsageQuery {
     key: Option<String>,
 }
 
-/// Why a usage query names no key.
-enum TargetError {
-    MissingParams,
-    UnknownRoute(String),
-}
-
-impl TargetError {
-    fn into_response(self) -> Response {
-        match self {
-            TargetError::MissingParams => json_error(
-                StatusCode::BAD_REQUEST,
-                "bad_request",
-                "query parameters `route` and `key` are required",
-            ),
-            TargetError::UnknownRoute(route) => json_error(
-                StatusCode::NOT_FOUND,
-                "unknown_route",
-                &format!("no route named `{route}`"),
-            ),
-        }
+/// The route and key a query names.
+fn target(state: &GatewayState, q: UsageQuery) -> Result<(Arc<Route>, String), AdminError> {
+    let (Some(route), Some(key)) = (q.route, q.key) else {
+        return Err(AdminError::BadRequest(
+            "query parameters `route` and `key` are required".into(),
+        ));
+    };
+    match state.table.load().route(&route) {
+        Some(r) => Ok((r.clone(), key)),
+        None => Err(AdminError::UnknownRoute(route)),
     }
-}
-
-/// The route, key and storage base a query names.
-fn target(
-    state: &GatewayState,
-    q: &UsageQuery,
-) -> Result<(Arc<CompiledRoute>, String, String), TargetError> {
-    let (Some(route), Some(key)) = (&q.route, &q.key) else {
-        return Err(TargetError::MissingParams);
-    };
-    let runtime = state.runtime.load();
-    let Some(compiled) = runtime.route(route).cloned() else {
-        return Err(TargetError::UnknownRoute(route.clone()));
-    };
-    let base = decision_base(&state.store_config.key_prefix, route, key);
-    Ok((compiled, key.clone(), base))
 }
 
 pub(super) async fn show(
     State(state): State<Arc<GatewayState>>,
+    Extension(id): Extension<RequestId>,
     Query(q): Query<UsageQuery>,
 ) -> Response {
-    let (route, key, base) = match target(&state, &q) {
+    let (route, key) = match target(&state, q) {
         Ok(t) => t,
-        Err(e) => return e.into_response(),
+        Err(e) => return e.into_response(&id),
     };
-    let input = DecisionInput {
-        route: &route.config,
-        base: &base,
-        cost: 0,
-        now_us: None,
-    };
-    let decision = match state.store.decide(input).await {
+    let (decision, tier) = match state.limiter.usage(&route.policy, &key).await {
         Ok(d) => d,
-        Err(e) => {
-            return json_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "store_unavailable",
-                &e.to_string(),
-            )
-        }
+        Err(e) => return AdminError::StoreUnavailable(e.to_string()).into_response(&id),
     };
     let limits: Vec<_> = route
         .config
@@ -100,28 +62,27 @@ pub(super) async fn show(
     } else {
         0
     };
-    Json(
-        json!({"route": route.config.name, "key": key, "limits": limits, "blocked_ms": blocked_ms}),
-    )
-    .into_response()
+    let mut body =
+        json!({"route": route.config.name, "key": key, "limits": limits, "blocked_ms": blocked_ms});
+    if let Some(t) = tier {
+        body[t.kind()] = json!(t.name());
+    }
+    Json(body).into_response()
 }
 
 pub(super) async fn reset(
     State(state): State<Arc<GatewayState>>,
+    Extension(id): Extension<RequestId>,
     Query(q): Query<UsageQuery>,
 ) -> Response {
-    let (route, key, base) = match target(&state, &q) {
+    let (route, key) = match target(&state, q) {
         Ok(t) => t,
-        Err(e) => return e.into_response(),
+        Err(e) => return e.into_response(&id),
     };
-    match state.reset_key(&route.config, &base).await {
+    match state.reset_key(&route.policy, &key).await {
         Ok(()) => {
             Json(json!({"route": route.config.name, "key": key, "reset": true})).into_response()
         }
-        Err(e) => json_error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "store_unavailable",
-            &e.to_string(),
-        ),
+        Err(e) => AdminError::StoreUnavailable(e.to_string()).into_response(&id),
     }
 }

@@ -3,6 +3,7 @@
 //! `validate.rs` turns a `RawConfig` into a [`Config`] or a `FILE:LINE:COLUMN` error.
 
 mod error;
+mod key_part;
 // Fields of the serde mirror are the TOML keys themselves, documented in the README.
 #[allow(missing_docs)]
 pub mod raw;
@@ -19,8 +20,9 @@ use http::{Method, Uri};
 use ipnet::IpNet;
 
 pub use error::{ConfigError, ConfigWarning, Location};
+pub use key_part::KeyPart;
 
-use crate::key::KeyPart;
+use crate::tier::Membership;
 
 /// Environment variable that overrides `store.url`.
 pub const REDIS_URL_ENV: &str = "SLIDEGATE_REDIS_URL";
@@ -46,8 +48,21 @@ pub struct Config {
     pub routes: Vec<Arc<RouteConfig>>,
     /// `[jwt]`, when the file has one.
     pub jwt: Option<JwtConfig>,
+    /// `[segments.*]` in file order and `[plans]`: the files they were read from.
+    pub tier_files: TierFiles,
+    /// Who is in which segment or plan, read from those files.
+    pub membership: Arc<Membership>,
     /// Settings accepted but ignored, to be logged.
     pub warnings: Vec<ConfigWarning>,
+}
+
+/// Where segments and plans were read from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TierFiles {
+    /// `[segments.NAME] members_file`, in file order.
+    pub segments: Vec<(String, PathBuf)>,
+    /// `[plans] members_file`.
+    pub plans: Option<PathBuf>,
 }
 
 /// `[server]`: the proxy listener.
@@ -59,6 +74,16 @@ pub struct ServerConfig {
     pub trusted_proxies: Vec<IpNet>,
     /// How long in-flight requests may take to finish on shutdown.
     pub shutdown_grace: Duration,
+    /// `ip` keys of IPv6 clients are their network of this prefix length.
+    pub ipv6_prefix: u8,
+    /// A client must send its whole request head within this.
+    pub header_read_timeout: Duration,
+    /// Open client connections at most; beyond, new ones wait in the listen backlog.
+    pub max_connections: usize,
+    /// Bytes of a request head (target and header fields) at most; beyond, 431.
+    pub max_header_bytes: usize,
+    /// Header fields of a request at most; beyond, 431.
+    pub max_headers: usize,
 }
 
 /// `[admin]`: the admin listener.
@@ -275,10 +300,27 @@ impl Algorithm {
 pub struct LimitConfig {
     /// The name shown in headers, bodies and metrics.
     pub name: String,
-    /// Units allowed per window (at least 1).
+    /// Units allowed per window (at least 1), for keys in no segment or plan below.
     pub limit: u64,
     /// The window length.
     pub window: Duration,
+    /// `[routes.limits.segments]`: the value for keys in a segment.
+    pub segments: BTreeMap<String, u64>,
+    /// `[routes.limits.plans]`: the value for keys on a plan.
+    pub plans: BTreeMap<String, u64>,
+}
+
+impl LimitConfig {
+    /// A limit with one value for every key.
+    pub fn new(name: &str, limit: u64, window: Duration) -> LimitConfig {
+        LimitConfig {
+            name: name.to_string(),
+            limit,
+            window,
+            segments: BTreeMap::new(),
+            plans: BTreeMap::new(),
+        }
+    }
 }
 
 /// `[[routes]]`
@@ -298,10 +340,16 @@ pub struct RouteConfig {
     pub on_missing_key: OnMissingKey,
     /// What a request over the limit gets.
     pub on_exceed: ExceedMode,
-    /// What a store failure does on this route.
-    pub on_error: OnError,
+    /// What a store failure does on this route, when the route says (else `store.on_error`).
+    pub on_error: Option<OnError>,
     /// Whether allowed responses carry rate-limit headers.
     pub headers: bool,
+    /// Clients passed through uncounted (decision `exempt`).
+    pub exempt: Vec<IpNet>,
+    /// Whether requests of this route are written to the access log.
+    pub access_log: bool,
+    /// The share of allowed requests written to the access log (others always are).
+    pub access_log_sample: f64,
     /// One algorithm decides every limit of a route (they run in one script call).
     pub algorithm: Algorithm,
     /// The limits, all decided in one atomic call.
@@ -345,6 +393,8 @@ pub struct JwtConfig {
     pub issuer: Option<String>,
     /// Required `aud`, when set.
     pub audience: Option<String>,
+    /// Whether a token must carry `exp` (default true); `nbf` is honoured when present.
+    pub require_exp: bool,
 }
 
 impl Config {
@@ -390,9 +440,12 @@ impl Config {
         self.routes.iter().find(|r| r.matches(method, path))
     }
 
-    /// Whether any route fails closed on a store error (drives `/readyz`).
-    pub fn any_route_fails_closed(&self) -> bool {
-        self.routes.iter().any(|r| r.on_error == OnError::Deny)
+    /// Whether any route fails closed on a store error (drives `/readyz`), with `store` the
+    /// `[store]` section in force.
+    pub fn any_route_fails_closed(&self, store: &StoreConfig) -> bool {
+        self.routes
+            .iter()
+            .any(|r| r.on_error.unwrap_or(store.on_error) == OnError::Deny)
     }
 }
 

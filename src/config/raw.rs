@@ -21,6 +21,23 @@ pub struct RawConfig {
     #[serde(default)]
     pub routes: Vec<Spanned<RawRoute>>,
     pub jwt: Option<Spanned<RawJwt>>,
+    #[serde(default)]
+    pub segments: BTreeMap<String, Spanned<RawSegment>>,
+    pub plans: Option<Spanned<RawPlans>>,
+}
+
+/// `[segments.NAME]`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSegment {
+    pub members_file: Spanned<String>,
+}
+
+/// `[plans]`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPlans {
+    pub members_file: Spanned<String>,
 }
 
 /// `[server]`
@@ -30,6 +47,11 @@ pub struct RawServer {
     pub listen: Option<Spanned<String>>,
     pub trusted_proxies: Option<Vec<Spanned<String>>>,
     pub shutdown_grace: Option<Spanned<String>>,
+    pub ipv6_prefix: Option<Spanned<i64>>,
+    pub header_read_timeout: Option<Spanned<String>>,
+    pub max_connections: Option<Spanned<i64>>,
+    pub max_header_bytes: Option<Spanned<i64>>,
+    pub max_headers: Option<Spanned<i64>>,
 }
 
 /// `[admin]`
@@ -77,6 +99,9 @@ pub struct RawRoute {
     pub block_for: Option<Spanned<String>>,
     pub on_error: Option<Spanned<String>>,
     pub headers: Option<bool>,
+    pub exempt: Option<Vec<Spanned<String>>>,
+    pub access_log: Option<bool>,
+    pub access_log_sample: Option<Spanned<f64>>,
     #[serde(default)]
     pub limits: Vec<Spanned<RawLimit>>,
 }
@@ -89,6 +114,10 @@ pub struct RawLimit {
     pub limit: Spanned<i64>,
     pub window: Spanned<String>,
     pub algorithm: Option<Spanned<String>>,
+    #[serde(default)]
+    pub segments: BTreeMap<String, Spanned<i64>>,
+    #[serde(default)]
+    pub plans: BTreeMap<String, Spanned<i64>>,
 }
 
 /// `[jwt]`
@@ -99,4 +128,5 @@ pub struct RawJwt {
     pub public_key_file: Option<Spanned<String>>,
     pub issuer: Option<Spanned<String>>,
     pub audience: Option<Spanned<String>>,
+    pub require_exp: Option<bool>,
 }

@@ -13,7 +13,7 @@ use toml::Spanned;
 
 use super::raw::{RawConfig, RawJwt, RawLimit, RawRoute, RawUpstream};
 use super::*;
-use crate::key::KeyPart;
+use crate::tier::{self, Membership};
 
 /// Parses and validates the text of a config file.
 pub(super) fn parse(
@@ -41,6 +41,26 @@ struct Validator<'a> {
 }
 
 type Result<T> = std::result::Result<T, ConfigError>;
+
+/// Whether `url` has one of the Redis schemes the store takes, and a host.
+fn is_redis_url(url: &str) -> bool {
+    const SCHEMES: [&str; 6] = [
+        "redis://",
+        "rediss://",
+        "redis-cluster://",
+        "rediss-cluster://",
+        "redis-sentinel://",
+        "rediss-sentinel://",
+    ];
+    SCHEMES
+        .iter()
+        .find_map(|s| url.strip_prefix(s))
+        .is_some_and(|rest| {
+            let authority = rest.split(['/', '?']).next().unwrap_or("");
+            let hosts = authority.rsplit('@').next().unwrap_or("");
+            !hosts.is_empty() && !hosts.contains(char::is_whitespace)
+        })
+}
 
 /// The longest window or block: beyond it, microsecond arithmetic would be needlessly close to overflow.
 const MAX_WINDOW: Duration = Duration::from_secs(366 * 24 * 3600);
@@ -78,19 +98,7 @@ impl Validator<'_> {
     }
 
     fn config(mut self, path: &Path, raw: RawConfig) -> Result<Config> {
-        let server = ServerConfig {
-            listen: self.socket_addr(
-                raw.server.listen.as_ref(),
-                "server.listen",
-                "0.0.0.0:8080",
-            )?,
-            trusted_proxies: self.trusted_proxies(raw.server.trusted_proxies.as_deref())?,
-            shutdown_grace: self.duration_or(
-                raw.server.shutdown_grace.as_ref(),
-                "server.shutdown_grace",
-                Duration::from_secs(10),
-            )?,
-        };
+        let server = self.server(&raw)?;
         let admin = self.admin(&raw)?;
         let store = self.store(&raw)?;
         let upstreams = self.upstreams(&raw.upstreams)?;
@@ -98,7 +106,8 @@ impl Validator<'_> {
             Some(j) => Some(self.jwt(j)?),
             None => None,
         };
-        let routes = self.routes(&raw.routes, &upstreams, jwt.is_some(), store.on_error)?;
+        let (tier_files, membership) = self.tiers(&raw)?;
+        let routes = self.routes(&raw, &upstreams, jwt.is_some(), &membership)?;
         Ok(Config {
             source: path.to_path_buf(),
             server,
@@ -107,8 +116,105 @@ impl Validator<'_> {
             upstreams,
             routes,
             jwt,
+            tier_files,
+            membership: Arc::new(membership),
             warnings: self.warnings,
         })
+    }
+
+    fn server(&self, raw: &RawConfig) -> Result<ServerConfig> {
+        let s = &raw.server;
+        Ok(ServerConfig {
+            listen: self.socket_addr(s.listen.as_ref(), "server.listen", "0.0.0.0:8080")?,
+            trusted_proxies: self.trusted_proxies(s.trusted_proxies.as_deref())?,
+            shutdown_grace: self.duration_or(
+                s.shutdown_grace.as_ref(),
+                "server.shutdown_grace",
+                Duration::from_secs(10),
+            )?,
+            ipv6_prefix: self.integer_in(
+                s.ipv6_prefix.as_ref(),
+                "server.ipv6_prefix",
+                0,
+                128,
+                64,
+            )? as u8,
+            header_read_timeout: match &s.header_read_timeout {
+                Some(d) => self.positive_duration(d, "server.header_read_timeout")?,
+                None => Duration::from_secs(10),
+            },
+            max_connections: self.integer_in(
+                s.max_connections.as_ref(),
+                "server.max_connections",
+                1,
+                10_000_000,
+                10_000,
+            )? as usize,
+            max_header_bytes: self.integer_in(
+                s.max_header_bytes.as_ref(),
+                "server.max_header_bytes",
+                1024,
+                1 << 20,
+                32 * 1024,
+            )? as usize,
+            max_headers: self.integer_in(
+                s.max_headers.as_ref(),
+                "server.max_headers",
+                8,
+                1000,
+                100,
+            )? as usize,
+        })
+    }
+
+    /// An integer setting within `min..=max`, or `default` when absent.
+    fn integer_in(
+        &self,
+        v: Option<&Spanned<i64>>,
+        key: &str,
+        min: i64,
+        max: i64,
+        default: i64,
+    ) -> Result<i64> {
+        let Some(v) = v else { return Ok(default) };
+        let n = *v.get_ref();
+        if n < min || n > max {
+            return self.error(
+                v.span(),
+                format!("{key}: must be between {min} and {max}, got {n}"),
+            );
+        }
+        Ok(n)
+    }
+
+    /// `[segments.*]` and `[plans]`: their files, read now, so `check` and a reload see every
+    /// problem in them.
+    fn tiers(&self, raw: &RawConfig) -> Result<(TierFiles, Membership)> {
+        let mut files = TierFiles::default();
+        let mut segments = Vec::with_capacity(raw.segments.len());
+        // `[segments.*]` tables keep file order: sort by where they stand in the file.
+        let mut ordered: Vec<(&String, &Spanned<super::raw::RawSegment>)> =
+            raw.segments.iter().collect();
+        ordered.sort_by_key(|(_, s)| s.span().start);
+        for (name, segment) in ordered {
+            let key = format!("segments.{name}");
+            self.check_name(name, segment.span(), &key)?;
+            let file = &segment.get_ref().members_file;
+            let path = self.dir.join(file.get_ref());
+            let members = tier::read_segment(&path)
+                .or_else(|why| self.error(file.span(), format!("{key}.members_file: {why}")))?;
+            files.segments.push((name.clone(), path));
+            segments.push((name.clone(), members));
+        }
+        let mut plans = std::collections::HashMap::new();
+        if let Some(p) = &raw.plans {
+            let file = &p.get_ref().members_file;
+            let path = self.dir.join(file.get_ref());
+            plans = tier::read_plans(&path)
+                .or_else(|why| self.error(file.span(), format!("plans.members_file: {why}")))?;
+            files.plans = Some(path);
+        }
+        Ok((files, Membership::new(segments, plans)))
     }
 
     fn admin(&self, raw: &RawConfig) -> Result<AdminConfig> {
@@ -148,7 +254,16 @@ impl Validator<'_> {
             },
         };
         let url = match (self.env)(REDIS_URL_ENV).filter(|u| !u.is_empty()) {
-            Some(url) => url,
+            Some(url) => {
+                if !is_redis_url(&url) {
+                    let span = s.url.as_ref().map_or(0..0, |u| u.span());
+                    return self.error(
+                        span,
+                        format!("{REDIS_URL_ENV} (overrides store.url): `{url}` is not a Redis URL (redis://, rediss://, redis-cluster://, redis-sentinel://)"),
+                    );
+                }
+                url
+            }
             None => match &s.url {
                 Some(u) => {
                     self.redis_url(u)?;
@@ -207,15 +322,7 @@ impl Validator<'_> {
     }
 
     fn redis_url(&self, url: &Spanned<String>) -> Result<()> {
-        const SCHEMES: [&str; 6] = [
-            "redis://",
-            "rediss://",
-            "redis-cluster://",
-            "rediss-cluster://",
-            "redis-sentinel://",
-            "rediss-sentinel://",
-        ];
-        if SCHEMES.iter().any(|s| url.get_ref().starts_with(s)) {
+        if is_redis_url(url.get_ref()) {
             Ok(())
         } else {
             self.error(
@@ -260,6 +367,11 @@ impl Validator<'_> {
     }
 
     fn trusted_proxies(&self, list: Option<&[Spanned<String>]>) -> Result<Vec<IpNet>> {
+        self.networks(list, "server.trusted_proxies")
+    }
+
+    /// A list of CIDRs (or single addresses).
+    fn networks(&self, list: Option<&[Spanned<String>]>, key: &str) -> Result<Vec<IpNet>> {
         let mut nets = Vec::new();
         for item in list.unwrap_or_default() {
             let text = item.get_ref().trim();
@@ -272,7 +384,7 @@ impl Validator<'_> {
                 None => {
                     return self.error(
                         item.span(),
-                        format!("server.trusted_proxies: `{text}` is not a CIDR (like 10.0.0.0/8) or an IP address"),
+                        format!("{key}: `{text}` is not a CIDR (like 10.0.0.0/8) or an IP address"),
                     )
                 }
             }
@@ -321,7 +433,8 @@ impl Validator<'_> {
             let url = self.upstream_url(&u.url, &key)?;
             let connect_timeout = match &u.connect_timeout {
                 Some(d) => self.positive_duration(d, &format!("{key}.connect_timeout"))?,
-                None => Duration::from_secs(1),
+                // Long enough to outlive one SYN retransmission (1 s) to a busy upstream.
+                None => Duration::from_secs(3),
             };
             let timeout = match &u.timeout {
                 Some(d) => self.positive_duration(d, &format!("{key}.timeout"))?,
@@ -398,6 +511,7 @@ impl Validator<'_> {
             key,
             issuer: j.issuer.as_ref().map(|s| s.get_ref().clone()),
             audience: j.audience.as_ref().map(|s| s.get_ref().clone()),
+            require_exp: j.require_exp.unwrap_or(true),
         })
     }
 
@@ -429,15 +543,20 @@ impl Validator<'_> {
 
     fn routes(
         &mut self,
-        raw: &[Spanned<RawRoute>],
+        raw_config: &RawConfig,
         upstreams: &BTreeMap<String, Arc<UpstreamConfig>>,
         has_jwt: bool,
-        default_on_error: OnError,
+        membership: &Membership,
     ) -> Result<Vec<Arc<RouteConfig>>> {
+        let raw = &raw_config.routes;
+        let tiers = KnownTiers {
+            segments: membership.segment_names().map(str::to_string).collect(),
+            plans: raw_config.plans.is_some(),
+        };
         let mut names = HashSet::new();
         let mut routes = Vec::with_capacity(raw.len());
         for (i, r) in raw.iter().enumerate() {
-            let route = self.route(i, r.get_ref(), upstreams, has_jwt, default_on_error)?;
+            let route = self.route(i, r.get_ref(), upstreams, has_jwt, &tiers)?;
             if !names.insert(route.name.clone()) {
                 return self.error(
                     r.get_ref().name.span(),
@@ -450,18 +569,23 @@ impl Validator<'_> {
     }
 
     fn name(&self, v: &Spanned<String>, key: &str) -> Result<String> {
-        let n = v.get_ref();
+        self.check_name(v.get_ref(), v.span(), key)?;
+        Ok(v.get_ref().clone())
+    }
+
+    /// Names of routes, limits and segments: they become metric labels and key segments.
+    fn check_name(&self, n: &str, span: std::ops::Range<usize>, key: &str) -> Result<()> {
         let valid = !n.is_empty()
             && n.len() <= 64
             && n.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
         if !valid {
             return self.error(
-                v.span(),
+                span,
                 format!("{key}: `{n}` must be 1-64 characters of letters, digits, `-`, `_` or `.`"),
             );
         }
-        Ok(n.clone())
+        Ok(())
     }
 
     fn route(
@@ -470,7 +594,7 @@ impl Validator<'_> {
         r: &RawRoute,
         upstreams: &BTreeMap<String, Arc<UpstreamConfig>>,
         has_jwt: bool,
-        default_on_error: OnError,
+        tiers: &KnownTiers,
     ) -> Result<RouteConfig> {
         let at = format!("routes[{i}]");
         let name = self.name(&r.name, &format!("{at}.name"))?;
@@ -507,10 +631,24 @@ impl Validator<'_> {
         };
         let on_exceed = self.exceed_mode(r, &at)?;
         let on_error = match &r.on_error {
-            Some(v) => self.on_error(v, &format!("{at}.on_error"))?,
-            None => default_on_error,
+            Some(v) => Some(self.on_error(v, &format!("{at}.on_error"))?),
+            None => None,
         };
-        let (algorithm, limits) = self.limits(&r.limits, &at)?;
+        let (algorithm, limits) = self.limits(&r.limits, &at, tiers)?;
+        let exempt = self.networks(r.exempt.as_deref(), &format!("{at}.exempt"))?;
+        let access_log_sample = match &r.access_log_sample {
+            Some(v) if !(0.0..=1.0).contains(v.get_ref()) => {
+                return self.error(
+                    v.span(),
+                    format!(
+                        "{at}.access_log_sample: must be between 0 and 1, got {}",
+                        v.get_ref()
+                    ),
+                )
+            }
+            Some(v) => *v.get_ref(),
+            None => 1.0,
+        };
         Ok(RouteConfig {
             name,
             path,
@@ -521,6 +659,9 @@ impl Validator<'_> {
             on_exceed,
             on_error,
             headers: r.headers.unwrap_or(true),
+            exempt,
+            access_log: r.access_log.unwrap_or(true),
+            access_log_sample,
             algorithm,
             limits,
         })
@@ -705,7 +846,12 @@ impl Validator<'_> {
         Ok(())
     }
 
-    fn limits(&self, raw: &[Spanned<RawLimit>], at: &str) -> Result<(Algorithm, Vec<LimitConfig>)> {
+    fn limits(
+        &self,
+        raw: &[Spanned<RawLimit>],
+        at: &str,
+        tiers: &KnownTiers,
+    ) -> Result<(Algorithm, Vec<LimitConfig>)> {
         let mut names = HashSet::new();
         let mut algorithm: Option<(Algorithm, String)> = None;
         let mut limits = Vec::with_capacity(raw.len());
@@ -733,13 +879,38 @@ impl Validator<'_> {
                     format!("{key}.window: must be between 1ms and 366d"),
                 );
             }
+            let segments = self.tier_values(&l.segments, &format!("{key}.segments"), |s| {
+                tiers
+                    .segments
+                    .iter()
+                    .any(|t| t == s)
+                    .then_some(())
+                    .ok_or_else(|| {
+                        format!(
+                            "unknown segment `{s}` (defined: {})",
+                            if tiers.segments.is_empty() {
+                                "none".to_string()
+                            } else {
+                                tiers.segments.join(", ")
+                            }
+                        )
+                    })
+            })?;
+            let plans = self.tier_values(&l.plans, &format!("{key}.plans"), |_| {
+                tiers.plans.then_some(()).ok_or_else(|| {
+                    "plan values need a [plans] section with a members_file".to_string()
+                })
+            })?;
+            let config = LimitConfig {
+                name: name.clone(),
+                limit: limit as u64,
+                window,
+                segments,
+                plans,
+            };
             // A limit without `algorithm` follows the route's explicit one (sliding_log if none).
             let Some(a) = &l.algorithm else {
-                limits.push(LimitConfig {
-                    name,
-                    limit: limit as u64,
-                    window,
-                });
+                limits.push(config);
                 continue;
             };
             let alg = match a.get_ref().as_str() {
@@ -766,12 +937,38 @@ impl Validator<'_> {
                 Some(_) => {}
                 None => algorithm = Some((alg, name.clone())),
             }
-            limits.push(LimitConfig {
-                name,
-                limit: limit as u64,
-                window,
-            });
+            limits.push(config);
         }
         Ok((algorithm.map_or(Algorithm::SlidingLog, |(a, _)| a), limits))
     }
+
+    /// Per-segment or per-plan values of a limit: whole numbers of at least 0 (0 lets nothing
+    /// through), each naming something `known` accepts.
+    fn tier_values(
+        &self,
+        raw: &BTreeMap<String, Spanned<i64>>,
+        key: &str,
+        known: impl Fn(&str) -> std::result::Result<(), String>,
+    ) -> Result<BTreeMap<String, u64>> {
+        let mut out = BTreeMap::new();
+        for (name, value) in raw {
+            if let Err(why) = known(name) {
+                return self.error(value.span(), format!("{key}.{name}: {why}"));
+            }
+            if *value.get_ref() < 0 {
+                return self.error(
+                    value.span(),
+                    format!("{key}.{name}: must be at least 0, got {}", value.get_ref()),
+                );
+            }
+            out.insert(name.clone(), *value.get_ref() as u64);
+        }
+        Ok(out)
+    }
+}
+
+/// The segments and plans a limit may give values for.
+struct KnownTiers {
+    segments: Vec<String>,
+    plans: bool,
 }

@@ -1,6 +1,7 @@
 //! `jwt:CLAIM` key parts: the claim comes from a `Bearer` token whose signature (HS256 secret or
-//! RS256/ES256 public key) and, when configured, issuer and audience were verified. A token that
-//! fails any check yields no claims: the key part counts as missing.
+//! RS256/ES256 public key) and, when configured, issuer and audience were verified, that carries
+//! `exp` (unless `jwt.require_exp = false`) and is within its `exp` and `nbf`. A token that fails
+//! any check yields no claims: the key part counts as missing.
 
 use http::header::AUTHORIZATION;
 use http::HeaderMap;
@@ -25,7 +26,11 @@ impl JwtVerifier {
         };
         let mut validation = Validation::new(alg);
         validation.required_spec_claims.clear();
+        if config.require_exp {
+            validation.required_spec_claims.insert("exp".to_string());
+        }
         validation.validate_exp = true;
+        validation.validate_nbf = true;
         if let Some(iss) = &config.issuer {
             validation.set_issuer(&[iss]);
         }

@@ -6,73 +6,15 @@ mod client_ip;
 mod jwt;
 mod storage;
 
-use std::fmt;
 use std::net::IpAddr;
 
-use http::{HeaderMap, HeaderName, Method};
+use http::{HeaderMap, Method};
 
 pub use client_ip::{client_ip, is_trusted, X_FORWARDED_FOR};
 pub use jwt::JwtVerifier;
 pub use storage::{block_key, decision_base, limit_key, storage_material, MAX_RAW_KEY_LEN};
 
-use crate::config::OnMissingKey;
-
-/// One part of a route's key, in config order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeyPart {
-    /// The client IP (see [`client_ip`]).
-    Ip,
-    /// A request header's value.
-    Header(HeaderName),
-    /// A query parameter's (decoded) value.
-    Query(String),
-    /// A claim of a verified JWT bearer token.
-    Jwt(String),
-    /// The route's name: one limit shared by every client.
-    Route,
-    /// The request method.
-    Method,
-    /// The request path.
-    Path,
-}
-
-impl KeyPart {
-    /// Parses a config key part such as `header:X-Api-Key`.
-    pub fn parse(text: &str) -> Result<KeyPart, String> {
-        let (kind, arg) = match text.split_once(':') {
-            Some((k, a)) => (k, Some(a)),
-            None => (text, None),
-        };
-        match (kind, arg) {
-            ("ip", None) => Ok(KeyPart::Ip),
-            ("route", None) => Ok(KeyPart::Route),
-            ("method", None) => Ok(KeyPart::Method),
-            ("path", None) => Ok(KeyPart::Path),
-            ("header", Some(name)) => HeaderName::from_bytes(name.trim().as_bytes())
-                .map(KeyPart::Header)
-                .map_err(|_| format!("`{text}`: `{name}` is not a valid header name")),
-            ("query", Some(name)) if !name.is_empty() => Ok(KeyPart::Query(name.to_string())),
-            ("jwt", Some(claim)) if !claim.is_empty() => Ok(KeyPart::Jwt(claim.to_string())),
-            _ => Err(format!(
-                "unknown key part `{text}`, expected \"ip\", \"header:NAME\", \"query:NAME\", \"jwt:CLAIM\", \"route\", \"method\" or \"path\""
-            )),
-        }
-    }
-}
-
-impl fmt::Display for KeyPart {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KeyPart::Ip => f.write_str("ip"),
-            KeyPart::Header(h) => write!(f, "header:{h}"),
-            KeyPart::Query(q) => write!(f, "query:{q}"),
-            KeyPart::Jwt(c) => write!(f, "jwt:{c}"),
-            KeyPart::Route => f.write_str("route"),
-            KeyPart::Method => f.write_str("method"),
-            KeyPart::Path => f.write_str("path"),
-        }
-    }
-}
+use crate::config::{KeyPart, OnMissingKey};
 
 /// What a key is derived from: the parts of one request.
 pub struct KeySource<'a> {
@@ -88,6 +30,8 @@ pub struct KeySource<'a> {
     pub headers: &'a HeaderMap,
     /// The client IP after trusted-proxy resolution.
     pub client_ip: IpAddr,
+    /// IPv6 clients are keyed by their network of this prefix length.
+    pub ipv6_prefix: u8,
     /// The verifier for `jwt:` parts, when `[jwt]` is configured.
     pub jwt: Option<&'a JwtVerifier>,
 }
@@ -113,7 +57,7 @@ pub fn derive_key(
             key.push('|');
         }
         let value = match part {
-            KeyPart::Ip => Some(src.client_ip.to_string()),
+            KeyPart::Ip => Some(ip_key(src.client_ip, src.ipv6_prefix)),
             KeyPart::Header(name) => src
                 .headers
                 .get(name)
@@ -131,7 +75,7 @@ pub fn derive_key(
         };
         match (value, on_missing) {
             (Some(v), _) => key.push_str(&v),
-            (None, OnMissingKey::Ip) => key.push_str(&src.client_ip.to_string()),
+            (None, OnMissingKey::Ip) => key.push_str(&ip_key(src.client_ip, src.ipv6_prefix)),
             (None, OnMissingKey::Reject) => {
                 return Err(MissingKeyPart {
                     part: part.to_string(),
@@ -140,6 +84,19 @@ pub fn derive_key(
         }
     }
     Ok(key)
+}
+
+/// The `ip` key part: an IPv4 address as it is; an IPv6 address as its network of `prefix` bits
+/// (`2001:db8:1:2::/64`), so one host cannot rotate addresses inside its allocation. A /128
+/// prefix keys each address on its own, and prints it bare.
+pub fn ip_key(ip: IpAddr, prefix: u8) -> String {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) if prefix < 128 => {
+            let net = ipnet::Ipv6Net::new(v6, prefix).map(|n| n.trunc());
+            net.map_or_else(|_| v6.to_string(), |n| n.to_string())
+        }
+        other => other.to_string(),
+    }
 }
 
 /// The first non-empty value of query parameter `name`, percent-decoded.
@@ -152,6 +109,7 @@ fn query_value(query: Option<&str>, name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::HeaderName;
 
     fn source<'a>(headers: &'a HeaderMap, query: Option<&'a str>) -> KeySource<'a> {
         KeySource {
@@ -161,6 +119,7 @@ mod tests {
             query,
             headers,
             client_ip: "203.0.113.7".parse().unwrap(),
+            ipv6_prefix: 64,
             jwt: None,
         }
     }
@@ -200,19 +159,17 @@ mod tests {
     }
 
     #[test]
-    fn key_parts_parse_and_print_back() {
-        for text in [
-            "ip",
-            "header:x-api-key",
-            "query:user",
-            "jwt:sub",
-            "route",
-            "method",
-            "path",
-        ] {
-            assert_eq!(KeyPart::parse(text).unwrap().to_string(), text);
-        }
-        assert!(KeyPart::parse("cookie:x").is_err());
-        assert!(KeyPart::parse("header:bad header").is_err());
+    fn ipv6_clients_group_by_prefix() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:bbbb::2".parse().unwrap();
+        assert_eq!(ip_key(a, 64), "2001:db8:1:2::/64");
+        assert_eq!(ip_key(a, 64), ip_key(b, 64));
+        assert_ne!(ip_key(a, 128), ip_key(b, 128));
+        assert_eq!(ip_key(a, 128), "2001:db8:1:2:aaaa::1");
+        assert_eq!(ip_key("203.0.113.7".parse().unwrap(), 64), "203.0.113.7");
+        assert_eq!(
+            ip_key("::ffff:203.0.113.7".parse().unwrap(), 64),
+            "203.0.113.7"
+        );
     }
 }

@@ -8,8 +8,8 @@ use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{Decision, Outcome};
 use crate::config::ExceedMode;
+use crate::store::{Decision, Outcome};
 
 const SHARDS: usize = 16;
 /// Entries kept per shard before expired ones are purged and new ones refused.
@@ -119,6 +119,19 @@ impl DenyCache {
     /// Forgets `base` (an admin reset).
     pub fn remove(&self, base: &str) {
         self.shard(base).remove(base);
+    }
+
+    /// Entries still in force (expired ones are dropped on the way): the
+    /// `slidegate_deny_cache_entries` gauge, read at scrape time.
+    pub fn live_entries(&self, now: Instant) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                let mut shard = s.lock().unwrap_or_else(|e| e.into_inner());
+                shard.retain(|_, d| d.until > now);
+                shard.len()
+            })
+            .sum()
     }
 
     /// Forgets everything (a reload).

@@ -1,327 +1,374 @@
-//! Rate-limit decisions. A [`Store`] decides every limit of a route for one key in one atomic
-//! step: Redis runs the route's Lua script (`lua/`), the embedded [`MemoryStore`] runs the same
-//! algorithm in process. Both answer in the script's reply layout, decoded in one place
-//! ([`Decision::from_reply`]), so the two cannot drift apart in how a reply is read.
+//! The limiter: the one place where a decision becomes a verdict. [`Limiter::decide`] (the proxy
+//! path) and [`Limiter::decide_many`] (the batch API) share every rule: the deny cache, the
+//! store, the route's `on_error` (allow, deny, or the in-process fallback), the exceed modes
+//! (reject, delay, block, shadow) and the metrics, each written once in [`Limiter::decide_keys`]
+//! and [`Limiter::record`]. The tower middleware ([`RateLimitLayer`]) derives the key, asks the
+//! limiter and turns the verdict into a forwarded request or a 429.
 //!
-//! The tower middleware ([`RateLimitLayer`]) turns decisions into forwarded requests, delays or
-//! 429s; [`DenyCache`] answers repeated rejections locally.
+//! ```text
+//! key -> deny cache --hit--> rejected | blocked
+//!            | miss
+//!            v
+//!        store (Redis, coalesced | memory) --error--> on_error: allow | deny | local fallback
+//!            v
+//!        mode: reject | block -> 429 (cached) ; delay -> wait, decide again ; shadow -> forward
+//! ```
 
+mod delay;
 mod deny_cache;
+pub mod headers;
 mod layer;
-mod memory;
-mod redis;
-pub mod response;
+mod policy;
 mod service;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 pub use deny_cache::{CachedDenial, DenyCache};
 pub use layer::RateLimitLayer;
-pub use memory::MemoryStore;
-pub use redis::RedisStore;
-pub use service::{PeerAddr, RateLimit};
+pub use policy::{RoutePolicy, Tier};
+pub use service::{Limited, RateLimit, Verdicts};
 
-use crate::config::{Algorithm, ExceedMode, LimitConfig, RouteConfig};
-use crate::key::{block_key, limit_key};
+use crate::config::{ExceedMode, OnError};
+use crate::error::STORE_UNAVAILABLE_RETRY_SECS;
+use crate::key::decision_base;
+use crate::metrics::DecisionLabel;
+use crate::store::{
+    local_now_us, Decision, DecisionRequest, MemoryStore, Outcome, Store, StoreError,
+};
+use crate::tier::TierName;
 
-/// How one decision came out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Every limit had room; all were charged.
-    Allowed,
-    /// Some limit had no room; nothing was charged (a `block` route starts its block here).
-    Rejected,
-    /// The key is serving a block; nothing was looked at.
-    Blocked,
+/// What the limiter concluded for one key.
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    /// The request's one entry in `slidegate_requests_total`.
+    pub label: DecisionLabel,
+    /// The store's (or the fallback's, or the deny cache's) decision; `None` when the store
+    /// failed and the route allows or denies without deciding, and for exempt clients.
+    pub decision: Option<Decision>,
+    /// The segment or plan whose values applied.
+    pub tier: Option<TierName>,
 }
 
-/// One limit's state after a decision.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LimitUsage {
-    /// Units counted in the window after the decision.
-    pub used: u64,
-    /// The configured limit.
-    pub limit: u64,
-    /// Until the next unit of this quota comes back (the oldest entry leaves the window).
-    pub reset: Duration,
-    /// Until this limit alone would let the request through; zero when it has room.
-    pub retry_after: Duration,
-}
-
-impl LimitUsage {
-    /// Units left in the window.
-    pub fn remaining(&self) -> u64 {
-        self.limit.saturating_sub(self.used)
-    }
-
-    /// Whether this limit refused the request.
-    pub fn exceeded(&self) -> bool {
-        !self.retry_after.is_zero()
-    }
-}
-
-/// The answer for one request: outcome, how long to wait, and every limit's state in config order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
-    /// Allowed, rejected or blocked.
-    pub outcome: Outcome,
-    /// Zero when allowed; otherwise the exact wait until the request would fit.
-    pub retry_after: Duration,
-    /// Per limit, in the route's order.
-    pub limits: Vec<LimitUsage>,
-}
-
-/// Raw reply in the scripts' layout: `{code, retry_us, used_i, reset_us_i, retry_us_i ...}`.
-pub type Reply = Vec<i64>;
-
-impl Decision {
-    /// Decodes a script reply for a route with these limits.
-    pub fn from_reply(limits: &[LimitConfig], reply: &[i64]) -> Result<Decision, StoreError> {
-        if reply.len() != 2 + 3 * limits.len() {
-            return Err(StoreError::Script(format!(
-                "reply has {} values, expected {}",
-                reply.len(),
-                2 + 3 * limits.len()
-            )));
+impl Verdict {
+    fn new(label: DecisionLabel, decision: Option<Decision>, tier: Option<&TierName>) -> Verdict {
+        Verdict {
+            label,
+            decision,
+            tier: tier.cloned(),
         }
-        let outcome = match reply[0] {
-            1 => Outcome::Allowed,
-            0 => Outcome::Rejected,
-            2 => Outcome::Blocked,
-            code => return Err(StoreError::Script(format!("unknown decision code {code}"))),
-        };
-        let micros = |v: i64| Duration::from_micros(v.max(0) as u64);
-        let usage = limits
+    }
+
+    /// Whether the request goes on to the upstream.
+    pub fn forwards(&self) -> bool {
+        matches!(
+            self.label,
+            DecisionLabel::Allowed
+                | DecisionLabel::Delayed
+                | DecisionLabel::ShadowRejected
+                | DecisionLabel::StoreErrorAllowed
+                | DecisionLabel::Exempt
+        )
+    }
+
+    /// How long the client should wait before trying again: zero when forwarded; the exact wait
+    /// on a 429; the 503's `Retry-After` when the store failed and the route fails closed.
+    pub fn retry_after(&self) -> Duration {
+        match (self.forwards(), &self.decision) {
+            (true, _) => Duration::ZERO,
+            (false, Some(d)) => d.retry_after,
+            (false, None) => Duration::from_secs(STORE_UNAVAILABLE_RETRY_SECS),
+        }
+    }
+
+    /// Units left of the tightest limit (0 on a rejection), when the store decided.
+    pub fn remaining(&self) -> Option<u64> {
+        let d = self.decision.as_ref()?;
+        if !self.forwards() || self.label == DecisionLabel::ShadowRejected {
+            return Some(0);
+        }
+        d.tightest_limit().map(|i| d.limits[i].remaining())
+    }
+
+    /// The limit a response names (the rejecting one, else the tightest).
+    pub fn limit_index(&self) -> Option<usize> {
+        self.decision.as_ref()?.described_limit()
+    }
+}
+
+/// Whether a delay route may wait on this call (the proxy path) or must answer at once (the
+/// batch API, whose callers schedule their own retries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    /// Wait up to the route's `max_delay` for room.
+    Allowed,
+    /// Answer now.
+    Never,
+}
+
+/// The limiter shared by the proxy path and the admin listener.
+pub struct Limiter {
+    store: Store,
+    fallback: MemoryStore,
+    deny_cache: DenyCache,
+}
+
+impl Limiter {
+    /// A limiter deciding in `store`.
+    pub fn new(store: Store) -> Limiter {
+        Limiter {
+            store,
+            fallback: MemoryStore::new(),
+            deny_cache: DenyCache::default(),
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The deny cache.
+    pub fn deny_cache(&self) -> &DenyCache {
+        &self.deny_cache
+    }
+
+    /// Decides one request of `policy`'s route for `key` (the derived key), counting it once.
+    pub async fn decide(
+        &self,
+        policy: &RoutePolicy,
+        key: &str,
+        cost: u64,
+        waiting: Waiting,
+    ) -> Verdict {
+        let mut verdict = self
+            .decide_keys(policy, &[key], cost)
+            .await
+            .pop()
+            .expect("one verdict per key");
+        if let (
+            ExceedMode::Delay {
+                max_delay,
+                max_waiting,
+            },
+            Waiting::Allowed,
+        ) = (&policy.config.on_exceed, waiting)
+        {
+            if verdict.label == DecisionLabel::Rejected {
+                verdict = delay::wait_for_room(
+                    self,
+                    policy,
+                    key,
+                    cost,
+                    verdict,
+                    *max_delay,
+                    *max_waiting,
+                )
+                .await;
+            }
+        }
+        self.record(policy, &verdict);
+        verdict
+    }
+
+    /// Decides many keys of one route in one go (few large store calls), in order, each
+    /// exactly as [`Limiter::decide`] would without waiting, and counts each once.
+    pub async fn decide_many(
+        &self,
+        policy: &RoutePolicy,
+        keys: &[&str],
+        cost: u64,
+    ) -> Vec<Verdict> {
+        let verdicts = self.decide_keys(policy, keys, cost).await;
+        for v in &verdicts {
+            self.record(policy, v);
+        }
+        verdicts
+    }
+
+    /// The verdict for an exempt client (uncounted by the store), counted once.
+    pub fn exempt(&self, policy: &RoutePolicy) -> Verdict {
+        let verdict = Verdict::new(DecisionLabel::Exempt, None, None);
+        self.record(policy, &verdict);
+        verdict
+    }
+
+    /// The rules, once: deny cache, store, `on_error`, and the route's mode. Nothing is counted
+    /// in `slidegate_requests_total` here (a delayed request is decided more than once).
+    async fn decide_keys(&self, policy: &RoutePolicy, keys: &[&str], cost: u64) -> Vec<Verdict> {
+        if !policy.has_limits() {
+            return keys
+                .iter()
+                .map(|_| Verdict::new(DecisionLabel::Allowed, None, None))
+                .collect();
+        }
+        let mode = &policy.config.on_exceed;
+        let enforcing = matches!(mode, ExceedMode::Reject | ExceedMode::Block { .. });
+        let tiers: Vec<&Tier> = keys.iter().map(|k| policy.tier_for(k)).collect();
+        let bases: Vec<String> = keys
             .iter()
-            .zip(reply[2..].chunks_exact(3))
-            .map(|(l, v)| LimitUsage {
-                used: v[0].max(0) as u64,
-                limit: l.limit,
-                reset: micros(v[1]),
-                retry_after: micros(v[2]),
+            .map(|k| decision_base(&policy.key_prefix, policy.name(), k))
+            .collect();
+
+        // A cached denial was decided for one unit: it answers requests of cost >= 1, never a
+        // cost-0 read.
+        let now = Instant::now();
+        let mut verdicts: Vec<Option<Verdict>> = vec![None; keys.len()];
+        let mut asked = Vec::with_capacity(keys.len());
+        for (i, base) in bases.iter().enumerate() {
+            let cached = (enforcing && cost >= 1)
+                .then(|| self.deny_cache.get(base, now))
+                .flatten();
+            match cached {
+                Some(denial) => {
+                    policy.metrics.deny_cache_hits.inc();
+                    let decision = denial.current(now);
+                    let label = label_of_denial(decision.outcome);
+                    verdicts[i] = Some(Verdict::new(label, Some(decision), tiers[i].name.as_ref()));
+                }
+                None => asked.push(i),
+            }
+        }
+        if asked.is_empty() {
+            return verdicts.into_iter().map(|v| v.expect("decided")).collect();
+        }
+
+        let requests: Vec<DecisionRequest<'_>> = asked
+            .iter()
+            .map(|&i| DecisionRequest {
+                limits: &tiers[i].limits,
+                base: &bases[i],
+                cost,
             })
             .collect();
-        Ok(Decision {
-            outcome,
-            retry_after: micros(reply[1]),
-            limits: usage,
-        })
-    }
-
-    /// Whether the request may go on.
-    pub fn allowed(&self) -> bool {
-        self.outcome == Outcome::Allowed
-    }
-
-    /// Index of the limit a rejection names: the exceeded one with the longest wait.
-    pub fn rejecting_limit(&self) -> Option<usize> {
-        self.limits
-            .iter()
-            .enumerate()
-            .filter(|(_, l)| l.exceeded())
-            .max_by_key(|(i, l)| (l.retry_after, std::cmp::Reverse(*i)))
-            .map(|(i, _)| i)
-    }
-
-    /// Index of the limit the headers describe on an allowed response: least remaining, ties to
-    /// the soonest reset.
-    pub fn tightest_limit(&self) -> Option<usize> {
-        self.limits
-            .iter()
-            .enumerate()
-            .min_by_key(|(i, l)| (l.remaining(), l.reset, *i))
-            .map(|(i, _)| i)
-    }
-
-    /// The same decision seen `elapsed` later (for answers from the deny cache).
-    pub fn aged(&self, elapsed: Duration) -> Decision {
-        Decision {
-            outcome: self.outcome,
-            retry_after: self.retry_after.saturating_sub(elapsed),
-            limits: self
+        let started = Instant::now();
+        let results = match requests.as_slice() {
+            [one] => vec![self.store.decide(*one).await],
+            many => self.store.decide_many(many, None).await,
+        };
+        let elapsed = started.elapsed().as_secs_f64();
+        let mut failed = None;
+        for ((&i, request), result) in asked.iter().zip(&requests).zip(results) {
+            let tier = tiers[i].name.as_ref();
+            let decision = match result {
+                Ok(d) => {
+                    policy.metrics.decision_duration.store.observe(elapsed);
+                    d
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    match policy.on_error {
+                        OnError::Allow => {
+                            verdicts[i] =
+                                Some(Verdict::new(DecisionLabel::StoreErrorAllowed, None, tier));
+                            continue;
+                        }
+                        OnError::Deny => {
+                            verdicts[i] =
+                                Some(Verdict::new(DecisionLabel::StoreErrorDenied, None, tier));
+                            continue;
+                        }
+                        OnError::Local => {
+                            let fallback_started = Instant::now();
+                            let d = self.fallback.decide(*request, None);
+                            policy
+                                .metrics
+                                .decision_duration
+                                .local
+                                .observe(fallback_started.elapsed().as_secs_f64());
+                            d
+                        }
+                    }
+                }
+            };
+            for (usage, histogram) in decision
                 .limits
                 .iter()
-                .map(|l| LimitUsage {
-                    reset: l.reset.saturating_sub(elapsed),
-                    retry_after: if l.exceeded() {
-                        l.retry_after
-                            .saturating_sub(elapsed)
-                            .max(Duration::from_micros(1))
-                    } else {
-                        Duration::ZERO
-                    },
-                    ..l.clone()
-                })
-                .collect(),
-        }
-    }
-}
-
-/// Why the store could not decide.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum StoreError {
-    /// No answer within `store.timeout`.
-    #[error("store timed out after {0:?}")]
-    Timeout(Duration),
-    /// Not connected, or the connection broke.
-    #[error("store connection failed: {0}")]
-    Connection(String),
-    /// The script failed or replied in an unexpected shape.
-    #[error("rate-limit script failed: {0}")]
-    Script(String),
-    /// Anything else.
-    #[error("store error: {0}")]
-    Other(String),
-}
-
-impl StoreError {
-    /// The `kind` label of `slidegate_store_errors_total`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            StoreError::Timeout(_) => "timeout",
-            StoreError::Connection(_) => "connection",
-            StoreError::Script(_) => "script",
-            StoreError::Other(_) => "other",
-        }
-    }
-}
-
-/// What a store needs for one decision: the route, the key's storage base, the cost, the time.
-#[derive(Debug, Clone, Copy)]
-pub struct DecisionInput<'a> {
-    /// The route whose limits are decided.
-    pub route: &'a RouteConfig,
-    /// `<prefix>:{<route>|<key>}`, from [`crate::key::decision_base`].
-    pub base: &'a str,
-    /// Units this request spends; 0 only reads usage.
-    pub cost: u64,
-    /// Microseconds since the epoch, or `None` for the store's own clock.
-    pub now_us: Option<u64>,
-}
-
-impl DecisionInput<'_> {
-    /// The block duration in milliseconds, or 0 when the route does not block.
-    pub fn block_ms(&self) -> u64 {
-        match self.route.on_exceed {
-            ExceedMode::Block { block_for } => block_for.as_millis().max(1) as u64,
-            _ => 0,
-        }
-    }
-
-    /// Every key the decision touches: one per limit, then the block marker.
-    pub fn keys(&self) -> Vec<String> {
-        let mut keys: Vec<String> = self
-            .route
-            .limits
-            .iter()
-            .map(|l| limit_key(self.base, &l.name, self.route.algorithm))
-            .collect();
-        keys.push(block_key(self.base));
-        keys
-    }
-}
-
-/// The window of a limit in microseconds, as the scripts take it.
-pub fn window_us(limit: &LimitConfig) -> u64 {
-    limit.window.as_micros().max(1) as u64
-}
-
-/// The gateway's clock in microseconds since the epoch.
-pub fn local_now_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
-}
-
-/// The store that decides: Redis (shared by every instance) or the embedded memory store.
-#[derive(Clone)]
-pub enum Store {
-    /// Redis, standalone, cluster or sentinel.
-    Redis(RedisStore),
-    /// In-process, single instance.
-    Memory(MemoryStore),
-}
-
-impl Store {
-    /// The `backend` label of the decision-duration metric.
-    pub fn backend(&self) -> &'static str {
-        match self {
-            Store::Redis(_) => "redis",
-            Store::Memory(_) => "memory",
-        }
-    }
-
-    /// Decides one request, atomically across the route's limits.
-    pub async fn decide(&self, input: DecisionInput<'_>) -> Result<Decision, StoreError> {
-        if input.route.limits.is_empty() {
-            return Ok(Decision {
-                outcome: Outcome::Allowed,
-                retry_after: Duration::ZERO,
-                limits: Vec::new(),
-            });
-        }
-        match self {
-            Store::Redis(s) => s.decide(input).await,
-            Store::Memory(s) => Ok(s.decide(input)),
-        }
-    }
-
-    /// Decides many keys of one route, in order; Redis pipelines them.
-    pub async fn decide_batch(
-        &self,
-        route: &RouteConfig,
-        bases: &[String],
-        cost: u64,
-        now_us: Option<u64>,
-    ) -> Vec<Result<Decision, StoreError>> {
-        match self {
-            Store::Redis(s) => s.decide_batch(route, bases, cost, now_us).await,
-            Store::Memory(s) => bases
-                .iter()
-                .map(|base| {
-                    Ok(s.decide(DecisionInput {
-                        route,
-                        base,
-                        cost,
-                        now_us,
-                    }))
-                })
-                .collect(),
-        }
-    }
-
-    /// Forgets every count of a key and lifts its block.
-    pub async fn reset(&self, route: &RouteConfig, base: &str) -> Result<(), StoreError> {
-        let input = DecisionInput {
-            route,
-            base,
-            cost: 0,
-            now_us: None,
-        };
-        let mut keys = input.keys();
-        // Keys of the other algorithm too, in case a reload changed it.
-        for l in &route.limits {
-            for alg in [Algorithm::SlidingLog, Algorithm::SlidingWindowCounter] {
-                let k = limit_key(base, &l.name, alg);
-                if !keys.contains(&k) {
-                    keys.push(k);
+                .zip(&policy.metrics.limit_utilization)
+            {
+                histogram.observe(usage.used as f64 / usage.limit.max(1) as f64);
+            }
+            let label = match (decision.outcome, mode) {
+                (Outcome::Allowed, _) => DecisionLabel::Allowed,
+                (_, ExceedMode::Shadow) => DecisionLabel::ShadowRejected,
+                (outcome, _) => {
+                    if enforcing && cost == 1 {
+                        self.deny_cache
+                            .remember(&bases[i], started, &decision, mode);
+                    }
+                    // The exceed that starts a block counts as rejected, the 429s after it as blocked.
+                    label_of_denial(outcome)
                 }
-            }
+            };
+            verdicts[i] = Some(Verdict::new(label, Some(decision), tier));
         }
-        match self {
-            Store::Redis(s) => s.delete(keys).await,
-            Store::Memory(s) => {
-                s.delete(&keys);
-                Ok(())
-            }
+        if let Some(e) = failed {
+            log_store_error(policy.name(), &e);
+        }
+        verdicts.into_iter().map(|v| v.expect("decided")).collect()
+    }
+
+    /// Counts a final verdict: once in `slidegate_requests_total`, and, for every 429 and every
+    /// shadow exceedance, once in `slidegate_limit_exceeded_total` under the limit it names.
+    fn record(&self, policy: &RoutePolicy, verdict: &Verdict) {
+        policy.metrics.decision(verdict.label);
+        let mode = match verdict.label {
+            DecisionLabel::Rejected | DecisionLabel::Blocked => 0,
+            DecisionLabel::ShadowRejected => 1,
+            _ => return,
+        };
+        if let Some(i) = verdict
+            .decision
+            .as_ref()
+            .and_then(Decision::rejecting_limit)
+        {
+            policy.metrics.limit_exceeded[i][mode].inc();
         }
     }
 
-    /// Whether the store answers (drives `/readyz`).
-    pub async fn ping(&self) -> Result<(), StoreError> {
-        match self {
-            Store::Redis(s) => s.ping().await,
-            Store::Memory(_) => Ok(()),
-        }
+    /// A key's usage without charging it (a cost-0 read, uncounted), for `/admin/usage`.
+    pub async fn usage(
+        &self,
+        policy: &RoutePolicy,
+        key: &str,
+    ) -> Result<(Decision, Option<TierName>), StoreError> {
+        let tier = policy.tier_for(key);
+        let base = decision_base(&policy.key_prefix, policy.name(), key);
+        let request = DecisionRequest {
+            limits: &tier.limits,
+            base: &base,
+            cost: 0,
+        };
+        let decision = self.store.decide(request).await?;
+        Ok((decision, tier.name.clone()))
+    }
+
+    /// Forgets a key's counts and block in the store, the fallback and this instance's deny
+    /// cache. (Other instances hear of it through the store's reset channel.)
+    pub async fn reset(&self, policy: &RoutePolicy, key: &str) -> Result<String, StoreError> {
+        let base = decision_base(&policy.key_prefix, policy.name(), key);
+        self.store
+            .reset(&policy.tier_for(key).limits, &base)
+            .await?;
+        self.fallback.reset(&base);
+        self.deny_cache.remove(&base);
+        Ok(base)
+    }
+}
+
+/// A store rejection's label: a key serving a block is `blocked`, anything else `rejected`.
+fn label_of_denial(outcome: Outcome) -> DecisionLabel {
+    match outcome {
+        Outcome::Blocked => DecisionLabel::Blocked,
+        _ => DecisionLabel::Rejected,
+    }
+}
+
+/// Logs a store failure at most once a second (an outage would otherwise flood the log).
+fn log_store_error(route: &str, error: &StoreError) {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let second = local_now_us() / 1_000_000;
+    if LAST.swap(second, Ordering::Relaxed) != second {
+        tracing::warn!(route, error = %error, "rate-limit store failed; applying on_error");
     }
 }

@@ -1,10 +1,15 @@
 //! Routing, the first step of the request path: the request path is normalised
-//! ([`normalize`]), then matched against the routes in file order. Everything after this step
-//! (keys, limits, the forwarded request) sees only the normalised path.
+//! ([`normalize`]), then matched against the routes of the [`RouteTable`] in file order, and the
+//! later steps get what they need from the matched route ([`RouteLayer`]). Everything after this
+//! step (keys, limits, the forwarded request) sees only the normalised path.
 
 mod normalize;
+mod service;
+mod table;
 
 pub use normalize::{normalize, PathError};
+pub use service::{PeerAddr, RouteLayer, Router};
+pub use table::{Carried, CompileError, Route, RouteTable};
 
 use std::borrow::Cow;
 

@@ -1,44 +1,41 @@
-//! A loaded configuration compiled for the request path: routes in match order, each with its
-//! upstream client, its `RateLimit-Policy` header and its metric handles resolved. A reload
-//! builds a new `Runtime` and swaps it in; requests hold the one they started with.
+//! A loaded config compiled for the request path: routes in match order, each with its limiter
+//! policy, its upstream and its metric handles resolved. A reload builds a new table and swaps it
+//! in; requests hold the one they started with. What must outlive a reload (upstream connection
+//! pools while their settings are unchanged, delay waiting rooms) is [`Carried`] over.
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 
-use http::{HeaderValue, Method};
+use http::Method;
 
 use crate::config::{Config, RouteConfig, UpstreamConfig};
 use crate::key::JwtVerifier;
-use crate::limit::response::policy_header;
+use crate::limit::RoutePolicy;
 use crate::metrics::{Metrics, RouteMetrics};
 use crate::proxy::Upstream;
 
+/// One route, ready to serve.
+pub struct Route {
+    /// Its config.
+    pub config: Arc<RouteConfig>,
+    /// What the limiter decides with.
+    pub policy: Arc<RoutePolicy>,
+    /// Its upstream, pooled.
+    pub upstream: Arc<Upstream>,
+    /// Its metric handles.
+    pub metrics: Arc<RouteMetrics>,
+}
+
 /// The request path's view of one config.
-pub struct Runtime {
+pub struct RouteTable {
     /// The validated config.
     pub config: Arc<Config>,
     /// Routes in file order.
-    pub routes: Vec<Arc<CompiledRoute>>,
-    /// The verifier for `jwt:` key parts.
-    pub jwt: Option<JwtVerifier>,
+    pub routes: Vec<Arc<Route>>,
 }
 
-/// One route, ready to serve.
-pub struct CompiledRoute {
-    /// Its config.
-    pub config: Arc<RouteConfig>,
-    /// Its upstream, pooled.
-    pub upstream: Arc<Upstream>,
-    /// `RateLimit-Policy`, when the route has limits.
-    pub policy: Option<HeaderValue>,
-    /// Its metric handles.
-    pub metrics: RouteMetrics,
-    /// Requests waiting for room now (`on_exceed = "delay"`); survives reloads.
-    pub waiting: Arc<AtomicUsize>,
-}
-
-/// What outlives a reload: upstream pools (while their settings are unchanged) and wait counters.
+/// What outlives a reload.
 #[derive(Default)]
 pub struct Carried {
     upstreams: Mutex<HashMap<String, Arc<Upstream>>>,
@@ -67,18 +64,21 @@ impl Carried {
 /// A `[jwt]` section whose key cannot be used.
 #[derive(Debug, thiserror::Error)]
 #[error("jwt: cannot use the key: {0}")]
-pub struct RuntimeError(String);
+pub struct CompileError(String);
 
-impl Runtime {
-    /// Compiles `config`, reusing what `carried` holds.
+impl RouteTable {
+    /// Compiles `config`, reusing what `carried` holds; metric handles come from `metrics`
+    /// (the decision-duration series are labelled with the store's `backend`).
     pub fn build(
         config: Config,
         metrics: &Metrics,
         backend: &str,
         carried: &Carried,
-    ) -> Result<Runtime, RuntimeError> {
+    ) -> Result<RouteTable, CompileError> {
         let jwt = match &config.jwt {
-            Some(j) => Some(JwtVerifier::new(j).map_err(|e| RuntimeError(e.to_string()))?),
+            Some(j) => Some(Arc::new(
+                JwtVerifier::new(j).map_err(|e| CompileError(e.to_string()))?,
+            )),
             None => None,
         };
         let routes = config
@@ -86,29 +86,36 @@ impl Runtime {
             .iter()
             .map(|r| {
                 let limit_names: Vec<String> = r.limits.iter().map(|l| l.name.clone()).collect();
-                Arc::new(CompiledRoute {
+                let route_metrics =
+                    Arc::new(RouteMetrics::new(metrics, &r.name, &limit_names, backend));
+                let policy = RoutePolicy::new(
+                    r.clone(),
+                    &config,
+                    route_metrics.clone(),
+                    carried.waiting(&r.name),
+                    jwt.clone(),
+                );
+                Arc::new(Route {
                     config: r.clone(),
+                    policy: Arc::new(policy),
                     upstream: carried.upstream(&config.upstreams[&r.upstream]),
-                    policy: policy_header(&r.limits),
-                    metrics: RouteMetrics::new(metrics, &r.name, &limit_names, backend),
-                    waiting: carried.waiting(&r.name),
+                    metrics: route_metrics,
                 })
             })
             .collect();
-        Ok(Runtime {
+        Ok(RouteTable {
             config: Arc::new(config),
             routes,
-            jwt,
         })
     }
 
-    /// The first route taking this method and path.
-    pub fn find_route(&self, method: &Method, path: &str) -> Option<&Arc<CompiledRoute>> {
+    /// The first route taking this method and (normalised) path.
+    pub fn find(&self, method: &Method, path: &str) -> Option<&Arc<Route>> {
         self.routes.iter().find(|r| r.config.matches(method, path))
     }
 
     /// The route named `name`.
-    pub fn route(&self, name: &str) -> Option<&Arc<CompiledRoute>> {
+    pub fn route(&self, name: &str) -> Option<&Arc<Route>> {
         self.routes.iter().find(|r| r.config.name == name)
     }
 }

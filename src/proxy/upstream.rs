@@ -1,6 +1,7 @@
 //! One pooled, keep-alive HTTP client per upstream. Bodies are streamed both ways: the client's
 //! `Incoming` body is handed to the upstream as it is, and the upstream's body comes back the same
 //! way. Only the response head is bounded by the upstream's `timeout`; a long download is not cut.
+//! Connects are retried within `connect_timeout` ([`super::connect`]).
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -14,9 +15,11 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
+use super::connect::RetryConnect;
 use super::headers::{remove_hop_by_hop, set_forwarded};
 use crate::config::UpstreamConfig;
 use crate::error::GatewayError;
+use crate::request_id::{RequestId, X_REQUEST_ID};
 
 /// A configured upstream with its connection pool.
 pub struct Upstream {
@@ -26,7 +29,7 @@ pub struct Upstream {
     authority: Authority,
     host: HeaderValue,
     base_path: String,
-    client: Client<HttpsConnector<HttpConnector>, Incoming>,
+    client: Client<RetryConnect<HttpsConnector<HttpConnector>>, Incoming>,
 }
 
 impl Upstream {
@@ -43,6 +46,7 @@ impl Upstream {
             .https_or_http()
             .enable_http1()
             .wrap_connector(http);
+        let connector = RetryConnect::new(connector, config.connect_timeout);
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(90))
             .pool_max_idle_per_host(1024)
@@ -72,6 +76,7 @@ impl Upstream {
         mut req: Request<Incoming>,
         peer: IpAddr,
         peer_trusted: bool,
+        request_id: &RequestId,
     ) -> Result<Response<Incoming>, GatewayError> {
         let original_host = req.headers().get(HOST).cloned().or_else(|| {
             req.uri()
@@ -84,6 +89,7 @@ impl Upstream {
         remove_hop_by_hop(headers);
         set_forwarded(headers, peer, peer_trusted, original_host);
         headers.insert(HOST, self.host.clone());
+        headers.insert(X_REQUEST_ID.clone(), request_id.header_value().clone());
 
         let sent = tokio::time::timeout(self.config.timeout, self.client.request(req)).await;
         let mut response = match sent {

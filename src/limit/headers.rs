@@ -1,15 +1,19 @@
 //! Rate-limit headers and the 429 answer (SPEC section 5): `RateLimit-Policy` and `RateLimit`
 //! in the IETF httpapi draft's structured-field syntax, the de-facto `X-RateLimit-*` trio,
-//! `Retry-After`, and an RFC 9457 problem body.
+//! `Retry-After`, and an RFC 9457 problem body with the members of every gateway error
+//! (`crate::error`) plus the limit's.
 
 use std::time::Duration;
 
 use axum::body::Body;
-use http::header::{HeaderName, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{HeaderName, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 
-use super::Decision;
+use super::Tier;
 use crate::config::LimitConfig;
+use crate::error::{problem_body, problem_response};
+use crate::request_id::RequestId;
+use crate::store::{Decision, LimitSet};
 
 /// `RateLimit-Policy`
 pub static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -36,19 +40,21 @@ pub fn ceil_millis(d: Duration) -> u64 {
     d.as_micros().div_ceil(1_000) as u64
 }
 
-/// `"per-minute";q=5;w=60, "per-hour";q=20;w=3600`, built once per loaded route.
-pub fn policy_header(limits: &[LimitConfig]) -> Option<HeaderValue> {
-    if limits.is_empty() {
+/// `"per-minute";q=5;w=60, "per-hour";q=20;w=3600`, built once per loaded route and tier: the
+/// names and windows of `configs`, the values in force of `set`.
+pub fn policy_header(configs: &[LimitConfig], set: &LimitSet) -> Option<HeaderValue> {
+    if configs.is_empty() {
         return None;
     }
-    let text = limits
+    let text = configs
         .iter()
-        .map(|l| {
+        .zip(&set.limits)
+        .map(|(c, l)| {
             format!(
                 "\"{}\";q={};w={}",
-                l.name,
+                c.name,
                 l.limit,
-                ceil_secs(l.window).max(1)
+                ceil_secs(c.window).max(1)
             )
         })
         .collect::<Vec<_>>()
@@ -58,35 +64,24 @@ pub fn policy_header(limits: &[LimitConfig]) -> Option<HeaderValue> {
 
 /// Adds the rate-limit headers describing `decision` to `headers`. On an allowed response they
 /// describe the tightest limit; on a rejection, the rejecting limit with the longest wait.
-pub fn add_headers(
-    headers: &mut HeaderMap,
-    policy: &HeaderValue,
-    limits: &[LimitConfig],
-    decision: &Decision,
-) {
-    let rejected = !decision.allowed();
-    let chosen = if rejected {
-        decision
-            .rejecting_limit()
-            .or_else(|| decision.tightest_limit())
-    } else {
-        decision.tightest_limit()
+pub fn add_headers(headers: &mut HeaderMap, tier: &Tier, decision: &Decision) {
+    let (Some(i), Some(policy)) = (decision.described_limit(), &tier.policy_header) else {
+        return;
     };
-    let Some(i) = chosen else { return };
     let usage = &decision.limits[i];
-    let (remaining, t) = if rejected {
+    let (remaining, t) = if decision.allowed() {
+        (usage.remaining(), ceil_secs(usage.reset))
+    } else {
         let wait = if usage.exceeded() {
             usage.retry_after
         } else {
             decision.retry_after
         };
         (0, ceil_secs(wait).max(1))
-    } else {
-        (usage.remaining(), ceil_secs(usage.reset))
     };
+    let name = &tier.limits.limits[i].name;
     headers.insert(RATELIMIT_POLICY.clone(), policy.clone());
-    if let Ok(v) = HeaderValue::from_str(&format!("\"{}\";r={};t={}", limits[i].name, remaining, t))
-    {
+    if let Ok(v) = HeaderValue::from_str(&format!("\"{name}\";r={remaining};t={t}")) {
         headers.insert(RATELIMIT.clone(), v);
     }
     headers.insert(X_RATELIMIT_LIMIT.clone(), HeaderValue::from(usage.limit));
@@ -94,13 +89,15 @@ pub fn add_headers(
     headers.insert(X_RATELIMIT_RESET.clone(), HeaderValue::from(t));
 }
 
-/// The 429 for a rejected or blocked decision.
+/// The 429 for a rejected or blocked decision of `route`: `Retry-After`, the rate-limit headers
+/// and the problem body naming the limit (and the segment or plan whose values applied).
 pub fn too_many_requests(
     route: &str,
-    policy: &HeaderValue,
-    limits: &[LimitConfig],
+    tier: &Tier,
     decision: &Decision,
+    request_id: &RequestId,
 ) -> Response<Body> {
+    let limits = &tier.limits.limits;
     let named = decision.rejecting_limit().unwrap_or(0);
     let violated: Vec<&str> = decision
         .limits
@@ -109,55 +106,79 @@ pub fn too_many_requests(
         .filter(|(u, _)| u.exceeded())
         .map(|(_, l)| l.name.as_str())
         .collect();
-    let body = serde_json::json!({
-        "type": QUOTA_EXCEEDED_TYPE,
-        "title": "Too Many Requests",
-        "status": 429,
-        "error": "rate_limited",
-        "route": route,
-        "limit": limits.get(named).map(|l| l.name.as_str()),
-        "violated-policies": violated,
-        "retry_after_ms": ceil_millis(decision.retry_after).max(1),
-    });
-    let mut response = Response::new(Body::from(body.to_string()));
-    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-    let headers = response.headers_mut();
-    headers.insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("application/problem+json"),
+    let status = StatusCode::TOO_MANY_REQUESTS;
+    let mut body = problem_body(status, "rate_limited", "", request_id);
+    body.insert("type".into(), QUOTA_EXCEEDED_TYPE.into());
+    body.insert("title".into(), "Too Many Requests".into());
+    body.insert(
+        "detail".into(),
+        format!(
+            "route {route}: limit {} exceeded",
+            limits.get(named).map_or("", |l| l.name.as_str())
+        )
+        .into(),
     );
+    body.insert("route".into(), route.into());
+    body.insert(
+        "limit".into(),
+        limits.get(named).map(|l| l.name.as_str()).into(),
+    );
+    body.insert("violated-policies".into(), violated.into());
+    body.insert(
+        "retry_after_ms".into(),
+        ceil_millis(decision.retry_after).max(1).into(),
+    );
+    if let Some(t) = &tier.name {
+        body.insert(t.kind().into(), t.name().into());
+    }
+    let mut response = problem_response(status, body, request_id);
+    let headers = response.headers_mut();
     headers.insert(
         RETRY_AFTER,
         HeaderValue::from(ceil_secs(decision.retry_after).max(1)),
     );
-    add_headers(headers, policy, limits, decision);
+    add_headers(headers, tier, decision);
     response
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::limit::{LimitUsage, Outcome};
+    use std::sync::Arc;
 
-    fn limits() -> Vec<LimitConfig> {
-        vec![
-            LimitConfig {
-                name: "per-minute".into(),
-                limit: 5,
-                window: Duration::from_secs(60),
-            },
-            LimitConfig {
-                name: "per-hour".into(),
-                limit: 20,
-                window: Duration::from_secs(3600),
-            },
-        ]
+    use super::*;
+    use crate::config::Algorithm;
+    use crate::store::{Limit, LimitUsage, Outcome};
+
+    fn tier() -> Tier {
+        let configs = vec![
+            LimitConfig::new("per-minute", 5, Duration::from_secs(60)),
+            LimitConfig::new("per-hour", 20, Duration::from_secs(3600)),
+        ];
+        let set = LimitSet {
+            algorithm: Algorithm::SlidingLog,
+            block_ms: 0,
+            limits: configs
+                .iter()
+                .map(|c| Limit {
+                    name: c.name.clone(),
+                    limit: c.limit,
+                    window_us: c.window.as_micros() as u64,
+                })
+                .collect(),
+        };
+        Tier {
+            name: None,
+            policy_header: policy_header(&configs, &set),
+            limits: Arc::new(set),
+        }
     }
 
     #[test]
     fn policy_lists_every_limit() {
-        let v = policy_header(&limits()).unwrap();
-        assert_eq!(v, "\"per-minute\";q=5;w=60, \"per-hour\";q=20;w=3600");
+        assert_eq!(
+            tier().policy_header.unwrap(),
+            "\"per-minute\";q=5;w=60, \"per-hour\";q=20;w=3600"
+        );
     }
 
     #[test]
@@ -179,13 +200,9 @@ mod tests {
                     retry_after: Duration::ZERO,
                 },
             ],
+            decided_at_us: 0,
         };
-        let r = too_many_requests(
-            "otp-send",
-            &policy_header(&limits()).unwrap(),
-            &limits(),
-            &d,
-        );
+        let r = too_many_requests("otp-send", &tier(), &d, &RequestId::generate());
         assert_eq!(r.status(), 429);
         let h = r.headers();
         assert_eq!(h["retry-after"], "42");
@@ -193,5 +210,6 @@ mod tests {
         assert_eq!(h["x-ratelimit-limit"], "5");
         assert_eq!(h["x-ratelimit-remaining"], "0");
         assert_eq!(h["x-ratelimit-reset"], "42");
+        assert_eq!(h["content-type"], "application/problem+json");
     }
 }

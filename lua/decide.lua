@@ -1,0 +1,139 @@
+-- decide.lua: the part every algorithm shares. It is appended after the algorithm's own file
+-- (sliding_log.lua or sliding_window_counter.lua), which defines the local functions
+-- `load_state(key, window)`, `used(s)`, `fits(s, limit, cost)`, `wait(s, limit, cost)`,
+-- `charge(s, cost, member)`, `reset(s)` and `flush_state(s)`; together they make one script.
+-- The algorithm's file reads `now`, which the prelude (`lua/prelude.lua`) sets before it.
+--
+-- One call decides many requests ("decisions"), all at one instant `now`, in arrival order:
+-- each decision's limits are all charged or none is. A key met again later in the same call
+-- (the same client twice, or a hot key) is loaded and trimmed once, its writes are made once
+-- at the end, and every decision sees the charges of the decisions before it.
+--
+-- ARGV[1]   now in microseconds since the epoch, or "" to read the Redis server clock (TIME)
+-- ARGV[2]   a token unique to this call (instance id + call sequence); sorted-set members are
+--           "<token>.<decision>.<unit>", so they never collide across calls or gateways
+-- ARGV[3]   P, the number of limit plans; then per plan:
+--             block_ms (0: the route does not block), n (number of limits),
+--             n pairs: limit, window in microseconds
+-- then      D, the number of decisions; then per decision: plan index (1-based), cost
+--           (cost 0 peeks: reports usage, records nothing, starts no block)
+-- KEYS      per decision, in order: its plan's n limit keys, then its block marker when the
+--           plan's block_ms > 0 (the string "<index of the limit that started it>:<end in µs>")
+--
+-- Reply: { now, then per decision: code, retry_us, used_1, reset_us_1, retry_us_1, ...,
+--          used_n, reset_us_n, retry_us_n }
+--   code        1 allowed (every limit charged), 0 rejected (nothing charged; a blocking plan
+--               starts its block here), 2 the key is serving a block
+--   retry_us    0 when allowed; otherwise how long until this request would fit (for a block,
+--               the remaining block time; for the exceed that starts one, at least block_for)
+--   used_i      units counted in limit i's window after the decision
+--   reset_us_i  time until the next unit of limit i comes back (0 when nothing is counted)
+--   retry_us_i  time until limit i alone would let this request through (0 when it has room)
+
+local token = ARGV[2]
+
+local plans = {}
+local a = 3
+for p = 1, tonumber(ARGV[a]) do
+  local plan = { block_ms = tonumber(ARGV[a + 1]), n = tonumber(ARGV[a + 2]), limits = {}, windows = {} }
+  a = a + 2
+  for i = 1, plan.n do
+    plan.limits[i] = tonumber(ARGV[a + 1])
+    plan.windows[i] = tonumber(ARGV[a + 2])
+    a = a + 2
+  end
+  plans[p] = plan
+end
+a = a + 1
+local decisions = tonumber(ARGV[a])
+
+-- Every key's state, loaded once per call; written back by `flush` at the end.
+local states = {}
+local function state_of(key, window)
+  local s = states[key]
+  if s == nil then
+    s = load_state(key, window)
+    states[key] = s
+  end
+  return s
+end
+
+-- Block markers, read once per call.
+local blocks = {}
+local function block_of(key)
+  local b = blocks[key]
+  if b == nil then
+    b = false
+    local marker = redis.call('GET', key)
+    if marker then
+      local worst, untl = string.match(marker, '^(%d+):(%d+)$')
+      if worst then b = { worst = tonumber(worst), untl = tonumber(untl) } end
+    end
+    blocks[key] = b
+  end
+  return b
+end
+
+local function start_block(key, worst, block_ms)
+  local untl = now + block_ms * 1000
+  redis.call('SET', key, worst .. ':' .. string.format('%.0f', untl), 'PX', block_ms)
+  blocks[key] = { worst = worst, untl = untl }
+end
+
+local out = { now }
+local function reply(code, retry, s, per_limit)
+  out[#out + 1] = code
+  out[#out + 1] = retry
+  for i = 1, #s do
+    out[#out + 1] = used(s[i])
+    out[#out + 1] = reset(s[i])
+    out[#out + 1] = per_limit[i] or 0
+  end
+end
+
+local k = 0
+for d = 1, decisions do
+  local plan = plans[tonumber(ARGV[a + 1])]
+  local cost = tonumber(ARGV[a + 2])
+  a = a + 2
+  local n, limits, windows = plan.n, plan.limits, plan.windows
+  local s = {}
+  for i = 1, n do s[i] = state_of(KEYS[k + i], windows[i]) end
+  k = k + n
+  local block_key
+  if plan.block_ms > 0 then
+    k = k + 1
+    block_key = KEYS[k]
+  end
+
+  local b = block_key and block_of(block_key)
+  if b and b.untl > now then
+    local remaining = b.untl - now
+    reply(2, remaining, s, { [b.worst] = remaining })
+  else
+    local retry, worst, per_limit = 0, 1, {}
+    for i = 1, n do
+      if not fits(s[i], limits[i], cost) then
+        local w = wait(s[i], limits[i], cost)
+        per_limit[i] = w
+        if w > retry then retry, worst = w, i end
+      end
+    end
+    if retry > 0 then
+      if block_key and cost > 0 then
+        start_block(block_key, worst, plan.block_ms)
+        if plan.block_ms * 1000 > retry then retry = plan.block_ms * 1000 end
+        per_limit[worst] = retry
+      end
+      reply(0, retry, s, per_limit)
+    else
+      if cost > 0 then
+        for i = 1, n do charge(s[i], cost, token .. '.' .. d) end
+      end
+      reply(1, 0, s, per_limit)
+    end
+  end
+end
+
+for _, s in pairs(states) do flush_state(s) end
+return out

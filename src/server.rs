@@ -1,0 +1,108 @@
+//! The proxy listener: accepts connections (at most `server.max_connections` open at once;
+//! beyond, new ones wait in the kernel's listen backlog instead of failing), serves HTTP/1.1
+//! and h2 on each with hyper, cuts clients that do not send a request head within
+//! `server.header_read_timeout`, and on shutdown stops accepting and lets in-flight requests
+//! finish within `server.shutdown_grace`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tower::{Service, ServiceExt};
+
+use crate::config::ServerConfig;
+use crate::route::PeerAddr;
+
+/// Serves `service` on `listener` until `stopped` turns true.
+pub async fn serve<S>(
+    listener: TcpListener,
+    service: S,
+    settings: ServerConfig,
+    mut stopped: watch::Receiver<bool>,
+) where
+    S: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(settings.header_read_timeout)
+        // hyper's own bounds sit above the gateway's, which answer 431 with a problem body;
+        // hyper answers a bare 431 only for heads far beyond them.
+        .max_headers(settings.max_headers * 2 + 16)
+        .max_buf_size((settings.max_header_bytes * 2).max(16 * 1024));
+    let graceful = GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(settings.max_connections));
+    loop {
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+            _ = stopped.changed() => break,
+        };
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                Err(e) => {
+                    // Out of descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+            _ = stopped.changed() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = service.clone();
+        let per_connection = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+            req.extensions_mut().insert(PeerAddr(peer));
+            service.clone().oneshot(req)
+        });
+        let connection = builder.serve_connection(TokioIo::new(stream), per_connection);
+        let connection = graceful.watch(connection.into_owned());
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        _ = graceful.shutdown() => {}
+        _ = tokio::time::sleep(settings.shutdown_grace) => tracing::warn!("shutdown grace elapsed with requests still in flight"),
+    }
+}
+
+/// Raises this process's soft limit of open descriptors to the hard limit, so a connection
+/// flood meets `max_connections` before it meets `EMFILE`.
+pub fn raise_open_file_limit() {
+    #[cfg(unix)]
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed to them.
+    unsafe {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            let wanted = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) != 0 {
+                tracing::warn!("could not raise the open-file limit to {}", limit.rlim_max);
+            }
+        }
+    }
+}

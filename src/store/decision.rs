@@ -1,0 +1,199 @@
+//! What a store answers: the [`Decision`] for one request, decoded from the scripts' reply layout
+//! (documented in `lua/README.md`) in one place for both stores, and [`StoreError`].
+
+use std::time::Duration;
+
+use super::LimitSet;
+
+/// How one decision came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every limit had room; all were charged.
+    Allowed,
+    /// Some limit had no room; nothing was charged (a blocking route starts its block here).
+    Rejected,
+    /// The key is serving a block; nothing was charged.
+    Blocked,
+}
+
+/// One limit's state after a decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitUsage {
+    /// Units counted in the window after the decision.
+    pub used: u64,
+    /// The limit in force for this key.
+    pub limit: u64,
+    /// Until the next unit of this quota comes back.
+    pub reset: Duration,
+    /// Until this limit alone would let the request through; zero when it has room.
+    pub retry_after: Duration,
+}
+
+impl LimitUsage {
+    /// Units left in the window.
+    pub fn remaining(&self) -> u64 {
+        self.limit.saturating_sub(self.used)
+    }
+
+    /// Whether this limit refused the request.
+    pub fn exceeded(&self) -> bool {
+        !self.retry_after.is_zero()
+    }
+}
+
+/// The answer for one request: outcome, how long to wait, and every limit's state in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// Allowed, rejected or blocked.
+    pub outcome: Outcome,
+    /// Zero when allowed; otherwise the exact wait until the request would fit.
+    pub retry_after: Duration,
+    /// Per limit, in the route's order.
+    pub limits: Vec<LimitUsage>,
+    /// The instant the store decided at, in microseconds since the epoch of its clock.
+    pub decided_at_us: u64,
+}
+
+impl Decision {
+    /// Values per decision in a reply: code and retry, then three per limit.
+    pub fn reply_len(limits: &LimitSet) -> usize {
+        2 + 3 * limits.limits.len()
+    }
+
+    /// Decodes one decision of a script reply (`{code, retry_us, used_i, reset_us_i,
+    /// retry_us_i ...}`) made at `decided_at_us` for a key with these limits.
+    pub fn from_reply(
+        limits: &LimitSet,
+        reply: &[i64],
+        decided_at_us: u64,
+    ) -> Result<Decision, StoreError> {
+        if reply.len() != Self::reply_len(limits) {
+            return Err(StoreError::Script(format!(
+                "reply has {} values, expected {}",
+                reply.len(),
+                Self::reply_len(limits)
+            )));
+        }
+        let outcome = match reply[0] {
+            1 => Outcome::Allowed,
+            0 => Outcome::Rejected,
+            2 => Outcome::Blocked,
+            code => return Err(StoreError::Script(format!("unknown decision code {code}"))),
+        };
+        let micros = |v: i64| Duration::from_micros(v.max(0) as u64);
+        let usage = limits
+            .limits
+            .iter()
+            .zip(reply[2..].chunks_exact(3))
+            .map(|(l, v)| LimitUsage {
+                used: v[0].max(0) as u64,
+                limit: l.limit,
+                reset: micros(v[1]),
+                retry_after: micros(v[2]),
+            })
+            .collect();
+        Ok(Decision {
+            outcome,
+            retry_after: micros(reply[1]),
+            limits: usage,
+            decided_at_us,
+        })
+    }
+
+    /// The decision for a key with no limits: allowed, nothing counted.
+    pub fn unlimited() -> Decision {
+        Decision {
+            outcome: Outcome::Allowed,
+            retry_after: Duration::ZERO,
+            limits: Vec::new(),
+            decided_at_us: 0,
+        }
+    }
+
+    /// Whether the request may go on.
+    pub fn allowed(&self) -> bool {
+        self.outcome == Outcome::Allowed
+    }
+
+    /// Index of the limit a rejection names: the exceeded one with the longest wait.
+    pub fn rejecting_limit(&self) -> Option<usize> {
+        self.limits
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.exceeded())
+            .max_by_key(|(i, l)| (l.retry_after, std::cmp::Reverse(*i)))
+            .map(|(i, _)| i)
+    }
+
+    /// Index of the limit the headers describe on an allowed response: least remaining, ties to
+    /// the soonest reset.
+    pub fn tightest_limit(&self) -> Option<usize> {
+        self.limits
+            .iter()
+            .enumerate()
+            .min_by_key(|(i, l)| (l.remaining(), l.reset, *i))
+            .map(|(i, _)| i)
+    }
+
+    /// The limit a response describes: the rejecting one on a rejection, else the tightest.
+    pub fn described_limit(&self) -> Option<usize> {
+        if self.allowed() {
+            self.tightest_limit()
+        } else {
+            self.rejecting_limit().or_else(|| self.tightest_limit())
+        }
+    }
+
+    /// The same decision seen `elapsed` later (for answers from the deny cache).
+    pub fn aged(&self, elapsed: Duration) -> Decision {
+        Decision {
+            outcome: self.outcome,
+            retry_after: self.retry_after.saturating_sub(elapsed),
+            limits: self
+                .limits
+                .iter()
+                .map(|l| LimitUsage {
+                    reset: l.reset.saturating_sub(elapsed),
+                    retry_after: if l.exceeded() {
+                        l.retry_after
+                            .saturating_sub(elapsed)
+                            .max(Duration::from_micros(1))
+                    } else {
+                        Duration::ZERO
+                    },
+                    ..l.clone()
+                })
+                .collect(),
+            decided_at_us: self.decided_at_us + elapsed.as_micros() as u64,
+        }
+    }
+}
+
+/// Why the store could not decide.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// No answer within `store.timeout`.
+    #[error("store timed out after {0:?}")]
+    Timeout(Duration),
+    /// Not connected, or the connection broke.
+    #[error("store connection failed: {0}")]
+    Connection(String),
+    /// The script failed or replied in an unexpected shape.
+    #[error("rate-limit script failed: {0}")]
+    Script(String),
+    /// Anything else.
+    #[error("store error: {0}")]
+    Other(String),
+}
+
+impl StoreError {
+    /// The `kind` label of `slidegate_store_errors_total`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreError::Timeout(_) => "timeout",
+            StoreError::Connection(_) => "connection",
+            StoreError::Script(_) => "script",
+            StoreError::Other(_) => "other",
+        }
+    }
+}

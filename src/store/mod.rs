@@ -1,0 +1,172 @@
+//! Decision stores: a [`Store`] decides every limit of a key in one atomic step. Redis runs the
+//! algorithm's Lua script (`lua/`), coalescing the decisions in flight for one node into one
+//! call; the embedded [`MemoryStore`] runs the same algorithm in process. Both answer in the
+//! scripts' reply layout, decoded in one place ([`Decision::from_reply`]), so the two cannot
+//! drift apart in how a reply is read.
+//!
+//! A store knows nothing of routes, modes or HTTP: it is handed a [`LimitSet`] (the effective
+//! limits of one key), the key's storage base and a cost, and answers a [`Decision`].
+
+mod decision;
+mod memory;
+mod redis;
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub use decision::{Decision, LimitUsage, Outcome, StoreError};
+pub use memory::MemoryStore;
+pub use redis::{fred_url, Deadline, RedisStore, SLIDING_LOG_LUA, SLIDING_WINDOW_COUNTER_LUA};
+
+use crate::config::{Algorithm, ExceedMode, RouteConfig};
+
+/// One limit as a store applies it: the value in force for this key (a segment or plan may
+/// change it) and the window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limit {
+    /// The limit's name (part of its Redis key).
+    pub name: String,
+    /// Units allowed per window for this key.
+    pub limit: u64,
+    /// The window in microseconds.
+    pub window_us: u64,
+}
+
+/// Everything a store needs to know about the limits of one key: they are decided together,
+/// all charged or none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitSet {
+    /// One algorithm decides every limit of a route (they run in one script call).
+    pub algorithm: Algorithm,
+    /// `block_for` in milliseconds when the route blocks, else 0.
+    pub block_ms: u64,
+    /// The limits in the route's order.
+    pub limits: Vec<Limit>,
+}
+
+impl LimitSet {
+    /// The limits of `route` with the values `value(i)` for limit `i` (its own `limit`, or a
+    /// segment's or plan's).
+    pub fn of_route_with(route: &RouteConfig, value: impl Fn(usize) -> u64) -> LimitSet {
+        LimitSet {
+            algorithm: route.algorithm,
+            block_ms: match route.on_exceed {
+                ExceedMode::Block { block_for } => block_for.as_millis().max(1) as u64,
+                _ => 0,
+            },
+            limits: route
+                .limits
+                .iter()
+                .enumerate()
+                .map(|(i, l)| Limit {
+                    name: l.name.clone(),
+                    limit: value(i),
+                    window_us: l.window.as_micros().max(1) as u64,
+                })
+                .collect(),
+        }
+    }
+
+    /// The limits of `route` with their own values.
+    pub fn of_route(route: &RouteConfig) -> LimitSet {
+        Self::of_route_with(route, |i| route.limits[i].limit)
+    }
+
+    /// The Redis key of limit `i` for a key stored under `base` (layout in `lua/README.md`).
+    pub fn limit_key(&self, base: &str, i: usize) -> String {
+        crate::key::limit_key(base, &self.limits[i].name, self.algorithm)
+    }
+
+    /// Every key one decision touches: one per limit, then the block marker when it blocks.
+    pub fn keys(&self, base: &str) -> Vec<String> {
+        let mut keys: Vec<String> = (0..self.limits.len())
+            .map(|i| self.limit_key(base, i))
+            .collect();
+        if self.block_ms > 0 {
+            keys.push(crate::key::block_key(base));
+        }
+        keys
+    }
+}
+
+/// One decision a store is asked for.
+#[derive(Debug, Clone, Copy)]
+pub struct DecisionRequest<'a> {
+    /// The key's effective limits.
+    pub limits: &'a Arc<LimitSet>,
+    /// `<prefix>:{<route>|<key>}`, from [`crate::key::decision_base`].
+    pub base: &'a str,
+    /// Units this request spends; 0 only reads usage.
+    pub cost: u64,
+}
+
+/// The gateway's clock in microseconds since the epoch.
+pub fn local_now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// The store that decides: Redis (shared by every instance) or the embedded memory store.
+#[derive(Clone)]
+pub enum Store {
+    /// Redis, standalone, cluster or sentinel.
+    Redis(RedisStore),
+    /// In-process, single instance.
+    Memory(MemoryStore),
+}
+
+impl Store {
+    /// The `backend` label of the decision-duration metric.
+    pub fn backend(&self) -> &'static str {
+        match self {
+            Store::Redis(_) => "redis",
+            Store::Memory(_) => "memory",
+        }
+    }
+
+    /// Decides one request. Redis coalesces it with the decisions in flight at the same moment.
+    pub async fn decide(&self, request: DecisionRequest<'_>) -> Result<Decision, StoreError> {
+        match self {
+            Store::Redis(s) => s.decide(request, None).await,
+            Store::Memory(s) => Ok(s.decide(request, None)),
+        }
+    }
+
+    /// Decides many requests, in order, each at one instant of the store's clock (or at
+    /// `now_us`, microseconds since the epoch, when given): Redis sends them in a few large
+    /// script calls per node.
+    pub async fn decide_many(
+        &self,
+        requests: &[DecisionRequest<'_>],
+        now_us: Option<u64>,
+    ) -> Vec<Result<Decision, StoreError>> {
+        match self {
+            Store::Redis(s) => s.decide_many(requests, now_us).await,
+            Store::Memory(s) => s
+                .decide_many(requests, now_us)
+                .into_iter()
+                .map(Ok)
+                .collect(),
+        }
+    }
+
+    /// Forgets every count of a key (under either algorithm) and lifts its block.
+    pub async fn reset(&self, limits: &LimitSet, base: &str) -> Result<(), StoreError> {
+        match self {
+            Store::Redis(s) => s.reset(limits, base).await,
+            Store::Memory(s) => {
+                s.reset(base);
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether the store answers (drives `/readyz`).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        match self {
+            Store::Redis(s) => s.ping().await,
+            Store::Memory(_) => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,445 @@
+//! Coalesced decisions: every decision for one Redis node (and one algorithm) goes through a
+//! [`Lane`], whose driver task sends whatever is queued as one script call (`lua/decide.lua`
+//! decides them all at one instant, in arrival order) and hands each waiting request its part of
+//! the reply.
+//!
+//! Differences from a fixed batching window: nothing ever waits for company. A lane keeps up to
+//! [`MAX_IN_FLIGHT`] calls outstanding; a decision that finds a free slot is sent at once, alone
+//! if need be, and decisions only queue while every slot is busy, so the batches grow with the
+//! load and a lone request pays one round trip, as without coalescing.
+//!
+//! In a cluster a lane serves one primary node and its calls use the `allow-cross-slot-keys`
+//! script (Redis 7). When such a call fails for a reason other than the connection (a MOVED or
+//! ASK during resharding, a server without script flags), its decisions are sent again one call
+//! per slot, routed by their own keys, so the client library follows the redirections.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use fred::clients::Client;
+use fred::error::Error as FredError;
+use fred::interfaces::{ClientLike, LuaInterface};
+use fred::types::cluster::ClusterRouting;
+use fred::types::config::{Options, Server};
+use fred::types::{Key, Value};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::sync::{mpsc, oneshot};
+
+use super::deadline::Deadline;
+use super::script::{Script, Scripts};
+use super::{is_noscript, map_error};
+use crate::config::{Algorithm, ClockSource};
+use crate::store::{local_now_us, LimitSet, StoreError};
+
+/// Calls a lane keeps outstanding at once; decisions queue only while all are busy.
+pub const MAX_IN_FLIGHT: usize = 2;
+/// Most decisions one call carries (a 10,000-key batch becomes a few dozen pipelined calls,
+/// none of which holds Redis for long).
+pub const MAX_PER_CALL: usize = 256;
+
+/// One decision waiting for its call.
+pub struct Pending {
+    /// The key's effective limits (calls list each distinct set once).
+    pub limits: Arc<LimitSet>,
+    /// The decision's keys: one per limit, then the block marker when it blocks.
+    pub keys: Vec<Key>,
+    /// Units to spend.
+    pub cost: u64,
+    /// An explicit instant (tests, replays), or `None` for the configured clock.
+    pub fixed_now: Option<u64>,
+    /// When the request stops waiting and its route's `on_error` applies.
+    pub deadline: Deadline,
+    /// Where its answer goes.
+    pub reply: oneshot::Sender<Result<Answer, StoreError>>,
+}
+
+/// A decision's part of a reply and the instant the script decided at.
+pub struct Answer {
+    /// `code, retry_us, used_i, reset_us_i, retry_us_i ...`
+    pub values: Vec<i64>,
+    /// The script's `now`, microseconds since the epoch.
+    pub decided_at_us: u64,
+}
+
+/// Where a lane's calls go.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// The one server (standalone or the sentinel's master), or in a cluster the node that owns
+    /// the first key's slot, as the client library routes it.
+    ByKey,
+    /// One cluster primary: calls carry keys of several of its slots.
+    Node(Server),
+    /// A cluster whose slot table is not known yet: one call per slot, routed by key.
+    PerSlot,
+}
+
+enum Job {
+    One(Pending),
+    Many(Vec<Pending>),
+}
+
+/// The queue of one (node, algorithm); its driver task runs until the store is dropped.
+#[derive(Clone)]
+pub struct Lane {
+    jobs: mpsc::UnboundedSender<Job>,
+}
+
+impl Lane {
+    /// Whether two handles feed the same driver.
+    pub fn same(&self, other: &Lane) -> bool {
+        self.jobs.same_channel(&other.jobs)
+    }
+
+    /// Starts the driver of a lane for `target` and `algorithm`.
+    pub fn start(caller: Arc<Caller>, target: Target, algorithm: Algorithm) -> Lane {
+        let (jobs, queue) = mpsc::unbounded_channel();
+        tokio::spawn(drive(caller, target, algorithm, queue));
+        Lane { jobs }
+    }
+
+    /// Queues one decision.
+    pub fn submit(&self, pending: Pending) {
+        if let Err(e) = self.jobs.send(Job::One(pending)) {
+            fail(
+                job_pendings(e.0),
+                StoreError::Other("decision lane stopped".into()),
+            );
+        }
+    }
+
+    /// Queues many decisions at once, in order.
+    pub fn submit_many(&self, pendings: Vec<Pending>) {
+        if let Err(e) = self.jobs.send(Job::Many(pendings)) {
+            fail(
+                job_pendings(e.0),
+                StoreError::Other("decision lane stopped".into()),
+            );
+        }
+    }
+}
+
+fn job_pendings(job: Job) -> Vec<Pending> {
+    match job {
+        Job::One(p) => vec![p],
+        Job::Many(v) => v,
+    }
+}
+
+fn fail(pendings: Vec<Pending>, error: StoreError) {
+    for p in pendings {
+        let _ = p.reply.send(Err(error.clone()));
+    }
+}
+
+/// The driver: takes what is queued, keeps up to [`MAX_IN_FLIGHT`] calls outstanding.
+async fn drive(
+    caller: Arc<Caller>,
+    target: Target,
+    algorithm: Algorithm,
+    mut jobs: mpsc::UnboundedReceiver<Job>,
+) {
+    let mut queue: VecDeque<Pending> = VecDeque::new();
+    let mut in_flight = FuturesUnordered::new();
+    let mut open = true;
+    while open || !queue.is_empty() || !in_flight.is_empty() {
+        if in_flight.len() >= MAX_IN_FLIGHT || (queue.is_empty() && !open) {
+            in_flight.next().await;
+            continue;
+        }
+        if queue.is_empty() {
+            tokio::select! {
+                biased;
+                Some(()) = in_flight.next(), if !in_flight.is_empty() => continue,
+                job = jobs.recv() => match job {
+                    Some(job) => queue.extend(job_pendings(job)),
+                    None => open = false,
+                },
+            }
+        }
+        while let Ok(job) = jobs.try_recv() {
+            queue.extend(job_pendings(job));
+        }
+        while in_flight.len() < MAX_IN_FLIGHT {
+            let batch = next_call(&mut queue);
+            if batch.is_empty() {
+                break;
+            }
+            let caller = caller.clone();
+            let target = target.clone();
+            in_flight.push(async move { caller.call(&target, algorithm, batch).await });
+        }
+    }
+}
+
+/// The next call's decisions: up to [`MAX_PER_CALL`] sharing one explicit instant (or none).
+/// Decisions whose deadline already passed are answered with a timeout instead.
+fn next_call(queue: &mut VecDeque<Pending>) -> Vec<Pending> {
+    let mut batch = Vec::new();
+    while let Some(p) = queue.front() {
+        if batch.len() == MAX_PER_CALL
+            || batch
+                .first()
+                .is_some_and(|f: &Pending| f.fixed_now != p.fixed_now)
+        {
+            break;
+        }
+        let p = queue.pop_front().expect("front exists");
+        if p.deadline.passed() {
+            let error = p.deadline.timeout();
+            let _ = p.reply.send(Err(error));
+            continue;
+        }
+        batch.push(p);
+    }
+    batch
+}
+
+/// What every lane shares: the client, the scripts, the clock, the call tokens.
+pub struct Caller {
+    client: Client,
+    clock: ClockSource,
+    sliding_log: Scripts,
+    sliding_window_counter: Scripts,
+    instance: String,
+    sequence: AtomicU64,
+    /// Whether the cross-slot scripts loaded (Redis 7); if not, cluster calls go per slot.
+    cross_slot: AtomicBool,
+    on_error: Box<dyn Fn(&StoreError) + Send + Sync>,
+}
+
+impl Caller {
+    /// A caller for `client`; `on_error` sees every failed call once.
+    pub fn new(
+        client: Client,
+        clock: ClockSource,
+        on_error: Box<dyn Fn(&StoreError) + Send + Sync>,
+    ) -> Caller {
+        Caller {
+            client,
+            clock,
+            sliding_log: Scripts::of(Algorithm::SlidingLog),
+            sliding_window_counter: Scripts::of(Algorithm::SlidingWindowCounter),
+            instance: instance_id(),
+            sequence: AtomicU64::new(0),
+            cross_slot: AtomicBool::new(true),
+            on_error,
+        }
+    }
+
+    /// The scripts of an algorithm.
+    pub fn scripts(&self, algorithm: Algorithm) -> &Scripts {
+        match algorithm {
+            Algorithm::SlidingLog => &self.sliding_log,
+            Algorithm::SlidingWindowCounter => &self.sliding_window_counter,
+        }
+    }
+
+    /// Loads every script on every node; a cross-slot script that does not load (Redis < 7)
+    /// turns cross-slot calls off.
+    pub async fn load_scripts(&self) -> Result<(), StoreError> {
+        for algorithm in [Algorithm::SlidingLog, Algorithm::SlidingWindowCounter] {
+            let scripts = self.scripts(algorithm);
+            self.load(&scripts.plain).await?;
+            if self.client.is_clustered() && self.cross_slot.load(Ordering::Relaxed) {
+                if let Err(e) = self.load(&scripts.cross_slot).await {
+                    tracing::warn!(error = %e, "Redis refused the cross-slot script (needs Redis 7); cluster decisions go one call per slot");
+                    self.cross_slot.store(false, Ordering::Relaxed);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn load(&self, script: &Script) -> Result<(), StoreError> {
+        let loaded: Result<Value, FredError> = if self.client.is_clustered() {
+            self.client.script_load_cluster(script.lua.as_str()).await
+        } else {
+            self.client.script_load(script.lua.as_str()).await
+        };
+        loaded.map(|_| ()).map_err(map_error)
+    }
+
+    /// Whether cluster lanes may carry several slots per call.
+    pub fn cross_slot(&self) -> bool {
+        self.cross_slot.load(Ordering::Relaxed)
+    }
+
+    /// Runs one call for `batch` and answers every decision in it.
+    async fn call(&self, target: &Target, algorithm: Algorithm, batch: Vec<Pending>) {
+        let deadline = batch
+            .iter()
+            .map(|p| p.deadline)
+            .min()
+            .expect("a call has decisions");
+        let result = match target {
+            Target::Node(_) if self.cross_slot() => {
+                match deadline.run(self.attempt(target, algorithm, &batch)).await {
+                    Err(StoreError::Script(why)) => {
+                        tracing::debug!(%why, "cross-slot call refused; deciding per slot");
+                        return self.call_per_slot(algorithm, batch, deadline).await;
+                    }
+                    other => other,
+                }
+            }
+            Target::Node(_) | Target::PerSlot => {
+                return self.call_per_slot(algorithm, batch, deadline).await
+            }
+            Target::ByKey => deadline.run(self.attempt(target, algorithm, &batch)).await,
+        };
+        self.answer(batch, result);
+    }
+
+    /// The cluster fallback: one call per slot, routed by the client library.
+    async fn call_per_slot(&self, algorithm: Algorithm, batch: Vec<Pending>, deadline: Deadline) {
+        let mut by_slot: HashMap<u16, Vec<Pending>> = HashMap::new();
+        for p in batch {
+            let slot = p
+                .keys
+                .first()
+                .map_or(0, |k| ClusterRouting::hash_key(k.as_bytes()));
+            by_slot.entry(slot).or_default().push(p);
+        }
+        let calls = by_slot.into_values().map(|group| async move {
+            let result = deadline
+                .run(self.attempt(&Target::ByKey, algorithm, &group))
+                .await;
+            self.answer(group, result);
+        });
+        futures_util::future::join_all(calls).await;
+    }
+
+    /// Sends the call (loading the script again once on `NOSCRIPT`) and returns the reply.
+    async fn attempt(
+        &self,
+        target: &Target,
+        algorithm: Algorithm,
+        batch: &[Pending],
+    ) -> Result<Vec<i64>, StoreError> {
+        let scripts = self.scripts(algorithm);
+        let script = match target {
+            Target::Node(_) => &scripts.cross_slot,
+            Target::ByKey | Target::PerSlot => &scripts.plain,
+        };
+        let (keys, args) = self.encode(batch);
+        match self
+            .evalsha(target, script, keys.clone(), args.clone())
+            .await
+        {
+            Err(e) if is_noscript(&e) => {
+                self.load(script).await?;
+                self.evalsha(target, script, keys, args)
+                    .await
+                    .map_err(map_error)
+            }
+            other => other.map_err(map_error),
+        }
+    }
+
+    async fn evalsha(
+        &self,
+        target: &Target,
+        script: &Script,
+        keys: Vec<Key>,
+        args: Vec<Value>,
+    ) -> Result<Vec<i64>, FredError> {
+        let options = Options {
+            fail_fast: true,
+            max_attempts: Some(1),
+            cluster_node: match target {
+                Target::Node(server) => Some(server.clone()),
+                Target::ByKey | Target::PerSlot => None,
+            },
+            // A cross-slot call that meets a redirection is split per slot instead.
+            max_redirections: matches!(target, Target::Node(_)).then_some(0),
+            ..Default::default()
+        };
+        self.client
+            .with_options(&options)
+            .evalsha(script.sha.as_str(), keys, args)
+            .await
+    }
+
+    /// KEYS and ARGV of one call, in the layout `lua/decide.lua` documents.
+    fn encode(&self, batch: &[Pending]) -> (Vec<Key>, Vec<Value>) {
+        let now = match (batch[0].fixed_now, self.clock) {
+            (Some(now), _) => Value::from(now as i64),
+            (None, ClockSource::Local) => Value::from(local_now_us() as i64),
+            (None, ClockSource::Redis) => Value::from(""),
+        };
+        let sequence = self.sequence.fetch_add(1, Ordering::Relaxed);
+        let token = format!("{}{sequence:x}", self.instance);
+        let mut plans: Vec<&Arc<LimitSet>> = Vec::new();
+        let mut plan_of = Vec::with_capacity(batch.len());
+        for p in batch {
+            let index = match plans.iter().position(|q| Arc::ptr_eq(q, &p.limits)) {
+                Some(i) => i,
+                None => {
+                    plans.push(&p.limits);
+                    plans.len() - 1
+                }
+            };
+            plan_of.push(index + 1);
+        }
+        let mut args = Vec::with_capacity(4 + plans.len() * 4 + batch.len() * 2);
+        args.push(now);
+        args.push(Value::from(token));
+        args.push(Value::from(plans.len() as i64));
+        for plan in &plans {
+            args.push(Value::from(plan.block_ms as i64));
+            args.push(Value::from(plan.limits.len() as i64));
+            for l in &plan.limits {
+                args.push(Value::from(l.limit as i64));
+                args.push(Value::from(l.window_us as i64));
+            }
+        }
+        args.push(Value::from(batch.len() as i64));
+        let mut keys = Vec::with_capacity(batch.iter().map(|p| p.keys.len()).sum());
+        for (p, plan) in batch.iter().zip(plan_of) {
+            args.push(Value::from(plan as i64));
+            args.push(Value::from(p.cost as i64));
+            keys.extend(p.keys.iter().cloned());
+        }
+        (keys, args)
+    }
+
+    /// Hands each decision its part of the reply (or the call's error, counted once).
+    fn answer(&self, batch: Vec<Pending>, result: Result<Vec<i64>, StoreError>) {
+        let reply = match result {
+            Ok(reply) => reply,
+            Err(e) => {
+                (self.on_error)(&e);
+                return fail(batch, e);
+            }
+        };
+        let Some((&now, mut rest)) = reply.split_first() else {
+            let e = StoreError::Script("empty reply".into());
+            (self.on_error)(&e);
+            return fail(batch, e);
+        };
+        for p in batch {
+            let len = crate::store::Decision::reply_len(&p.limits);
+            if rest.len() < len {
+                let _ = p.reply.send(Err(StoreError::Script(format!(
+                    "reply too short: {} values left, {len} expected",
+                    rest.len()
+                ))));
+                continue;
+            }
+            let (mine, others) = rest.split_at(len);
+            rest = others;
+            let _ = p.reply.send(Ok(Answer {
+                values: mine.to_vec(),
+                decided_at_us: now.max(0) as u64,
+            }));
+        }
+    }
+}
+
+/// A prefix unique to this process, so members written by different gateways never collide.
+fn instance_id() -> String {
+    let pid = std::process::id() as u64;
+    let random = std::collections::hash_map::RandomState::new();
+    let mixed = std::hash::BuildHasher::hash_one(&random, (local_now_us(), pid));
+    format!("{mixed:016x}-")
+}

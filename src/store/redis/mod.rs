@@ -1,0 +1,292 @@
+//! The Redis store. Decisions go through per-node [`coalesce::Lane`]s, so the decisions in
+//! flight at one moment for one node become one `EVALSHA` of the algorithm's multi-decision
+//! script; each waits at most `store.timeout` (one [`Deadline`] per call), after which its
+//! route's `on_error` applies. Scripts are loaded with `SCRIPT LOAD` at start; a `NOSCRIPT` reply
+//! (restart, failover, `SCRIPT FLUSH`) loads the script again and retries within the same
+//! deadline, so no client ever sees it. Commands fail fast while disconnected instead of
+//! queueing, so a dead Redis costs a request at most `store.timeout`.
+//!
+//! `coalesce.rs` has the lanes and the calls, `admin.rs` resets, pings and the reset channel,
+//! `script.rs` the scripts, `url.rs` the URL forms, `deadline.rs` the one deadline helper.
+
+mod admin;
+mod coalesce;
+mod deadline;
+mod script;
+mod url;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwapOption;
+use fred::clients::Client;
+use fred::error::{Error as FredError, ErrorKind};
+use fred::interfaces::{ClientLike, ClusterInterface};
+use fred::types::cluster::ClusterRouting;
+use fred::types::config::{Config as FredConfig, ConnectionConfig, ReconnectPolicy, Server};
+use fred::types::{Builder, Key};
+use tokio::sync::oneshot;
+
+use coalesce::{Caller, Lane, Pending, Target, MAX_PER_CALL};
+pub use deadline::Deadline;
+pub use script::{SLIDING_LOG_LUA, SLIDING_WINDOW_COUNTER_LUA};
+pub use url::fred_url;
+
+use super::{Decision, DecisionRequest, StoreError};
+use crate::config::{Algorithm, StoreConfig};
+use crate::metrics::Metrics;
+
+/// Redis-backed limiter; clones share the connection and the lanes.
+#[derive(Clone)]
+pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    builder: Builder,
+    client: Client,
+    timeout: Duration,
+    caller: Arc<Caller>,
+    lanes: RwLock<HashMap<(Option<Server>, Algorithm), Lane>>,
+    /// The cluster's slot table, re-read from the client at most once a second.
+    routing: ArcSwapOption<ClusterRouting>,
+    routing_read_at_ms: AtomicU64,
+    started: Instant,
+}
+
+impl RedisStore {
+    /// Connects to `config.url` in the background; returns at once even if Redis is down (the
+    /// client keeps reconnecting, and decisions fail fast meanwhile). Failed calls are counted
+    /// in `metrics`' `slidegate_store_errors_total`.
+    pub async fn connect(
+        config: &StoreConfig,
+        metrics: &Metrics,
+    ) -> Result<RedisStore, StoreError> {
+        let fred_config = FredConfig {
+            fail_fast: false,
+            ..FredConfig::from_url(&fred_url(&config.url))
+                .map_err(|e| StoreError::Other(format!("store.url: {e}")))?
+        };
+        let mut builder = Builder::from_config(fred_config);
+        builder
+            .with_connection_config(|c: &mut ConnectionConfig| {
+                c.connection_timeout = Duration::from_secs(1);
+                c.internal_command_timeout = Duration::from_secs(1);
+            })
+            .set_policy(ReconnectPolicy::new_exponential(0, 50, 1000, 2));
+        let client = builder
+            .build()
+            .map_err(|e| StoreError::Other(e.to_string()))?;
+        client.connect();
+        let errors = metrics.store_errors.clone();
+        let caller = Caller::new(
+            client.clone(),
+            config.clock,
+            Box::new(move |e: &StoreError| errors.with_label_values(&[e.kind()]).inc()),
+        );
+        Ok(RedisStore {
+            inner: Arc::new(Inner {
+                builder,
+                client,
+                timeout: config.timeout,
+                caller: Arc::new(caller),
+                lanes: RwLock::new(HashMap::new()),
+                routing: ArcSwapOption::empty(),
+                routing_read_at_ms: AtomicU64::new(0),
+                started: Instant::now(),
+            }),
+        })
+    }
+
+    /// Waits up to `wait` for the first connection and loads the scripts.
+    pub async fn wait_until_ready(&self, wait: Duration) -> Result<(), StoreError> {
+        Deadline::after(wait)
+            .run(async {
+                self.inner
+                    .client
+                    .wait_for_connect()
+                    .await
+                    .map_err(map_error)?;
+                self.inner.caller.load_scripts().await
+            })
+            .await
+    }
+
+    /// The underlying client (for pub/sub wiring and tests).
+    pub fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    /// Decides one request, coalesced with the others in flight for its node.
+    pub async fn decide(
+        &self,
+        request: DecisionRequest<'_>,
+        now_us: Option<u64>,
+    ) -> Result<Decision, StoreError> {
+        if request.limits.limits.is_empty() {
+            return Ok(Decision::unlimited());
+        }
+        let (pending, answer) = self.pending(request, now_us, Deadline::after(self.inner.timeout));
+        self.lane_for(&pending).submit(pending);
+        receive(request, answer).await
+    }
+
+    /// Decides many requests in order: they fill a few large calls per node. The batch has one
+    /// deadline: `store.timeout` for every call it needs on one node.
+    pub async fn decide_many(
+        &self,
+        requests: &[DecisionRequest<'_>],
+        now_us: Option<u64>,
+    ) -> Vec<Result<Decision, StoreError>> {
+        let calls = requests.len().div_ceil(MAX_PER_CALL).max(1) as u32;
+        let deadline = Deadline::after(self.inner.timeout * calls);
+        let mut by_lane: Vec<(Lane, Vec<Pending>)> = Vec::new();
+        let mut answers = Vec::with_capacity(requests.len());
+        for request in requests {
+            if request.limits.limits.is_empty() {
+                answers.push(None);
+                continue;
+            }
+            let (pending, answer) = self.pending(*request, now_us, deadline);
+            let lane = self.lane_for(&pending);
+            match by_lane.iter_mut().find(|(l, _)| l.same(&lane)) {
+                Some((_, group)) => group.push(pending),
+                None => by_lane.push((lane, vec![pending])),
+            }
+            answers.push(Some(answer));
+        }
+        for (lane, group) in by_lane {
+            lane.submit_many(group);
+        }
+        let mut out = Vec::with_capacity(requests.len());
+        for (request, answer) in requests.iter().zip(answers) {
+            out.push(match answer {
+                Some(answer) => receive(*request, answer).await,
+                None => Ok(Decision::unlimited()),
+            });
+        }
+        out
+    }
+
+    fn pending(
+        &self,
+        request: DecisionRequest<'_>,
+        now_us: Option<u64>,
+        deadline: Deadline,
+    ) -> (
+        Pending,
+        oneshot::Receiver<Result<coalesce::Answer, StoreError>>,
+    ) {
+        let (reply, answer) = oneshot::channel();
+        let keys = request
+            .limits
+            .keys(request.base)
+            .into_iter()
+            .map(Key::from)
+            .collect();
+        let pending = Pending {
+            limits: request.limits.clone(),
+            keys,
+            cost: request.cost,
+            fixed_now: now_us,
+            deadline,
+            reply,
+        };
+        (pending, answer)
+    }
+
+    /// The lane of the node serving the decision's keys (they share one hash tag, so one slot).
+    fn lane_for(&self, pending: &Pending) -> Lane {
+        let algorithm = pending.limits.algorithm;
+        let (node, target) = if self.inner.client.is_clustered() {
+            let slot = ClusterRouting::hash_key(pending.keys[0].as_bytes());
+            match self.routing().and_then(|r| r.get_server(slot).cloned()) {
+                Some(server) => (Some(server.clone()), Target::Node(server)),
+                None => (None, Target::PerSlot),
+            }
+        } else {
+            (None, Target::ByKey)
+        };
+        let id = (node, algorithm);
+        if let Some(lane) = self
+            .inner
+            .lanes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&id)
+        {
+            return lane.clone();
+        }
+        let mut lanes = self.inner.lanes.write().unwrap_or_else(|e| e.into_inner());
+        lanes
+            .entry(id)
+            .or_insert_with(|| Lane::start(self.inner.caller.clone(), target, algorithm))
+            .clone()
+    }
+
+    /// The cluster slot table as the client last learnt it (re-read at most once a second).
+    fn routing(&self) -> Option<Arc<ClusterRouting>> {
+        let now_ms = self.inner.started.elapsed().as_millis() as u64;
+        let read_at = self.inner.routing_read_at_ms.load(Ordering::Relaxed);
+        let cached = self.inner.routing.load_full();
+        if cached.is_none() || now_ms >= read_at + 1000 {
+            self.inner
+                .routing_read_at_ms
+                .store(now_ms, Ordering::Relaxed);
+            if let Some(fresh) = self.inner.client.cached_cluster_state() {
+                let fresh = Arc::new(fresh);
+                self.inner.routing.store(Some(fresh.clone()));
+                return Some(fresh);
+            }
+        }
+        cached
+    }
+}
+
+/// Waits for a decision's answer and decodes it.
+async fn receive(
+    request: DecisionRequest<'_>,
+    answer: oneshot::Receiver<Result<coalesce::Answer, StoreError>>,
+) -> Result<Decision, StoreError> {
+    match answer.await {
+        Ok(Ok(a)) => Decision::from_reply(request.limits, &a.values, a.decided_at_us),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(StoreError::Other("the decision lane stopped".into())),
+    }
+}
+
+/// Whether Redis answered that it does not know the script.
+fn is_noscript(e: &FredError) -> bool {
+    e.details().starts_with("NOSCRIPT")
+}
+
+/// Sorts a client error into the `kind` label of `slidegate_store_errors_total`.
+fn map_error(e: FredError) -> StoreError {
+    let details = e.details();
+    if details.starts_with("NOSCRIPT")
+        || details.starts_with("ERR")
+        || details.starts_with("WRONGTYPE")
+        || details.starts_with("MOVED")
+        || details.starts_with("ASK")
+        || details.starts_with("CROSSSLOT")
+    {
+        return StoreError::Script(e.to_string());
+    }
+    match e.kind() {
+        ErrorKind::Timeout => StoreError::Timeout(Duration::ZERO),
+        ErrorKind::IO
+        | ErrorKind::Canceled
+        | ErrorKind::Backpressure
+        | ErrorKind::Sentinel
+        | ErrorKind::Tls
+        | ErrorKind::Auth => StoreError::Connection(e.to_string()),
+        ErrorKind::Routing | ErrorKind::Cluster => StoreError::Script(e.to_string()),
+        ErrorKind::Parse
+        | ErrorKind::Protocol
+        | ErrorKind::InvalidArgument
+        | ErrorKind::InvalidCommand => StoreError::Script(e.to_string()),
+        _ => StoreError::Other(e.to_string()),
+    }
+}

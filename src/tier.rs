@@ -1,0 +1,194 @@
+//! Segments and plans: who gets which values of a limit. A segment is a set of numeric user ids
+//! (u32) kept as a roaring bitmap, read from a file in the portable serialisation; a plan maps
+//! string keys (API keys) to a plan name, read from a file of `"KEY" = "PLAN"` lines. Both are
+//! loaded with the config and swapped with it on reload, so a reload that fails keeps them.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+
+use roaring::RoaringBitmap;
+
+/// Which values of a limit applied to a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TierName {
+    /// A `[segments.NAME]` the key's user id is in.
+    Segment(String),
+    /// The `[plans]` plan of the key.
+    Plan(String),
+}
+
+impl TierName {
+    /// `"segment"` or `"plan"`: the member name in 429 bodies and admin answers.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TierName::Segment(_) => "segment",
+            TierName::Plan(_) => "plan",
+        }
+    }
+
+    /// The segment's or plan's name.
+    pub fn name(&self) -> &str {
+        match self {
+            TierName::Segment(n) | TierName::Plan(n) => n,
+        }
+    }
+}
+
+impl fmt::Display for TierName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.kind(), self.name())
+    }
+}
+
+/// The segments (config order) and plans of one loaded config.
+#[derive(Default)]
+pub struct Membership {
+    segments: Vec<(String, RoaringBitmap)>,
+    plans: HashMap<String, String>,
+}
+
+impl fmt::Debug for Membership {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Membership")
+            .field(
+                "segments",
+                &self
+                    .segments
+                    .iter()
+                    .map(|(n, b)| (n, b.len()))
+                    .collect::<Vec<_>>(),
+            )
+            .field("plans", &self.plans.len())
+            .finish()
+    }
+}
+
+impl Membership {
+    /// Segments in config order and the plans map.
+    pub fn new(segments: Vec<(String, RoaringBitmap)>, plans: HashMap<String, String>) -> Self {
+        Membership { segments, plans }
+    }
+
+    /// Segment names in config order.
+    pub fn segment_names(&self) -> impl Iterator<Item = &str> {
+        self.segments.iter().map(|(n, _)| n.as_str())
+    }
+
+    /// The first of `candidates` (in config order) whose bitmap holds `key` read as a u32 id.
+    pub fn segment_of<'a>(
+        &self,
+        key: &str,
+        candidates: impl Iterator<Item = &'a str> + Clone,
+    ) -> Option<&str> {
+        let id: u32 = parse_user_id(key)?;
+        self.segments
+            .iter()
+            .filter(|(name, _)| candidates.clone().any(|c| c == name))
+            .find(|(_, members)| members.contains(id))
+            .map(|(name, _)| name.as_str())
+    }
+
+    /// The plan of `key`, when the plans file names it.
+    pub fn plan_of(&self, key: &str) -> Option<&str> {
+        self.plans.get(key).map(String::as_str)
+    }
+
+    /// The bitmaps, in config order (for `slidegate check`).
+    pub fn segments(&self) -> &[(String, RoaringBitmap)] {
+        &self.segments
+    }
+
+    /// How many keys the plans file maps.
+    pub fn plan_count(&self) -> usize {
+        self.plans.len()
+    }
+
+    /// Ids in more than one segment (each takes the first segment in config order).
+    pub fn overlapping_ids(&self) -> u64 {
+        let mut seen = RoaringBitmap::new();
+        let mut overlap = RoaringBitmap::new();
+        for (_, members) in &self.segments {
+            overlap |= &seen & members;
+            seen |= members;
+        }
+        overlap.len()
+    }
+}
+
+/// A key read as a numeric user id: decimal digits only, fitting a u32.
+pub fn parse_user_id(key: &str) -> Option<u32> {
+    if key.is_empty() || key.len() > 10 || !key.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    key.parse().ok()
+}
+
+/// Reads a portable roaring bitmap file.
+pub fn read_segment(path: &Path) -> Result<RoaringBitmap, String> {
+    let bytes =
+        std::fs::read(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    RoaringBitmap::deserialize_from(&bytes[..]).map_err(|e| {
+        format!(
+            "`{}` is not a roaring bitmap in the portable format: {e}",
+            path.display()
+        )
+    })
+}
+
+/// Reads a plans file: one `"KEY" = "PLAN"` per line (TOML), keys unique.
+pub fn read_plans(path: &Path) -> Result<HashMap<String, String>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    let table: toml::Table = toml::from_str(&text).map_err(|e| {
+        format!(
+            "`{}` is not a plans file (lines `\"KEY\" = \"PLAN\"`): {}",
+            path.display(),
+            e.message().trim()
+        )
+    })?;
+    table
+        .into_iter()
+        .map(|(key, plan)| match plan {
+            toml::Value::String(plan) => Ok((key, plan)),
+            other => Err(format!(
+                "`{}`: the plan of `{key}` must be a string, got {}",
+                path.display(),
+                other.type_str()
+            )),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_ids_are_plain_u32_decimals() {
+        assert_eq!(parse_user_id("42"), Some(42));
+        assert_eq!(parse_user_id("4294967295"), Some(u32::MAX));
+        assert_eq!(parse_user_id("4294967296"), None);
+        assert_eq!(parse_user_id("-1"), None);
+        assert_eq!(parse_user_id("1e3"), None);
+        assert_eq!(parse_user_id(""), None);
+        assert_eq!(parse_user_id("12a"), None);
+    }
+
+    #[test]
+    fn the_first_segment_in_config_order_wins() {
+        let new: RoaringBitmap = [1, 2, 3].into_iter().collect();
+        let active: RoaringBitmap = [3, 4].into_iter().collect();
+        let m = Membership::new(
+            vec![("new".into(), new), ("active".into(), active)],
+            HashMap::new(),
+        );
+        let all = || ["new", "active"].into_iter();
+        assert_eq!(m.segment_of("3", all()), Some("new"));
+        assert_eq!(m.segment_of("4", all()), Some("active"));
+        assert_eq!(m.segment_of("3", ["active"].into_iter()), Some("active"));
+        assert_eq!(m.segment_of("9", all()), None);
+        assert_eq!(m.segment_of("abc", all()), None);
+        assert_eq!(m.overlapping_ids(), 1);
+    }
+}
