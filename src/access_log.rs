@@ -9,58 +9,99 @@
 use std::cell::Cell;
 use std::time::Duration;
 
-use crate::limit::Verdicts;
+use http::Method;
+
+use crate::config::RouteConfig;
 use crate::metrics::DecisionLabel;
 use crate::proxy::UpstreamOutcome;
 use crate::request_id::RequestId;
 
-/// One request, as the access log sees it.
-pub struct AccessEntry<'a> {
-    /// The request id.
-    pub request_id: &'a RequestId,
-    /// The matched route, if any.
-    pub route: Option<&'a str>,
-    /// The method.
-    pub method: &'a str,
-    /// The path as the client sent it (the normalised one is what was forwarded).
-    pub path: &'a str,
-    /// The status the client got.
-    pub status: u16,
-    /// What the limiter concluded.
-    pub verdicts: Option<&'a Verdicts>,
-    /// The share of allowed requests to log.
-    pub sample: f64,
-    /// The upstream's answer, when the request was forwarded.
-    pub upstream: Option<&'a UpstreamOutcome>,
-    /// Time from the request head to the response head.
-    pub duration: Duration,
+/// Whether access lines are written at all (the log filter lets them through).
+pub fn enabled() -> bool {
+    tracing::enabled!(target: "slidegate::access", tracing::Level::INFO)
 }
 
-/// Writes the line (unless sampling skips an allowed request).
-pub fn write(entry: &AccessEntry<'_>) {
-    if !tracing::enabled!(target: "slidegate::access", tracing::Level::INFO) {
-        return;
+/// One request, as the access log sees it, filled in step by step.
+pub struct AccessEntry<'a> {
+    request_id: &'a RequestId,
+    method: &'a Method,
+    path: Option<&'a str>,
+    route: Option<&'a str>,
+    on: bool,
+    sample: f64,
+    decision: Option<DecisionLabel>,
+    limit: Option<&'a str>,
+    key: Option<&'a str>,
+    upstream: Option<UpstreamOutcome>,
+}
+
+impl<'a> AccessEntry<'a> {
+    /// A request with this id and method; `path` as the client sent it (`None` when the log is
+    /// off, so nothing is copied for it).
+    pub fn new(request_id: &'a RequestId, method: &'a Method, path: Option<&'a str>) -> Self {
+        AccessEntry {
+            request_id,
+            method,
+            path,
+            route: None,
+            on: path.is_some(),
+            sample: 1.0,
+            decision: None,
+            limit: None,
+            key: None,
+            upstream: None,
+        }
     }
-    let label = entry.verdicts.and_then(|v| v.label);
-    let allowed = label.is_none_or(|l| l == DecisionLabel::Allowed);
-    if allowed && entry.status < 400 && entry.sample < 1.0 && !sampled(entry.sample) {
-        return;
+
+    /// The matched route, with its logging settings.
+    pub fn route(&mut self, route: &'a RouteConfig) {
+        self.route = Some(&route.name);
+        self.on &= route.access_log;
+        self.sample = route.access_log_sample;
     }
-    tracing::info!(
-        target: "slidegate::access",
-        request_id = %entry.request_id,
-        route = entry.route.unwrap_or("-"),
-        method = entry.method,
-        path = entry.path,
-        status = entry.status,
-        decision = label.map_or("-", DecisionLabel::as_str),
-        limit = entry.verdicts.and_then(|v| v.limit.as_deref()).unwrap_or("-"),
-        key = entry.verdicts.and_then(|v| v.key.as_deref()).unwrap_or("-"),
-        upstream_status = entry.upstream.and_then(|u| u.status).map_or(0, |s| s),
-        upstream_ms = entry.upstream.map_or(0.0, |u| u.duration.as_secs_f64() * 1000.0),
-        duration_ms = entry.duration.as_secs_f64() * 1000.0,
-        "request"
-    );
+
+    /// What the limiter decided, the limit that decided, and the key as stored.
+    pub fn decided(
+        &mut self,
+        decision: DecisionLabel,
+        limit: Option<&'a str>,
+        key: Option<&'a str>,
+    ) {
+        self.decision = Some(decision);
+        self.limit = limit;
+        self.key = key;
+    }
+
+    /// The upstream's answer.
+    pub fn upstream(&mut self, outcome: UpstreamOutcome) {
+        self.upstream = Some(outcome);
+    }
+
+    /// Writes the line (unless the log is off, or sampling skips an allowed request).
+    pub fn write(&self, status: u16, duration: Duration) {
+        if !self.on {
+            return;
+        }
+        let allowed = self.decision.is_none_or(|d| d == DecisionLabel::Allowed);
+        if allowed && status < 400 && self.sample < 1.0 && !sampled(self.sample) {
+            return;
+        }
+        tracing::info!(
+            target: "slidegate::access",
+            request_id = %self.request_id,
+            route = self.route.unwrap_or("-"),
+            method = self.method.as_str(),
+            path = self.path.unwrap_or("-"),
+            status,
+            decision = self.decision.map_or("-", DecisionLabel::as_str),
+            limit = self.limit.unwrap_or("-"),
+            key = self.key.unwrap_or("-"),
+            upstream_status = self.upstream.and_then(|u| u.status).unwrap_or(0),
+            upstream_ms = self.upstream.map_or(0.0, |u| u.duration.as_secs_f64() * 1000.0),
+            duration_ms = duration.as_secs_f64() * 1000.0,
+            "request"
+        );
+    }
 }
 
 /// True for a `share` of calls (a per-thread xorshift; no lock, no syscall).

@@ -1,7 +1,6 @@
 //! Wiring: build the store, the shared state and both listeners from a config; serve until told
 //! to stop; reload on `SIGHUP`; on `SIGTERM`/`SIGINT` stop accepting and let in-flight requests
-//! finish within `server.shutdown_grace`. The request path is three tower layers, outermost
-//! first: route ([`RouteLayer`]) -> rate limit ([`RateLimitLayer`]) -> proxy ([`Proxy`]).
+//! finish within `server.shutdown_grace`. The request path itself is [`Gateway`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,13 +9,11 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tower::Layer;
 
 use crate::config::{summary::redact_url, Backend, Config};
-use crate::limit::RateLimitLayer;
+use crate::gateway::Gateway;
 use crate::metrics::Metrics;
-use crate::proxy::Proxy;
-use crate::route::{CompileError, RouteLayer};
+use crate::route::CompileError;
 use crate::state::GatewayState;
 use crate::store::{MemoryStore, RedisStore, Store, StoreError};
 
@@ -118,11 +115,10 @@ pub async fn start_with(
     if let Some(task) = subscribe_resets(&state, stopped.clone()).await? {
         tasks.push(task);
     }
-    let service = RouteLayer::new(state.table.clone())
-        .layer(RateLimitLayer::new(state.limiter.clone()).layer(Proxy));
+    let gateway = Gateway::new(state.table.clone(), state.limiter.clone());
     tasks.push(tokio::spawn(crate::server::serve(
         proxy_listener,
-        service,
+        gateway,
         state.running.server.clone(),
         stopped.clone(),
     )));

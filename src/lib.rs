@@ -21,6 +21,7 @@ pub mod admin;
 pub mod app;
 pub mod config;
 pub mod error;
+pub mod gateway;
 pub mod key;
 pub mod limit;
 pub mod metrics;

@@ -47,8 +47,10 @@ impl RequestId {
             )
         });
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let text = format!("{prefix:016x}{n:016x}");
-        RequestId(HeaderValue::from_str(&text).expect("hex digits are a valid header value"))
+        let mut text = [0u8; 32];
+        hex(prefix, &mut text[..16]);
+        hex(n, &mut text[16..]);
+        RequestId(HeaderValue::from_bytes(&text).expect("hex digits are a valid header value"))
     }
 
     /// As a header value.
@@ -59,6 +61,14 @@ impl RequestId {
     /// As text.
     pub fn as_str(&self) -> &str {
         self.0.to_str().unwrap_or("")
+    }
+}
+
+/// Writes `value` as 16 lower-case hex digits into `out`.
+fn hex(value: u64, out: &mut [u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = DIGITS[((value >> (60 - 4 * i)) & 0xf) as usize];
     }
 }
 

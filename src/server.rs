@@ -8,32 +8,25 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use http::{Request, Response};
+use http::Request;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
-use tower::{Service, ServiceExt};
 
 use crate::config::ServerConfig;
-use crate::route::PeerAddr;
+use crate::gateway::Gateway;
+use crate::proxy::Peer;
 
-/// Serves `service` on `listener` until `stopped` turns true.
-pub async fn serve<S>(
+/// Serves `gateway` on `listener` until `stopped` turns true.
+pub async fn serve(
     listener: TcpListener,
-    service: S,
+    gateway: Gateway,
     settings: ServerConfig,
     mut stopped: watch::Receiver<bool>,
-) where
-    S: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-{
+) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -63,10 +56,11 @@ pub async fn serve<S>(
             _ = stopped.changed() => break,
         };
         let _ = stream.set_nodelay(true);
-        let service = service.clone();
-        let per_connection = hyper::service::service_fn(move |mut req: Request<Incoming>| {
-            req.extensions_mut().insert(PeerAddr(peer));
-            service.clone().oneshot(req)
+        // One Arc per connection, cloned per request; the future is not boxed.
+        let connection_state = Arc::new((gateway.clone(), Peer::new(peer.ip())));
+        let per_connection = hyper::service::service_fn(move |req: Request<Incoming>| {
+            let state = connection_state.clone();
+            async move { Ok::<_, Infallible>(state.0.handle(&state.1, req).await) }
         });
         let connection = builder.serve_connection(TokioIo::new(stream), per_connection);
         let connection = graceful.watch(connection.into_owned());

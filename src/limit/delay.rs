@@ -38,11 +38,7 @@ pub(super) async fn wait_for_room(
             return verdict;
         }
         tokio::time::sleep(verdict.retry_after()).await;
-        verdict = limiter
-            .decide_keys(policy, &[key], cost)
-            .await
-            .pop()
-            .expect("one verdict per key");
+        verdict = limiter.decide_one(policy, key, cost).await;
         match verdict.label {
             DecisionLabel::Allowed => {
                 verdict.label = DecisionLabel::Delayed;

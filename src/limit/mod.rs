@@ -2,8 +2,8 @@
 //! path) and [`Limiter::decide_many`] (the batch API) share every rule: the deny cache, the
 //! store, the route's `on_error` (allow, deny, or the in-process fallback), the exceed modes
 //! (reject, delay, block, shadow) and the metrics, each written once in [`Limiter::decide_keys`]
-//! and [`Limiter::record`]. The tower middleware ([`RateLimitLayer`]) derives the key, asks the
-//! limiter and turns the verdict into a forwarded request or a 429.
+//! and [`Limiter::record`]. On the request path, [`check`] derives the key, asks the limiter and
+//! says whether the request is forwarded or answered with a 429.
 //!
 //! ```text
 //! key -> deny cache --hit--> rejected | blocked
@@ -14,20 +14,18 @@
 //!        mode: reject | block -> 429 (cached) ; delay -> wait, decide again ; shadow -> forward
 //! ```
 
+mod check;
 mod delay;
 mod deny_cache;
 pub mod headers;
-mod layer;
 mod policy;
-mod service;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+pub use check::{check, Checked};
 pub use deny_cache::{CachedDenial, DenyCache};
-pub use layer::RateLimitLayer;
 pub use policy::{RoutePolicy, Tier};
-pub use service::{Limited, RateLimit, Verdicts};
 
 use crate::config::{ExceedMode, OnError};
 use crate::error::STORE_UNAVAILABLE_RETRY_SECS;
@@ -141,11 +139,7 @@ impl Limiter {
         cost: u64,
         waiting: Waiting,
     ) -> Verdict {
-        let mut verdict = self
-            .decide_keys(policy, &[key], cost)
-            .await
-            .pop()
-            .expect("one verdict per key");
+        let mut verdict = self.decide_one(policy, key, cost).await;
         if let (
             ExceedMode::Delay {
                 max_delay,
@@ -193,8 +187,27 @@ impl Limiter {
         verdict
     }
 
-    /// The rules, once: deny cache, store, `on_error`, and the route's mode. Nothing is counted
-    /// in `slidegate_requests_total` here (a delayed request is decided more than once).
+    /// One key, straight through: deny cache, store, then [`Limiter::conclude`].
+    async fn decide_one(&self, policy: &RoutePolicy, key: &str, cost: u64) -> Verdict {
+        if !policy.has_limits() {
+            return Verdict::new(DecisionLabel::Allowed, None, None);
+        }
+        let tier = policy.tier_for(key);
+        let base = decision_base(&policy.key_prefix, policy.name(), key);
+        if let Some(verdict) = self.cached(policy, &base, tier, cost) {
+            return verdict;
+        }
+        let request = DecisionRequest {
+            limits: &tier.limits,
+            base: &base,
+            cost,
+        };
+        let started = Instant::now();
+        let result = self.store.decide(request).await;
+        self.conclude(policy, request, tier, result, started, started.elapsed())
+    }
+
+    /// Many keys of one route: the deny cache first, then one batch to the store for the rest.
     async fn decide_keys(&self, policy: &RoutePolicy, keys: &[&str], cost: u64) -> Vec<Verdict> {
         if !policy.has_limits() {
             return keys
@@ -202,37 +215,17 @@ impl Limiter {
                 .map(|_| Verdict::new(DecisionLabel::Allowed, None, None))
                 .collect();
         }
-        let mode = &policy.config.on_exceed;
-        let enforcing = matches!(mode, ExceedMode::Reject | ExceedMode::Block { .. });
         let tiers: Vec<&Tier> = keys.iter().map(|k| policy.tier_for(k)).collect();
         let bases: Vec<String> = keys
             .iter()
             .map(|k| decision_base(&policy.key_prefix, policy.name(), k))
             .collect();
-
-        // A cached denial was decided for one unit: it answers requests of cost >= 1, never a
-        // cost-0 read.
-        let now = Instant::now();
-        let mut verdicts: Vec<Option<Verdict>> = vec![None; keys.len()];
-        let mut asked = Vec::with_capacity(keys.len());
-        for (i, base) in bases.iter().enumerate() {
-            let cached = (enforcing && cost >= 1)
-                .then(|| self.deny_cache.get(base, now))
-                .flatten();
-            match cached {
-                Some(denial) => {
-                    policy.metrics.deny_cache_hits.inc();
-                    let decision = denial.current(now);
-                    let label = label_of_denial(decision.outcome);
-                    verdicts[i] = Some(Verdict::new(label, Some(decision), tiers[i].name.as_ref()));
-                }
-                None => asked.push(i),
-            }
-        }
-        if asked.is_empty() {
-            return verdicts.into_iter().map(|v| v.expect("decided")).collect();
-        }
-
+        let mut verdicts: Vec<Option<Verdict>> = bases
+            .iter()
+            .zip(&tiers)
+            .map(|(base, tier)| self.cached(policy, base, tier, cost))
+            .collect();
+        let asked: Vec<usize> = (0..keys.len()).filter(|&i| verdicts[i].is_none()).collect();
         let requests: Vec<DecisionRequest<'_>> = asked
             .iter()
             .map(|&i| DecisionRequest {
@@ -242,70 +235,103 @@ impl Limiter {
             })
             .collect();
         let started = Instant::now();
-        let results = match requests.as_slice() {
-            [one] => vec![self.store.decide(*one).await],
-            many => self.store.decide_many(many, None).await,
-        };
-        let elapsed = started.elapsed().as_secs_f64();
-        let mut failed = None;
+        let results = self.store.decide_many(&requests, None).await;
+        let elapsed = started.elapsed();
         for ((&i, request), result) in asked.iter().zip(&requests).zip(results) {
-            let tier = tiers[i].name.as_ref();
-            let decision = match result {
-                Ok(d) => {
-                    policy.metrics.decision_duration.store.observe(elapsed);
-                    d
-                }
-                Err(e) => {
-                    failed = Some(e);
-                    match policy.on_error {
-                        OnError::Allow => {
-                            verdicts[i] =
-                                Some(Verdict::new(DecisionLabel::StoreErrorAllowed, None, tier));
-                            continue;
-                        }
-                        OnError::Deny => {
-                            verdicts[i] =
-                                Some(Verdict::new(DecisionLabel::StoreErrorDenied, None, tier));
-                            continue;
-                        }
-                        OnError::Local => {
-                            let fallback_started = Instant::now();
-                            let d = self.fallback.decide(*request, None);
-                            policy
-                                .metrics
-                                .decision_duration
-                                .local
-                                .observe(fallback_started.elapsed().as_secs_f64());
-                            d
-                        }
-                    }
-                }
-            };
-            for (usage, histogram) in decision
-                .limits
-                .iter()
-                .zip(&policy.metrics.limit_utilization)
-            {
-                histogram.observe(usage.used as f64 / usage.limit.max(1) as f64);
+            verdicts[i] = Some(self.conclude(policy, *request, tiers[i], result, started, elapsed));
+        }
+        verdicts
+            .into_iter()
+            .map(|v| v.expect("every key decided"))
+            .collect()
+    }
+
+    /// The deny cache's answer for a key, if it has one. A cached denial was decided for one
+    /// unit: it answers requests of cost >= 1 on enforcing routes, never a cost-0 read.
+    fn cached(&self, policy: &RoutePolicy, base: &str, tier: &Tier, cost: u64) -> Option<Verdict> {
+        let enforcing = matches!(
+            policy.config.on_exceed,
+            ExceedMode::Reject | ExceedMode::Block { .. }
+        );
+        if !enforcing || cost == 0 {
+            return None;
+        }
+        let now = Instant::now();
+        let denial = self.deny_cache.get(base, now)?;
+        policy.metrics.deny_cache_hits.inc();
+        let decision = denial.current(now);
+        let label = label_of_denial(decision.outcome);
+        Some(Verdict::new(label, Some(decision), tier.name.as_ref()))
+    }
+
+    /// The rules after the store answered, once for both entry points: a failure applies the
+    /// route's `on_error` (allow, deny, or the in-process fallback); a decision is measured, then
+    /// labelled by the route's mode, and an enforced denial of one unit is remembered in the deny
+    /// cache. Nothing is counted in `slidegate_requests_total` here (a delayed request is decided
+    /// more than once).
+    fn conclude(
+        &self,
+        policy: &RoutePolicy,
+        request: DecisionRequest<'_>,
+        tier: &Tier,
+        result: Result<Decision, StoreError>,
+        started: Instant,
+        elapsed: Duration,
+    ) -> Verdict {
+        let tier_name = tier.name.as_ref();
+        let decision = match result {
+            Ok(d) => {
+                policy
+                    .metrics
+                    .decision_duration
+                    .store
+                    .observe(elapsed.as_secs_f64());
+                d
             }
-            let label = match (decision.outcome, mode) {
-                (Outcome::Allowed, _) => DecisionLabel::Allowed,
-                (_, ExceedMode::Shadow) => DecisionLabel::ShadowRejected,
-                (outcome, _) => {
-                    if enforcing && cost == 1 {
-                        self.deny_cache
-                            .remember(&bases[i], started, &decision, mode);
+            Err(e) => {
+                log_store_error(policy.name(), &e);
+                match policy.on_error {
+                    OnError::Allow => {
+                        return Verdict::new(DecisionLabel::StoreErrorAllowed, None, tier_name)
                     }
-                    // The exceed that starts a block counts as rejected, the 429s after it as blocked.
-                    label_of_denial(outcome)
+                    OnError::Deny => {
+                        return Verdict::new(DecisionLabel::StoreErrorDenied, None, tier_name)
+                    }
+                    OnError::Local => {
+                        let fallback_started = Instant::now();
+                        let d = self.fallback.decide(request, None);
+                        policy
+                            .metrics
+                            .decision_duration
+                            .local
+                            .observe(fallback_started.elapsed().as_secs_f64());
+                        d
+                    }
                 }
-            };
-            verdicts[i] = Some(Verdict::new(label, Some(decision), tier));
+            }
+        };
+        for (usage, histogram) in decision
+            .limits
+            .iter()
+            .zip(&policy.metrics.limit_utilization)
+        {
+            histogram.observe(usage.used as f64 / usage.limit.max(1) as f64);
         }
-        if let Some(e) = failed {
-            log_store_error(policy.name(), &e);
-        }
-        verdicts.into_iter().map(|v| v.expect("decided")).collect()
+        let mode = &policy.config.on_exceed;
+        let label = match (decision.outcome, mode) {
+            (Outcome::Allowed, _) => DecisionLabel::Allowed,
+            (_, ExceedMode::Shadow) => DecisionLabel::ShadowRejected,
+            (outcome, _) => {
+                let enforcing = matches!(mode, ExceedMode::Reject | ExceedMode::Block { .. });
+                if enforcing && request.cost == 1 {
+                    self.deny_cache
+                        .remember(request.base, started, &decision, mode);
+                }
+                // The exceed that starts a block counts as rejected, the 429s after it as blocked.
+                label_of_denial(outcome)
+            }
+        };
+        Verdict::new(label, Some(decision), tier_name)
     }
 
     /// Counts a final verdict: once in `slidegate_requests_total`, and, for every 429 and every

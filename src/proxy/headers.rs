@@ -49,25 +49,47 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     headers.remove(&PROXY_CONNECTION);
 }
 
-/// Sets the `X-Forwarded-*` headers for a request from `peer` (trusted or not).
-pub fn set_forwarded(
-    headers: &mut HeaderMap,
-    peer: IpAddr,
-    peer_trusted: bool,
-    original_host: Option<HeaderValue>,
-) {
-    let peer_text = peer.to_string();
-    let xff = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
-        Some(chain) if peer_trusted && !chain.trim().is_empty() => format!("{chain}, {peer_text}"),
-        _ => peer_text,
+/// Who sent a request: the TCP peer, its address as a header value (rendered once per
+/// connection), and whether it is a trusted proxy.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    /// The peer's address.
+    pub ip: IpAddr,
+    /// The address as `X-Forwarded-For` writes it.
+    pub ip_value: HeaderValue,
+    /// Whether it is in `server.trusted_proxies`.
+    pub trusted: bool,
+}
+
+impl Peer {
+    /// Renders `ip` once; `trusted` is decided per request (a reload may change the list).
+    pub fn new(ip: IpAddr) -> Peer {
+        let ip = ip.to_canonical();
+        Peer {
+            ip,
+            ip_value: HeaderValue::from_str(&ip.to_string()).expect("an address is a header value"),
+            trusted: false,
+        }
+    }
+}
+
+/// Sets the `X-Forwarded-*` headers for a request from `peer`.
+pub fn set_forwarded(headers: &mut HeaderMap, peer: &Peer, original_host: Option<HeaderValue>) {
+    let chain = headers
+        .get(&X_FORWARDED_FOR)
+        .and_then(|v| v.to_str().ok())
+        .filter(|chain| peer.trusted && !chain.trim().is_empty());
+    let xff = match chain {
+        Some(chain) => HeaderValue::from_str(&format!("{chain}, {}", peer.ip)).ok(),
+        None => Some(peer.ip_value.clone()),
     };
-    if let Ok(v) = HeaderValue::from_str(&xff) {
+    if let Some(v) = xff {
         headers.insert(X_FORWARDED_FOR.clone(), v);
     }
-    if !(peer_trusted && headers.contains_key(&X_FORWARDED_PROTO)) {
+    if !(peer.trusted && headers.contains_key(&X_FORWARDED_PROTO)) {
         headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static("http"));
     }
-    if !(peer_trusted && headers.contains_key(&X_FORWARDED_HOST)) {
+    if !(peer.trusted && headers.contains_key(&X_FORWARDED_HOST)) {
         match original_host {
             Some(host) => {
                 headers.insert(X_FORWARDED_HOST.clone(), host);
@@ -100,10 +122,10 @@ mod tests {
     fn forwarded_chain_is_kept_only_from_trusted_peers() {
         let mut h = HeaderMap::new();
         h.insert("x-forwarded-for", HeaderValue::from_static("6.6.6.6"));
+        let untrusted = Peer::new("203.0.113.7".parse().unwrap());
         set_forwarded(
             &mut h,
-            "203.0.113.7".parse().unwrap(),
-            false,
+            &untrusted,
             Some(HeaderValue::from_static("api.example")),
         );
         assert_eq!(h["x-forwarded-for"], "203.0.113.7");
@@ -111,7 +133,11 @@ mod tests {
         assert_eq!(h["x-forwarded-host"], "api.example");
         let mut h = HeaderMap::new();
         h.insert("x-forwarded-for", HeaderValue::from_static("198.51.100.1"));
-        set_forwarded(&mut h, "10.0.0.1".parse().unwrap(), true, None);
+        let trusted = Peer {
+            trusted: true,
+            ..Peer::new("10.0.0.1".parse().unwrap())
+        };
+        set_forwarded(&mut h, &trusted, None);
         assert_eq!(h["x-forwarded-for"], "198.51.100.1, 10.0.0.1");
     }
 }

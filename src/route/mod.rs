@@ -1,15 +1,21 @@
-//! Routing, the first step of the request path: the request path is normalised
-//! ([`normalize`]), then matched against the routes of the [`RouteTable`] in file order, and the
-//! later steps get what they need from the matched route ([`RouteLayer`]). Everything after this
-//! step (keys, limits, the forwarded request) sees only the normalised path.
+//! Routing, the first step of the request path: [`admit`] refuses what must not go further (a
+//! head over the bounds, conflicting framing, a path without one safe spelling), normalises the
+//! path ([`normalize`]) and matches it against the routes of the [`RouteTable`] in file order.
+//! Everything after this step (keys, limits, the forwarded request) sees only the normalised
+//! path.
 
 mod normalize;
-mod service;
 mod table;
 
 pub use normalize::{normalize, PathError};
-pub use service::{PeerAddr, RouteLayer, Router};
 pub use table::{Carried, CompileError, Route, RouteTable};
+
+use std::sync::Arc;
+
+use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::request::Parts;
+
+use crate::error::GatewayError;
 
 use std::borrow::Cow;
 
@@ -31,4 +37,38 @@ pub fn normalize_uri(uri: &mut Uri) -> Result<(), PathError> {
     );
     *uri = Uri::from_parts(parts).expect("only the path changed");
     Ok(())
+}
+
+/// The checks before routing, then the route: the head within bounds, no conflicting framing, a
+/// path with one safe spelling (which replaces the one sent).
+pub fn admit<'t>(table: &'t RouteTable, head: &mut Parts) -> Result<&'t Arc<Route>, GatewayError> {
+    let server = &table.config.server;
+    if head.headers.len() > server.max_headers {
+        return Err(GatewayError::HeadTooLarge {
+            what: format!("{} header fields", head.headers.len()),
+            max: format!("{}", server.max_headers),
+        });
+    }
+    let head_bytes: usize = head.uri.path_and_query().map_or(1, |p| p.as_str().len())
+        + head
+            .headers
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len() + 4)
+            .sum::<usize>();
+    if head_bytes > server.max_header_bytes {
+        return Err(GatewayError::HeadTooLarge {
+            what: format!("{head_bytes} bytes"),
+            max: format!("{} bytes", server.max_header_bytes),
+        });
+    }
+    if head.headers.contains_key(TRANSFER_ENCODING) && head.headers.contains_key(CONTENT_LENGTH) {
+        return Err(GatewayError::ConflictingFraming);
+    }
+    normalize_uri(&mut head.uri)?;
+    table
+        .find(&head.method, head.uri.path())
+        .ok_or_else(|| GatewayError::NoRoute {
+            method: head.method.to_string(),
+            path: head.uri.path().to_string(),
+        })
 }
