@@ -287,7 +287,44 @@ mod tests {
         proptest::collection::vec(segment, 0..8).prop_map(|s| format!("/{}", s.join("/")))
     }
 
+    /// A canonical path (segments of unreserved characters) and a random other spelling of it:
+    /// extra slashes, `.` and `x/..` segments, unreserved characters percent-encoded.
+    fn canonical_and_spelling() -> impl Strategy<Value = (String, String)> {
+        let segments = proptest::collection::vec("[a-zA-Z0-9._~-]{1,6}", 1..6)
+            .prop_filter("no dot-segments in the canonical form", |s| {
+                !s.iter().any(|x| x == "." || x == "..")
+            });
+        (segments, proptest::collection::vec(0u8..8, 64)).prop_map(|(segments, noise)| {
+            let canonical = format!("/{}", segments.join("/"));
+            let mut noise = noise.into_iter().cycle();
+            let mut spelling = String::new();
+            for segment in &segments {
+                spelling.push('/');
+                match noise.next().unwrap() {
+                    0 => spelling.push('/'),
+                    1 => spelling.push_str("./"),
+                    2 => spelling.push_str("zz/../"),
+                    3 => spelling.push_str("%2e/"),
+                    _ => {}
+                }
+                for c in segment.chars() {
+                    if noise.next().unwrap() < 3 {
+                        spelling.push_str(&format!("%{:02X}", c as u8));
+                    } else {
+                        spelling.push(c);
+                    }
+                }
+            }
+            (canonical, spelling)
+        })
+    }
+
     proptest! {
+        #[test]
+        fn every_spelling_of_a_path_normalises_to_it((canonical, spelling) in canonical_and_spelling()) {
+            prop_assert_eq!(normalize(&spelling).expect("a spelling normalises"), canonical);
+        }
+
         #[test]
         fn normalisation_is_idempotent(path in path_strategy()) {
             if let Ok(once) = normalize(&path) {
