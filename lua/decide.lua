@@ -1,8 +1,9 @@
 -- decide.lua: the part every algorithm shares. It is appended after the algorithm's own file
 -- (sliding_log.lua or sliding_window_counter.lua), which defines the local functions
--- `load_state(key, window)`, `used(s)`, `fits(s, limit, cost)`, `wait(s, limit, cost)`,
--- `charge(s, cost, member)`, `reset(s)` and `flush_state(s)`; together they make one script.
--- The algorithm's file reads `now`, which the prelude (`lua/prelude.lua`) sets before it.
+-- `key_count(n)`, `load_state(key, name, limit, window)`, `used(s)`, `fits(s, limit, cost)`,
+-- `wait(s, limit, cost)`, `charge(s, cost, member)`, `reset(s)` and `finish(states)`; together
+-- they make one script. The algorithm's file reads `now`, which the prelude (`lua/prelude.lua`)
+-- sets before it.
 --
 -- One call decides many requests ("decisions"), all at one instant `now`, in arrival order:
 -- each decision's limits are all charged or none is. A key met again later in the same call
@@ -10,14 +11,17 @@
 -- at the end, and every decision sees the charges of the decisions before it.
 --
 -- ARGV[1]   now in microseconds since the epoch, or "" to read the Redis server clock (TIME)
--- ARGV[2]   a token unique to this call (instance id + call sequence); sorted-set members are
---           "<token>.<decision>.<unit>", so they never collide across calls or gateways
+-- ARGV[2]   a token unique to this call (instance id + call sequence, ending in "."); sorted-set
+--           members are "<token><decision>" for a request's first unit and
+--           "<token><decision>.<unit>" for its others, so they never collide across calls or
+--           gateways
 -- ARGV[3]   P, the number of limit plans; then per plan:
 --             block_ms (0: the route does not block), n (number of limits),
---             n pairs: limit, window in microseconds
+--             n triples: name, limit, window in microseconds
 -- then      D, the number of decisions; then per decision: plan index (1-based), cost
 --           (cost 0 peeks: reports usage, records nothing, starts no block)
--- KEYS      per decision, in order: its plan's n limit keys, then its block marker when the
+-- KEYS      per decision, in order: its limit keys (sliding_log: one sorted set per limit;
+--           sliding_window_counter: one hash for all of them), then its block marker when the
 --           plan's block_ms > 0 (the string "<index of the limit that started it>:<end in µs>")
 --
 -- Reply: { now, then per decision: code, retry_us, used_1, reset_us_1, retry_us_1, ...,
@@ -35,25 +39,28 @@ local token = ARGV[2]
 local plans = {}
 local a = 3
 for p = 1, tonumber(ARGV[a]) do
-  local plan = { block_ms = tonumber(ARGV[a + 1]), n = tonumber(ARGV[a + 2]), limits = {}, windows = {} }
+  local plan = { block_ms = tonumber(ARGV[a + 1]), n = tonumber(ARGV[a + 2]), names = {}, limits = {}, windows = {} }
   a = a + 2
   for i = 1, plan.n do
-    plan.limits[i] = tonumber(ARGV[a + 1])
-    plan.windows[i] = tonumber(ARGV[a + 2])
-    a = a + 2
+    plan.names[i] = ARGV[a + 1]
+    plan.limits[i] = tonumber(ARGV[a + 2])
+    plan.windows[i] = tonumber(ARGV[a + 3])
+    a = a + 3
   end
+  plan.keys = key_count(plan.n)
   plans[p] = plan
 end
 a = a + 1
 local decisions = tonumber(ARGV[a])
 
--- Every key's state, loaded once per call; written back by `flush` at the end.
+-- Every limit's state, loaded once per call (by key and limit name); written back by `finish`.
 local states = {}
-local function state_of(key, window)
-  local s = states[key]
+local function state_of(key, name, limit, window)
+  local id = key .. '\n' .. name
+  local s = states[id]
   if s == nil then
-    s = load_state(key, window)
-    states[key] = s
+    s = load_state(key, name, limit, window)
+    states[id] = s
   end
   return s
 end
@@ -91,15 +98,21 @@ local function reply(code, retry, s, per_limit)
   end
 end
 
+-- Reused for every decision (a fresh table per decision costs more than clearing one).
+local s, per_limit = {}, {}
 local k = 0
 for d = 1, decisions do
   local plan = plans[tonumber(ARGV[a + 1])]
   local cost = tonumber(ARGV[a + 2])
   a = a + 2
-  local n, limits, windows = plan.n, plan.limits, plan.windows
-  local s = {}
-  for i = 1, n do s[i] = state_of(KEYS[k + i], windows[i]) end
-  k = k + n
+  local n, limits = plan.n, plan.limits
+  for i = 1, n do
+    local key = KEYS[k + math.min(i, plan.keys)]
+    s[i] = state_of(key, plan.names[i], limits[i], plan.windows[i])
+    per_limit[i] = nil
+  end
+  for i = n + 1, #s do s[i] = nil end
+  k = k + plan.keys
   local block_key
   if plan.block_ms > 0 then
     k = k + 1
@@ -109,9 +122,10 @@ for d = 1, decisions do
   local b = block_key and block_of(block_key)
   if b and b.untl > now then
     local remaining = b.untl - now
-    reply(2, remaining, s, { [b.worst] = remaining })
+    per_limit[b.worst] = remaining
+    reply(2, remaining, s, per_limit)
   else
-    local retry, worst, per_limit = 0, 1, {}
+    local retry, worst = 0, 1
     for i = 1, n do
       if not fits(s[i], limits[i], cost) then
         local w = wait(s[i], limits[i], cost)
@@ -128,12 +142,13 @@ for d = 1, decisions do
       reply(0, retry, s, per_limit)
     else
       if cost > 0 then
-        for i = 1, n do charge(s[i], cost, token .. '.' .. d) end
+        local member = token .. d
+        for i = 1, n do charge(s[i], cost, member) end
       end
       reply(1, 0, s, per_limit)
     end
   end
 end
 
-for _, s in pairs(states) do flush_state(s) end
+finish(states)
 return out

@@ -8,22 +8,49 @@
 -- a lockout, and every charged key gets a PEXPIRE of one window, so idle keys vanish.
 --
 -- Within one call every charge is made at `now`: charges are kept in `pending` and written with
--- one ZADD at the end (`flush_state`). Before an entry is looked up by rank, pending entries are
+-- one ZADD at the end (`finish`). Before an entry is looked up by rank, pending entries are
 -- written first, so ranks stay exact even when a gateway's clock put earlier entries after `now`.
 --
 -- Needs Redis 5 or newer: scripts replicate their effects, so reading TIME before writing is allowed.
 
--- A key's state: `count` units in the window (stored and pending), `oldest` the oldest stored
--- score (nil when none), `pending` the members to add at `now`.
-local function load_state(key, window)
+-- Limits up to this size are read whole (one ZRANGE gives the count, the oldest entry and every
+-- rank); larger ones read the oldest entry and the count apart.
+local SMALL = 64
+
+-- The number of KEYS a decision uses before its block marker: one sorted set per limit.
+local function key_count(n)
+  return n
+end
+
+-- A limit's state: `count` units in the window (stored and pending), `oldest` the oldest stored
+-- score (nil when none), `scores` the stored scores in order when the set was read whole,
+-- `pending` the members to add at `now`.
+local function load_state(key, name, limit, window)
   local s = { key = key, window = window, count = 0, oldest = nil, pending = {} }
+  local horizon = now - window
+  if limit < SMALL then
+    local entries = redis.call('ZRANGE', key, 0, limit, 'WITHSCORES')
+    local scores, stale = {}, false
+    for i = 2, #entries, 2 do
+      local score = tonumber(entries[i])
+      if score <= horizon then stale = true else scores[#scores + 1] = score end
+    end
+    if stale then redis.call('ZREMRANGEBYSCORE', key, '-inf', horizon) end
+    if #entries < 2 * (limit + 1) then
+      -- the read saw the whole set: no more entries than these
+      s.scores, s.count, s.oldest = scores, #scores, scores[1]
+      return s
+    end
+    -- more than `limit` entries (the limit was lowered): count them apart
+  else
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    if first[2] == nil then return s end
+    if tonumber(first[2]) <= horizon then
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', horizon)
+    end
+  end
   local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
   if first[2] == nil then return s end
-  if tonumber(first[2]) <= now - window then
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
-    first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    if first[2] == nil then return s end
-  end
   s.oldest = tonumber(first[2])
   s.count = redis.call('ZCARD', key)
   return s
@@ -51,21 +78,29 @@ local function write_pending(s)
   redis.call('PEXPIRE', s.key, math.ceil(s.window / 1000))
   if s.oldest == nil or now < s.oldest then s.oldest = now end
   s.pending = {}
+  s.scores = nil
+end
+
+-- The score of the entry at 0-based `rank` among stored and pending entries.
+local function score_at(s, rank)
+  if s.scores and #s.pending == 0 then return s.scores[rank + 1] end
+  write_pending(s)
+  local entry = redis.call('ZRANGE', s.key, rank, rank, 'WITHSCORES')
+  return tonumber(entry[2])
 end
 
 local function wait(s, limit, cost)
   if cost > limit then return s.window end
-  write_pending(s)
-  local rank = s.count + cost - limit - 1
-  local entry = redis.call('ZRANGE', s.key, rank, rank, 'WITHSCORES')
-  local w = tonumber(entry[2]) + s.window - now
+  local w = score_at(s, s.count + cost - limit - 1) + s.window - now
   if w < 1 then w = 1 end
   return w
 end
 
 local function charge(s, cost, member)
-  for j = 1, cost do
-    s.pending[#s.pending + 1] = member .. '.' .. j
+  local pending = s.pending
+  pending[#pending + 1] = member
+  for j = 2, cost do
+    pending[#pending + 1] = member .. '.' .. j
   end
   s.count = s.count + cost
 end
@@ -79,6 +114,7 @@ local function reset(s)
   return r
 end
 
-local function flush_state(s)
-  write_pending(s)
+-- After every decision of the call: one ZADD and one PEXPIRE per charged set.
+local function finish(states)
+  for _, s in pairs(states) do write_pending(s) end
 end

@@ -1,17 +1,34 @@
--- sliding_window_counter.lua: approximate, constant memory. Each (route, limit, key) keeps two
--- fixed-window counters in one hash (w = index of the current fixed window, c = its count,
--- p = the previous window's count, l = the window length; a changed length starts afresh); the
--- estimate is p * (1 - elapsed / window) + c. `decide.lua` is appended to make the script (see
--- lua/README.md for the whole contract). Only allowed requests are counted; each hash expires
--- two windows after its last write, when it can no longer weigh on any estimate.
+-- sliding_window_counter.lua: approximate, constant memory. Every limit keeps two fixed-window
+-- counters; all limits of one (route, key) live in one hash, so a decision reads it once and
+-- writes it once whatever the number of limits. Fields per limit (its name before the colon):
+-- `<limit>:w` index of the current fixed window, `<limit>:c` its count, `<limit>:p` the previous
+-- window's count, `<limit>:l` the window length (a changed length starts afresh). The estimate is
+-- p * (1 - elapsed / window) + c. `decide.lua` is appended to make the script (see lua/README.md
+-- for the whole contract). Only allowed requests are counted; the hash expires two of its
+-- longest windows after its last write, when it can no longer weigh on any estimate.
 --
 -- Needs Redis 5 or newer: scripts replicate their effects, so reading TIME before writing is allowed.
 
-local function load_state(key, window)
+-- The number of KEYS a decision uses before its block marker: one hash for every limit.
+local function key_count(n)
+  return 1
+end
+
+-- Each hash, read once per call: field -> value, and the fields to write back.
+local hashes = {}
+
+local function load_state(key, name, limit, window)
+  local h = hashes[key]
+  if h == nil then
+    h = { fields = {}, dirty = {}, ttl = 0 }
+    local all = redis.call('HGETALL', key)
+    for i = 1, #all, 2 do h.fields[all[i]] = tonumber(all[i + 1]) end
+    hashes[key] = h
+  end
   local index = math.floor(now / window)
-  local s = { key = key, window = window, index = index, elapsed = now - index * window, cur = 0, prev = 0, dirty = false }
-  local h = redis.call('HMGET', key, 'w', 'c', 'p', 'l')
-  local w, c, p, l = tonumber(h[1]), tonumber(h[2]) or 0, tonumber(h[3]) or 0, tonumber(h[4])
+  local s = { hash = h, name = name, window = window, index = index, elapsed = now - index * window, cur = 0, prev = 0 }
+  local f = h.fields
+  local w, c, p, l = f[name .. ':w'], f[name .. ':c'] or 0, f[name .. ':p'] or 0, f[name .. ':l']
   if w ~= nil and l == window then
     if w == index then
       s.cur, s.prev = c, p
@@ -57,7 +74,9 @@ end
 
 local function charge(s, cost, member)
   s.cur = s.cur + cost
-  s.dirty = true
+  local d = s.hash.dirty
+  d[s.name .. ':w'], d[s.name .. ':c'], d[s.name .. ':p'], d[s.name .. ':l'] = s.index, s.cur, s.prev, s.window
+  if 2 * s.window > s.hash.ttl then s.hash.ttl = 2 * s.window end
 end
 
 -- Until the next unit of the quota comes back: the estimate, rounded up, drops by one.
@@ -67,8 +86,17 @@ local function reset(s)
   return time_until(s, u - 1)
 end
 
-local function flush_state(s)
-  if not s.dirty then return end
-  redis.call('HSET', s.key, 'w', s.index, 'c', s.cur, 'p', s.prev, 'l', s.window)
-  redis.call('PEXPIRE', s.key, math.ceil(2 * s.window / 1000))
+-- After every decision of the call: one HSET and one PEXPIRE per charged hash.
+local function finish(states)
+  for key, h in pairs(hashes) do
+    local args = {}
+    for field, value in pairs(h.dirty) do
+      args[#args + 1] = field
+      args[#args + 1] = value
+    end
+    if #args > 0 then
+      redis.call('HSET', key, unpack(args))
+      redis.call('PEXPIRE', key, math.ceil(h.ttl / 1000))
+    end
+  end
 end

@@ -321,8 +321,15 @@ async fn sliding_window_counter_limits_approximately_with_constant_memory() {
         codes.push(client.get(&gw.url("/x"), &[]).await.status.as_u16());
     }
     assert_eq!(codes, [200, 200, 200, 429, 429, 429]);
-    let key = format!("{prefix}:{{counter|127.0.0.1}}:per-minute#swc");
+    // One hash per key for every limit: four fields per limit, whatever the traffic.
+    let key = format!("{prefix}:{{counter|127.0.0.1}}#swc");
     assert_eq!(redis.cmd(&["TYPE", &key]), Resp::Simple("hash".into()));
+    assert_eq!(redis.cmd(&["HLEN", &key]).int(), 4);
+    assert_eq!(
+        redis.cmd(&["HGET", &key, "per-minute:c"]),
+        Resp::Bulk(Some("3".into())),
+        "only allowed requests are counted"
+    );
 }
 
 fn evalsha_calls(redis: &RedisServer) -> i64 {

@@ -1,8 +1,8 @@
 //! The Redis key layout (documented in `lua/README.md`):
 //!
 //! ```text
-//! <prefix>:{<route>|<material>}:<limit>        sliding_log sorted set
-//! <prefix>:{<route>|<material>}:<limit>#swc    sliding_window_counter hash
+//! <prefix>:{<route>|<material>}:<limit>        sliding_log: one sorted set per limit
+//! <prefix>:{<route>|<material>}#swc            sliding_window_counter: one hash, every limit
 //! <prefix>:{<route>|<material>}#block          block marker (on_exceed = "block")
 //! ```
 //!
@@ -12,8 +12,6 @@
 //! nor make one key collide with another, and no key grows past a bounded length.
 
 use sha2::{Digest, Sha256};
-
-use crate::config::Algorithm;
 
 /// Derived keys longer than this are hashed.
 pub const MAX_RAW_KEY_LEN: usize = 64;
@@ -50,12 +48,18 @@ pub fn decision_base(prefix: &str, route: &str, key: &str) -> String {
     base
 }
 
-/// The key of one limit's state.
-pub fn limit_key(base: &str, limit: &str, algorithm: Algorithm) -> String {
-    match algorithm {
-        Algorithm::SlidingLog => format!("{base}:{limit}"),
-        Algorithm::SlidingWindowCounter => format!("{base}:{limit}#swc"),
-    }
+/// The sorted set of one `sliding_log` limit.
+pub fn sorted_set_key(base: &str, limit: &str) -> String {
+    let mut key = String::with_capacity(base.len() + limit.len() + 1);
+    key.push_str(base);
+    key.push(':');
+    key.push_str(limit);
+    key
+}
+
+/// The hash holding every `sliding_window_counter` limit of a key.
+pub fn counter_key(base: &str) -> String {
+    format!("{base}#swc")
 }
 
 /// The key of the block marker.

@@ -72,16 +72,18 @@ impl LimitSet {
         Self::of_route_with(route, |i| route.limits[i].limit)
     }
 
-    /// The Redis key of limit `i` for a key stored under `base` (layout in `lua/README.md`).
-    pub fn limit_key(&self, base: &str, i: usize) -> String {
-        crate::key::limit_key(base, &self.limits[i].name, self.algorithm)
-    }
-
-    /// Every key one decision touches: one per limit, then the block marker when it blocks.
+    /// Every key one decision touches (layout in `lua/README.md`): a sorted set per limit
+    /// (`sliding_log`) or one hash for all of them (`sliding_window_counter`), then the block
+    /// marker when the route blocks.
     pub fn keys(&self, base: &str) -> Vec<String> {
-        let mut keys: Vec<String> = (0..self.limits.len())
-            .map(|i| self.limit_key(base, i))
-            .collect();
+        let mut keys: Vec<String> = match self.algorithm {
+            Algorithm::SlidingLog => self
+                .limits
+                .iter()
+                .map(|l| crate::key::sorted_set_key(base, &l.name))
+                .collect(),
+            Algorithm::SlidingWindowCounter => vec![crate::key::counter_key(base)],
+        };
         if self.block_ms > 0 {
             keys.push(crate::key::block_key(base));
         }

@@ -7,7 +7,6 @@ use std::time::Duration;
 use fred::interfaces::{ClientLike, EventInterface, KeysInterface, PubsubInterface};
 
 use super::{map_error, Deadline, RedisStore};
-use crate::config::Algorithm;
 use crate::store::{LimitSet, StoreError};
 
 impl RedisStore {
@@ -18,11 +17,9 @@ impl RedisStore {
     /// Deletes every key of `base` for these limits, under both algorithms (a reload may have
     /// changed it), and its block marker. All share one hash tag, so one `DEL` does.
     pub async fn reset(&self, limits: &LimitSet, base: &str) -> Result<(), StoreError> {
-        let mut keys = vec![crate::key::block_key(base)];
+        let mut keys = vec![crate::key::block_key(base), crate::key::counter_key(base)];
         for l in &limits.limits {
-            for algorithm in [Algorithm::SlidingLog, Algorithm::SlidingWindowCounter] {
-                keys.push(crate::key::limit_key(base, &l.name, algorithm));
-            }
+            keys.push(crate::key::sorted_set_key(base, &l.name));
         }
         self.admin_deadline()
             .run(async {

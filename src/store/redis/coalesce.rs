@@ -368,7 +368,7 @@ impl Caller {
             (None, ClockSource::Redis) => Value::from(""),
         };
         let sequence = self.sequence.fetch_add(1, Ordering::Relaxed);
-        let token = format!("{}{sequence:x}", self.instance);
+        let token = call_token(&self.instance, sequence);
         let mut plans: Vec<&Arc<LimitSet>> = Vec::new();
         let mut plan_of = Vec::with_capacity(batch.len());
         for p in batch {
@@ -389,6 +389,7 @@ impl Caller {
             args.push(Value::from(plan.block_ms as i64));
             args.push(Value::from(plan.limits.len() as i64));
             for l in &plan.limits {
+                args.push(Value::from(l.name.as_str()));
                 args.push(Value::from(l.limit as i64));
                 args.push(Value::from(l.window_us as i64));
             }
@@ -436,10 +437,53 @@ impl Caller {
     }
 }
 
-/// A prefix unique to this process, so members written by different gateways never collide.
+/// A prefix unique to this process (eight base-62 characters, about 2^47 values), so members
+/// written by different gateways never collide.
 fn instance_id() -> String {
     let pid = std::process::id() as u64;
     let random = std::collections::hash_map::RandomState::new();
-    let mixed = std::hash::BuildHasher::hash_one(&random, (local_now_us(), pid));
-    format!("{mixed:016x}-")
+    let mut mixed = std::hash::BuildHasher::hash_one(&random, (local_now_us(), pid));
+    let mut id = String::with_capacity(8);
+    for _ in 0..8 {
+        id.push(BASE62[(mixed % 62) as usize] as char);
+        mixed /= 62;
+    }
+    id
+}
+
+const BASE62: &[u8; 62] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+
+/// The token of one call: the instance id, the call's sequence number in base 62, and a `.`
+/// before the decision index the script appends (members stay short: Redis keeps one per unit).
+fn call_token(instance: &str, mut sequence: u64) -> String {
+    let mut digits = Vec::with_capacity(11);
+    loop {
+        digits.push(BASE62[(sequence % 62) as usize]);
+        sequence /= 62;
+        if sequence == 0 {
+            break;
+        }
+    }
+    let mut token = String::with_capacity(instance.len() + digits.len() + 1);
+    token.push_str(instance);
+    token.extend(digits.iter().rev().map(|&b| b as char));
+    token.push('.');
+    token
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn call_tokens_are_short_and_distinct() {
+        let id = instance_id();
+        assert_eq!(id.len(), 8);
+        assert_eq!(call_token("abcdefgh", 0), "abcdefgh0.");
+        assert_eq!(call_token("abcdefgh", 61), "abcdefghZ.");
+        assert_eq!(call_token("abcdefgh", 62), "abcdefgh10.");
+        let tokens: std::collections::HashSet<String> =
+            (0..10_000).map(|s| call_token(&id, s)).collect();
+        assert_eq!(tokens.len(), 10_000);
+    }
 }

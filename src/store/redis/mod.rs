@@ -17,7 +17,7 @@ mod url;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
@@ -49,6 +49,9 @@ struct Inner {
     client: Client,
     timeout: Duration,
     caller: Arc<Caller>,
+    /// Standalone and sentinel: one lane per algorithm, found without a lock.
+    single: [OnceLock<Lane>; 2],
+    /// Cluster: one lane per (primary node, algorithm).
     lanes: RwLock<HashMap<(Option<Server>, Algorithm), Lane>>,
     /// The cluster's slot table, re-read from the client at most once a second.
     routing: ArcSwapOption<ClusterRouting>,
@@ -92,6 +95,7 @@ impl RedisStore {
                 client,
                 timeout: config.timeout,
                 caller: Arc::new(caller),
+                single: [OnceLock::new(), OnceLock::new()],
                 lanes: RwLock::new(HashMap::new()),
                 routing: ArcSwapOption::empty(),
                 routing_read_at_ms: AtomicU64::new(0),
@@ -200,14 +204,19 @@ impl RedisStore {
     /// The lane of the node serving the decision's keys (they share one hash tag, so one slot).
     fn lane_for(&self, pending: &Pending) -> Lane {
         let algorithm = pending.limits.algorithm;
-        let (node, target) = if self.inner.client.is_clustered() {
-            let slot = ClusterRouting::hash_key(pending.keys[0].as_bytes());
-            match self.routing().and_then(|r| r.get_server(slot).cloned()) {
-                Some(server) => (Some(server.clone()), Target::Node(server)),
-                None => (None, Target::PerSlot),
-            }
-        } else {
-            (None, Target::ByKey)
+        if !self.inner.client.is_clustered() {
+            let index = match algorithm {
+                Algorithm::SlidingLog => 0,
+                Algorithm::SlidingWindowCounter => 1,
+            };
+            return self.inner.single[index]
+                .get_or_init(|| Lane::start(self.inner.caller.clone(), Target::ByKey, algorithm))
+                .clone();
+        }
+        let slot = ClusterRouting::hash_key(pending.keys[0].as_bytes());
+        let (node, target) = match self.routing().and_then(|r| r.get_server(slot).cloned()) {
+            Some(server) => (Some(server.clone()), Target::Node(server)),
+            None => (None, Target::PerSlot),
         };
         let id = (node, algorithm);
         if let Some(lane) = self
