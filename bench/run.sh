@@ -977,13 +977,16 @@ report() { # report LINE...: prints LINE, then the failures found for it
     for f in "${FAILS[@]}"; do echo "    FAIL: $f"; done
     FAILS=()
 }
-# zcard_sum PATTERN: "keys entries" — the sum of ZCARD over every key matching PATTERN, in one
-# server-side SCAN loop (read-only; run after the load).
+# zcard_sum PATTERN: "keys entries" — the sum of ZCARD over every sorted set matching PATTERN,
+# in one server-side SCAN loop (read-only; run after the load). Keys of other types under the
+# same prefix (block markers, anything a later script layout adds) are skipped.
 ZSUM_LUA='local c, n, s = "0", 0, 0
 repeat
   local r = redis.call("SCAN", c, "MATCH", ARGV[1], "COUNT", 1000)
   c = r[1]
-  for _, k in ipairs(r[2]) do n = n + 1; s = s + redis.call("ZCARD", k) end
+  for _, k in ipairs(r[2]) do
+    if redis.call("TYPE", k).ok == "zset" then n = n + 1; s = s + redis.call("ZCARD", k) end
+  end
 until c == "0"
 return {n, s}'
 zcard_sum() {
