@@ -66,11 +66,19 @@ pub(super) async fn decide(
     let Some(route) = state.table.load().route(&request.route).cloned() else {
         return AdminError::UnknownRoute(request.route).into_response(&id);
     };
-    let keys: Vec<&str> = request.keys.iter().map(String::as_str).collect();
-    let verdicts = state
-        .limiter
-        .decide_many(&route.policy, &keys, request.cost)
-        .await;
+    // Decided in a task of its own: a caller that hangs up mid-batch does not cancel decisions
+    // the store is already making, and every one of them is counted.
+    let (limiter, policy, cost) = (state.limiter.clone(), route.policy.clone(), request.cost);
+    let keys = request.keys;
+    let decided = tokio::spawn(async move {
+        let borrowed: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let verdicts = limiter.decide_many(&policy, &borrowed, cost).await;
+        (keys, verdicts)
+    })
+    .await;
+    let Ok((keys, verdicts)) = decided else {
+        return AdminError::Internal("the batch decision task failed".into()).into_response(&id);
+    };
     let results: Vec<Value> = keys
         .iter()
         .zip(&verdicts)

@@ -4,6 +4,7 @@
 //! a response, never an error, so the connection stays open.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use axum::body::Body;
 use http::request::Parts;
@@ -29,8 +30,8 @@ pub struct Checked {
 /// a route without limits only counts it, an exempt client passes uncounted, anyone else is
 /// decided by key.
 pub async fn check(
-    limiter: &Limiter,
-    policy: &RoutePolicy,
+    limiter: &Arc<Limiter>,
+    policy: &Arc<RoutePolicy>,
     head: &Parts,
     client_ip: IpAddr,
 ) -> Result<Checked, MissingKeyPart> {

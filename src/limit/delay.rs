@@ -4,6 +4,7 @@
 //! If others took the room meanwhile, it waits again within the same deadline.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use prometheus::IntGauge;
@@ -14,8 +15,8 @@ use crate::metrics::DecisionLabel;
 /// Waits for room after the rejection `first`; returns the verdict to count: `delayed` once it
 /// fits, else the last rejection (or a store failure met while asking again).
 pub(super) async fn wait_for_room(
-    limiter: &Limiter,
-    policy: &RoutePolicy,
+    limiter: &Arc<Limiter>,
+    policy: &Arc<RoutePolicy>,
     key: &str,
     cost: u64,
     first: Verdict,

@@ -21,6 +21,7 @@ pub mod headers;
 mod policy;
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use check::{check, Checked};
@@ -32,7 +33,7 @@ use crate::error::STORE_UNAVAILABLE_RETRY_SECS;
 use crate::key::decision_base;
 use crate::metrics::DecisionLabel;
 use crate::store::{
-    local_now_us, Decision, DecisionRequest, MemoryStore, Outcome, Store, StoreError,
+    local_now_us, Answer, Decision, DecisionRequest, MemoryStore, Outcome, Store, StoreError,
 };
 use crate::tier::TierName;
 
@@ -133,8 +134,8 @@ impl Limiter {
 
     /// Decides one request of `policy`'s route for `key` (the derived key), counting it once.
     pub async fn decide(
-        &self,
-        policy: &RoutePolicy,
+        self: &Arc<Self>,
+        policy: &Arc<RoutePolicy>,
         key: &str,
         cost: u64,
         waiting: Waiting,
@@ -188,7 +189,12 @@ impl Limiter {
     }
 
     /// One key, straight through: deny cache, store, then [`Limiter::conclude`].
-    async fn decide_one(&self, policy: &RoutePolicy, key: &str, cost: u64) -> Verdict {
+    async fn decide_one(
+        self: &Arc<Self>,
+        policy: &Arc<RoutePolicy>,
+        key: &str,
+        cost: u64,
+    ) -> Verdict {
         if !policy.has_limits() {
             return Verdict::new(DecisionLabel::Allowed, None, None);
         }
@@ -203,7 +209,15 @@ impl Limiter {
             cost,
         };
         let started = Instant::now();
-        let result = self.store.decide(request).await;
+        let mut answer = Unfinished {
+            answer: Some(self.store.submit(request)),
+            limiter: self,
+            policy,
+            key,
+            cost,
+            started,
+        };
+        let result = answer.wait().await;
         self.conclude(policy, request, tier, result, started, started.elapsed())
     }
 
@@ -379,6 +393,52 @@ impl Limiter {
         self.fallback.reset(&base);
         self.deny_cache.remove(&base);
         Ok(base)
+    }
+}
+
+/// A decision on its way back from the store. If the request that asked is cancelled first (its
+/// client disconnected), the decision still happened (Redis may have charged it), so dropping
+/// this hands the answer to a task of its own that concludes and counts it.
+struct Unfinished<'a> {
+    answer: Option<Answer>,
+    limiter: &'a Arc<Limiter>,
+    policy: &'a Arc<RoutePolicy>,
+    key: &'a str,
+    cost: u64,
+    started: Instant,
+}
+
+impl Unfinished<'_> {
+    async fn wait(&mut self) -> Result<Decision, StoreError> {
+        let result = self.answer.as_mut().expect("waited for once").await;
+        self.answer = None;
+        result
+    }
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        let Some(answer) = self.answer.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (limiter, policy) = (self.limiter.clone(), self.policy.clone());
+        let (key, cost, started) = (self.key.to_string(), self.cost, self.started);
+        runtime.spawn(async move {
+            let result = answer.await;
+            let tier = policy.tier_for(&key);
+            let base = decision_base(&policy.key_prefix, policy.name(), &key);
+            let request = DecisionRequest {
+                limits: &tier.limits,
+                base: &base,
+                cost,
+            };
+            let verdict =
+                limiter.conclude(&policy, request, tier, result, started, started.elapsed());
+            limiter.record(&policy, &verdict);
+        });
     }
 }
 

@@ -102,6 +102,32 @@ pub struct DecisionRequest<'a> {
     pub cost: u64,
 }
 
+/// One decision on its way: [`Store::submit`]'s answer.
+pub enum Answer {
+    /// Decided in process.
+    Ready(Option<Result<Decision, StoreError>>),
+    /// Waiting for its Redis call.
+    Redis(redis::RedisAnswer),
+}
+
+impl std::future::Future for Answer {
+    type Output = Result<Decision, StoreError>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        match self.get_mut() {
+            Answer::Ready(result) => std::task::Poll::Ready(
+                result
+                    .take()
+                    .expect("an answer is not polled after it is ready"),
+            ),
+            Answer::Redis(answer) => std::pin::Pin::new(answer).poll(cx),
+        }
+    }
+}
+
 /// The gateway's clock in microseconds since the epoch.
 pub fn local_now_us() -> u64 {
     SystemTime::now()
@@ -129,9 +155,16 @@ impl Store {
 
     /// Decides one request. Redis coalesces it with the decisions in flight at the same moment.
     pub async fn decide(&self, request: DecisionRequest<'_>) -> Result<Decision, StoreError> {
+        self.submit(request).await
+    }
+
+    /// Asks for one decision and returns its answer as a future that owns everything it needs:
+    /// dropping it does not unmake the decision (Redis may already have charged it), so a
+    /// caller that may be cancelled can hand it on to be finished.
+    pub fn submit(&self, request: DecisionRequest<'_>) -> Answer {
         match self {
-            Store::Redis(s) => s.decide(request, None).await,
-            Store::Memory(s) => Ok(s.decide(request, None)),
+            Store::Redis(s) => Answer::Redis(s.submit(request, None)),
+            Store::Memory(s) => Answer::Ready(Some(Ok(s.decide(request, None)))),
         }
     }
 

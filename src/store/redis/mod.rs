@@ -123,18 +123,19 @@ impl RedisStore {
         &self.inner.client
     }
 
-    /// Decides one request, coalesced with the others in flight for its node.
-    pub async fn decide(
-        &self,
-        request: DecisionRequest<'_>,
-        now_us: Option<u64>,
-    ) -> Result<Decision, StoreError> {
+    /// Queues one request on its node's lane, coalesced with the others in flight there; the
+    /// answer is a future that owns what it needs.
+    pub fn submit(&self, request: DecisionRequest<'_>, now_us: Option<u64>) -> RedisAnswer {
         if request.limits.limits.is_empty() {
-            return Ok(Decision::unlimited());
+            return RedisAnswer::Ready(Some(Ok(Decision::unlimited())));
         }
-        let (pending, answer) = self.pending(request, now_us, Deadline::after(self.inner.timeout));
+        let (pending, receiver) =
+            self.pending(request, now_us, Deadline::after(self.inner.timeout));
         self.lane_for(&pending).submit(pending);
-        receive(request, answer).await
+        RedisAnswer::Waiting {
+            limits: request.limits.clone(),
+            receiver,
+        }
     }
 
     /// Decides many requests in order: they fill a few large calls per node. The batch has one
@@ -251,6 +252,44 @@ impl RedisStore {
             }
         }
         cached
+    }
+}
+
+/// A decision waiting for its call's reply, decoded when it arrives.
+pub enum RedisAnswer {
+    /// Nothing to ask (a key with no limits).
+    Ready(Option<Result<Decision, StoreError>>),
+    /// Queued on a lane.
+    Waiting {
+        /// The limits the reply is decoded against.
+        limits: Arc<crate::store::LimitSet>,
+        /// Where the lane sends the reply.
+        receiver: oneshot::Receiver<Result<coalesce::Answer, StoreError>>,
+    },
+}
+
+impl std::future::Future for RedisAnswer {
+    type Output = Result<Decision, StoreError>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        match self.get_mut() {
+            RedisAnswer::Ready(result) => std::task::Poll::Ready(
+                result
+                    .take()
+                    .expect("an answer is not polled after it is ready"),
+            ),
+            RedisAnswer::Waiting { limits, receiver } => {
+                let reply = std::task::ready!(std::pin::Pin::new(receiver).poll(cx));
+                std::task::Poll::Ready(match reply {
+                    Ok(Ok(a)) => Decision::from_reply(limits, &a.values, a.decided_at_us),
+                    Ok(Err(e)) => Err(e),
+                    Err(_) => Err(StoreError::Other("the decision lane stopped".into())),
+                })
+            }
+        }
     }
 }
 
