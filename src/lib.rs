@@ -19,6 +19,7 @@
 pub mod access_log;
 pub mod admin;
 pub mod app;
+pub mod campaign;
 pub mod config;
 pub mod error;
 pub mod gateway;

@@ -1,6 +1,7 @@
 //! The `slidegate` command: `slidegate [--config FILE]` runs the gateway; `slidegate check
-//! [--config FILE]` validates the file and prints a summary. Exit codes: 0 success, 1 an
-//! invalid config or a failed start, 2 a usage error.
+//! [--config FILE]` validates the file and prints a summary; `slidegate campaign --route R --ids
+//! FILE` sends a campaign's ids through a running gateway's batch API. Exit codes: 0 success, 1
+//! an invalid config, a failed start or a failed campaign, 2 a usage error.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,6 +30,25 @@ struct Cli {
 enum Command {
     /// Validate the config file, print a summary of routes and limits, and exit.
     Check,
+    /// Send a campaign's user ids through the batch decision API of a running gateway.
+    Campaign {
+        /// The route whose limits apply.
+        #[arg(long)]
+        route: String,
+        /// User ids: a text file with one per line (`-` for standard input), or a `.roaring`
+        /// bitmap.
+        #[arg(long, value_name = "FILE")]
+        ids: PathBuf,
+        /// The admin listener (default: `admin.listen` of the config file).
+        #[arg(long, value_name = "URL")]
+        admin: Option<String>,
+        /// Keys per call (at most 10,000).
+        #[arg(long, default_value_t = 10_000)]
+        chunk: usize,
+        /// Calls in flight at once.
+        #[arg(long, default_value_t = 4)]
+        in_flight: usize,
+    },
 }
 
 fn main() -> ExitCode {
@@ -38,7 +58,82 @@ fn main() -> ExitCode {
         .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_FILE));
     match cli.command {
         Some(Command::Check) => check(&path),
+        Some(Command::Campaign {
+            route,
+            ids,
+            admin,
+            chunk,
+            in_flight,
+        }) => campaign(&path, route, &ids, admin, chunk, in_flight),
         None => run(&path),
+    }
+}
+
+/// Reads the admin address and token from the config (unless `--admin` is given) and runs the
+/// campaign.
+fn campaign(
+    config_path: &std::path::Path,
+    route: String,
+    ids: &std::path::Path,
+    admin: Option<String>,
+    chunk: usize,
+    in_flight: usize,
+) -> ExitCode {
+    let config = match Config::load(config_path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let Some(token) = config.admin.token.clone() else {
+        eprintln!(
+            "slidegate campaign: no admin token: set {} as for the gateway",
+            config.admin.token_env
+        );
+        return ExitCode::FAILURE;
+    };
+    let admin = admin.unwrap_or_else(|| format!("http://{}", config.admin.listen));
+    let admin = match admin.parse() {
+        Ok(uri) => uri,
+        Err(e) => {
+            eprintln!("slidegate campaign: --admin `{admin}`: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let ids = match slidegate::campaign::read_ids(ids) {
+        Ok(ids) => ids,
+        Err(e) => {
+            eprintln!("slidegate campaign: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let campaign = slidegate::campaign::Campaign {
+        admin,
+        token,
+        route,
+        chunk,
+        in_flight,
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(campaign.run(&ids)) {
+        Ok(tally) => {
+            print!("{}", tally.report());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("slidegate campaign: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -60,6 +155,7 @@ fn check(path: &std::path::Path) -> ExitCode {
 
 fn run(path: &std::path::Path) -> ExitCode {
     init_tracing();
+    slidegate::server::raise_open_file_limit();
     let config = match Config::load(path) {
         Ok(c) => c,
         Err(e) => {

@@ -99,6 +99,11 @@ impl Membership {
         &self.segments
     }
 
+    /// The plan names the plans file uses.
+    pub fn plan_names(&self) -> std::collections::HashSet<String> {
+        self.plans.values().cloned().collect()
+    }
+
     /// How many keys the plans file maps.
     pub fn plan_count(&self) -> usize {
         self.plans.len()

@@ -551,7 +551,7 @@ impl Validator<'_> {
         let raw = &raw_config.routes;
         let tiers = KnownTiers {
             segments: membership.segment_names().map(str::to_string).collect(),
-            plans: raw_config.plans.is_some(),
+            plans: raw_config.plans.as_ref().map(|_| membership.plan_names()),
         };
         let mut names = HashSet::new();
         let mut routes = Vec::with_capacity(raw.len());
@@ -847,7 +847,7 @@ impl Validator<'_> {
     }
 
     fn limits(
-        &self,
+        &mut self,
         raw: &[Spanned<RawLimit>],
         at: &str,
         tiers: &KnownTiers,
@@ -897,10 +897,20 @@ impl Validator<'_> {
                     })
             })?;
             let plans = self.tier_values(&l.plans, &format!("{key}.plans"), |_| {
-                tiers.plans.then_some(()).ok_or_else(|| {
+                tiers.plans.as_ref().map(|_| ()).ok_or_else(|| {
                     "plan values need a [plans] section with a members_file".to_string()
                 })
             })?;
+            if let Some(known) = &tiers.plans {
+                for (plan, value) in &l.plans {
+                    if !known.contains(plan.as_str()) {
+                        self.warn(
+                            value.span(),
+                            format!("{key}.plans.{plan}: no key in the plans file is on plan `{plan}` (yet)"),
+                        );
+                    }
+                }
+            }
             let config = LimitConfig {
                 name: name.clone(),
                 limit: limit as u64,
@@ -970,5 +980,6 @@ impl Validator<'_> {
 /// The segments and plans a limit may give values for.
 struct KnownTiers {
     segments: Vec<String>,
-    plans: bool,
+    /// The plans the plans file names, when there is one.
+    plans: Option<HashSet<String>>,
 }

@@ -44,6 +44,12 @@ impl Gateway {
         std::fs::write(&self.config_path, toml).unwrap();
     }
 
+    /// Writes a file next to the config file (segment bitmaps, plans).
+    pub fn write_file(&self, name: &str, contents: &[u8]) {
+        let dir = self.config_path.parent().unwrap();
+        std::fs::write(dir.join(name), contents).unwrap();
+    }
+
     /// Stops it gracefully.
     pub async fn stop(mut self) {
         if let Some(r) = self.running.take() {
@@ -54,7 +60,15 @@ impl Gateway {
 
 /// Validates `toml` (as a file, with the test admin token) and starts a gateway from it.
 pub async fn start(toml: &str) -> Gateway {
+    start_with_files(toml, &[]).await
+}
+
+/// Like [`start`], with `files` (name, contents) written next to the config file first.
+pub async fn start_with_files(toml: &str, files: &[(&str, Vec<u8>)]) -> Gateway {
     let dir = tempfile::tempdir().unwrap();
+    for (name, contents) in files {
+        std::fs::write(dir.path().join(name), contents).unwrap();
+    }
     let config_path = dir.path().join("config.toml");
     std::fs::write(&config_path, toml).unwrap();
     let config = Config::load_with_env(&config_path, &|name| {
