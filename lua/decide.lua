@@ -53,14 +53,19 @@ end
 a = a + 1
 local decisions = tonumber(ARGV[a])
 
--- Every limit's state, loaded once per call (by key and limit name); written back by `finish`.
-local states = {}
+-- Every limit's state, loaded once per call (by key, then limit name); written back by `finish`.
+local states, by_key = {}, {}
 local function state_of(key, name, limit, window)
-  local id = key .. '\n' .. name
-  local s = states[id]
+  local of_key = by_key[key]
+  if of_key == nil then
+    of_key = {}
+    by_key[key] = of_key
+  end
+  local s = of_key[name]
   if s == nil then
     s = load_state(key, name, limit, window)
-    states[id] = s
+    of_key[name] = s
+    states[#states + 1] = s
   end
   return s
 end

@@ -116,5 +116,5 @@ end
 
 -- After every decision of the call: one ZADD and one PEXPIRE per charged set.
 local function finish(states)
-  for _, s in pairs(states) do write_pending(s) end
+  for _, s in ipairs(states) do write_pending(s) end
 end
