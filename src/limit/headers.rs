@@ -6,13 +6,12 @@
 use std::time::Duration;
 
 use axum::body::Body;
-use http::header::{HeaderName, RETRY_AFTER};
+use http::header::{HeaderName, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 
 use super::Tier;
 use crate::config::LimitConfig;
-use crate::error::{problem_body, problem_response};
-use crate::request_id::RequestId;
+use crate::request_id::{RequestId, X_REQUEST_ID};
 use crate::store::{Decision, LimitSet};
 
 /// `RateLimit-Policy`
@@ -90,7 +89,10 @@ pub fn add_headers(headers: &mut HeaderMap, tier: &Tier, decision: &Decision) {
 }
 
 /// The 429 for a rejected or blocked decision of `route`: `Retry-After`, the rate-limit headers
-/// and the problem body naming the limit (and the segment or plan whose values applied).
+/// and the problem body naming the limit (and the segment or plan whose values applied). The body
+/// has the members of every gateway error (`crate::error::problem_body`) plus the limit's; it is
+/// written directly rather than through a JSON map, because a flood of 429s from the deny cache
+/// is the path an attack takes.
 pub fn too_many_requests(
     route: &str,
     tier: &Tier,
@@ -98,47 +100,71 @@ pub fn too_many_requests(
     request_id: &RequestId,
 ) -> Response<Body> {
     let limits = &tier.limits.limits;
-    let named = decision.rejecting_limit().unwrap_or(0);
-    let violated: Vec<&str> = decision
+    let named = limits
+        .get(decision.rejecting_limit().unwrap_or(0))
+        .map_or("", |l| l.name.as_str());
+    let mut body = String::with_capacity(320);
+    body.push_str("{\"type\":\"");
+    body.push_str(QUOTA_EXCEEDED_TYPE);
+    body.push_str(
+        "\",\"title\":\"Too Many Requests\",\"status\":429,\"error\":\"rate_limited\",\"detail\":",
+    );
+    push_json_string(&mut body, &format!("route {route}: limit {named} exceeded"));
+    body.push_str(",\"request_id\":");
+    push_json_string(&mut body, request_id.as_str());
+    body.push_str(",\"route\":");
+    push_json_string(&mut body, route);
+    body.push_str(",\"limit\":");
+    push_json_string(&mut body, named);
+    body.push_str(",\"violated-policies\":[");
+    let violated = decision
         .limits
         .iter()
         .zip(limits)
-        .filter(|(u, _)| u.exceeded())
-        .map(|(_, l)| l.name.as_str())
-        .collect();
-    let status = StatusCode::TOO_MANY_REQUESTS;
-    let mut body = problem_body(status, "rate_limited", "", request_id);
-    body.insert("type".into(), QUOTA_EXCEEDED_TYPE.into());
-    body.insert("title".into(), "Too Many Requests".into());
-    body.insert(
-        "detail".into(),
-        format!(
-            "route {route}: limit {} exceeded",
-            limits.get(named).map_or("", |l| l.name.as_str())
-        )
-        .into(),
-    );
-    body.insert("route".into(), route.into());
-    body.insert(
-        "limit".into(),
-        limits.get(named).map(|l| l.name.as_str()).into(),
-    );
-    body.insert("violated-policies".into(), violated.into());
-    body.insert(
-        "retry_after_ms".into(),
-        ceil_millis(decision.retry_after).max(1).into(),
-    );
-    if let Some(t) = &tier.name {
-        body.insert(t.kind().into(), t.name().into());
+        .filter(|(u, _)| u.exceeded());
+    for (i, (_, l)) in violated.enumerate() {
+        if i > 0 {
+            body.push(',');
+        }
+        push_json_string(&mut body, &l.name);
     }
-    let mut response = problem_response(status, body, request_id);
+    body.push_str("],\"retry_after_ms\":");
+    body.push_str(&ceil_millis(decision.retry_after).max(1).to_string());
+    if let Some(t) = &tier.name {
+        body.push(',');
+        push_json_string(&mut body, t.kind());
+        body.push(':');
+        push_json_string(&mut body, t.name());
+    }
+    body.push('}');
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
     let headers = response.headers_mut();
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    headers.insert(X_REQUEST_ID.clone(), request_id.header_value().clone());
     headers.insert(
         RETRY_AFTER,
         HeaderValue::from(ceil_secs(decision.retry_after).max(1)),
     );
     add_headers(headers, tier, decision);
     response
+}
+
+/// Appends `text` as a JSON string: quoted, with `"`, `\\` and control characters escaped.
+fn push_json_string(out: &mut String, text: &str) {
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 #[cfg(test)]
@@ -211,5 +237,51 @@ mod tests {
         assert_eq!(h["x-ratelimit-remaining"], "0");
         assert_eq!(h["x-ratelimit-reset"], "42");
         assert_eq!(h["content-type"], "application/problem+json");
+    }
+
+    #[test]
+    fn the_429_body_is_json_with_every_member() {
+        let d = Decision {
+            outcome: Outcome::Rejected,
+            retry_after: Duration::from_micros(41_250_001),
+            limits: vec![
+                LimitUsage {
+                    used: 5,
+                    limit: 5,
+                    reset: Duration::from_secs(41),
+                    retry_after: Duration::from_micros(41_250_001),
+                },
+                LimitUsage {
+                    used: 20,
+                    limit: 20,
+                    reset: Duration::from_secs(3000),
+                    retry_after: Duration::from_secs(30),
+                },
+            ],
+            decided_at_us: 0,
+        };
+        let mut t = tier();
+        t.name = Some(crate::tier::TierName::Plan("gold \"quoted\"\n".into()));
+        let id = RequestId::generate();
+        let r = too_many_requests("otp-send", &t, &d, &id);
+        let bytes =
+            futures_util::FutureExt::now_or_never(http_body_util::BodyExt::collect(r.into_body()))
+                .unwrap()
+                .unwrap()
+                .to_bytes();
+        let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(body["type"], QUOTA_EXCEEDED_TYPE);
+        assert_eq!(body["title"], "Too Many Requests");
+        assert_eq!(body["status"], 429);
+        assert_eq!(body["error"], "rate_limited");
+        assert_eq!(body["request_id"], id.as_str());
+        assert_eq!(body["route"], "otp-send");
+        assert_eq!(body["limit"], "per-minute");
+        assert_eq!(
+            body["violated-policies"],
+            serde_json::json!(["per-minute", "per-hour"])
+        );
+        assert_eq!(body["retry_after_ms"], 41_251);
+        assert_eq!(body["plan"], "gold \"quoted\"\n");
     }
 }
