@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tokio::runtime::Handle;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -63,12 +64,17 @@ impl Running {
     }
 }
 
-/// Builds the store named by `[store]`; Redis connects in the background.
-pub async fn build_store(config: &Config, metrics: &Metrics) -> Result<Store, StartError> {
+/// Builds the store named by `[store]`; Redis connects in the background, one connection per
+/// worker (`handles`: the workers' runtimes; empty for the current runtime only).
+pub async fn build_store(
+    config: &Config,
+    metrics: &Metrics,
+    handles: &[Handle],
+) -> Result<Store, StartError> {
     match config.store.backend {
         Backend::Memory => Ok(Store::Memory(MemoryStore::new())),
         Backend::Redis => {
-            let redis = RedisStore::connect(&config.store, metrics).await?;
+            let redis = RedisStore::connect(&config.store, metrics, handles).await?;
             if let Err(e) = redis.wait_until_ready(Duration::from_secs(2)).await {
                 tracing::warn!(
                     url = %redact_url(&config.store.url),
@@ -81,47 +87,67 @@ pub async fn build_store(config: &Config, metrics: &Metrics) -> Result<Store, St
     }
 }
 
-/// Binds both listeners and starts serving `config`.
+/// Binds both listeners and starts serving `config` on the current runtime.
 pub async fn start(config: Config) -> Result<Running, StartError> {
-    let bind = |addr: SocketAddr| async move {
-        TcpListener::bind(addr)
-            .await
-            .map_err(|source| StartError::Bind { addr, source })
-    };
-    let proxy_listener = bind(config.server.listen).await?;
-    let admin_listener = bind(config.admin.listen).await?;
-    let metrics = Metrics::new();
-    let store = build_store(&config, &metrics).await?;
-    let state = GatewayState::new(config, store, metrics)?;
-    start_with(state, proxy_listener, admin_listener).await
+    start_on(config, &[]).await
 }
 
-/// Serves `state` on listeners that are already bound.
+/// Binds the listeners and starts serving `config`: with worker `handles`, one proxy listener
+/// per worker (`SO_REUSEPORT`) serving on that worker; without, one on the current runtime.
+pub async fn start_on(config: Config, handles: &[Handle]) -> Result<Running, StartError> {
+    let listen = config.server.listen;
+    let bind_error = |source| StartError::Bind {
+        addr: listen,
+        source,
+    };
+    let proxy_listeners =
+        crate::server::bind_listeners(listen, handles.len().max(1)).map_err(bind_error)?;
+    let admin_listener = TcpListener::bind(config.admin.listen)
+        .await
+        .map_err(|source| StartError::Bind {
+            addr: config.admin.listen,
+            source,
+        })?;
+    let metrics = Metrics::new();
+    let store = build_store(&config, &metrics, handles).await?;
+    let state = GatewayState::new(config, store, metrics)?;
+    start_with(state, proxy_listeners, admin_listener, handles).await
+}
+
+/// Serves `state` on listeners that are already bound: proxy listener `i` on worker `i` (all on
+/// the current runtime when `handles` is empty).
 pub async fn start_with(
     state: Arc<GatewayState>,
-    proxy_listener: TcpListener,
+    proxy_listeners: Vec<std::net::TcpListener>,
     admin_listener: TcpListener,
+    handles: &[Handle],
 ) -> Result<Running, StartError> {
-    let local = |l: &TcpListener| {
-        l.local_addr().map_err(|source| StartError::Bind {
+    let local = |addr: std::io::Result<SocketAddr>| {
+        addr.map_err(|source| StartError::Bind {
             addr: SocketAddr::from(([0, 0, 0, 0], 0)),
             source,
         })
     };
-    let proxy_addr = local(&proxy_listener)?;
-    let admin_addr = local(&admin_listener)?;
+    let proxy_addr = local(proxy_listeners[0].local_addr())?;
+    let admin_addr = local(admin_listener.local_addr())?;
     let (stop, stopped) = watch::channel(false);
     let mut tasks = Vec::new();
     if let Some(task) = subscribe_resets(&state, stopped.clone()).await? {
         tasks.push(task);
     }
     let gateway = Gateway::new(state.table.clone(), state.limiter.clone());
-    tasks.push(tokio::spawn(crate::server::serve(
-        proxy_listener,
-        gateway,
-        state.running.server.clone(),
-        stopped.clone(),
-    )));
+    for (i, listener) in proxy_listeners.into_iter().enumerate() {
+        let serving = crate::server::serve(
+            listener,
+            gateway.clone(),
+            state.running.server.clone(),
+            stopped.clone(),
+        );
+        tasks.push(match handles.get(i) {
+            Some(worker) => worker.spawn(serving),
+            None => tokio::spawn(serving),
+        });
+    }
     tasks.push(tokio::spawn(serve_admin(
         admin_listener,
         state.clone(),
@@ -186,8 +212,8 @@ async fn serve_admin(
     }
 }
 
-/// Runs until `SIGTERM` or `SIGINT`; reloads the config on `SIGHUP`.
-pub async fn run(config: Config) -> Result<(), StartError> {
+/// Runs on the workers `handles` until `SIGTERM` or `SIGINT`; reloads the config on `SIGHUP`.
+pub async fn run(config: Config, handles: Vec<Handle>) -> Result<(), StartError> {
     for w in &config.warnings {
         tracing::warn!("{w}");
     }
@@ -195,12 +221,13 @@ pub async fn run(config: Config) -> Result<(), StartError> {
         Backend::Redis => format!("redis {}", redact_url(&config.store.url)),
         Backend::Memory => "memory (embedded, single instance)".to_string(),
     };
-    let running = start(config).await?;
+    let running = start_on(config, &handles).await?;
     tracing::info!(
-        "slidegate listening on {} (admin {}), store: {}",
+        "slidegate listening on {} (admin {}), store: {}, {} worker(s)",
         running.proxy_addr,
         running.admin_addr,
-        store_line
+        store_line,
+        handles.len().max(1)
     );
     wait_for_signals(&running).await;
     tracing::info!("shutting down: finishing in-flight requests");

@@ -33,3 +33,4 @@ pub mod server;
 pub mod state;
 pub mod store;
 pub mod tier;
+pub mod workers;

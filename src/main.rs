@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use slidegate::config::{Config, CONFIG_ENV, DEFAULT_CONFIG_FILE};
+use slidegate::workers::Workers;
 use tracing_subscriber::EnvFilter;
 
 // The proxy path allocates small, short-lived buffers on every request; mimalloc's thread-local
@@ -163,17 +164,15 @@ fn run(path: &std::path::Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
+    let workers = match Workers::new(Workers::default_count()) {
+        Ok(w) => w,
         Err(e) => {
-            eprintln!("cannot start the async runtime: {e}");
+            eprintln!("cannot start the async runtimes: {e}");
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(slidegate::app::run(config)) {
+    let handles = workers.handles();
+    match workers.run(slidegate::app::run(config, handles)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");

@@ -5,6 +5,7 @@
 //! finish within `server.shutdown_grace`.
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,13 +21,53 @@ use crate::config::ServerConfig;
 use crate::gateway::Gateway;
 use crate::proxy::Peer;
 
-/// Serves `gateway` on `listener` until `stopped` turns true.
+/// Binds `n` listening sockets on `addr` (with `SO_REUSEPORT` when more than one, so the kernel
+/// spreads connections over the workers), as std listeners a worker's runtime takes over.
+pub fn bind_listeners(addr: SocketAddr, n: usize) -> std::io::Result<Vec<std::net::TcpListener>> {
+    let bind = |addr: SocketAddr, shared: bool| -> std::io::Result<std::net::TcpListener> {
+        let socket = match addr {
+            SocketAddr::V4(_) => {
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?
+            }
+            SocketAddr::V6(_) => {
+                socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::STREAM, None)?
+            }
+        };
+        socket.set_reuse_address(true)?;
+        #[cfg(unix)]
+        if shared {
+            socket.set_reuse_port(true)?;
+        }
+        socket.set_nonblocking(true)?;
+        socket.bind(&addr.into())?;
+        socket.listen(1024)?;
+        Ok(socket.into())
+    };
+    let first = bind(addr, n > 1)?;
+    // Port 0 picks a port once; the other workers share it.
+    let addr = first.local_addr()?;
+    let mut listeners = vec![first];
+    for _ in 1..n {
+        listeners.push(bind(addr, true)?);
+    }
+    Ok(listeners)
+}
+
+/// Serves `gateway` on `listener` (taken over by the runtime this runs on) until `stopped`
+/// turns true.
 pub async fn serve(
-    listener: TcpListener,
+    listener: std::net::TcpListener,
     gateway: Gateway,
     settings: ServerConfig,
     mut stopped: watch::Receiver<bool>,
 ) {
+    let listener = match TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot serve the proxy listener");
+            return;
+        }
+    };
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()

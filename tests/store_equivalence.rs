@@ -42,7 +42,9 @@ async fn redis_store(server: &RedisServer) -> Store {
         key_prefix: "unused".into(),
         clock: slidegate::config::ClockSource::Local,
     };
-    let store = RedisStore::connect(&config, &Metrics::new()).await.unwrap();
+    let store = RedisStore::connect(&config, &Metrics::new(), &[])
+        .await
+        .unwrap();
     store
         .wait_until_ready(std::time::Duration::from_secs(5))
         .await

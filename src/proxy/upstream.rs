@@ -36,6 +36,7 @@ use super::headers::{remove_hop_by_hop, set_forwarded, Peer};
 use crate::config::UpstreamConfig;
 use crate::error::GatewayError;
 use crate::request_id::{RequestId, X_REQUEST_ID};
+use crate::workers::PerWorker;
 
 /// Idle connections kept per upstream.
 const MAX_IDLE: usize = 512;
@@ -67,7 +68,9 @@ pub struct Upstream {
     /// `scheme://authority`, what the connector is asked for.
     address: Uri,
     connector: RetryConnect<HttpsConnector<HttpConnector>>,
-    idle: Arc<Mutex<Vec<Conn>>>,
+    /// Idle connections, per worker: a connection's I/O is registered with the runtime that
+    /// opened it, so it is only ever used on that worker.
+    idle: Arc<PerWorker<Mutex<Vec<Conn>>>>,
 }
 
 impl Upstream {
@@ -104,7 +107,7 @@ impl Upstream {
             base_path: config.url.path().trim_end_matches('/').to_string(),
             address,
             connector: RetryConnect::new(tls, config.connect_timeout),
-            idle: Arc::new(Mutex::new(Vec::new())),
+            idle: Arc::new(PerWorker::new(|_| Mutex::new(Vec::new()))),
         }
     }
 
@@ -198,7 +201,12 @@ impl Upstream {
     /// The most recently used idle connection that is still open.
     async fn take_idle(&self) -> Option<Conn> {
         loop {
-            let conn = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let conn = self
+                .idle
+                .get()
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop();
             let mut conn = conn?;
             if conn.idle_since.elapsed() > IDLE_TIMEOUT {
                 continue;
@@ -241,7 +249,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 struct DrivenBody {
     inner: Incoming,
     conn: Option<Conn>,
-    idle: Arc<Mutex<Vec<Conn>>>,
+    idle: Arc<PerWorker<Mutex<Vec<Conn>>>>,
 }
 
 impl DrivenBody {
@@ -254,7 +262,7 @@ impl DrivenBody {
         let alive = conn.drive(&mut Context::from_waker(waker));
         if alive && conn.sender.is_ready() {
             conn.idle_since = Instant::now();
-            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+            let mut idle = self.idle.get().lock().unwrap_or_else(|e| e.into_inner());
             if idle.len() < MAX_IDLE {
                 idle.push(conn);
             }

@@ -23,7 +23,7 @@ impl RedisStore {
         }
         self.admin_deadline()
             .run(async {
-                let _: i64 = self.inner.client.del(keys).await.map_err(map_error)?;
+                let _: i64 = self.client().del(keys).await.map_err(map_error)?;
                 Ok(())
             })
             .await
@@ -33,7 +33,7 @@ impl RedisStore {
     pub async fn ping(&self) -> Result<(), StoreError> {
         self.admin_deadline()
             .run(async {
-                let _: String = self.inner.client.ping(None).await.map_err(map_error)?;
+                let _: String = self.client().ping(None).await.map_err(map_error)?;
                 Ok(())
             })
             .await
@@ -44,8 +44,7 @@ impl RedisStore {
         self.admin_deadline()
             .run(async {
                 let _: i64 = self
-                    .inner
-                    .client
+                    .client()
                     .publish(channel, base)
                     .await
                     .map_err(map_error)?;

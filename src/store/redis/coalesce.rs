@@ -204,16 +204,19 @@ pub struct Caller {
     instance: String,
     sequence: AtomicU64,
     /// Whether the cross-slot scripts loaded (Redis 7); if not, cluster calls go per slot.
-    cross_slot: AtomicBool,
-    on_error: Box<dyn Fn(&StoreError) + Send + Sync>,
+    /// Shared by every worker's caller.
+    cross_slot: Arc<AtomicBool>,
+    on_error: Arc<dyn Fn(&StoreError) + Send + Sync>,
 }
 
 impl Caller {
-    /// A caller for `client`; `on_error` sees every failed call once.
+    /// A caller for `client`; `on_error` sees every failed call once; `cross_slot` is shared
+    /// with the other workers' callers.
     pub fn new(
         client: Client,
         clock: ClockSource,
-        on_error: Box<dyn Fn(&StoreError) + Send + Sync>,
+        on_error: Arc<dyn Fn(&StoreError) + Send + Sync>,
+        cross_slot: Arc<AtomicBool>,
     ) -> Caller {
         Caller {
             client,
@@ -222,7 +225,7 @@ impl Caller {
             sliding_window_counter: Scripts::of(Algorithm::SlidingWindowCounter),
             instance: instance_id(),
             sequence: AtomicU64::new(0),
-            cross_slot: AtomicBool::new(true),
+            cross_slot,
             on_error,
         }
     }

@@ -37,6 +37,7 @@ pub use url::fred_url;
 use super::{Decision, DecisionRequest, StoreError};
 use crate::config::{Algorithm, StoreConfig};
 use crate::metrics::Metrics;
+use crate::workers::PerWorker;
 
 /// Redis-backed limiter; clones share the connection and the lanes.
 #[derive(Clone)]
@@ -46,8 +47,16 @@ pub struct RedisStore {
 
 struct Inner {
     builder: Builder,
-    client: Client,
     timeout: Duration,
+    /// One connection per worker (see `crate::workers`): a request's decision goes out on its
+    /// own worker's connection and lanes, so no hop wakes another thread.
+    connections: PerWorker<Connection>,
+    started: Instant,
+}
+
+/// What one worker uses to reach Redis.
+struct Connection {
+    client: Client,
     caller: Arc<Caller>,
     /// Standalone and sentinel: one lane per algorithm, found without a lock.
     single: [OnceLock<Lane>; 2],
@@ -56,16 +65,19 @@ struct Inner {
     /// The cluster's slot table, re-read from the client at most once a second.
     routing: ArcSwapOption<ClusterRouting>,
     routing_read_at_ms: AtomicU64,
-    started: Instant,
 }
 
 impl RedisStore {
     /// Connects to `config.url` in the background; returns at once even if Redis is down (the
     /// client keeps reconnecting, and decisions fail fast meanwhile). Failed calls are counted
     /// in `metrics`' `slidegate_store_errors_total`.
+    ///
+    /// With several workers, pass their runtimes' `handles`: each worker's client is connected
+    /// inside its runtime, so its I/O is driven there. An empty list means the current runtime.
     pub async fn connect(
         config: &StoreConfig,
         metrics: &Metrics,
+        handles: &[tokio::runtime::Handle],
     ) -> Result<RedisStore, StoreError> {
         let fred_config = FredConfig {
             fail_fast: false,
@@ -79,48 +91,61 @@ impl RedisStore {
                 c.internal_command_timeout = Duration::from_secs(1);
             })
             .set_policy(ReconnectPolicy::new_exponential(0, 50, 1000, 2));
-        let client = builder
-            .build()
-            .map_err(|e| StoreError::Other(e.to_string()))?;
-        client.connect();
         let errors = metrics.store_errors.clone();
-        let caller = Caller::new(
-            client.clone(),
-            config.clock,
-            Box::new(move |e: &StoreError| errors.with_label_values(&[e.kind()]).inc()),
-        );
-        Ok(RedisStore {
-            inner: Arc::new(Inner {
-                builder,
+        let on_error = Arc::new(move |e: &StoreError| errors.with_label_values(&[e.kind()]).inc());
+        let cross_slot = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let mut clients = Vec::with_capacity(crate::workers::count());
+        for i in 0..crate::workers::count() {
+            let client = builder
+                .build()
+                .map_err(|e| StoreError::Other(e.to_string()))?;
+            // The client spawns its connection tasks on the runtime it is connected from.
+            let _entered = handles.get(i).map(|h| h.enter());
+            client.connect();
+            clients.push(client);
+        }
+        let connections = PerWorker::new(|i| {
+            let client = clients[i].clone();
+            let caller = Caller::new(
+                client.clone(),
+                config.clock,
+                on_error.clone(),
+                cross_slot.clone(),
+            );
+            Connection {
                 client,
-                timeout: config.timeout,
                 caller: Arc::new(caller),
                 single: [OnceLock::new(), OnceLock::new()],
                 lanes: RwLock::new(HashMap::new()),
                 routing: ArcSwapOption::empty(),
                 routing_read_at_ms: AtomicU64::new(0),
+            }
+        });
+        Ok(RedisStore {
+            inner: Arc::new(Inner {
+                builder,
+                timeout: config.timeout,
+                connections,
                 started: Instant::now(),
             }),
         })
     }
 
-    /// Waits up to `wait` for the first connection and loads the scripts.
+    /// Waits up to `wait` for every worker's connection and loads the scripts.
     pub async fn wait_until_ready(&self, wait: Duration) -> Result<(), StoreError> {
         Deadline::after(wait)
             .run(async {
-                self.inner
-                    .client
-                    .wait_for_connect()
-                    .await
-                    .map_err(map_error)?;
-                self.inner.caller.load_scripts().await
+                for c in self.inner.connections.all() {
+                    c.client.wait_for_connect().await.map_err(map_error)?;
+                }
+                self.inner.connections.all()[0].caller.load_scripts().await
             })
             .await
     }
 
-    /// The underlying client (for pub/sub wiring and tests).
+    /// This worker's client (for admin operations and tests).
     pub fn client(&self) -> &Client {
-        &self.inner.client
+        &self.inner.connections.get().client
     }
 
     /// Queues one request on its node's lane, coalesced with the others in flight there; the
@@ -205,23 +230,26 @@ impl RedisStore {
     /// The lane of the node serving the decision's keys (they share one hash tag, so one slot).
     fn lane_for(&self, pending: &Pending) -> Lane {
         let algorithm = pending.limits.algorithm;
-        if !self.inner.client.is_clustered() {
+        let connection = self.inner.connections.get();
+        if !connection.client.is_clustered() {
             let index = match algorithm {
                 Algorithm::SlidingLog => 0,
                 Algorithm::SlidingWindowCounter => 1,
             };
-            return self.inner.single[index]
-                .get_or_init(|| Lane::start(self.inner.caller.clone(), Target::ByKey, algorithm))
+            return connection.single[index]
+                .get_or_init(|| Lane::start(connection.caller.clone(), Target::ByKey, algorithm))
                 .clone();
         }
         let slot = ClusterRouting::hash_key(pending.keys[0].as_bytes());
-        let (node, target) = match self.routing().and_then(|r| r.get_server(slot).cloned()) {
+        let (node, target) = match self
+            .routing(connection)
+            .and_then(|r| r.get_server(slot).cloned())
+        {
             Some(server) => (Some(server.clone()), Target::Node(server)),
             None => (None, Target::PerSlot),
         };
         let id = (node, algorithm);
-        if let Some(lane) = self
-            .inner
+        if let Some(lane) = connection
             .lanes
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -229,25 +257,25 @@ impl RedisStore {
         {
             return lane.clone();
         }
-        let mut lanes = self.inner.lanes.write().unwrap_or_else(|e| e.into_inner());
+        let mut lanes = connection.lanes.write().unwrap_or_else(|e| e.into_inner());
         lanes
             .entry(id)
-            .or_insert_with(|| Lane::start(self.inner.caller.clone(), target, algorithm))
+            .or_insert_with(|| Lane::start(connection.caller.clone(), target, algorithm))
             .clone()
     }
 
     /// The cluster slot table as the client last learnt it (re-read at most once a second).
-    fn routing(&self) -> Option<Arc<ClusterRouting>> {
+    fn routing(&self, connection: &Connection) -> Option<Arc<ClusterRouting>> {
         let now_ms = self.inner.started.elapsed().as_millis() as u64;
-        let read_at = self.inner.routing_read_at_ms.load(Ordering::Relaxed);
-        let cached = self.inner.routing.load_full();
+        let read_at = connection.routing_read_at_ms.load(Ordering::Relaxed);
+        let cached = connection.routing.load_full();
         if cached.is_none() || now_ms >= read_at + 1000 {
-            self.inner
+            connection
                 .routing_read_at_ms
                 .store(now_ms, Ordering::Relaxed);
-            if let Some(fresh) = self.inner.client.cached_cluster_state() {
+            if let Some(fresh) = connection.client.cached_cluster_state() {
                 let fresh = Arc::new(fresh);
-                self.inner.routing.store(Some(fresh.clone()));
+                connection.routing.store(Some(fresh.clone()));
                 return Some(fresh);
             }
         }
