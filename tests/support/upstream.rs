@@ -105,6 +105,13 @@ async fn answer(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
 /// Starts an upstream on a free port (within the current tokio runtime).
 pub async fn start() -> Upstream {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    serve(listener, Duration::ZERO)
+}
+
+/// Serves on a listener the caller bound (a chosen port, a small backlog), pausing
+/// `accept_pause` after each accepted connection: a busy upstream that drains its listen
+/// backlog slowly.
+pub fn serve(listener: tokio::net::TcpListener, accept_pause: Duration) -> Upstream {
     let addr = listener.local_addr().unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let recorder = seen.clone();
@@ -113,6 +120,9 @@ pub async fn start() -> Upstream {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
+            if !accept_pause.is_zero() {
+                tokio::time::sleep(accept_pause).await;
+            }
             let recorder = recorder.clone();
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |req: Request<Incoming>| {
