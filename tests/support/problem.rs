@@ -37,7 +37,11 @@ impl Answer for RawReply {
 }
 
 /// Asserts `answer` is a problem of this status and `error` code; returns the body.
-pub fn assert_problem(answer: &impl Answer, status: u16, error: &str) -> serde_json::Value {
+pub fn assert_problem(
+    answer: &(impl Answer + ?Sized),
+    status: u16,
+    error: &str,
+) -> serde_json::Value {
     let what = format!("{status} {error}");
     assert_eq!(
         answer.status_code(),
