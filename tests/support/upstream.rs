@@ -108,21 +108,18 @@ pub async fn start() -> Upstream {
     serve(listener, Duration::ZERO)
 }
 
-/// Serves on a listener the caller bound (a chosen port, a small backlog), pausing
-/// `accept_pause` after each accepted connection: a busy upstream that drains its listen
-/// backlog slowly.
-pub fn serve(listener: tokio::net::TcpListener, accept_pause: Duration) -> Upstream {
+/// Serves on a listener the caller bound (a chosen port, a small backlog), accepting nothing
+/// during the first `busy_for` (a busy upstream whose listen backlog fills up meanwhile).
+pub fn serve(listener: tokio::net::TcpListener, busy_for: Duration) -> Upstream {
     let addr = listener.local_addr().unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let recorder = seen.clone();
     let task = tokio::spawn(async move {
+        tokio::time::sleep(busy_for).await;
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
-            if !accept_pause.is_zero() {
-                tokio::time::sleep(accept_pause).await;
-            }
             let recorder = recorder.clone();
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |req: Request<Incoming>| {
