@@ -6,6 +6,7 @@
 pub mod cluster;
 pub mod gateway;
 pub mod http;
+pub mod metrics;
 pub mod problem;
 pub mod process;
 pub mod raw;
