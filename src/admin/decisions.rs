@@ -45,11 +45,13 @@ pub(super) async fn decide(
 ) -> Response {
     let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(b) => b,
-        Err(_) => {
-            return AdminError::BadRequest(format!(
-                "the body is not readable or over {MAX_BODY} bytes"
-            ))
-            .into_response(&id)
+        Err(e) => {
+            let error = e.into_inner();
+            if error.is::<http_body_util::LengthLimitError>() {
+                return AdminError::BodyTooLarge { max: MAX_BODY }.into_response(&id);
+            }
+            return AdminError::BadRequest(format!("the body is not readable: {error}"))
+                .into_response(&id);
         }
     };
     let request: DecisionsRequest = match serde_json::from_slice(&bytes) {
