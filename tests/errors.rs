@@ -143,6 +143,18 @@ async fn every_error_is_one_problem_shape() {
         413,
         "too_many_keys",
     ));
+    let huge = format!(
+        "{{\"route\": \"keyed\", \"keys\": [\"{}\"]}}",
+        "k".repeat(17 * 1024 * 1024)
+    );
+    cases.push(case(
+        "a batch body over 16 MiB",
+        client
+            .send(Method::POST, &gw.admin("/v1/decisions"), &auth, &huge)
+            .await,
+        413,
+        "body_too_large",
+    ));
     cases.push(case(
         "admin without a token",
         client.get(&gw.admin("/admin/config"), &[]).await,
