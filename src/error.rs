@@ -123,6 +123,15 @@ pub enum AdminError {
     /// No such admin endpoint.
     #[error("no such admin endpoint")]
     NotFound,
+    /// The endpoint exists, but not for this method (`Allow` names the ones it takes).
+    #[error("this endpoint does not take this method; see the Allow header")]
+    MethodNotAllowed,
+    /// A request body larger than the endpoint reads.
+    #[error("the body is over {max} bytes")]
+    BodyTooLarge {
+        /// The bound.
+        max: usize,
+    },
     /// A batch larger than the API takes.
     #[error("{keys} keys in one call; the most is {max}")]
     TooManyKeys {
@@ -153,6 +162,8 @@ impl AdminError {
             AdminError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             AdminError::UnknownRoute(_) => (StatusCode::NOT_FOUND, "unknown_route"),
             AdminError::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+            AdminError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            AdminError::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
             AdminError::TooManyKeys { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_many_keys"),
             AdminError::InvalidConfig(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_config"),
             AdminError::StoreUnavailable(_) => {

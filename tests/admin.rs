@@ -296,3 +296,68 @@ async fn batch_decisions_decide_like_the_proxy_in_order() {
     assert_eq!(bad.status, 400);
     assert_eq!(bad.json()["error"], "bad_request");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_changes_server_listen_names_it_as_pending_a_restart() {
+    let up = upstream::start().await;
+    let cfg = config("backend = \"memory\"", &up.url(), ROUTES);
+    let gw = gateway::start(&cfg).await;
+    // A reload reads the process environment, as in production.
+    std::env::set_var("SLIDEGATE_ADMIN_TOKEN", TOKEN);
+    let client = HttpClient::default();
+    let (k, v) = auth();
+    let reload = || {
+        let (client, url, auth) = (client.clone(), gw.admin("/admin/reload"), v.clone());
+        async move {
+            let r = client
+                .send(Method::POST, &url, &[("authorization", &auth)], "")
+                .await;
+            assert_eq!(r.status, 200, "{}", r.body);
+            r.json()
+        }
+    };
+    let shown = |json: serde_json::Value| {
+        (
+            json["server"]["listen"].clone(),
+            json["pending_restart"].clone(),
+        )
+    };
+
+    let elsewhere = format!("127.0.0.1:{}", support::free_port());
+    let moved = cfg.replacen(
+        "listen = \"127.0.0.1:0\"",
+        &format!("listen = \"{elsewhere}\""),
+        1,
+    );
+    assert_ne!(moved, cfg);
+    gw.rewrite(&moved);
+    let pending = serde_json::json!([
+        {"setting": "server.listen", "running": "127.0.0.1:0", "configured": elsewhere}
+    ]);
+    let answer = reload().await;
+    assert_eq!(answer["result"], "success");
+    assert_eq!(answer["pending_restart"], pending);
+    let config = client
+        .get(&gw.admin("/admin/config"), &[(k, &v)])
+        .await
+        .json();
+    assert_eq!(shown(config), (serde_json::json!("127.0.0.1:0"), pending));
+    // Still served where it runs; nothing listens where the file now says.
+    assert_eq!(
+        client.get(&gw.url("/x"), &[("x-user", "u1")]).await.status,
+        200
+    );
+    assert!(tokio::net::TcpStream::connect(&elsewhere).await.is_err());
+
+    // Back to the running value: nothing is pending any more.
+    gw.rewrite(&cfg);
+    assert_eq!(reload().await["pending_restart"], serde_json::json!([]));
+    let config = client
+        .get(&gw.admin("/admin/config"), &[(k, &v)])
+        .await
+        .json();
+    assert_eq!(
+        shown(config),
+        (serde_json::json!("127.0.0.1:0"), serde_json::json!([]))
+    );
+}

@@ -418,6 +418,49 @@ fn empty_redis_url_env_is_ignored() {
     assert_eq!(load_ok(&path, &env).store.url, "redis://127.0.0.1:6379");
 }
 
+/// Line and column (1-based) of the first `url = "` value after `[store]` in `text`.
+fn store_url_position(text: &str) -> (usize, usize) {
+    let store = text.find("[store]").expect("a [store] section");
+    let url = store + text[store..].find("url = \"").expect("a store url") + "url = ".len();
+    let line = text[..url].matches('\n').count() + 1;
+    let column = url - text[..url].rfind('\n').map_or(0, |i| i + 1) + 1;
+    (line, column)
+}
+
+const NOT_REDIS: &str = "http://127.0.0.1:6379";
+
+#[test]
+fn redis_url_env_that_is_not_redis_is_refused_at_store_url() {
+    let path = manifest_dir().join("config.toml");
+    let env = |name: &str| (name == REDIS_URL_ENV).then(|| NOT_REDIS.to_string());
+    let err = Config::load_with_env(&path, &env).expect_err("a non-Redis URL must be refused");
+    let (line, column) = store_url_position(&std::fs::read_to_string(&path).unwrap());
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}:{line}:{column}: SLIDEGATE_REDIS_URL (overrides store.url): `{NOT_REDIS}` is not a Redis URL (redis://, rediss://, redis-cluster://, redis-sentinel://)",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn redis_url_env_that_is_not_redis_is_refused_without_a_store_url_too() {
+    let path = fixture("defaults_only_routes.toml");
+    let env = |name: &str| (name == REDIS_URL_ENV).then(|| "127.0.0.1:6379".to_string());
+    let err = Config::load_with_env(&path, &env).expect_err("a non-Redis URL must be refused");
+    assert_eq!(
+        err.location().map(|l| l.file.as_str()),
+        Some(path.display().to_string().as_str())
+    );
+    assert!(
+        err.to_string().contains(
+            ": SLIDEGATE_REDIS_URL (overrides store.url): `127.0.0.1:6379` is not a Redis URL"
+        ),
+        "{err}"
+    );
+}
+
 #[test]
 fn defaults_when_server_admin_store_are_absent() {
     let config = load_ok(&fixture("defaults_only_routes.toml"), &no_env);
@@ -563,6 +606,73 @@ fn check_prints_warnings_on_stderr_and_still_succeeds() {
     assert_eq!(
         text(&out.stderr),
         "tests/fixtures/config/max_delay_on_reject.toml:10:13: warning: routes[0].max_delay is ignored: on_exceed is \"reject\", not \"delay\"\n"
+    );
+}
+
+#[test]
+fn check_refuses_a_redis_url_env_that_is_not_redis() {
+    let shipped = std::fs::read_to_string(manifest_dir().join("config.toml")).unwrap();
+    let (line, column) = store_url_position(&shipped);
+    let out = slidegate(
+        &["check", "--config", "config.toml"],
+        &[(REDIS_URL_ENV, NOT_REDIS)],
+    );
+    assert_eq!(out.status.code(), Some(1), "stderr: {}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "config.toml:{line}:{column}: SLIDEGATE_REDIS_URL (overrides store.url): `{NOT_REDIS}` is not a Redis URL (redis://, rediss://, redis-cluster://, redis-sentinel://)\n"
+        )
+    );
+    assert_eq!(text(&out.stdout), "");
+}
+
+#[test]
+fn run_refuses_a_redis_url_env_that_is_not_redis() {
+    // Listeners on port 0, so a gateway that wrongly starts binds nothing in use.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    let shipped = std::fs::read_to_string(manifest_dir().join("config.toml")).unwrap();
+    let local: String = shipped
+        .lines()
+        .map(|l| match l.starts_with("listen = ") {
+            true => "listen = \"127.0.0.1:0\"\n".to_string(),
+            false => format!("{l}\n"),
+        })
+        .collect();
+    assert_eq!(local.matches("listen = \"127.0.0.1:0\"").count(), 2);
+    std::fs::write(&path, &local).unwrap();
+    let (line, column) = store_url_position(&local);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_slidegate"))
+        .arg("--config")
+        .arg(&path)
+        .env_remove(CONFIG_ENV)
+        .env(REDIS_URL_ENV, NOT_REDIS)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("slidegate started with a non-Redis SLIDEGATE_REDIS_URL");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "stderr: {stderr}");
+    assert!(
+        stderr.ends_with(&format!(
+            "{}:{line}:{column}: SLIDEGATE_REDIS_URL (overrides store.url): `{NOT_REDIS}` is not a Redis URL (redis://, rediss://, redis-cluster://, redis-sentinel://)\n",
+            path.display()
+        )),
+        "stderr: {stderr}"
     );
 }
 

@@ -1,5 +1,6 @@
 //! `jwt:CLAIM` key parts: claims come only from tokens whose signature verifies (HS256 secret or
-//! ES256 public key), with issuer and audience checked when set; anything else is a missing key.
+//! ES256 public key), with issuer and audience checked when set, that carry `exp` (unless
+//! `jwt.require_exp = false`) and are past their `nbf`; anything else is a missing key.
 
 mod support;
 
@@ -140,5 +141,85 @@ async fn es256_tokens_verify_against_the_public_key_file() {
         400,
         "algorithm confusion is refused"
     );
+    gw.shutdown().await;
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_without_exp_is_a_missing_key_unless_require_exp_is_false() {
+    let no_exp = format!("Bearer {}", hs256(json!({"sub": "alice"}), "s3cret"));
+    let with_exp = format!(
+        "Bearer {}",
+        hs256(json!({"sub": "alice", "exp": exp()}), "s3cret")
+    );
+    let expired = format!(
+        "Bearer {}",
+        hs256(json!({"sub": "alice", "exp": now() - 3600}), "s3cret")
+    );
+    let client = HttpClient::default();
+
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, _up) = start("\n[jwt]\nhs256_secret_env = \"JWT_SECRET\"\n", dir.path()).await;
+    let url = format!("http://{}/x", gw.proxy_addr);
+    let r = client.get(&url, &[("authorization", &no_exp)]).await;
+    assert_eq!(r.status, 400, "exp is required by default");
+    assert_eq!(r.json()["error"], "missing_key");
+    assert_eq!(
+        client.status(&url, &[("authorization", &with_exp)]).await,
+        200
+    );
+    gw.shutdown().await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, _up) = start(
+        "\n[jwt]\nhs256_secret_env = \"JWT_SECRET\"\nrequire_exp = false\n",
+        dir.path(),
+    )
+    .await;
+    let url = format!("http://{}/x", gw.proxy_addr);
+    let codes = [
+        client.status(&url, &[("authorization", &no_exp)]).await,
+        client.status(&url, &[("authorization", &no_exp)]).await,
+        client.status(&url, &[("authorization", &no_exp)]).await,
+    ];
+    assert_eq!(codes, [200, 200, 429], "the claims key the limit");
+    assert_eq!(
+        client.status(&url, &[("authorization", &expired)]).await,
+        400,
+        "an exp that is present is still checked"
+    );
+    gw.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_that_is_not_yet_valid_is_a_missing_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, _up) = start("\n[jwt]\nhs256_secret_env = \"JWT_SECRET\"\n", dir.path()).await;
+    let url = format!("http://{}/x", gw.proxy_addr);
+    let client = HttpClient::default();
+    let future = format!(
+        "Bearer {}",
+        hs256(
+            json!({"sub": "bob", "nbf": now() + 3600, "exp": now() + 7200}),
+            "s3cret"
+        )
+    );
+    let r = client.get(&url, &[("authorization", &future)]).await;
+    assert_eq!(r.status, 400, "nbf an hour ahead");
+    assert_eq!(r.json()["error"], "missing_key");
+    let valid = format!(
+        "Bearer {}",
+        hs256(
+            json!({"sub": "bob", "nbf": now() - 10, "exp": now() + 7200}),
+            "s3cret"
+        )
+    );
+    assert_eq!(client.status(&url, &[("authorization", &valid)]).await, 200);
     gw.shutdown().await;
 }

@@ -10,6 +10,8 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
+use http::header::CONTENT_LENGTH;
+use http::HeaderMap;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -41,15 +43,27 @@ fn one() -> u64 {
 pub(super) async fn decide(
     State(state): State<Arc<GatewayState>>,
     Extension(id): Extension<RequestId>,
+    headers: HeaderMap,
     body: Body,
 ) -> Response {
+    // A body announced as too large is refused before any of it is read (a client that sent
+    // `Expect: 100-continue` then sends none of it).
+    let announced = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > MAX_BODY as u64) {
+        return AdminError::BodyTooLarge { max: MAX_BODY }.into_response(&id);
+    }
     let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(b) => b,
-        Err(_) => {
-            return AdminError::BadRequest(format!(
-                "the body is not readable or over {MAX_BODY} bytes"
-            ))
-            .into_response(&id)
+        Err(e) => {
+            let error = e.into_inner();
+            if error.is::<http_body_util::LengthLimitError>() {
+                return AdminError::BodyTooLarge { max: MAX_BODY }.into_response(&id);
+            }
+            return AdminError::BadRequest(format!("the body is not readable: {error}"))
+                .into_response(&id);
         }
     };
     let request: DecisionsRequest = match serde_json::from_slice(&bytes) {

@@ -41,6 +41,10 @@ pub fn router(state: Arc<GatewayState>) -> Router {
         .fallback(|Extension(id): Extension<RequestId>| async move {
             AdminError::NotFound.into_response(&id)
         })
+        // axum's own 405 has no body; axum still adds `Allow` to this one.
+        .method_not_allowed_fallback(|Extension(id): Extension<RequestId>| async move {
+            AdminError::MethodNotAllowed.into_response(&id)
+        })
         .layer(middleware::from_fn_with_state(state.clone(), request_id))
         .with_state(state)
 }

@@ -4,7 +4,10 @@
 //!
 //! Differences from a naive append: a client's own `X-Forwarded-*` headers are kept only when
 //! the TCP peer is a trusted proxy; from anyone else they are replaced, so an upstream that
-//! trusts this gateway is never handed a chain the client made up.
+//! trusts this gateway is never handed a chain the client made up. And differences from a
+//! literal reading of RFC 9110: a `Connection` header cannot remove the headers the gateway
+//! sets (`X-Forwarded-*`, `X-Request-Id`), or a client behind a trusted proxy could strip that
+//! proxy's chain and be seen upstream as the proxy itself.
 
 use std::net::IpAddr;
 
@@ -22,7 +25,16 @@ pub static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-h
 static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
 
-/// Removes hop-by-hop headers, including those the `Connection` header names.
+/// Whether the gateway itself sets `name` on a forwarded request.
+fn set_by_the_gateway(name: &HeaderName) -> bool {
+    name == X_FORWARDED_FOR
+        || name == X_FORWARDED_PROTO
+        || name == X_FORWARDED_HOST
+        || name == crate::request_id::X_REQUEST_ID
+}
+
+/// Removes hop-by-hop headers, including those the `Connection` header names (except the ones
+/// the gateway sets).
 pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(CONNECTION)
@@ -30,6 +42,7 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .filter(|name| !set_by_the_gateway(name))
         .collect();
     for name in named {
         headers.remove(name);
@@ -116,6 +129,28 @@ mod tests {
         remove_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1);
         assert!(h.contains_key("x-kept"));
+    }
+
+    #[test]
+    fn connection_cannot_name_the_headers_the_gateway_sets() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            CONNECTION,
+            HeaderValue::from_static(
+                "X-Forwarded-For, x-forwarded-proto, X-Forwarded-Host, X-Request-Id",
+            ),
+        );
+        for name in [
+            "x-forwarded-for",
+            "x-forwarded-proto",
+            "x-forwarded-host",
+            "x-request-id",
+        ] {
+            h.insert(name, HeaderValue::from_static("kept"));
+        }
+        remove_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 4);
+        assert!(!h.contains_key(CONNECTION));
     }
 
     #[test]

@@ -111,3 +111,14 @@ timeout = "2s"
 pub fn redis_store(url: &str, prefix: &str) -> String {
     format!("backend = \"redis\"\nurl = \"{url}\"\nkey_prefix = \"{prefix}\"\ntimeout = \"200ms\"")
 }
+
+/// `config` with extra `[server]` settings (TOML lines) after its `listen`.
+pub fn with_server(config: &str, settings: &str) -> String {
+    let anchor = "listen = \"127.0.0.1:0\"\n\n[admin]";
+    assert!(config.contains(anchor), "not a config from `config()`");
+    config.replacen(
+        anchor,
+        &format!("listen = \"127.0.0.1:0\"\n{settings}\n\n[admin]"),
+        1,
+    )
+}

@@ -6,6 +6,9 @@
 pub mod cluster;
 pub mod gateway;
 pub mod http;
+pub mod metrics;
+pub mod problem;
+pub mod process;
 pub mod raw;
 pub mod redis;
 pub mod upstream;

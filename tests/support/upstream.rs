@@ -105,10 +105,17 @@ async fn answer(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
 /// Starts an upstream on a free port (within the current tokio runtime).
 pub async fn start() -> Upstream {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    serve(listener, Duration::ZERO)
+}
+
+/// Serves on a listener the caller bound (a chosen port, a small backlog), accepting nothing
+/// during the first `busy_for` (a busy upstream whose listen backlog fills up meanwhile).
+pub fn serve(listener: tokio::net::TcpListener, busy_for: Duration) -> Upstream {
     let addr = listener.local_addr().unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let recorder = seen.clone();
     let task = tokio::spawn(async move {
+        tokio::time::sleep(busy_for).await;
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
