@@ -13,10 +13,16 @@ const SEGMENTS: [(&str, u64); 4] = [("new", 10), ("active", 30), ("dormant", 55)
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let dir = PathBuf::from(args.next().expect("usage: campaign_data DIR [--users N] [--campaign N]"));
+    let dir = PathBuf::from(
+        args.next()
+            .expect("usage: campaign_data DIR [--users N] [--campaign N]"),
+    );
     let (mut users, mut campaign) = (270_000_000u32, 10_000_000u32);
     while let Some(flag) = args.next() {
-        let value: u32 = args.next().and_then(|v| v.parse().ok()).expect("a number after the flag");
+        let value: u32 = args
+            .next()
+            .and_then(|v| v.parse().ok())
+            .expect("a number after the flag");
         match flag.as_str() {
             "--users" => users = value,
             "--campaign" => campaign = value,

@@ -22,9 +22,6 @@ pub enum GatewayError {
     /// The request path has no safe normal form (see [`crate::route::normalize`]).
     #[error("{0}")]
     BadPath(#[from] crate::route::PathError),
-    /// The request has both `Content-Length` and `Transfer-Encoding` (a smuggling vector).
-    #[error("the request has both Content-Length and Transfer-Encoding")]
-    ConflictingFraming,
     /// The request head is larger than the gateway accepts.
     #[error("the request head has {what}; the most is {max}")]
     HeadTooLarge {
@@ -68,7 +65,6 @@ impl GatewayError {
     pub fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
             GatewayError::BadPath(e) => (StatusCode::BAD_REQUEST, e.code()),
-            GatewayError::ConflictingFraming => (StatusCode::BAD_REQUEST, "conflicting_framing"),
             GatewayError::HeadTooLarge { .. } => (
                 StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
                 "request_head_too_large",
@@ -184,6 +180,36 @@ impl AdminError {
         }
         response
     }
+}
+
+/// hyper's own refusal of a request it cannot parse (it answers 400, 414 or 431 before the
+/// request reaches the gateway), re-written as the gateway's problem response: the whole HTTP/1.1
+/// message, closing the connection, with a fresh request id.
+pub fn refusal_bytes(status: StatusCode) -> Vec<u8> {
+    let (code, detail) = match status.as_u16() {
+        414 => ("uri_too_long", "the request target is too long"),
+        431 => (
+            "request_head_too_large",
+            "the request head is larger than the gateway reads",
+        ),
+        _ => (
+            "malformed_request",
+            "the request could not be parsed as HTTP",
+        ),
+    };
+    let request_id = RequestId::generate();
+    let body =
+        serde_json::Value::Object(problem_body(status, code, detail, &request_id)).to_string();
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\ncontent-type: application/problem+json\r\ncontent-length: {}\r\nx-request-id: {}\r\nconnection: close\r\n\r\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("Error"),
+        body.len(),
+        request_id
+    )
+    .into_bytes();
+    out.extend_from_slice(body.as_bytes());
+    out
 }
 
 /// The members every problem body has: `about:blank` type, the status's reason as title, the

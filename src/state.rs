@@ -3,7 +3,7 @@
 //! store and the counts live outside the reloaded config, so a reload never resets a count.
 //!
 //! Reload is parse -> validate -> compile -> swap. Settings read only at start (listen
-//! addresses, connection limits, `[store]`) keep their running values; a reload that changes
+//! addresses, connection and head limits, the head timeout, `[store]`) keep their running values; a reload that changes
 //! them applies the rest and names each of them, in the log and in `/admin/config`.
 
 use std::path::PathBuf;
@@ -136,6 +136,9 @@ impl GatewayState {
         config.server.listen = self.running.server.listen;
         config.server.max_connections = self.running.server.max_connections;
         config.server.header_read_timeout = self.running.server.header_read_timeout;
+        // The head bounds size hyper's buffers, set when the listener started.
+        config.server.max_header_bytes = self.running.server.max_header_bytes;
+        config.server.max_headers = self.running.server.max_headers;
         let backend = self.limiter.store().backend();
         let table = RouteTable::build(config, &self.metrics, backend, &self.carried)?;
         let old = self.table.swap(Arc::new(table));
@@ -185,6 +188,16 @@ impl GatewayState {
             "server.header_read_timeout",
             format!("{:?}", r.server.header_read_timeout),
             format!("{:?}", c.server.header_read_timeout),
+        );
+        check(
+            "server.max_header_bytes",
+            r.server.max_header_bytes.to_string(),
+            c.server.max_header_bytes.to_string(),
+        );
+        check(
+            "server.max_headers",
+            r.server.max_headers.to_string(),
+            c.server.max_headers.to_string(),
         );
         let (rs, cs) = (&r.store, &c.store);
         check(

@@ -1,5 +1,5 @@
 //! Routing, the first step of the request path: [`admit`] refuses what must not go further (a
-//! head over the bounds, conflicting framing, a path without one safe spelling), normalises the
+//! head over the bounds, a path without one safe spelling), normalises the
 //! path ([`normalize`]) and matches it against the routes of the [`RouteTable`] in file order.
 //! Everything after this step (keys, limits, the forwarded request) sees only the normalised
 //! path.
@@ -12,7 +12,6 @@ pub use table::{Carried, CompileError, Route, RouteTable};
 
 use std::sync::Arc;
 
-use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::request::Parts;
 
 use crate::error::GatewayError;
@@ -39,8 +38,10 @@ pub fn normalize_uri(uri: &mut Uri) -> Result<(), PathError> {
     Ok(())
 }
 
-/// The checks before routing, then the route: the head within bounds, no conflicting framing, a
-/// path with one safe spelling (which replaces the one sent).
+/// The checks before routing, then the route: the head within bounds, a path with one safe
+/// spelling (which replaces the one sent). (Conflicting framing never gets this far: hyper
+/// decodes a request with both `Content-Length` and `Transfer-Encoding` by the latter alone,
+/// drops the former and closes the connection after the answer, as RFC 9112 6.1 allows.)
 pub fn admit<'t>(table: &'t RouteTable, head: &mut Parts) -> Result<&'t Arc<Route>, GatewayError> {
     let server = &table.config.server;
     if head.headers.len() > server.max_headers {
@@ -60,9 +61,6 @@ pub fn admit<'t>(table: &'t RouteTable, head: &mut Parts) -> Result<&'t Arc<Rout
             what: format!("{head_bytes} bytes"),
             max: format!("{} bytes", server.max_header_bytes),
         });
-    }
-    if head.headers.contains_key(TRANSFER_ENCODING) && head.headers.contains_key(CONTENT_LENGTH) {
-        return Err(GatewayError::ConflictingFraming);
     }
     normalize_uri(&mut head.uri)?;
     table

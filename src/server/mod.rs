@@ -3,6 +3,16 @@
 //! and h2 on each with hyper, cuts clients that do not send a request head within
 //! `server.header_read_timeout`, and on shutdown stops accepting and lets in-flight requests
 //! finish within `server.shutdown_grace`.
+//!
+//! Differences from hyper-util's auto (h1/h2) builder: the protocol is told from the first bytes
+//! under the same `header_read_timeout` as a request head (a connection that sends nothing is
+//! cut, not parked forever holding a `max_connections` slot), and each read goes straight to the
+//! socket, not through a rewind buffer. hyper's own refusals of unparsable requests are
+//! re-written as the gateway's problem responses ([`refusals`]).
+
+mod refusals;
+
+use refusals::Refusals;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -12,7 +22,6 @@ use std::time::Duration;
 use http::Request;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
@@ -68,15 +77,16 @@ pub async fn serve(
             return;
         }
     };
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
+    let mut http1 = hyper::server::conn::http1::Builder::new();
+    http1
         .timer(TokioTimer::new())
         .header_read_timeout(settings.header_read_timeout)
         // hyper's own bounds sit above the gateway's, which answer 431 with a problem body;
-        // hyper answers a bare 431 only for heads far beyond them.
+        // beyond them hyper refuses by itself (re-written as a problem body too).
         .max_headers(settings.max_headers * 2 + 16)
         .max_buf_size((settings.max_header_bytes * 2).max(16 * 1024));
+    let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    http2.timer(TokioTimer::new());
     let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(settings.max_connections));
     loop {
@@ -103,13 +113,29 @@ pub async fn serve(
             let state = connection_state.clone();
             async move { Ok::<_, Infallible>(state.0.handle(&state.1, req).await) }
         });
-        let connection = builder.serve_connection(TokioIo::new(stream), per_connection);
-        let connection = graceful.watch(connection.into_owned());
+        let (http1, http2, watcher) = (http1.clone(), http2.clone(), graceful.watcher());
+        let header_read_timeout = settings.header_read_timeout;
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
+            let _slot = slot;
+            let Some(protocol) = sniff(&stream, header_read_timeout).await else {
+                return;
+            };
+            let io = TokioIo::new(Refusals::new(stream));
+            let served = match protocol {
+                Protocol::Http1 => {
+                    watcher
+                        .watch(http1.serve_connection(io, per_connection))
+                        .await
+                }
+                Protocol::Http2 => {
+                    watcher
+                        .watch(http2.serve_connection(io, per_connection))
+                        .await
+                }
+            };
+            if let Err(e) = served {
                 tracing::debug!(error = %e, "connection ended with an error");
             }
-            drop(slot);
         });
     }
     drop(listener);
@@ -117,6 +143,36 @@ pub async fn serve(
         _ = graceful.shutdown() => {}
         _ = tokio::time::sleep(settings.shutdown_grace) => tracing::warn!("shutdown grace elapsed with requests still in flight"),
     }
+}
+
+/// The protocol a connection speaks.
+enum Protocol {
+    Http1,
+    Http2,
+}
+
+/// Tells h2 (prior knowledge: it starts with the `PRI * HTTP/2.0` preface) from HTTP/1 by the
+/// first bytes, waiting for them at most `within`; `None` when none came or the client left.
+async fn sniff(stream: &tokio::net::TcpStream, within: Duration) -> Option<Protocol> {
+    const PREFACE: &[u8] = b"PRI ";
+    let look = async {
+        let mut first = [0u8; 4];
+        loop {
+            let n = stream.peek(&mut first).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            if !PREFACE.starts_with(&first[..n]) {
+                return Some(Protocol::Http1);
+            }
+            if n == PREFACE.len() {
+                return Some(Protocol::Http2);
+            }
+            // A preface cut short: the rest is on its way.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    };
+    tokio::time::timeout(within, look).await.ok().flatten()
 }
 
 /// Raises this process's soft limit of open descriptors to the hard limit, so a connection
