@@ -6,8 +6,11 @@
 pub mod cluster;
 pub mod gateway;
 pub mod http;
+pub mod observe;
 pub mod raw;
 pub mod redis;
+pub mod resp;
+pub mod store;
 pub mod upstream;
 
 /// A loopback port nobody listens on right now.
