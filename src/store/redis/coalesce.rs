@@ -22,7 +22,7 @@ use fred::error::Error as FredError;
 use fred::interfaces::{ClientLike, LuaInterface};
 use fred::types::cluster::ClusterRouting;
 use fred::types::config::{Options, Server};
-use fred::types::{Key, Value};
+use fred::types::{ClusterHash, CustomCommand, Key, Value};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 
@@ -354,9 +354,23 @@ impl Caller {
             max_redirections: matches!(target, Target::Node(_)).then_some(0),
             ..Default::default()
         };
+        // Sent as a custom command: fred 10 has no `LuaInterface` for `WithOptions`, so
+        // `.with_options(..).evalsha(..)` reaches the plain client through `Deref` and drops
+        // every option above (a call would wait out a reconnection instead of failing fast, be
+        // sent again after one, and follow redirections). Routed by its first key's slot, as
+        // `evalsha` routes it.
+        let slot = keys
+            .first()
+            .map_or(0, |k| ClusterRouting::hash_key(k.as_bytes()));
+        let mut command = Vec::with_capacity(2 + keys.len() + args.len());
+        command.push(Value::from(script.sha.as_str()));
+        command.push(Value::from(keys.len() as i64));
+        command.extend(keys.into_iter().map(Value::from));
+        command.extend(args);
+        let evalsha = CustomCommand::new_static("EVALSHA", ClusterHash::Custom(slot), false);
         self.client
             .with_options(&options)
-            .evalsha(script.sha.as_str(), keys, args)
+            .custom(evalsha, command)
             .await
     }
 
