@@ -16,6 +16,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use fred::clients::Client;
 use fred::error::Error as FredError;
@@ -203,16 +204,20 @@ pub struct Caller {
     sliding_window_counter: Scripts,
     instance: String,
     sequence: AtomicU64,
+    /// `store.timeout`: the most one call may take once sent.
+    timeout: Duration,
     /// Whether the cross-slot scripts loaded (Redis 7); if not, cluster calls go per slot.
     cross_slot: AtomicBool,
     on_error: Box<dyn Fn(&StoreError) + Send + Sync>,
 }
 
 impl Caller {
-    /// A caller for `client`; `on_error` sees every failed call once.
+    /// A caller for `client` whose calls each take at most `timeout` once sent; `on_error` sees
+    /// every failed call once.
     pub fn new(
         client: Client,
         clock: ClockSource,
+        timeout: Duration,
         on_error: Box<dyn Fn(&StoreError) + Send + Sync>,
     ) -> Caller {
         Caller {
@@ -222,6 +227,7 @@ impl Caller {
             sliding_window_counter: Scripts::of(Algorithm::SlidingWindowCounter),
             instance: instance_id(),
             sequence: AtomicU64::new(0),
+            timeout,
             cross_slot: AtomicBool::new(true),
             on_error,
         }
@@ -274,7 +280,11 @@ impl Caller {
             .expect("a call has decisions");
         let result = match target {
             Target::Node(_) if self.cross_slot() => {
-                match deadline.run(self.attempt(target, algorithm, &batch)).await {
+                match self
+                    .bounded(deadline)
+                    .run(self.attempt(target, algorithm, &batch))
+                    .await
+                {
                     Err(StoreError::Script(why)) => {
                         tracing::debug!(%why, "cross-slot call refused; deciding per slot");
                         return self.call_per_slot(algorithm, batch, deadline).await;
@@ -285,12 +295,26 @@ impl Caller {
             Target::Node(_) | Target::PerSlot => {
                 return self.call_per_slot(algorithm, batch, deadline).await
             }
-            Target::ByKey => deadline.run(self.attempt(target, algorithm, &batch)).await,
+            Target::ByKey => {
+                self.bounded(deadline)
+                    .run(self.attempt(target, algorithm, &batch))
+                    .await
+            }
         };
         self.answer(batch, result);
     }
 
-    /// The cluster fallback: one call per slot, routed by the client library.
+    /// The deadline of an attempt sent now: its decisions' own, and at most `store.timeout`
+    /// from now. A batch's deadline covers all of its calls (`store.timeout` per call), but one
+    /// call that gets no answer (Redis died with it in flight) must not hold one of the lane's
+    /// slots, and every decision queued behind it, for the whole batch's budget.
+    fn bounded(&self, deadline: Deadline) -> Deadline {
+        deadline.min(Deadline::after(self.timeout))
+    }
+
+    /// The cluster fallback: one call per slot, routed by the client library. These calls run
+    /// at once and may each load a flushed script again, so together they keep the decisions'
+    /// own deadline.
     async fn call_per_slot(&self, algorithm: Algorithm, batch: Vec<Pending>, deadline: Deadline) {
         let mut by_slot: HashMap<u16, Vec<Pending>> = HashMap::new();
         for p in batch {

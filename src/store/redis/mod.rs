@@ -87,6 +87,7 @@ impl RedisStore {
         let caller = Caller::new(
             client.clone(),
             config.clock,
+            config.timeout,
             Box::new(move |e: &StoreError| errors.with_label_values(&[e.kind()]).inc()),
         );
         Ok(RedisStore {
