@@ -6,7 +6,9 @@
 //! Differences from a fixed batching window: nothing ever waits for company. A lane keeps up to
 //! [`MAX_IN_FLIGHT`] calls outstanding; a decision that finds a free slot is sent at once, alone
 //! if need be, and decisions only queue while every slot is busy, so the batches grow with the
-//! load and a lone request pays one round trip, as without coalescing.
+//! load and a lone request pays one round trip, as without coalescing. Single decisions (the
+//! proxy path) go ahead of a batch's (`/v1/decisions`), so a request waits at most for a call
+//! in flight, never for a whole batch.
 //!
 //! In a cluster a lane serves one primary node and its calls use the `allow-cross-slot-keys`
 //! script (Redis 7). When such a call fails for a reason other than the connection (a MOVED or
@@ -140,7 +142,7 @@ async fn drive(
     algorithm: Algorithm,
     mut jobs: mpsc::UnboundedReceiver<Job>,
 ) {
-    let mut queue: VecDeque<Pending> = VecDeque::new();
+    let mut queue = Queue::default();
     let mut in_flight = FuturesUnordered::new();
     let mut open = true;
     while open || !queue.is_empty() || !in_flight.is_empty() {
@@ -153,16 +155,16 @@ async fn drive(
                 biased;
                 Some(()) = in_flight.next(), if !in_flight.is_empty() => continue,
                 job = jobs.recv() => match job {
-                    Some(job) => queue.extend(job_pendings(job)),
+                    Some(job) => queue.push(job),
                     None => open = false,
                 },
             }
         }
         while let Ok(job) = jobs.try_recv() {
-            queue.extend(job_pendings(job));
+            queue.push(job);
         }
         while in_flight.len() < MAX_IN_FLIGHT {
-            let batch = next_call(&mut queue);
+            let batch = queue.next_call();
             if batch.is_empty() {
                 break;
             }
@@ -173,10 +175,41 @@ async fn drive(
     }
 }
 
-/// The next call's decisions: up to [`MAX_PER_CALL`] sharing one explicit instant (or none).
-/// Decisions whose deadline already passed are answered with a timeout instead.
-fn next_call(queue: &mut VecDeque<Pending>) -> Vec<Pending> {
-    let mut batch = Vec::new();
+/// The decisions waiting for a call: single ones (a request on the proxy path) go ahead of
+/// batches (`/v1/decisions`), so a request never waits behind the thousands of decisions of a
+/// batch queued before it, only for a call in flight. Each kind keeps its arrival order, and a
+/// batch's decisions stay in its order.
+#[derive(Default)]
+struct Queue {
+    single: VecDeque<Pending>,
+    batches: VecDeque<Pending>,
+}
+
+impl Queue {
+    fn push(&mut self, job: Job) {
+        match job {
+            Job::One(p) => self.single.push_back(p),
+            Job::Many(v) => self.batches.extend(v),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.single.is_empty() && self.batches.is_empty()
+    }
+
+    /// The next call's decisions: up to [`MAX_PER_CALL`] sharing one explicit instant (or
+    /// none), single ones first. Decisions whose deadline already passed are answered with a
+    /// timeout instead.
+    fn next_call(&mut self) -> Vec<Pending> {
+        let mut batch = Vec::new();
+        take_into(&mut batch, &mut self.single);
+        take_into(&mut batch, &mut self.batches);
+        batch
+    }
+}
+
+/// Moves decisions from the front of `queue` into `batch` while they fit in it.
+fn take_into(batch: &mut Vec<Pending>, queue: &mut VecDeque<Pending>) {
     while let Some(p) = queue.front() {
         if batch.len() == MAX_PER_CALL
             || batch
@@ -193,7 +226,6 @@ fn next_call(queue: &mut VecDeque<Pending>) -> Vec<Pending> {
         }
         batch.push(p);
     }
-    batch
 }
 
 /// What every lane shares: the client, the scripts, the clock, the call tokens.
