@@ -395,7 +395,11 @@ async fn requests_hyper_cannot_parse_get_a_problem_body() {
     let body = assert_problem(&r, 400, "malformed_request");
     assert_eq!(r.header("x-request-id"), body["request_id"].as_str());
 
-    let r = raw::send(addr, b"GET /x HTTP/1.1\r\nHost: gw\r\nBad Header Line\r\n\r\n").await;
+    let r = raw::send(
+        addr,
+        b"GET /x HTTP/1.1\r\nHost: gw\r\nBad Header Line\r\n\r\n",
+    )
+    .await;
     assert_problem(&r, 400, "malformed_request");
 
     // Far beyond the gateway's own bound (1 KiB): hyper's buffer (16 KiB) refuses it first.

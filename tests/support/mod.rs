@@ -7,10 +7,13 @@ pub mod cluster;
 pub mod gateway;
 pub mod http;
 pub mod metrics;
+pub mod observe;
 pub mod problem;
 pub mod process;
 pub mod raw;
 pub mod redis;
+pub mod resp;
+pub mod store;
 pub mod upstream;
 
 /// A loopback port nobody listens on right now.

@@ -185,3 +185,13 @@ impl Drop for RedisServer {
         self.kill();
     }
 }
+
+impl RedisServer {
+    /// [`RedisServer::start`] for async tests: it waits for the server with sleeps, so it runs
+    /// on a blocking thread, off the runtime's workers.
+    pub async fn start_async() -> RedisServer {
+        tokio::task::spawn_blocking(RedisServer::start)
+            .await
+            .expect("redis-server starts")
+    }
+}

@@ -6,7 +6,9 @@
 //! Differences from a fixed batching window: nothing ever waits for company. A lane keeps up to
 //! [`MAX_IN_FLIGHT`] calls outstanding; a decision that finds a free slot is sent at once, alone
 //! if need be, and decisions only queue while every slot is busy, so the batches grow with the
-//! load and a lone request pays one round trip, as without coalescing.
+//! load and a lone request pays one round trip, as without coalescing. Single decisions (the
+//! proxy path) go ahead of a batch's (`/v1/decisions`), so a request waits at most for a call
+//! in flight, never for a whole batch.
 //!
 //! In a cluster a lane serves one primary node and its calls use the `allow-cross-slot-keys`
 //! script (Redis 7). When such a call fails for a reason other than the connection (a MOVED or
@@ -16,13 +18,14 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use fred::clients::Client;
 use fred::error::Error as FredError;
 use fred::interfaces::{ClientLike, LuaInterface};
 use fred::types::cluster::ClusterRouting;
 use fred::types::config::{Options, Server};
-use fred::types::{Key, Value};
+use fred::types::{ClusterHash, CustomCommand, Key, Value};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 
@@ -139,7 +142,7 @@ async fn drive(
     algorithm: Algorithm,
     mut jobs: mpsc::UnboundedReceiver<Job>,
 ) {
-    let mut queue: VecDeque<Pending> = VecDeque::new();
+    let mut queue = Queue::default();
     let mut in_flight = FuturesUnordered::new();
     let mut open = true;
     while open || !queue.is_empty() || !in_flight.is_empty() {
@@ -152,16 +155,16 @@ async fn drive(
                 biased;
                 Some(()) = in_flight.next(), if !in_flight.is_empty() => continue,
                 job = jobs.recv() => match job {
-                    Some(job) => queue.extend(job_pendings(job)),
+                    Some(job) => queue.push(job),
                     None => open = false,
                 },
             }
         }
         while let Ok(job) = jobs.try_recv() {
-            queue.extend(job_pendings(job));
+            queue.push(job);
         }
         while in_flight.len() < MAX_IN_FLIGHT {
-            let batch = next_call(&mut queue);
+            let batch = queue.next_call();
             if batch.is_empty() {
                 break;
             }
@@ -172,10 +175,41 @@ async fn drive(
     }
 }
 
-/// The next call's decisions: up to [`MAX_PER_CALL`] sharing one explicit instant (or none).
-/// Decisions whose deadline already passed are answered with a timeout instead.
-fn next_call(queue: &mut VecDeque<Pending>) -> Vec<Pending> {
-    let mut batch = Vec::new();
+/// The decisions waiting for a call: single ones (a request on the proxy path) go ahead of
+/// batches (`/v1/decisions`), so a request never waits behind the thousands of decisions of a
+/// batch queued before it, only for a call in flight. Each kind keeps its arrival order, and a
+/// batch's decisions stay in its order.
+#[derive(Default)]
+struct Queue {
+    single: VecDeque<Pending>,
+    batches: VecDeque<Pending>,
+}
+
+impl Queue {
+    fn push(&mut self, job: Job) {
+        match job {
+            Job::One(p) => self.single.push_back(p),
+            Job::Many(v) => self.batches.extend(v),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.single.is_empty() && self.batches.is_empty()
+    }
+
+    /// The next call's decisions: up to [`MAX_PER_CALL`] sharing one explicit instant (or
+    /// none), single ones first. Decisions whose deadline already passed are answered with a
+    /// timeout instead.
+    fn next_call(&mut self) -> Vec<Pending> {
+        let mut batch = Vec::new();
+        take_into(&mut batch, &mut self.single);
+        take_into(&mut batch, &mut self.batches);
+        batch
+    }
+}
+
+/// Moves decisions from the front of `queue` into `batch` while they fit in it.
+fn take_into(batch: &mut Vec<Pending>, queue: &mut VecDeque<Pending>) {
     while let Some(p) = queue.front() {
         if batch.len() == MAX_PER_CALL
             || batch
@@ -192,7 +226,6 @@ fn next_call(queue: &mut VecDeque<Pending>) -> Vec<Pending> {
         }
         batch.push(p);
     }
-    batch
 }
 
 /// What every lane shares: the client, the scripts, the clock, the call tokens.
@@ -203,6 +236,8 @@ pub struct Caller {
     sliding_window_counter: Scripts,
     instance: String,
     sequence: AtomicU64,
+    /// `store.timeout`: the most one call may take once sent.
+    timeout: Duration,
     /// Whether the cross-slot scripts loaded (Redis 7); if not, cluster calls go per slot.
     /// Shared by every worker's caller.
     cross_slot: Arc<AtomicBool>,
@@ -210,11 +245,12 @@ pub struct Caller {
 }
 
 impl Caller {
-    /// A caller for `client`; `on_error` sees every failed call once; `cross_slot` is shared
-    /// with the other workers' callers.
+    /// A caller for `client` whose calls each take at most `timeout` once sent; `on_error` sees
+    /// every failed call once; `cross_slot` is shared with the other workers' callers.
     pub fn new(
         client: Client,
         clock: ClockSource,
+        timeout: Duration,
         on_error: Arc<dyn Fn(&StoreError) + Send + Sync>,
         cross_slot: Arc<AtomicBool>,
     ) -> Caller {
@@ -225,6 +261,7 @@ impl Caller {
             sliding_window_counter: Scripts::of(Algorithm::SlidingWindowCounter),
             instance: instance_id(),
             sequence: AtomicU64::new(0),
+            timeout,
             cross_slot,
             on_error,
         }
@@ -277,7 +314,11 @@ impl Caller {
             .expect("a call has decisions");
         let result = match target {
             Target::Node(_) if self.cross_slot() => {
-                match deadline.run(self.attempt(target, algorithm, &batch)).await {
+                match self
+                    .bounded(deadline)
+                    .run(self.attempt(target, algorithm, &batch))
+                    .await
+                {
                     Err(StoreError::Script(why)) => {
                         tracing::debug!(%why, "cross-slot call refused; deciding per slot");
                         return self.call_per_slot(algorithm, batch, deadline).await;
@@ -288,12 +329,26 @@ impl Caller {
             Target::Node(_) | Target::PerSlot => {
                 return self.call_per_slot(algorithm, batch, deadline).await
             }
-            Target::ByKey => deadline.run(self.attempt(target, algorithm, &batch)).await,
+            Target::ByKey => {
+                self.bounded(deadline)
+                    .run(self.attempt(target, algorithm, &batch))
+                    .await
+            }
         };
         self.answer(batch, result);
     }
 
-    /// The cluster fallback: one call per slot, routed by the client library.
+    /// The deadline of an attempt sent now: its decisions' own, and at most `store.timeout`
+    /// from now. A batch's deadline covers all of its calls (`store.timeout` per call), but one
+    /// call that gets no answer (Redis died with it in flight) must not hold one of the lane's
+    /// slots, and every decision queued behind it, for the whole batch's budget.
+    fn bounded(&self, deadline: Deadline) -> Deadline {
+        deadline.min(Deadline::after(self.timeout))
+    }
+
+    /// The cluster fallback: one call per slot, routed by the client library. These calls run
+    /// at once and may each load a flushed script again, so together they keep the decisions'
+    /// own deadline.
     async fn call_per_slot(&self, algorithm: Algorithm, batch: Vec<Pending>, deadline: Deadline) {
         let mut by_slot: HashMap<u16, Vec<Pending>> = HashMap::new();
         for p in batch {
@@ -357,9 +412,23 @@ impl Caller {
             max_redirections: matches!(target, Target::Node(_)).then_some(0),
             ..Default::default()
         };
+        // Sent as a custom command: fred 10 has no `LuaInterface` for `WithOptions`, so
+        // `.with_options(..).evalsha(..)` reaches the plain client through `Deref` and drops
+        // every option above (a call would wait out a reconnection instead of failing fast, be
+        // sent again after one, and follow redirections). Routed by its first key's slot, as
+        // `evalsha` routes it.
+        let slot = keys
+            .first()
+            .map_or(0, |k| ClusterRouting::hash_key(k.as_bytes()));
+        let mut command = Vec::with_capacity(2 + keys.len() + args.len());
+        command.push(Value::from(script.sha.as_str()));
+        command.push(Value::from(keys.len() as i64));
+        command.extend(keys.into_iter().map(Value::from));
+        command.extend(args);
+        let evalsha = CustomCommand::new_static("EVALSHA", ClusterHash::Custom(slot), false);
         self.client
             .with_options(&options)
-            .evalsha(script.sha.as_str(), keys, args)
+            .custom(evalsha, command)
             .await
     }
 

@@ -109,6 +109,7 @@ impl RedisStore {
             let caller = Caller::new(
                 client.clone(),
                 config.clock,
+                config.timeout,
                 on_error.clone(),
                 cross_slot.clone(),
             );

@@ -1,0 +1,92 @@
+//! What tests read back from the outside: series of a gateway's `/metrics` (Prometheus text),
+//! Redis's own command counts (`INFO commandstats`), and the units a key prefix holds in Redis
+//! (`ZCARD` sums), so a test can compare what the gateway says with what Redis recorded.
+
+use super::redis::{RedisServer, Resp};
+
+/// The sum of every series of `name` whose labels include all of `labels` (0 when none does).
+pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (series_name, series_labels) = match series.split_once('{') {
+                Some((n, rest)) => (n, rest.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            if series_name != name {
+                return None;
+            }
+            let has = |k: &str, v: &str| {
+                series_labels
+                    .split(',')
+                    .any(|pair| pair == format!("{k}=\"{v}\""))
+            };
+            labels
+                .iter()
+                .all(|(k, v)| has(k, v))
+                .then(|| value.parse::<f64>().ok())
+                .flatten()
+        })
+        .sum()
+}
+
+/// `slidegate_requests_total` per `decision` label of one route, every label listed.
+pub const DECISIONS: [&str; 8] = [
+    "allowed",
+    "rejected",
+    "delayed",
+    "blocked",
+    "shadow_rejected",
+    "store_error_allowed",
+    "store_error_denied",
+    "exempt",
+];
+
+/// `slidegate_requests_total{route,decision}` of one route, in the order of [`DECISIONS`].
+pub fn decisions(text: &str, route: &str) -> [u64; 8] {
+    DECISIONS.map(|d| {
+        metric(
+            text,
+            "slidegate_requests_total",
+            &[("route", route), ("decision", d)],
+        ) as u64
+    })
+}
+
+/// The calls Redis counted for one command (`cmdstat_<command>:calls=N` of `INFO commandstats`).
+pub fn command_calls(redis: &RedisServer, command: &str) -> i64 {
+    let Resp::Bulk(Some(info)) = redis.cmd(&["INFO", "commandstats"]) else {
+        panic!("INFO commandstats failed on port {}", redis.port)
+    };
+    let field = format!("cmdstat_{command}:");
+    info.lines()
+        .find(|l| l.starts_with(&field))
+        .and_then(|l| l.split("calls=").nth(1))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().expect("a call count"))
+}
+
+/// Every key under `prefix` on one server (`KEYS`, fine on a test server).
+pub fn keys(redis: &RedisServer, prefix: &str) -> Vec<String> {
+    match redis.cmd(&["KEYS", &format!("{prefix}:*")]) {
+        Resp::Array(items) => items
+            .into_iter()
+            .map(|k| match k {
+                Resp::Bulk(Some(k)) => k,
+                other => panic!("unexpected key {other:?}"),
+            })
+            .collect(),
+        other => panic!("KEYS failed: {other:?}"),
+    }
+}
+
+/// The units recorded under `prefix` on one server: the sum of `ZCARD` over its sorted sets
+/// (block markers and other types are skipped).
+pub fn units(redis: &RedisServer, prefix: &str) -> i64 {
+    keys(redis, prefix)
+        .iter()
+        .filter(|k| redis.cmd(&["TYPE", k]) == Resp::Simple("zset".into()))
+        .map(|k| redis.cmd(&["ZCARD", k]).int())
+        .sum()
+}
