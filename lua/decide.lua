@@ -22,7 +22,10 @@
 --           (cost 0 peeks: reports usage, records nothing, starts no block)
 -- KEYS      per decision, in order: its limit keys (sliding_log: one sorted set per limit;
 --           sliding_window_counter: one hash for all of them), then its block marker when the
---           plan's block_ms > 0 (the string "<index of the limit that started it>:<end in µs>")
+--           plan's block_ms > 0 (the string "<index of the limit that started it>:<end in µs>").
+--           A cluster call that spans slots of one node declares no KEYS (Redis checks declared
+--           keys for one slot even under allow-cross-slot-keys) and passes the same list at the
+--           end of ARGV instead.
 --
 -- Reply: { now, then per decision: code, retry_us, used_1, reset_us_1, retry_us_1, ...,
 --          used_n, reset_us_n, retry_us_n }
@@ -52,6 +55,13 @@ for p = 1, tonumber(ARGV[a]) do
 end
 a = a + 1
 local decisions = tonumber(ARGV[a])
+
+-- The keys: declared, or (a cross-slot call) after the decisions in ARGV.
+local keys = KEYS
+if #KEYS == 0 then
+  keys = {}
+  for i = a + 2 * decisions + 1, #ARGV do keys[#keys + 1] = ARGV[i] end
+end
 
 -- Every limit's state, loaded once per call (by key, then limit name); written back by `finish`.
 local states, by_key = {}, {}
@@ -112,7 +122,7 @@ for d = 1, decisions do
   a = a + 2
   local n, limits = plan.n, plan.limits
   for i = 1, n do
-    local key = KEYS[k + math.min(i, plan.keys)]
+    local key = keys[k + math.min(i, plan.keys)]
     s[i] = state_of(key, plan.names[i], limits[i], plan.windows[i])
     per_limit[i] = nil
   end
@@ -121,7 +131,7 @@ for d = 1, decisions do
   local block_key
   if plan.block_ms > 0 then
     k = k + 1
-    block_key = KEYS[k]
+    block_key = keys[k]
   end
 
   local b = block_key and block_of(block_key)

@@ -19,7 +19,7 @@ use slidegate::store::{Decision, DecisionRequest, LimitSet, MemoryStore, Store};
 use support::cluster::RedisCluster;
 use support::gateway::{self, config, Gateway};
 use support::http::HttpClient;
-use support::observe::{command_calls, metric, units};
+use support::observe::{command_calls, command_failures, metric, units};
 use support::redis::RedisServer;
 use support::store::{limit_sets, redis_store};
 use support::{unique_prefix, upstream};
@@ -282,6 +282,18 @@ async fn many_keys_over_three_cluster_nodes_are_exact_per_key() {
     assert!(
         per_node.iter().all(|&n| n > 0),
         "keys on every node: {per_node:?}"
+    );
+
+    // Calls spanning several slots of a node went through whole: none was refused (CROSSSLOT)
+    // and split per slot afterwards, and each call carried several decisions.
+    let refused: i64 = cluster
+        .nodes
+        .iter()
+        .map(|n| command_failures(n, "evalsha"))
+        .sum();
+    assert_eq!(
+        refused, 0,
+        "EVALSHA calls refused or failed across the nodes"
     );
 
     let scrapes = scrape(&[&a, &b]).await;

@@ -67,6 +67,24 @@ pub fn command_calls(redis: &RedisServer, command: &str) -> i64 {
         .map_or(0, |n| n.parse().expect("a call count"))
 }
 
+/// The calls Redis refused or that failed for one command (`rejected_calls` + `failed_calls` of
+/// `cmdstat_<command>`): a `CROSSSLOT` refusal counts here.
+pub fn command_failures(redis: &RedisServer, command: &str) -> i64 {
+    let Resp::Bulk(Some(info)) = redis.cmd(&["INFO", "commandstats"]) else {
+        panic!("INFO commandstats failed on port {}", redis.port)
+    };
+    let field = format!("cmdstat_{command}:");
+    let Some(line) = info.lines().find(|l| l.starts_with(&field)) else {
+        return 0;
+    };
+    ["rejected_calls=", "failed_calls="]
+        .iter()
+        .filter_map(|name| line.split(name).nth(1))
+        .filter_map(|rest| rest.split(',').next())
+        .map(|n| n.trim().parse::<i64>().expect("a call count"))
+        .sum()
+}
+
 /// Every key under `prefix` on one server (`KEYS`, fine on a test server).
 pub fn keys(redis: &RedisServer, prefix: &str) -> Vec<String> {
     match redis.cmd(&["KEYS", &format!("{prefix}:*")]) {

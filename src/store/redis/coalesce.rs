@@ -422,9 +422,17 @@ impl Caller {
             .map_or(0, |k| ClusterRouting::hash_key(k.as_bytes()));
         let mut command = Vec::with_capacity(2 + keys.len() + args.len());
         command.push(Value::from(script.sha.as_str()));
-        command.push(Value::from(keys.len() as i64));
-        command.extend(keys.into_iter().map(Value::from));
-        command.extend(args);
+        if matches!(target, Target::Node(_)) {
+            // Redis checks declared keys for one slot even under allow-cross-slot-keys: a call
+            // spanning slots of one node passes its keys after the arguments (lua/decide.lua).
+            command.push(Value::from(0));
+            command.extend(args);
+            command.extend(keys.into_iter().map(Value::from));
+        } else {
+            command.push(Value::from(keys.len() as i64));
+            command.extend(keys.into_iter().map(Value::from));
+            command.extend(args);
+        }
         let evalsha = CustomCommand::new_static("EVALSHA", ClusterHash::Custom(slot), false);
         self.client
             .with_options(&options)
