@@ -129,23 +129,27 @@ async fn a_slow_head_is_cut_at_the_header_read_timeout_and_not_before() {
 
 /// A client that connects and sends nothing at all is the slowest head there is; it must not
 /// hold one of the `max_connections` slots for longer than `header_read_timeout`.
-#[tokio::test(start_paused = true)]
+///
+/// Real time here, not paused: with paused time the runtime may go idle before the server has
+/// seen the connection, and virtual time then jumps past the cut. The lower bound is exact (the
+/// cut never comes early); the upper one is generous and only says the cut comes at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_that_sends_nothing_is_cut_at_the_header_read_timeout() {
     let up = upstream::start().await;
     let gw = gateway::start(&with_server(
         &config(MEMORY, &up.url(), ALL),
-        "header_read_timeout = \"2s\"",
+        "header_read_timeout = \"400ms\"",
     ))
     .await;
     let mut stream = TcpStream::connect(gw.running().proxy_addr).await.unwrap();
-    let started = tokio::time::Instant::now();
-    tokio::time::timeout(Duration::from_secs(60), read_until_closed(&mut stream))
+    let started = std::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(10), read_until_closed(&mut stream))
         .await
-        .expect("a silent connection is cut within 60 s of virtual time");
+        .expect("a silent connection is cut");
     let cut_after = started.elapsed();
     assert!(
-        cut_after >= Duration::from_secs(2) && cut_after < Duration::from_millis(2100),
-        "cut after {cut_after:?}, expected 2 s"
+        cut_after >= Duration::from_millis(400),
+        "cut after {cut_after:?}, before the 400 ms header_read_timeout"
     );
 }
 
