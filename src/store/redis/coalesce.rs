@@ -4,9 +4,11 @@
 //! the reply.
 //!
 //! Differences from a fixed batching window: nothing ever waits for company. A lane keeps up to
-//! [`MAX_IN_FLIGHT`] calls outstanding; a decision that finds a free slot is sent at once, alone
-//! if need be, and decisions only queue while every slot is busy, so the batches grow with the
-//! load and a lone request pays one round trip, as without coalescing. Single decisions (the
+//! [`MAX_IN_FLIGHT`] call outstanding; a decision that finds the lane free is sent at once, alone
+//! if need be, and decisions only queue while a call is out, so the batches grow with the load
+//! and a lone request pays one round trip, as without coalescing. (Measured here: one call out
+//! per lane gives larger batches and less CPU per decision, in the gateway and in Redis, than
+//! two, for more throughput on both the hot-key and the many-keys load.) Single decisions (the
 //! proxy path) go ahead of a batch's (`/v1/decisions`), so a request waits at most for a call
 //! in flight, never for a whole batch.
 //!
@@ -35,8 +37,8 @@ use super::{is_noscript, map_error};
 use crate::config::{Algorithm, ClockSource};
 use crate::store::{local_now_us, LimitSet, StoreError};
 
-/// Calls a lane keeps outstanding at once; decisions queue only while all are busy.
-pub const MAX_IN_FLIGHT: usize = 2;
+/// Calls a lane keeps outstanding at once; decisions queue only while it is busy.
+pub const MAX_IN_FLIGHT: usize = 1;
 /// Most decisions one call carries (a 10,000-key batch becomes a few dozen pipelined calls,
 /// none of which holds Redis for long).
 pub const MAX_PER_CALL: usize = 256;
