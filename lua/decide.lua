@@ -98,7 +98,7 @@ end
 
 local function start_block(key, worst, block_ms)
   local untl = now + block_ms * 1000
-  redis.call('SET', key, worst .. ':' .. string.format('%.0f', untl), 'PX', block_ms)
+  redis.call('SET', key, int(worst) .. ':' .. int(untl), 'PX', int(block_ms))
   blocks[key] = { worst = worst, untl = untl }
 end
 
@@ -117,8 +117,8 @@ end
 local s, per_limit = {}, {}
 local k = 0
 for d = 1, decisions do
-  local plan = plans[tonumber(ARGV[a + 1])]
-  local cost = tonumber(ARGV[a + 2])
+  local plan = plans[num(ARGV[a + 1])]
+  local cost = num(ARGV[a + 2])
   a = a + 2
   local n, limits = plan.n, plan.limits
   for i = 1, n do
@@ -157,7 +157,7 @@ for d = 1, decisions do
       reply(0, retry, s, per_limit)
     else
       if cost > 0 then
-        local member = token .. d
+        local member = token .. int(d)
         for i = 1, n do charge(s[i], cost, member) end
       end
       reply(1, 0, s, per_limit)

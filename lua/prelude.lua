@@ -1,10 +1,35 @@
 -- prelude.lua: the first piece of every script: the instant of the whole call.
 -- ARGV[1] is now in microseconds since the epoch, or "" to read the Redis server clock (TIME),
 -- so gateway instances with skewed clocks still agree (store.clock = "redis", the default).
-local now
+--
+-- `now` is a number for arithmetic; `now_s` is the same instant as a string, for arguments of
+-- redis.call. Redis turns a Lua number argument into text with printf("%.17g"), whose exact
+-- expansion of a 16-digit double costs microseconds (multi-precision arithmetic in glibc): every
+-- number handed to Redis, or joined into a string, in the scripts is a string made once, or a
+-- small integer formatted with string.format('%d') (integer formatting is cheap).
+local now, now_s
 if ARGV[1] == '' then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now_s = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
+  now = tonumber(now_s)
 else
-  now = tonumber(ARGV[1])
+  now_s = ARGV[1]
+  now = tonumber(now_s)
+end
+
+-- A whole number as text, without floating-point formatting.
+local function int(x)
+  return string.format('%d', x)
+end
+
+-- A number from text that repeats within a call (plan indexes, costs), parsed once: Lua's
+-- tonumber runs strtod twice per call, which costs more than a table lookup.
+local parsed = {}
+local function num(text)
+  local v = parsed[text]
+  if v == nil then
+    v = tonumber(text)
+    parsed[text] = v
+  end
+  return v
 end

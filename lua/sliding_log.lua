@@ -29,13 +29,13 @@ local function load_state(key, name, limit, window)
   local s = { key = key, window = window, count = 0, oldest = nil, pending = {} }
   local horizon = now - window
   if limit < SMALL then
-    local entries = redis.call('ZRANGE', key, 0, limit, 'WITHSCORES')
+    local entries = redis.call('ZRANGE', key, '0', int(limit), 'WITHSCORES')
     local scores, stale = {}, false
     for i = 2, #entries, 2 do
       local score = tonumber(entries[i])
       if score <= horizon then stale = true else scores[#scores + 1] = score end
     end
-    if stale then redis.call('ZREMRANGEBYSCORE', key, '-inf', horizon) end
+    if stale then redis.call('ZREMRANGEBYSCORE', key, '-inf', int(horizon)) end
     if #entries < 2 * (limit + 1) then
       -- the read saw the whole set: no more entries than these
       s.scores, s.count, s.oldest = scores, #scores, scores[1]
@@ -43,13 +43,17 @@ local function load_state(key, name, limit, window)
     end
     -- more than `limit` entries (the limit was lowered): count them apart
   else
-    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    local first = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')
     if first[2] == nil then return s end
-    if tonumber(first[2]) <= horizon then
-      redis.call('ZREMRANGEBYSCORE', key, '-inf', horizon)
+    local oldest = tonumber(first[2])
+    if oldest > horizon then
+      -- nothing has left the window: the oldest entry stands
+      s.oldest, s.count = oldest, redis.call('ZCARD', key)
+      return s
     end
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', int(horizon))
   end
-  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  local first = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')
   if first[2] == nil then return s end
   s.oldest = tonumber(first[2])
   s.count = redis.call('ZCARD', key)
@@ -70,12 +74,12 @@ local function write_pending(s)
   for i = 1, #members, 500 do
     local args = {}
     for j = i, math.min(i + 499, #members) do
-      args[#args + 1] = now
+      args[#args + 1] = now_s
       args[#args + 1] = members[j]
     end
     redis.call('ZADD', s.key, unpack(args))
   end
-  redis.call('PEXPIRE', s.key, math.ceil(s.window / 1000))
+  redis.call('PEXPIRE', s.key, int(math.ceil(s.window / 1000)))
   if s.oldest == nil or now < s.oldest then s.oldest = now end
   s.pending = {}
   s.scores = nil
@@ -85,7 +89,7 @@ end
 local function score_at(s, rank)
   if s.scores and #s.pending == 0 then return s.scores[rank + 1] end
   write_pending(s)
-  local entry = redis.call('ZRANGE', s.key, rank, rank, 'WITHSCORES')
+  local entry = redis.call('ZRANGE', s.key, int(rank), int(rank), 'WITHSCORES')
   return tonumber(entry[2])
 end
 
@@ -100,7 +104,7 @@ local function charge(s, cost, member)
   local pending = s.pending
   pending[#pending + 1] = member
   for j = 2, cost do
-    pending[#pending + 1] = member .. '.' .. j
+    pending[#pending + 1] = member .. '.' .. int(j)
   end
   s.count = s.count + cost
 end

@@ -17,6 +17,18 @@ end
 -- Each hash, read once per call: field -> value, and the fields to write back.
 local hashes = {}
 
+-- A limit's four field names, made once per call (string building is a large share of the
+-- script's cost): window index, current count, previous count, window length.
+local field_names = {}
+local function fields_of(name)
+  local f = field_names[name]
+  if f == nil then
+    f = { name .. ':w', name .. ':c', name .. ':p', name .. ':l' }
+    field_names[name] = f
+  end
+  return f
+end
+
 local function load_state(key, name, limit, window)
   local h = hashes[key]
   if h == nil then
@@ -26,9 +38,10 @@ local function load_state(key, name, limit, window)
     hashes[key] = h
   end
   local index = math.floor(now / window)
-  local s = { hash = h, name = name, window = window, index = index, elapsed = now - index * window, cur = 0, prev = 0 }
+  local names = fields_of(name)
+  local s = { hash = h, names = names, window = window, index = index, elapsed = now - index * window, cur = 0, prev = 0 }
   local f = h.fields
-  local w, c, p, l = f[name .. ':w'], f[name .. ':c'] or 0, f[name .. ':p'] or 0, f[name .. ':l']
+  local w, c, p, l = f[names[1]], f[names[2]] or 0, f[names[3]] or 0, f[names[4]]
   if w ~= nil and l == window then
     if w == index then
       s.cur, s.prev = c, p
@@ -74,8 +87,8 @@ end
 
 local function charge(s, cost, member)
   s.cur = s.cur + cost
-  local d = s.hash.dirty
-  d[s.name .. ':w'], d[s.name .. ':c'], d[s.name .. ':p'], d[s.name .. ':l'] = s.index, s.cur, s.prev, s.window
+  local d, names = s.hash.dirty, s.names
+  d[names[1]], d[names[2]], d[names[3]], d[names[4]] = s.index, s.cur, s.prev, s.window
   if 2 * s.window > s.hash.ttl then s.hash.ttl = 2 * s.window end
 end
 
@@ -92,11 +105,11 @@ local function finish(states)
     local args = {}
     for field, value in pairs(h.dirty) do
       args[#args + 1] = field
-      args[#args + 1] = value
+      args[#args + 1] = int(value)
     end
     if #args > 0 then
       redis.call('HSET', key, unpack(args))
-      redis.call('PEXPIRE', key, math.ceil(h.ttl / 1000))
+      redis.call('PEXPIRE', key, int(math.ceil(h.ttl / 1000)))
     end
   end
 end
