@@ -225,17 +225,22 @@ impl Metrics {
         out
     }
 
-    /// Drops every series of a route that a reload removed (its limits as they were).
-    pub fn forget_route(&self, route: &str, limits: &[String], backend: &str) {
-        for d in DecisionLabel::ALL {
-            let _ = self.requests.remove_label_values(&[route, d.as_str()]);
-        }
+    /// Drops the series of limits that a reload removed or renamed on a route (named as they were).
+    pub fn forget_limits(&self, route: &str, limits: &[String]) {
         for l in limits {
             for mode in EXCEED_MODES {
                 let _ = self.limit_exceeded.remove_label_values(&[route, l, mode]);
             }
             let _ = self.limit_utilization.remove_label_values(&[route, l]);
         }
+    }
+
+    /// Drops every series of a route that a reload removed (its limits as they were).
+    pub fn forget_route(&self, route: &str, limits: &[String], backend: &str) {
+        for d in DecisionLabel::ALL {
+            let _ = self.requests.remove_label_values(&[route, d.as_str()]);
+        }
+        self.forget_limits(route, limits);
         for b in [backend, "local"] {
             let _ = self.decision_duration.remove_label_values(&[route, b]);
         }

@@ -144,11 +144,18 @@ impl GatewayState {
         let old = self.table.swap(Arc::new(table));
         let new = self.table.load();
         for route in &old.routes {
-            if new.route(&route.config.name).is_none() {
-                let limits: Vec<String> =
-                    route.config.limits.iter().map(|l| l.name.clone()).collect();
-                self.metrics
-                    .forget_route(&route.config.name, &limits, backend);
+            let name = &route.config.name;
+            let kept = new.route(name);
+            let gone: Vec<String> = route
+                .config
+                .limits
+                .iter()
+                .map(|l| l.name.clone())
+                .filter(|l| kept.is_none_or(|k| k.config.limits.iter().all(|n| &n.name != l)))
+                .collect();
+            match kept {
+                None => self.metrics.forget_route(name, &gone, backend),
+                Some(_) => self.metrics.forget_limits(name, &gone),
             }
         }
         self.limiter.deny_cache().clear();

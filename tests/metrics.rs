@@ -265,3 +265,59 @@ on_exceed = "delay"
         "the kept route's series are untouched"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_renames_a_limit_drops_the_old_limit_series() {
+    let up = upstream::start().await;
+    let route = |limit: &str| {
+        format!(
+            r#"
+[[routes]]
+name = "kept"
+path = "/kept"
+upstream = "up"
+  [[routes.limits]]
+  name = "{limit}"
+  limit = 1
+  window = "1m"
+"#
+        )
+    };
+    let gw = gateway::start(&config(MEMORY, &up.url(), &route("old-name"))).await;
+    let client = HttpClient::default();
+    for _ in 0..2 {
+        client.get(&gw.url("/kept"), &[]).await;
+    }
+    let limit_series = |text: &str, limit: &str| -> usize {
+        let label = format!("limit=\"{limit}\"");
+        text.lines()
+            .filter(|l| !l.starts_with('#') && l.contains(&label))
+            .count()
+    };
+    let before = scrape(&client, &gw).await;
+    assert!(limit_series(&before, "old-name") > 0, "{before}");
+
+    gw.rewrite(&config(MEMORY, &up.url(), &route("new-name")));
+    let reload = client
+        .send(
+            Method::POST,
+            &gw.admin("/admin/reload"),
+            &[("authorization", &format!("Bearer {TOKEN}"))],
+            "",
+        )
+        .await;
+    assert_eq!(reload.status, 200, "{}", reload.body);
+    client.get(&gw.url("/kept"), &[]).await;
+    let after = scrape(&client, &gw).await;
+    assert_eq!(limit_series(&after, "old-name"), 0, "{after}");
+    assert!(limit_series(&after, "new-name") > 0, "{after}");
+    assert!(
+        value(
+            &after,
+            "slidegate_requests_total",
+            &[("route", "kept"), ("decision", "rejected")]
+        )
+        .is_some(),
+        "the route's own series stay"
+    );
+}

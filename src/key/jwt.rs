@@ -1,7 +1,8 @@
 //! `jwt:CLAIM` key parts: the claim comes from a `Bearer` token whose signature (HS256 secret or
 //! RS256/ES256 public key) and, when configured, issuer and audience were verified, that carries
-//! `exp` (unless `jwt.require_exp = false`) and is within its `exp` and `nbf`. A token that fails
-//! any check yields no claims: the key part counts as missing.
+//! `exp` (unless `jwt.require_exp = false`) and is within its `exp` and `nbf`, give or take
+//! [`CLOCK_SKEW_SECS`]. A token that fails any check yields no claims: the key part counts as
+//! missing.
 
 use http::header::AUTHORIZATION;
 use http::HeaderMap;
@@ -9,6 +10,10 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value};
 
 use crate::config::{JwtConfig, JwtKey};
+
+/// The clock skew allowed between the token's issuer and the gateway when `exp` and `nbf` are
+/// checked, in seconds (Envoy's `jwt_authn` allows the same by default).
+pub const CLOCK_SKEW_SECS: u64 = 60;
 
 /// Verifies bearer tokens against the `[jwt]` section.
 pub struct JwtVerifier {
@@ -31,6 +36,7 @@ impl JwtVerifier {
         }
         validation.validate_exp = true;
         validation.validate_nbf = true;
+        validation.leeway = CLOCK_SKEW_SECS;
         if let Some(iss) = &config.issuer {
             validation.set_issuer(&[iss]);
         }

@@ -6,29 +6,7 @@ use super::redis::{RedisServer, Resp};
 
 /// The sum of every series of `name` whose labels include all of `labels` (0 when none does).
 pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|line| {
-            let (series, value) = line.rsplit_once(' ')?;
-            let (series_name, series_labels) = match series.split_once('{') {
-                Some((n, rest)) => (n, rest.trim_end_matches('}')),
-                None => (series, ""),
-            };
-            if series_name != name {
-                return None;
-            }
-            let has = |k: &str, v: &str| {
-                series_labels
-                    .split(',')
-                    .any(|pair| pair == format!("{k}=\"{v}\""))
-            };
-            labels
-                .iter()
-                .all(|(k, v)| has(k, v))
-                .then(|| value.parse::<f64>().ok())
-                .flatten()
-        })
-        .sum()
+    super::metrics::series(text, name, labels).sum()
 }
 
 /// `slidegate_requests_total` per `decision` label of one route, every label listed.
