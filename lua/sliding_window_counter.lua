@@ -1,11 +1,11 @@
 -- sliding_window_counter.lua: approximate, constant memory. Every limit keeps two fixed-window
 -- counters; all limits of one (route, key) live in one hash, so a decision reads it once and
--- writes it once whatever the number of limits. Fields per limit (its name before the colon):
--- `<limit>:w` index of the current fixed window, `<limit>:c` its count, `<limit>:p` the previous
--- window's count, `<limit>:l` the window length (a changed length starts afresh). The estimate is
--- p * (1 - elapsed / window) + c. `decide.lua` is appended to make the script (see lua/README.md
--- for the whole contract). Only allowed requests are counted; the hash expires two of its
--- longest windows after its last write, when it can no longer weigh on any estimate.
+-- writes it once whatever the number of limits. One field per limit, named after it, holds
+-- "<index of the current fixed window> <its count> <the previous window's count> <window length>"
+-- (a changed length starts afresh). The estimate is p * (1 - elapsed / window) + c. `decide.lua`
+-- is appended to make the script (see lua/README.md for the whole contract). Only allowed
+-- requests are counted; the hash expires two of its longest windows after its last write, when
+-- it can no longer weigh on any estimate.
 --
 -- Needs Redis 5 or newer: scripts replicate their effects, so reading TIME before writing is allowed.
 
@@ -14,39 +14,29 @@ local function key_count(n)
   return 1
 end
 
--- Each hash, read once per call: field -> value, and the fields to write back.
+-- Each hash, read once per call: field -> stored text, and the states to write back by field.
 local hashes = {}
-
--- A limit's four field names, made once per call (string building is a large share of the
--- script's cost): window index, current count, previous count, window length.
-local field_names = {}
-local function fields_of(name)
-  local f = field_names[name]
-  if f == nil then
-    f = { name .. ':w', name .. ':c', name .. ':p', name .. ':l' }
-    field_names[name] = f
-  end
-  return f
-end
 
 local function load_state(key, name, limit, window)
   local h = hashes[key]
   if h == nil then
     h = { fields = {}, dirty = {}, ttl = 0 }
     local all = redis.call('HGETALL', key)
-    for i = 1, #all, 2 do h.fields[all[i]] = tonumber(all[i + 1]) end
+    for i = 1, #all, 2 do h.fields[all[i]] = all[i + 1] end
     hashes[key] = h
   end
   local index = math.floor(now / window)
-  local names = fields_of(name)
-  local s = { hash = h, names = names, window = window, index = index, elapsed = now - index * window, cur = 0, prev = 0 }
-  local f = h.fields
-  local w, c, p, l = f[names[1]], f[names[2]] or 0, f[names[3]] or 0, f[names[4]]
-  if w ~= nil and l == window then
-    if w == index then
-      s.cur, s.prev = c, p
-    elseif w == index - 1 then
-      s.prev = c
+  local s = { hash = h, name = name, window = window, index = index, elapsed = now - index * window, cur = 0, prev = 0 }
+  local stored = h.fields[name]
+  if stored then
+    local w, c, p, l = string.match(stored, '^(%d+) (%d+) (%d+) (%d+)$')
+    if tonumber(l) == window then
+      w = tonumber(w)
+      if w == index then
+        s.cur, s.prev = tonumber(c), tonumber(p)
+      elseif w == index - 1 then
+        s.prev = tonumber(c)
+      end
     end
   end
   return s
@@ -87,8 +77,7 @@ end
 
 local function charge(s, cost, member)
   s.cur = s.cur + cost
-  local d, names = s.hash.dirty, s.names
-  d[names[1]], d[names[2]], d[names[3]], d[names[4]] = s.index, s.cur, s.prev, s.window
+  s.hash.dirty[s.name] = s
   if 2 * s.window > s.hash.ttl then s.hash.ttl = 2 * s.window end
 end
 
@@ -103,9 +92,9 @@ end
 local function finish(states)
   for key, h in pairs(hashes) do
     local args = {}
-    for field, value in pairs(h.dirty) do
+    for field, s in pairs(h.dirty) do
       args[#args + 1] = field
-      args[#args + 1] = int(value)
+      args[#args + 1] = string.format('%d %d %d %d', s.index, s.cur, s.prev, s.window)
     end
     if #args > 0 then
       redis.call('HSET', key, unpack(args))

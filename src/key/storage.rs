@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! <prefix>:{<route>|<material>}:<limit>        sliding_log: one sorted set per limit
-//! <prefix>:{<route>|<material>}#swc            sliding_window_counter: one hash, every limit
+//! <prefix>:{<route>|<material>}#swc            sliding_window_counter: one hash, a field per limit
 //! <prefix>:{<route>|<material>}#block          block marker (on_exceed = "block")
 //! ```
 //!
