@@ -293,11 +293,19 @@ async fn delay_mode_waits_for_room_within_max_delay() {
         statuses.contains(&429) && statuses.contains(&200),
         "{statuses:?}"
     );
+    // Every request that got through after the first five waited: 5 of the first ten, and
+    // every 200 of the fifteen (the window was full when they came).
+    let passed_late = statuses.iter().filter(|s| **s == 200).count() as f64;
     let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
-    assert!(
-        metrics.contains("decision=\"delayed\",route=\"payments\""),
-        "{metrics}"
-    );
+    let count = |decision: &str| {
+        support::metrics::value(
+            &metrics,
+            "slidegate_requests_total",
+            &[("route", "payments"), ("decision", decision)],
+        )
+    };
+    assert_eq!(count("delayed"), Some(5.0 + passed_late), "{metrics}");
+    assert_eq!(count("allowed"), Some(5.0), "{metrics}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -331,7 +339,10 @@ async fn sliding_window_counter_limits_approximately_with_constant_memory() {
     };
     let fields: Vec<&str> = stored.split(' ').collect();
     assert_eq!(fields.len(), 4, "{stored}");
-    assert_eq!(fields[1], "3", "only allowed requests are counted: {stored}");
+    assert_eq!(
+        fields[1], "3",
+        "only allowed requests are counted: {stored}"
+    );
     assert_eq!(fields[3], "60000000", "the window length in µs: {stored}");
 }
 
