@@ -2,6 +2,8 @@
 # slidegate image: both binaries, `slidegate` (the entrypoint) and `demo-upstream`.
 #   docker build -t slidegate .
 #   docker run --rm -p 127.0.0.1:8080:8080 -v "$PWD/config.toml:/etc/slidegate/config.toml:ro" slidegate
+# The image carries no config: mount yours at /etc/slidegate/config.toml (without one the
+# gateway exits at once, naming the missing file). docker compose mounts deploy/slidegate.toml.
 #   docker run --rm --entrypoint demo-upstream slidegate 0.0.0.0:9000
 
 # ---- build -------------------------------------------------------------------------------
@@ -35,14 +37,15 @@ RUN apt-get update \
     && useradd --system --no-create-home --shell /usr/sbin/nologin slidegate
 
 COPY --from=builder /out/slidegate /out/demo-upstream /usr/local/bin/
-# Default config (the compose one: listens on 0.0.0.0, Redis at redis:6379, upstream at
-# upstream:9000). Mount your own over it, or set SLIDEGATE_REDIS_URL.
-COPY deploy/slidegate.toml /etc/slidegate/config.toml
-
 USER slidegate
 # 8080 traffic, 9091 admin (/metrics, /healthz, /readyz, /admin, /v1); demo-upstream uses 9000.
 EXPOSE 8080 9091 9000
 # SIGTERM drains in-flight requests within server.shutdown_grace.
 STOPSIGNAL SIGTERM
+# Healthy while the admin listener answers /healthz with 200 (its port: SLIDEGATE_HEALTH_PORT,
+# 9091 by default, the port of the compose config).
+ENV SLIDEGATE_HEALTH_PORT=9091
+HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
+    CMD ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/${SLIDEGATE_HEALTH_PORT} && printf 'GET /healthz HTTP/1.0\\r\\n\\r\\n' >&3 && head -n1 <&3 | grep -q ' 200 '"]
 ENTRYPOINT ["slidegate"]
 CMD ["--config", "/etc/slidegate/config.toml"]

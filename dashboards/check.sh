@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Checks that every query in a Grafana dashboard uses only slidegate's metrics (SPEC section 7)
-# with their real labels and label values.
+# with their real labels and label values, and that every panel query follows the dashboard's
+# `instance` variable.
 #
 #   dashboards/check.sh [DASHBOARD.json]      (default: slidegate.json next to this script)
 #
 # With python3 it parses every PromQL expression (panel targets and template-variable queries)
 # and checks: metric names (histograms only through _bucket/_sum/_count), label names in
 # selectors and in by/without/on/ignoring clauses, fixed label values (decision, status, kind,
-# result, backend), that every contract metric is used somewhere, and that every panel and
-# query uses the provisioned datasource uid. Without python3 it falls back to grep and checks
+# result, backend, mode), that every contract metric is used somewhere, that every metric
+# selector of a panel carries instance=~"$instance", that the `route` and `instance` variables
+# exist, and that every panel and query uses the provisioned datasource uid. Without python3 it falls back to grep and checks
 # metric names only. Exit 0 when everything passes, 1 otherwise.
 
 set -euo pipefail
@@ -27,11 +29,14 @@ counters="slidegate_requests_total slidegate_limit_exceeded_total slidegate_stor
 slidegate_deny_cache_hits_total slidegate_upstream_requests_total slidegate_config_reloads_total"
 histograms="slidegate_limit_utilization_ratio slidegate_decision_duration_seconds
 slidegate_upstream_duration_seconds"
+gauges="slidegate_build_info slidegate_delay_waiting slidegate_deny_cache_entries process_cpu_seconds_total
+process_resident_memory_bytes process_virtual_memory_bytes process_open_fds process_max_fds
+process_start_time_seconds process_threads"
 
 if ! command -v python3 >/dev/null 2>&1; then
     echo "check.sh: python3 not found; checking metric names with grep only" >&2
     allowed=" "
-    for m in $counters; do allowed+="$m "; done
+    for m in $counters $gauges; do allowed+="$m "; done
     for m in $histograms; do allowed+="${m}_bucket ${m}_sum ${m}_count "; done
     status=0
     found=0
@@ -45,14 +50,14 @@ if ! command -v python3 >/dev/null 2>&1; then
             echo "ok: $name"
         fi
     done < <(grep -E '"(expr|query|definition)"[[:space:]]*:' "$dashboard" \
-        | grep -oE 'slidegate_[A-Za-z0-9_:]*' | sort -u)
+        | grep -oE '(slidegate|process)_[A-Za-z0-9_:]*' | sort -u)
     if [[ $found -eq 0 ]]; then
         echo "FAIL: no slidegate metric found in any query" >&2
         status=1
     fi
     # Anything else that looks like a metric selector (name followed by `{` or `[`).
     others="$(grep -E '"expr"[[:space:]]*:' "$dashboard" \
-        | grep -oE '[A-Za-z_:][A-Za-z0-9_:]*[[:space:]]*[{[]' | grep -v '^slidegate_' || true)"
+        | grep -oE '[A-Za-z_:][A-Za-z0-9_:]*[[:space:]]*[{[]' | grep -vE '^(slidegate|process)_' || true)"
     if [[ -n "$others" ]]; then
         echo "FAIL: selectors of other metrics: $others" >&2
         status=1
@@ -74,8 +79,8 @@ ROUTE = {"route": None}
 COUNTERS = {
     "slidegate_requests_total": {**ROUTE, "decision": {
         "allowed", "rejected", "delayed", "blocked", "shadow_rejected",
-        "store_error_allowed", "store_error_denied"}},
-    "slidegate_limit_exceeded_total": {**ROUTE, "limit": None},
+        "store_error_allowed", "store_error_denied", "exempt"}},
+    "slidegate_limit_exceeded_total": {**ROUTE, "limit": None, "mode": {"enforced", "shadow"}},
     "slidegate_store_errors_total": {"kind": {"timeout", "connection", "script", "other"}},
     "slidegate_deny_cache_hits_total": dict(ROUTE),
     "slidegate_upstream_requests_total": {**ROUTE, "status": {"2xx", "3xx", "4xx", "5xx", "error"}},
@@ -86,7 +91,16 @@ HISTOGRAMS = {
     "slidegate_decision_duration_seconds": {**ROUTE, "backend": {"redis", "memory", "local"}},
     "slidegate_upstream_duration_seconds": dict(ROUTE),
 }
-METRICS = dict(COUNTERS)
+GAUGES = {
+    "slidegate_build_info": {"version": None},
+    "slidegate_delay_waiting": dict(ROUTE),
+    "slidegate_deny_cache_entries": {},
+}
+# The standard process collector (CPU, memory, descriptors): queried with job="slidegate".
+PROCESS = {name: {} for name in (
+    "process_cpu_seconds_total", "process_resident_memory_bytes", "process_virtual_memory_bytes",
+    "process_open_fds", "process_max_fds", "process_start_time_seconds", "process_threads")}
+METRICS = {**COUNTERS, **GAUGES, **PROCESS}
 for base, labels in HISTOGRAMS.items():
     METRICS[base + "_bucket"] = {**labels, "le": None}
     METRICS[base + "_sum"] = dict(labels)
@@ -147,7 +161,7 @@ def unquote(s):
     return ast.literal_eval(s)
 
 
-def check_expr(expr, where, errors, used):
+def check_expr(expr, where, errors, used, require_instance):
     try:
         toks = tokenize(expr)
     except ValueError as e:
@@ -199,6 +213,8 @@ def check_expr(expr, where, errors, used):
                     labels = METRICS[name]
                     metrics_here.add(name)
                     used.add(re.sub(r"_(bucket|sum|count)$", "", name) if name not in COUNTERS else name)
+                if require_instance and labels is not None and not follows_instance(toks, i):
+                    errors.append(f"{where}: {name} is not filtered by instance=~\"$instance\"")
                 if nxt == ("punct", "{"):
                     j = i + 2
                     while j < len(toks) and toks[j] != ("punct", "}"):
@@ -225,6 +241,19 @@ def check_expr(expr, where, errors, used):
         if not unknown_here and label not in allowed_grouping:
             errors.append(f"{where}: groups or selects on label {label!r}, which none of "
                           f"{sorted(metrics_here) or 'its metrics'} has")
+
+
+def follows_instance(toks, i):
+    """Whether the selector of the metric at token i carries instance=~"$instance"."""
+    if i + 1 >= len(toks) or toks[i + 1] != ("punct", "{"):
+        return False
+    j = i + 2
+    while j + 2 < len(toks) and toks[j] != ("punct", "}"):
+        if toks[j] == ("ident", "instance") and toks[j + 1] == ("op", "=~") \
+                and toks[j + 2][0] == "str" and unquote(toks[j + 2][1]) == "$instance":
+            return True
+        j += 1
+    return False
 
 
 def check_value(where, metric, label, op, value, allowed, errors):
@@ -286,19 +315,21 @@ for where, key, value in found:
     if not value.strip():
         continue
     exprs += 1
-    check_expr(value, f"{where} ({key})", errors, used)
+    check_expr(value, f"{where} ({key})", errors, used, require_instance=(key == "expr"))
 
 variables = {v.get("name"): v for v in dashboard.get("templating", {}).get("list", [])}
-route = variables.get("route")
-if route is None:
-    errors.append("no `route` template variable")
-else:
-    q = route.get("query")
+for name, expected in (("route", "label_values(slidegate_requests_total, route)"),
+                       ("instance", "label_values(slidegate_build_info, instance)")):
+    variable = variables.get(name)
+    if variable is None:
+        errors.append(f"no `{name}` template variable")
+        continue
+    q = variable.get("query")
     q = q.get("query") if isinstance(q, dict) else q
-    if re.sub(r"\s+", "", q or "") != "label_values(slidegate_requests_total,route)":
-        errors.append(f"`route` variable query is {q!r}, expected label_values(slidegate_requests_total, route)")
+    if re.sub(r"\s+", "", q or "") != re.sub(r"\s+", "", expected):
+        errors.append(f"`{name}` variable query is {q!r}, expected {expected}")
 
-for metric in sorted(set(COUNTERS) | set(HISTOGRAMS)):
+for metric in sorted(set(COUNTERS) | set(HISTOGRAMS) | set(GAUGES)):
     if metric not in used:
         errors.append(f"metric {metric} is not used by any panel")
 
@@ -308,6 +339,7 @@ for e in errors:
     print(f"FAIL: {e}", file=sys.stderr)
 if errors:
     sys.exit(1)
-print(f"PASS: {exprs} queries, {len(used)} of {len(COUNTERS) + len(HISTOGRAMS)} metrics used, "
+print(f"PASS: {exprs} queries, {len(used & (set(COUNTERS) | set(HISTOGRAMS) | set(GAUGES)))} of "
+      f"{len(COUNTERS) + len(HISTOGRAMS) + len(GAUGES)} metrics used, every panel follows $instance, "
       f"all datasources uid {ds_uid}")
 PY
