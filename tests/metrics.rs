@@ -248,15 +248,7 @@ on_exceed = "delay"
     assert!(series_of(&before, "gone").len() > 10, "{before}");
 
     gw.rewrite(&config(MEMORY, &up.url(), kept));
-    let reload = client
-        .send(
-            Method::POST,
-            &gw.admin("/admin/reload"),
-            &[("authorization", &format!("Bearer {TOKEN}"))],
-            "",
-        )
-        .await;
-    assert_eq!(reload.status, 200, "{}", reload.body);
+    reload(&client, &gw).await;
     let after = scrape(&client, &gw).await;
     assert_eq!(series_of(&after, "gone"), Vec::<String>::new());
     assert_eq!(
@@ -298,15 +290,7 @@ upstream = "up"
     assert!(limit_series(&before, "old-name") > 0, "{before}");
 
     gw.rewrite(&config(MEMORY, &up.url(), &route("new-name")));
-    let reload = client
-        .send(
-            Method::POST,
-            &gw.admin("/admin/reload"),
-            &[("authorization", &format!("Bearer {TOKEN}"))],
-            "",
-        )
-        .await;
-    assert_eq!(reload.status, 200, "{}", reload.body);
+    reload(&client, &gw).await;
     client.get(&gw.url("/kept"), &[]).await;
     let after = scrape(&client, &gw).await;
     assert_eq!(limit_series(&after, "old-name"), 0, "{after}");
@@ -320,4 +304,17 @@ upstream = "up"
         .is_some(),
         "the route's own series stay"
     );
+}
+
+/// Asks the gateway to reload its config file; the reload must succeed.
+async fn reload(client: &HttpClient, gw: &gateway::Gateway) {
+    let reload = client
+        .send(
+            Method::POST,
+            &gw.admin("/admin/reload"),
+            &[("authorization", &format!("Bearer {TOKEN}"))],
+            "",
+        )
+        .await;
+    assert_eq!(reload.status, 200, "{}", reload.body);
 }
