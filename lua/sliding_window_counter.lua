@@ -62,8 +62,9 @@ local function time_until(s, target)
     if t < 0 then return 0 end
     return math.ceil(t)
   end
-  -- in the next window this count becomes the previous one: cur * (w - e') / w <= target
-  return math.ceil((w - e) + w * (1 - target / s.cur))
+  -- in the next window this count becomes the previous one: cur * (w - e') / w <= target, so
+  -- e' >= w * (cur - target) / cur (one division last: a whole result stays whole)
+  return math.ceil((w - e) + w * (s.cur - target) / s.cur)
 end
 
 local function wait(s, limit, cost)

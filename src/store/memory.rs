@@ -90,7 +90,7 @@ impl CounterView {
             let t = (w - e) - (target - self.cur) * w / self.prev;
             return if t < 0.0 { 0 } else { t.ceil() as i64 };
         }
-        ((w - e) + w * (1.0 - target / self.cur)).ceil() as i64
+        ((w - e) + w * (self.cur - target) / self.cur).ceil() as i64
     }
 }
 
