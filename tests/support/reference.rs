@@ -86,7 +86,9 @@ impl LimitModel {
     fn charge(&mut self, at: u64, cost: u64) {
         match &mut self.history {
             History::Log(times) => times.extend(std::iter::repeat_n(at, cost as usize)),
-            History::Counter(per_window) => *per_window.entry(at / self.window).or_default() += cost,
+            History::Counter(per_window) => {
+                *per_window.entry(at / self.window).or_default() += cost
+            }
         }
     }
 
@@ -95,7 +97,10 @@ impl LimitModel {
     /// without a charge, and both algorithms count nothing two windows after the last charge.
     fn first_wait(&self, now: u64, holds: impl Fn(Units) -> bool) -> u64 {
         let (mut low, mut high) = (0, 2 * self.window);
-        assert!(holds(self.units_at(now + high)), "nothing is counted two windows on");
+        assert!(
+            holds(self.units_at(now + high)),
+            "nothing is counted two windows on"
+        );
         while low < high {
             let mid = low + (high - low) / 2;
             if holds(self.units_at(now + mid)) {
