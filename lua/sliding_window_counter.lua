@@ -42,16 +42,20 @@ local function load_state(key, name, limit, window)
   return s
 end
 
-local function estimate(s)
-  return s.prev * (s.window - s.elapsed) / s.window + s.cur
+-- The estimate times the window: p * (window - elapsed) + c * window. A whole number, exact in
+-- a double while limit * window < 2^53 (e.g. 14,000 a week), so the comparisons need no
+-- tolerance: a tolerance in units lets a request through early by tolerance * window
+-- (1e-9 units was 86 µs on a one-day window).
+local function scaled(s)
+  return s.prev * (s.window - s.elapsed) + s.cur * s.window
 end
 
 local function used(s)
-  return math.ceil(estimate(s) - 1e-9)
+  return math.ceil(scaled(s) / s.window)
 end
 
 local function fits(s, limit, cost)
-  return estimate(s) + cost <= limit + 1e-9
+  return scaled(s) + cost * s.window <= limit * s.window
 end
 
 -- Time from now until the estimate is at most `target`, nothing else being counted meanwhile.
@@ -65,8 +69,9 @@ local function time_until(s, target)
     if t < 0 then return 0 end
     return math.ceil(t)
   end
-  -- in the next window this count becomes the previous one: cur * (w - e') / w <= target
-  return math.ceil((w - e) + w * (1 - target / s.cur))
+  -- in the next window this count becomes the previous one: cur * (w - e') / w <= target, so
+  -- e' >= w * (cur - target) / cur (one division last: a whole result stays whole)
+  return math.ceil((w - e) + w * (s.cur - target) / s.cur)
 end
 
 local function wait(s, limit, cost)

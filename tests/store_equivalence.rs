@@ -1,7 +1,8 @@
 //! One behavioural suite, two stores: the same scripted and random sequences run against the
-//! embedded memory store and a real Redis must give the same answers, and both must match a
-//! plain reference model of the sliding log, including the promise that a client that waits
-//! exactly Retry-After is allowed and one that comes back 1 µs earlier is not.
+//! embedded memory store and a real Redis must give the same answers, and the memory store must
+//! match the plain reference model of the sliding log (`support/reference.rs`), including the
+//! promise that a client that waits exactly Retry-After is allowed and one that comes back 1 µs
+//! earlier is not. `tests/accuracy.rs` holds both stores to the models of both algorithms.
 
 mod support;
 
@@ -16,6 +17,7 @@ use slidegate::store::{
     Decision, DecisionRequest, LimitSet, MemoryStore, Outcome, RedisStore, Store,
 };
 use support::redis::RedisServer;
+use support::reference::Reference;
 use support::unique_prefix;
 
 const T0: u64 = 1_700_000_000_000_000;
@@ -149,36 +151,6 @@ async fn scripted_sequences_agree_on_both_stores() {
     same_answers(&redis, &r, &steps).await;
 }
 
-/// The reference: a plain list of allowed times per limit.
-struct Model {
-    limits: Vec<(u64, u64)>,
-    logs: Vec<Vec<u64>>,
-}
-
-impl Model {
-    fn decide(&mut self, now: u64) -> (bool, u64) {
-        let mut retry = 0;
-        for (i, &(limit, window)) in self.limits.iter().enumerate() {
-            let live: Vec<u64> = self.logs[i]
-                .iter()
-                .copied()
-                .filter(|&t| t + window > now)
-                .collect();
-            if live.len() as u64 + 1 > limit {
-                let k = live.len() + 1 - limit as usize;
-                retry = retry.max(live[k - 1] + window - now);
-            }
-            self.logs[i] = live;
-        }
-        if retry == 0 {
-            for log in &mut self.logs {
-                log.push(now);
-            }
-        }
-        (retry == 0, retry)
-    }
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
@@ -192,24 +164,23 @@ proptest! {
             let r = route("sliding_log", &[(limit_a, "3s"), (limit_b, "10s")], None);
             let store = Store::Memory(MemoryStore::new());
             let base = decision_base("p", "r", "k");
-            let mut model = Model { limits: vec![(limit_a, 3 * SEC), (limit_b, 10 * SEC)], logs: vec![vec![], vec![]] };
+            let mut model = Reference::of(&r);
             let mut now = T0;
             for gap in gaps {
                 now += gap;
                 let d = decide(&store, &r, &base, now, 1).await;
-                let (allowed, retry) = model.decide(now);
-                prop_assert_eq!(d.allowed(), allowed);
-                prop_assert_eq!(d.retry_after.as_micros() as u64, retry);
-                if !allowed {
+                prop_assert_eq!(&d, &model.decide(now, 1));
+                if !d.allowed() {
                     // 1 µs early is still too early; exactly on time fits.
+                    let retry = d.retry_after.as_micros() as u64;
                     now += retry - 1;
                     let early = decide(&store, &r, &base, now, 1).await;
                     prop_assert!(!early.allowed());
-                    prop_assert_eq!(model.decide(now), (false, 1));
+                    prop_assert_eq!(&early, &model.decide(now, 1));
                     now += 1;
                     let on_time = decide(&store, &r, &base, now, 1).await;
                     prop_assert!(on_time.allowed());
-                    prop_assert!(model.decide(now).0);
+                    prop_assert_eq!(&on_time, &model.decide(now, 1));
                 }
             }
             Ok(())

@@ -69,12 +69,17 @@ struct CounterView {
 }
 
 impl CounterView {
-    fn estimate(&self) -> f64 {
-        self.prev * (self.window - self.elapsed) / self.window + self.cur
+    /// The estimate times the window (`scaled` in Lua): whole, so compared without tolerance.
+    fn scaled(&self) -> f64 {
+        self.prev * (self.window - self.elapsed) + self.cur * self.window
     }
 
     fn used(&self) -> i64 {
-        (self.estimate() - 1e-9).ceil() as i64
+        (self.scaled() / self.window).ceil() as i64
+    }
+
+    fn fits(&self, limit: u64, cost: u64) -> bool {
+        self.scaled() + cost as f64 * self.window <= limit as f64 * self.window
     }
 
     /// Time from now until the estimate is at most `target` (`time_until` in Lua).
@@ -90,7 +95,7 @@ impl CounterView {
             let t = (w - e) - (target - self.cur) * w / self.prev;
             return if t < 0.0 { 0 } else { t.ceil() as i64 };
         }
-        ((w - e) + w * (1.0 - target / self.cur)).ceil() as i64
+        ((w - e) + w * (self.cur - target) / self.cur).ceil() as i64
     }
 }
 
@@ -155,9 +160,7 @@ impl LimitState {
     fn fits(&self, limit: u64, window: u64, cost: u64, now: u64) -> bool {
         match self {
             LimitState::Log(entries) => entries.len() as u64 + cost <= limit,
-            LimitState::Counter { .. } => {
-                self.counter(window, now).estimate() + cost as f64 <= limit as f64 + 1e-9
-            }
+            LimitState::Counter { .. } => self.counter(window, now).fits(limit, cost),
         }
     }
 

@@ -12,6 +12,7 @@ pub mod problem;
 pub mod process;
 pub mod raw;
 pub mod redis;
+pub mod reference;
 pub mod resp;
 pub mod store;
 pub mod upstream;
