@@ -1,10 +1,15 @@
 # syntax=docker/dockerfile:1
 # slidegate image: both binaries, `slidegate` (the entrypoint) and `demo-upstream`.
 #   docker build -t slidegate .
-#   docker run --rm -p 127.0.0.1:8080:8080 -v "$PWD/config.toml:/etc/slidegate/config.toml:ro" slidegate
-# The image carries no config: mount yours at /etc/slidegate/config.toml (without one the
-# gateway exits at once, naming the missing file). docker compose mounts deploy/slidegate.toml.
+#   docker run --rm -p 127.0.0.1:8080:8080 -p 127.0.0.1:9091:9091 \
+#       -v "$PWD/my-config.toml:/etc/slidegate/config.toml:ro" slidegate
+#   docker run --rm -v "$PWD/my-config.toml:/etc/slidegate/config.toml:ro" slidegate check
 #   docker run --rm --entrypoint demo-upstream slidegate 0.0.0.0:9000
+# The image carries no config: mount yours at /etc/slidegate/config.toml (SLIDEGATE_CONFIG, so
+# `check` and `campaign` find it too), or point SLIDEGATE_CONFIG elsewhere. Without one the
+# gateway exits at once, naming the missing file and how to give one. Its listen addresses
+# must not be loopback-only (0.0.0.0:8080, admin 0.0.0.0:9091) to be reachable from outside
+# the container; docker compose mounts deploy/slidegate.toml, which does this.
 
 # ---- build -------------------------------------------------------------------------------
 FROM rust:1-bookworm AS builder
@@ -42,10 +47,13 @@ USER slidegate
 EXPOSE 8080 9091 9000
 # SIGTERM drains in-flight requests within server.shutdown_grace.
 STOPSIGNAL SIGTERM
-# Healthy while the admin listener answers /healthz with 200 (its port: SLIDEGATE_HEALTH_PORT,
-# 9091 by default, the port of the compose config).
+# Healthy while the admin listener answers /healthz with 200 on 127.0.0.1 (its port:
+# SLIDEGATE_HEALTH_PORT, 9091 by default, the port of the compose config). bash's /dev/tcp
+# does the request, so the image needs no curl. A container that runs demo-upstream instead
+# sets its own health check (docker-compose.yml does).
 ENV SLIDEGATE_HEALTH_PORT=9091
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
     CMD ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/${SLIDEGATE_HEALTH_PORT} && printf 'GET /healthz HTTP/1.0\\r\\n\\r\\n' >&3 && head -n1 <&3 | grep -q ' 200 '"]
+ENV SLIDEGATE_CONFIG=/etc/slidegate/config.toml
 ENTRYPOINT ["slidegate"]
-CMD ["--config", "/etc/slidegate/config.toml"]
+CMD []

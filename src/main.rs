@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use slidegate::config::{Config, CONFIG_ENV, DEFAULT_CONFIG_FILE};
+use slidegate::config::{Config, ConfigError, CONFIG_ENV, DEFAULT_CONFIG_FILE};
 use slidegate::workers::Workers;
 use tracing_subscriber::EnvFilter;
 
@@ -83,7 +83,7 @@ fn campaign(
     let config = match Config::load(config_path) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("{e}");
+            report_config_error(&e);
             return ExitCode::FAILURE;
         }
     };
@@ -148,9 +148,22 @@ fn check(path: &std::path::Path) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("{e}");
+            report_config_error(&e);
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Prints why the config was refused; for a file that does not exist, also how to name one
+/// (a container started without its config mounted lands here).
+fn report_config_error(e: &ConfigError) {
+    eprintln!("{e}");
+    if matches!(e, ConfigError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+    {
+        eprintln!(
+            "slidegate: no config file: name one with --config FILE or {CONFIG_ENV}=FILE \
+             (default ./{DEFAULT_CONFIG_FILE}; config.toml in the repository is a working example)"
+        );
     }
 }
 
@@ -160,7 +173,7 @@ fn run(path: &std::path::Path) -> ExitCode {
     let config = match Config::load(path) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("{e}");
+            report_config_error(&e);
             return ExitCode::FAILURE;
         }
     };

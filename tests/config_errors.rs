@@ -690,6 +690,33 @@ fn check_reads_the_config_env_var_without_a_flag() {
     );
 }
 
+/// A container started without its config mounted: the gateway (and `check`) exit 1 at once,
+/// naming the missing file and how to name one.
+#[test]
+fn a_missing_config_file_is_named_with_how_to_give_one() {
+    let missing = "tests/fixtures/config/does-not-exist.toml";
+    let hint = "slidegate: no config file: name one with --config FILE or SLIDEGATE_CONFIG=FILE \
+                (default ./config.toml; config.toml in the repository is a working example)\n";
+    for args in [&[][..], &["check"][..]] {
+        let out = slidegate(args, &[(CONFIG_ENV, missing)]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: stderr: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("{missing}: cannot read the file: ")),
+            "{args:?}: stderr: {stderr}"
+        );
+        assert!(stderr.ends_with(hint), "{args:?}: stderr: {stderr}");
+    }
+    // A file that exists but cannot be read as one gets no such hint.
+    let out = slidegate(&["check", "--config", "tests/fixtures"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        !text(&out.stderr).contains("no config file"),
+        "stderr: {}",
+        text(&out.stderr)
+    );
+}
+
 #[test]
 fn config_flag_wins_over_the_config_env_var() {
     let out = slidegate(
