@@ -4,6 +4,8 @@
 # `instance` variable.
 #
 #   dashboards/check.sh [DASHBOARD.json]      (default: slidegate.json next to this script)
+#   dashboards/check.sh RULES.yml             (Prometheus rule file: every `expr` is checked
+#                                              the same way; `up` is allowed too)
 #
 # With python3 it parses every PromQL expression (panel targets and template-variable queries)
 # and checks: metric names (histograms only through _bucket/_sum/_count), label names in
@@ -34,6 +36,10 @@ process_resident_memory_bytes process_virtual_memory_bytes process_open_fds proc
 process_start_time_seconds process_threads"
 
 if ! command -v python3 >/dev/null 2>&1; then
+    if [[ $dashboard == *.yml || $dashboard == *.yaml ]]; then
+        echo "check.sh: python3 not found; rule files are checked by promtool only" >&2
+        exit 0
+    fi
     echo "check.sh: python3 not found; checking metric names with grep only" >&2
     allowed=" "
     for m in $counters $gauges; do allowed+="$m "; done
@@ -290,6 +296,49 @@ def walk(node, where, found):
         for item in node:
             walk(item, where, found)
 
+
+def rule_exprs(text):
+    """Yields (line number, expression) for every `expr:` of a Prometheus rule file, inline or
+    as a YAML block scalar (`expr: |` and the more-indented lines after it)."""
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        m = re.match(r"^(\s*)(?:-\s+)?expr:\s*(.*)$", lines[i])
+        if not m:
+            i += 1
+            continue
+        indent, value = len(m.group(1)), m.group(2).strip()
+        start = i + 1
+        if value in ("|", ">", "|-", ">-", "|+", ">+"):
+            body = []
+            i += 1
+            while i < len(lines) and (not lines[i].strip() or len(lines[i]) - len(lines[i].lstrip()) > indent):
+                body.append(lines[i])
+                i += 1
+            yield start, "\n".join(body)
+        else:
+            if value[:1] in ("'", '"'):
+                value = value[1:-1]
+            yield start, value
+            i += 1
+
+
+if path.endswith((".yml", ".yaml")):
+    METRICS["up"] = {}
+    with open(path, encoding="utf-8") as f:
+        rules = f.read()
+    errors, used, n = [], set(), 0
+    for line, expr in rule_exprs(rules):
+        n += 1
+        check_expr(expr, f"{path}:{line}", errors, used, require_instance=False)
+    if n == 0:
+        errors.append(f"{path}: no expr found")
+    for e in errors:
+        print(f"FAIL: {e}", file=sys.stderr)
+    if errors:
+        sys.exit(1)
+    print(f"PASS: {n} rule expressions use only the documented metrics, labels and values")
+    sys.exit(0)
 
 try:
     with open(path, encoding="utf-8") as f:

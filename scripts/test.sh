@@ -30,8 +30,9 @@ fi
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 # The quick checks first: a broken dashboard or rule fails in seconds, before the builds.
-echo "==> dashboard queries use only the documented metrics"
+echo "==> dashboard and alert-rule queries use only the documented metrics"
 bash dashboards/check.sh
+bash dashboards/check.sh deploy/alerts.yml
 echo "==> alert rules: promtool check rules, check config (which loads them), test rules"
 promtool check rules deploy/alerts.yml
 promtool check config deploy/prometheus.yml
