@@ -1,7 +1,7 @@
 -- decide.lua: the part every algorithm shares. It is appended after the algorithm's own file
--- (sliding_log.lua or sliding_window_counter.lua), which defines the local functions
--- `key_count(n)`, `load_state(key, name, limit, window)`, `used(s)`, `fits(s, limit, cost)`,
--- `wait(s, limit, cost)`, `charge(s, cost, member)`, `reset(s)` and `finish(states)`; together
+-- (sliding_log.lua or sliding_window_counter.lua), which defines KEY_PER_LIMIT (whether each
+-- limit of a decision has a key of its own) and the local functions `key_count(n)`, `load_state(key, name, limit, window)`, `used(s)`, `fits(s, limit, cost)`,
+-- `wait(s, limit, cost)`, `charge(s, cost, member)`, `reset(s)` and `finish(states, n)`; together
 -- they make one script. The algorithm's file reads `now`, which the prelude (`lua/prelude.lua`)
 -- sets before it.
 --
@@ -60,23 +60,33 @@ local decisions = tonumber(ARGV[a])
 local keys = KEYS
 if #KEYS == 0 then
   keys = {}
-  for i = a + 2 * decisions + 1, #ARGV do keys[#keys + 1] = ARGV[i] end
+  local first = a + 2 * decisions
+  for i = first + 1, #ARGV do keys[i - first] = ARGV[i] end
 end
 
--- Every limit's state, loaded once per call (by key, then limit name); written back by `finish`.
-local states, by_key = {}, {}
+-- Every limit's state, loaded once per call and written back by `finish`: by key when each limit
+-- has a key of its own (KEY_PER_LIMIT), else by key, then limit name.
+local states, by_key, n_states = {}, {}, 0
 local function state_of(key, name, limit, window)
-  local of_key = by_key[key]
-  if of_key == nil then
-    of_key = {}
-    by_key[key] = of_key
-  end
-  local s = of_key[name]
-  if s == nil then
+  local s
+  if KEY_PER_LIMIT then
+    s = by_key[key]
+    if s ~= nil then return s end
+    s = load_state(key, name, limit, window)
+    by_key[key] = s
+  else
+    local of_key = by_key[key]
+    if of_key == nil then
+      of_key = {}
+      by_key[key] = of_key
+    end
+    s = of_key[name]
+    if s ~= nil then return s end
     s = load_state(key, name, limit, window)
     of_key[name] = s
-    states[#states + 1] = s
   end
+  n_states = n_states + 1
+  states[n_states] = s
   return s
 end
 
@@ -86,7 +96,7 @@ local function block_of(key)
   local b = blocks[key]
   if b == nil then
     b = false
-    local marker = redis.call('GET', key)
+    local marker = call('GET', key)
     if marker then
       local worst, untl = string.match(marker, '^(%d+):(%d+)$')
       if worst then b = { worst = tonumber(worst), untl = tonumber(untl) } end
@@ -98,18 +108,21 @@ end
 
 local function start_block(key, worst, block_ms)
   local untl = now + block_ms * 1000
-  redis.call('SET', key, int(worst) .. ':' .. int(untl), 'PX', int(block_ms))
+  call('SET', key, int(worst) .. ':' .. int(untl), 'PX', int(block_ms))
   blocks[key] = { worst = worst, untl = untl }
 end
 
-local out = { now }
-local function reply(code, retry, s, per_limit)
-  out[#out + 1] = code
-  out[#out + 1] = retry
-  for i = 1, #s do
-    out[#out + 1] = used(s[i])
-    out[#out + 1] = reset(s[i])
-    out[#out + 1] = per_limit[i] or 0
+-- The reply, filled through an explicit length (`#out` searches the table every time).
+local out, o = { now }, 1
+local function reply(code, retry, n, s, per_limit)
+  out[o + 1] = code
+  out[o + 2] = retry
+  o = o + 2
+  for i = 1, n do
+    out[o + 1] = used(s[i])
+    out[o + 2] = reset(s[i])
+    out[o + 3] = per_limit[i] or 0
+    o = o + 3
   end
 end
 
@@ -120,14 +133,13 @@ for d = 1, decisions do
   local plan = plans[num(ARGV[a + 1])]
   local cost = num(ARGV[a + 2])
   a = a + 2
-  local n, limits = plan.n, plan.limits
+  local n, limits, names, windows, plan_keys = plan.n, plan.limits, plan.names, plan.windows, plan.keys
   for i = 1, n do
-    local key = keys[k + math.min(i, plan.keys)]
-    s[i] = state_of(key, plan.names[i], limits[i], plan.windows[i])
+    local key = keys[k + (i < plan_keys and i or plan_keys)]
+    s[i] = state_of(key, names[i], limits[i], windows[i])
     per_limit[i] = nil
   end
-  for i = n + 1, #s do s[i] = nil end
-  k = k + plan.keys
+  k = k + plan_keys
   local block_key
   if plan.block_ms > 0 then
     k = k + 1
@@ -138,7 +150,7 @@ for d = 1, decisions do
   if b and b.untl > now then
     local remaining = b.untl - now
     per_limit[b.worst] = remaining
-    reply(2, remaining, s, per_limit)
+    reply(2, remaining, n, s, per_limit)
   else
     local retry, worst = 0, 1
     for i = 1, n do
@@ -154,16 +166,16 @@ for d = 1, decisions do
         if plan.block_ms * 1000 > retry then retry = plan.block_ms * 1000 end
         per_limit[worst] = retry
       end
-      reply(0, retry, s, per_limit)
+      reply(0, retry, n, s, per_limit)
     else
       if cost > 0 then
-        local member = token .. int(d)
+        local member = format('%s%d', token, d)
         for i = 1, n do charge(s[i], cost, member) end
       end
-      reply(1, 0, s, per_limit)
+      reply(1, 0, n, s, per_limit)
     end
   end
 end
 
-finish(states)
+finish(states, n_states)
 return out

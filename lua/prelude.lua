@@ -7,9 +7,15 @@
 -- expansion of a 16-digit double costs microseconds (multi-precision arithmetic in glibc): every
 -- number handed to Redis, or joined into a string, in the scripts is a string made once, or a
 -- small integer formatted with string.format('%d') (integer formatting is cheap).
+--
+-- The library functions the scripts call per decision are locals: a global is two table lookups
+-- (the globals table, then the library table) on every use.
+local tonumber, floor, ceil, format, unpack = tonumber, math.floor, math.ceil, string.format, unpack
+local call = redis.call
+
 local now, now_s
 if ARGV[1] == '' then
-  local t = redis.call('TIME')
+  local t = call('TIME')
   now_s = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
   now = tonumber(now_s)
 else
@@ -17,9 +23,16 @@ else
   now = tonumber(now_s)
 end
 
--- A whole number as text, without floating-point formatting.
+-- A whole number as text, without floating-point formatting. The values that repeat within a
+-- call (limits, expiries in ms) are formatted once.
+local ints = {}
 local function int(x)
-  return string.format('%d', x)
+  local text = ints[x]
+  if text == nil then
+    text = format('%d', x)
+    ints[x] = text
+  end
+  return text
 end
 
 -- A number from text that repeats within a call (plan indexes, costs), parsed once: Lua's

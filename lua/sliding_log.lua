@@ -17,6 +17,9 @@
 -- rank); larger ones read the oldest entry and the count apart.
 local SMALL = 64
 
+-- Whether each limit of a decision has a key of its own (one sorted set per limit).
+local KEY_PER_LIMIT = true
+
 -- The number of KEYS a decision uses before its block marker: one sorted set per limit.
 local function key_count(n)
   return n
@@ -24,39 +27,49 @@ end
 
 -- A limit's state: `count` units in the window (stored and pending), `oldest` the oldest stored
 -- score (nil when none), `scores` the stored scores in order when the set was read whole,
--- `pending` the members to add at `now`.
+-- `pending` the `n_pending` members to add at `now` (made on the first charge: most states of a
+-- call are charged once, and a table less per state is an allocation less).
+local NONE = {}
 local function load_state(key, name, limit, window)
-  local s = { key = key, window = window, count = 0, oldest = nil, pending = {} }
+  local s = { key = key, window = window, count = 0, oldest = nil, pending = nil, n_pending = 0 }
   local horizon = now - window
   if limit < SMALL then
-    local entries = redis.call('ZRANGE', key, '0', int(limit), 'WITHSCORES')
-    local scores, stale = {}, false
-    for i = 2, #entries, 2 do
+    local entries = call('ZRANGE', key, '0', int(limit), 'WITHSCORES')
+    local n_entries = #entries
+    -- a set found empty (a new key) shares one empty list; `scores` is only ever read
+    local scores, n, stale = NONE, 0, false
+    if n_entries > 0 then scores = {} end
+    for i = 2, n_entries, 2 do
       local score = tonumber(entries[i])
-      if score <= horizon then stale = true else scores[#scores + 1] = score end
+      if score <= horizon then
+        stale = true
+      else
+        n = n + 1
+        scores[n] = score
+      end
     end
-    if stale then redis.call('ZREMRANGEBYSCORE', key, '-inf', int(horizon)) end
-    if #entries < 2 * (limit + 1) then
+    if stale then call('ZREMRANGEBYSCORE', key, '-inf', int(horizon)) end
+    if n_entries < 2 * (limit + 1) then
       -- the read saw the whole set: no more entries than these
-      s.scores, s.count, s.oldest = scores, #scores, scores[1]
+      s.scores, s.count, s.oldest = scores, n, scores[1]
       return s
     end
     -- more than `limit` entries (the limit was lowered): count them apart
   else
-    local first = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')
+    local first = call('ZRANGE', key, '0', '0', 'WITHSCORES')
     if first[2] == nil then return s end
     local oldest = tonumber(first[2])
     if oldest > horizon then
       -- nothing has left the window: the oldest entry stands
-      s.oldest, s.count = oldest, redis.call('ZCARD', key)
+      s.oldest, s.count = oldest, call('ZCARD', key)
       return s
     end
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', int(horizon))
+    call('ZREMRANGEBYSCORE', key, '-inf', int(horizon))
   end
-  local first = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')
+  local first = call('ZRANGE', key, '0', '0', 'WITHSCORES')
   if first[2] == nil then return s end
   s.oldest = tonumber(first[2])
-  s.count = redis.call('ZCARD', key)
+  s.count = call('ZCARD', key)
   return s
 end
 
@@ -68,28 +81,32 @@ local function fits(s, limit, cost)
   return s.count + cost <= limit
 end
 
+-- ZADD's arguments, one table for every write of the call (passed with an explicit count).
+local zadd_args = {}
 local function write_pending(s)
-  local members = s.pending
-  if #members == 0 then return end
-  for i = 1, #members, 500 do
-    local args = {}
-    for j = i, math.min(i + 499, #members) do
-      args[#args + 1] = now_s
-      args[#args + 1] = members[j]
+  local members, n = s.pending, s.n_pending
+  if n == 0 then return end
+  for i = 1, n, 500 do
+    local m = 0
+    for j = i, (i + 499 < n and i + 499 or n) do
+      zadd_args[m + 1] = now_s
+      zadd_args[m + 2] = members[j]
+      m = m + 2
     end
-    redis.call('ZADD', s.key, unpack(args))
+    call('ZADD', s.key, unpack(zadd_args, 1, m))
   end
-  redis.call('PEXPIRE', s.key, int(math.ceil(s.window / 1000)))
+  call('PEXPIRE', s.key, int(ceil(s.window / 1000)))
   if s.oldest == nil or now < s.oldest then s.oldest = now end
-  s.pending = {}
+  s.pending, s.n_pending = nil, 0
   s.scores = nil
 end
 
 -- The score of the entry at 0-based `rank` among stored and pending entries.
 local function score_at(s, rank)
-  if s.scores and #s.pending == 0 then return s.scores[rank + 1] end
+  if s.scores and s.n_pending == 0 then return s.scores[rank + 1] end
   write_pending(s)
-  local entry = redis.call('ZRANGE', s.key, int(rank), int(rank), 'WITHSCORES')
+  local rank_s = format('%d', rank)
+  local entry = call('ZRANGE', s.key, rank_s, rank_s, 'WITHSCORES')
   return tonumber(entry[2])
 end
 
@@ -101,24 +118,30 @@ local function wait(s, limit, cost)
 end
 
 local function charge(s, cost, member)
-  local pending = s.pending
-  pending[#pending + 1] = member
-  for j = 2, cost do
-    pending[#pending + 1] = member .. '.' .. int(j)
+  local pending, n = s.pending, s.n_pending + 1
+  if pending == nil then
+    pending = {}
+    s.pending = pending
   end
+  pending[n] = member
+  for j = 2, cost do
+    n = n + 1
+    pending[n] = member .. '.' .. format('%d', j)
+  end
+  s.n_pending = n
   s.count = s.count + cost
 end
 
 local function reset(s)
   if s.count == 0 then return 0 end
   local oldest = s.oldest
-  if #s.pending > 0 and (oldest == nil or now < oldest) then oldest = now end
+  if s.n_pending > 0 and (oldest == nil or now < oldest) then oldest = now end
   local r = oldest + s.window - now
   if r < 0 then return 0 end
   return r
 end
 
 -- After every decision of the call: one ZADD and one PEXPIRE per charged set.
-local function finish(states)
-  for _, s in ipairs(states) do write_pending(s) end
+local function finish(states, n)
+  for i = 1, n do write_pending(states[i]) end
 end

@@ -9,23 +9,31 @@
 --
 -- Needs Redis 5 or newer: scripts replicate their effects, so reading TIME before writing is allowed.
 
+-- Whether each limit of a decision has a key of its own (one hash for every limit).
+local KEY_PER_LIMIT = false
+
 -- The number of KEYS a decision uses before its block marker: one hash for every limit.
 local function key_count(n)
   return 1
 end
 
--- Each hash, read once per call: field -> stored text, and the states to write back by field.
-local hashes = {}
+-- Each hash, read once per call: field -> stored text (a hash found empty shares NONE, which is
+-- only read), and the states to write back by field.
+local hashes, NONE = {}, {}
 
 local function load_state(key, name, limit, window)
   local h = hashes[key]
   if h == nil then
-    h = { fields = {}, dirty = {}, ttl = 0 }
-    local all = redis.call('HGETALL', key)
-    for i = 1, #all, 2 do h.fields[all[i]] = all[i + 1] end
+    h = { fields = NONE, dirty = {}, ttl = 0 }
+    local all = call('HGETALL', key)
+    if #all > 0 then
+      local fields = {}
+      for i = 1, #all, 2 do fields[all[i]] = all[i + 1] end
+      h.fields = fields
+    end
     hashes[key] = h
   end
-  local index = math.floor(now / window)
+  local index = floor(now / window)
   local s = { hash = h, name = name, window = window, index = index, elapsed = now - index * window, cur = 0, prev = 0 }
   local stored = h.fields[name]
   if stored then
@@ -51,7 +59,7 @@ local function scaled(s)
 end
 
 local function used(s)
-  return math.ceil(scaled(s) / s.window)
+  return ceil(scaled(s) / s.window)
 end
 
 local function fits(s, limit, cost)
@@ -67,11 +75,11 @@ local function time_until(s, target)
     -- within this window the previous count's weight shrinks: prev * (w - e - t) / w <= target - cur
     local t = (w - e) - (target - s.cur) * w / s.prev
     if t < 0 then return 0 end
-    return math.ceil(t)
+    return ceil(t)
   end
   -- in the next window this count becomes the previous one: cur * (w - e') / w <= target, so
   -- e' >= w * (cur - target) / cur (one division last: a whole result stays whole)
-  return math.ceil((w - e) + w * (s.cur - target) / s.cur)
+  return ceil((w - e) + w * (s.cur - target) / s.cur)
 end
 
 local function wait(s, limit, cost)
@@ -94,16 +102,18 @@ local function reset(s)
 end
 
 -- After every decision of the call: one HSET and one PEXPIRE per charged hash.
-local function finish(states)
+local function finish(states, n)
+  local args = {}
   for key, h in pairs(hashes) do
-    local args = {}
+    local m = 0
     for field, s in pairs(h.dirty) do
-      args[#args + 1] = field
-      args[#args + 1] = string.format('%d %d %d %d', s.index, s.cur, s.prev, s.window)
+      args[m + 1] = field
+      args[m + 2] = format('%d %d %d %d', s.index, s.cur, s.prev, s.window)
+      m = m + 2
     end
-    if #args > 0 then
-      redis.call('HSET', key, unpack(args))
-      redis.call('PEXPIRE', key, int(math.ceil(h.ttl / 1000)))
+    if m > 0 then
+      call('HSET', key, unpack(args, 1, m))
+      call('PEXPIRE', key, int(ceil(h.ttl / 1000)))
     end
   end
 end
