@@ -3,14 +3,17 @@
 //! decides them all at one instant, in arrival order) and hands each waiting request its part of
 //! the reply.
 //!
-//! Differences from a fixed batching window: nothing ever waits for company. A lane keeps up to
+//! Differences from a fixed batching window: nothing ever waits for company. A lane keeps
 //! [`MAX_IN_FLIGHT`] call outstanding; a decision that finds the lane free is sent at once, alone
 //! if need be, and decisions only queue while a call is out, so the batches grow with the load
 //! and a lone request pays one round trip, as without coalescing. (Measured here: one call out
 //! per lane gives larger batches and less CPU per decision, in the gateway and in Redis, than
-//! two, for more throughput on both the hot-key and the many-keys load.) Single decisions (the
-//! proxy path) go ahead of a batch's (`/v1/decisions`), so a request waits at most for a call
-//! in flight, never for a whole batch.
+//! two, for more throughput on both the hot-key and the many-keys load.) A batch's decisions
+//! (`/v1/decisions`) are the exception: they fill whole calls whatever the timing, so a second
+//! full call of them may go out while one is in flight ([`MAX_BATCH_IN_FLIGHT`]), and Redis
+//! starts on it as soon as it finishes the first instead of idling for a round trip. Single
+//! decisions (the proxy path) go ahead of a batch's, so a request waits at most for the calls in
+//! flight, never for a whole batch.
 //!
 //! In a cluster a lane serves one primary node and its calls use the `allow-cross-slot-keys`
 //! script (Redis 7). When such a call fails for a reason other than the connection (a MOVED or
@@ -39,6 +42,8 @@ use crate::store::{local_now_us, LimitSet, StoreError};
 
 /// Calls a lane keeps outstanding at once; decisions queue only while it is busy.
 pub const MAX_IN_FLIGHT: usize = 1;
+/// Calls outstanding at once when the extra ones are full calls of a batch's decisions.
+pub const MAX_BATCH_IN_FLIGHT: usize = 2;
 /// Most decisions one call carries (a 10,000-key batch becomes a few dozen pipelined calls,
 /// none of which holds Redis for long).
 pub const MAX_PER_CALL: usize = 256;
@@ -137,7 +142,7 @@ fn fail(pendings: Vec<Pending>, error: StoreError) {
     }
 }
 
-/// The driver: takes what is queued, keeps up to [`MAX_IN_FLIGHT`] calls outstanding.
+/// The driver: takes what is queued and sends it while [`Queue::may_send`] allows.
 async fn drive(
     caller: Arc<Caller>,
     target: Target,
@@ -147,25 +152,11 @@ async fn drive(
     let mut queue = Queue::default();
     let mut in_flight = FuturesUnordered::new();
     let mut open = true;
-    while open || !queue.is_empty() || !in_flight.is_empty() {
-        if in_flight.len() >= MAX_IN_FLIGHT || (queue.is_empty() && !open) {
-            in_flight.next().await;
-            continue;
-        }
-        if queue.is_empty() {
-            tokio::select! {
-                biased;
-                Some(()) = in_flight.next(), if !in_flight.is_empty() => continue,
-                job = jobs.recv() => match job {
-                    Some(job) => queue.push(job),
-                    None => open = false,
-                },
-            }
-        }
+    loop {
         while let Ok(job) = jobs.try_recv() {
             queue.push(job);
         }
-        while in_flight.len() < MAX_IN_FLIGHT {
+        while queue.may_send(in_flight.len()) {
             let batch = queue.next_call();
             if batch.is_empty() {
                 break;
@@ -173,6 +164,17 @@ async fn drive(
             let caller = caller.clone();
             let target = target.clone();
             in_flight.push(async move { caller.call(&target, algorithm, batch).await });
+        }
+        if !open && in_flight.is_empty() && queue.is_empty() {
+            return;
+        }
+        tokio::select! {
+            biased;
+            Some(()) = in_flight.next(), if !in_flight.is_empty() => {}
+            job = jobs.recv(), if open => match job {
+                Some(job) => queue.push(job),
+                None => open = false,
+            },
         }
     }
 }
@@ -193,6 +195,18 @@ impl Queue {
             Job::One(p) => self.single.push_back(p),
             Job::Many(v) => self.batches.extend(v),
         }
+    }
+
+    /// Whether another call may go out with `in_flight` calls outstanding: the first always; a
+    /// second only when nothing but a batch's decisions waits and they fill a whole call.
+    fn may_send(&self, in_flight: usize) -> bool {
+        if self.is_empty() {
+            return false;
+        }
+        in_flight < MAX_IN_FLIGHT
+            || (in_flight < MAX_BATCH_IN_FLIGHT
+                && self.single.is_empty()
+                && self.batches.len() >= MAX_PER_CALL)
     }
 
     fn is_empty(&self) -> bool {
