@@ -46,11 +46,16 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 type Io = MaybeHttpsStream<TokioIo<TcpStream>>;
 
 /// One keep-alive connection: the handle that sends and the state machine that does the I/O.
+/// It is kilobytes large (hyper's buffers and dispatch state), so it lives in a box
+/// ([`BoxedConn`]): a request's futures and its response body hold and move a pointer, not a
+/// copy of it.
 struct Conn {
     sender: http1::SendRequest<Incoming>,
     driver: http1::Connection<Io, Incoming>,
     idle_since: Instant,
 }
+
+type BoxedConn = Box<Conn>;
 
 impl Conn {
     /// Polls the connection once: `false` when it has ended (closed by the upstream, or failed).
@@ -70,7 +75,7 @@ pub struct Upstream {
     connector: RetryConnect<HttpsConnector<HttpConnector>>,
     /// Idle connections, per worker: a connection's I/O is registered with the runtime that
     /// opened it, so it is only ever used on that worker.
-    idle: Arc<PerWorker<Mutex<Vec<Conn>>>>,
+    idle: Arc<PerWorker<Mutex<Vec<BoxedConn>>>>,
 }
 
 impl Upstream {
@@ -183,7 +188,7 @@ impl Upstream {
     }
 
     /// The response with a body that drives `conn` and returns it to the idle list at its end.
-    fn stream_back(&self, response: Response<Incoming>, conn: Conn) -> Response<Body> {
+    fn stream_back(&self, response: Response<Incoming>, conn: BoxedConn) -> Response<Body> {
         let (mut parts, body) = response.into_parts();
         remove_hop_by_hop(&mut parts.headers);
         let mut driven = DrivenBody {
@@ -199,7 +204,7 @@ impl Upstream {
     }
 
     /// The most recently used idle connection that is still open.
-    async fn take_idle(&self) -> Option<Conn> {
+    async fn take_idle(&self) -> Option<BoxedConn> {
         loop {
             let conn = self
                 .idle
@@ -219,14 +224,14 @@ impl Upstream {
         }
     }
 
-    async fn connect(&self) -> Result<Conn, BoxError> {
+    async fn connect(&self) -> Result<BoxedConn, BoxError> {
         let io = self.connector.clone().oneshot(self.address.clone()).await?;
         let (sender, driver) = http1::handshake(io).await?;
-        Ok(Conn {
+        Ok(Box::new(Conn {
             sender,
             driver,
             idle_since: Instant::now(),
-        })
+        }))
     }
 
     fn origin_form(&self, uri: &Uri) -> Uri {
@@ -248,8 +253,8 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// gives the connection back when it ends (a body dropped early closes the connection).
 struct DrivenBody {
     inner: Incoming,
-    conn: Option<Conn>,
-    idle: Arc<PerWorker<Mutex<Vec<Conn>>>>,
+    conn: Option<BoxedConn>,
+    idle: Arc<PerWorker<Mutex<Vec<BoxedConn>>>>,
 }
 
 impl DrivenBody {

@@ -450,10 +450,10 @@ impl Caller {
             command.extend(args);
         }
         let evalsha = CustomCommand::new_static("EVALSHA", ClusterHash::Custom(slot), false);
-        self.client
-            .with_options(&options)
-            .custom(evalsha, command)
-            .await
+        // Boxed: the client's command future is kilobytes large, and every future that waits on
+        // this one (the attempt, its deadline, the lane's call) would otherwise hold a copy and
+        // move it.
+        Box::pin(self.client.with_options(&options).custom(evalsha, command)).await
     }
 
     /// KEYS and ARGV of one call, in the layout `lua/decide.lua` documents.
