@@ -571,6 +571,51 @@ fn call_token(instance: &str, mut sequence: u64) -> String {
 mod tests {
     use super::*;
 
+    fn pending() -> Pending {
+        Pending {
+            limits: Arc::new(LimitSet {
+                algorithm: Algorithm::SlidingLog,
+                block_ms: 0,
+                limits: Vec::new(),
+            }),
+            keys: Vec::new(),
+            cost: 1,
+            fixed_now: None,
+            deadline: Deadline::after(Duration::from_secs(60)),
+            reply: oneshot::channel().0,
+        }
+    }
+
+    #[test]
+    fn a_second_call_goes_out_only_for_a_whole_call_of_batch_decisions() {
+        let mut queue = Queue::default();
+        assert!(!queue.may_send(0), "nothing queued, nothing to send");
+        queue.push(Job::One(pending()));
+        assert!(queue.may_send(0), "a lone request is sent at once");
+        assert!(!queue.may_send(1), "a request waits for the call in flight");
+
+        let mut queue = Queue::default();
+        queue.push(Job::Many(
+            (0..MAX_PER_CALL + 10).map(|_| pending()).collect(),
+        ));
+        assert!(
+            queue.may_send(1),
+            "a whole call of a batch goes out beside the one in flight"
+        );
+        assert!(!queue.may_send(MAX_BATCH_IN_FLIGHT));
+        assert_eq!(queue.next_call().len(), MAX_PER_CALL);
+        assert!(queue.may_send(0));
+        assert!(!queue.may_send(1), "a batch's tail waits to fill a call");
+
+        let mut queue = Queue::default();
+        queue.push(Job::Many((0..MAX_PER_CALL).map(|_| pending()).collect()));
+        queue.push(Job::One(pending()));
+        assert!(
+            !queue.may_send(1),
+            "a waiting request keeps the lane to one call"
+        );
+    }
+
     #[test]
     fn call_tokens_are_short_and_distinct() {
         let id = instance_id();
