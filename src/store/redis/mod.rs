@@ -89,6 +89,10 @@ impl RedisStore {
             .with_connection_config(|c: &mut ConnectionConfig| {
                 c.connection_timeout = Duration::from_secs(1);
                 c.internal_command_timeout = Duration::from_secs(1);
+                // Without it, a call written while another is unacknowledged (a batch's second
+                // call, an admin command beside a decision) waits in the kernel for the first
+                // reply, which carries Redis's delayed ACK: Nagle's algorithm undoing pipelining.
+                c.tcp.nodelay = Some(true);
             })
             .set_policy(ReconnectPolicy::new_exponential(0, 50, 1000, 2));
         let errors = metrics.store_errors.clone();
