@@ -156,6 +156,12 @@ pub fn too_many_requests(
 /// Appends `text` as a JSON string: quoted, with `"`, `\\` and control characters escaped.
 fn push_json_string(out: &mut String, text: &str) {
     out.push('"');
+    if !text.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        // The usual case (names, request ids): nothing to escape, one copy.
+        out.push_str(text);
+        out.push('"');
+        return;
+    }
     for c in text.chars() {
         match c {
             '"' => out.push_str("\\\""),
@@ -174,6 +180,23 @@ mod tests {
     use super::*;
     use crate::config::Algorithm;
     use crate::store::{Limit, LimitUsage, Outcome};
+
+    #[test]
+    fn json_strings_read_back_as_written() {
+        for text in [
+            "per-minute",
+            "",
+            "a\"b",
+            "back\\slash",
+            "tab\tnew\nline\u{1}",
+            "plan é ✓",
+        ] {
+            let mut out = String::new();
+            push_json_string(&mut out, text);
+            let back: String = serde_json::from_str(&out).expect("valid JSON");
+            assert_eq!(back, text, "{out}");
+        }
+    }
 
     fn tier() -> Tier {
         let configs = vec![

@@ -39,14 +39,16 @@ fn own_refusal(bytes: &[u8]) -> Option<StatusCode> {
     if !matches!(status.first(), Some(b'4' | b'5')) || status.len() < 3 {
         return None;
     }
-    let head_end = bytes
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or(bytes.len());
-    let head = &bytes[..head_end];
-    let ours = head
-        .windows(b"\r\nx-request-id:".len())
-        .any(|w| w.eq_ignore_ascii_case(b"\r\nx-request-id:"));
+    // One pass over the head's lines (a 429 from the deny cache comes through here, so no
+    // search at every byte): the first empty line ends the head.
+    let ours = bytes
+        .split(|&b| b == b'\n')
+        .skip(1)
+        .take_while(|line| !line.is_empty() && *line != b"\r")
+        .any(|line| {
+            line.get(..b"x-request-id:".len())
+                .is_some_and(|name| name.eq_ignore_ascii_case(b"x-request-id:"))
+        });
     if ours {
         return None;
     }
