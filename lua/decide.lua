@@ -1,9 +1,10 @@
 -- decide.lua: the part every algorithm shares. It is appended after the algorithm's own file
 -- (sliding_log.lua or sliding_window_counter.lua), which defines KEY_PER_LIMIT (whether each
--- limit of a decision has a key of its own) and the local functions `key_count(n)`, `load_state(key, name, limit, window)`, `used(s)`, `fits(s, limit, cost)`,
--- `wait(s, limit, cost)`, `charge(s, cost, member)`, `reset(s)` and `finish(states, n)`; together
--- they make one script. The algorithm's file reads `now`, which the prelude (`lua/prelude.lua`)
--- sets before it.
+-- limit of a decision has a key of its own) and the local functions `key_count(n)`,
+-- `load_state(key, name, limit, window)`, `used(s)`, `fits(s, limit, cost)`,
+-- `wait(s, limit, cost)`, `charge(s, cost, member)`, `reset(s)` and `finish(states, n)`;
+-- together they make one script. The algorithm's file reads `now`, which the prelude
+-- (`lua/prelude.lua`) sets before it.
 --
 -- One call decides many requests ("decisions"), all at one instant `now`, in arrival order:
 -- each decision's limits are all charged or none is. A key met again later in the same call
