@@ -1,10 +1,11 @@
 -- decide.lua: the part every algorithm shares. It is appended after the algorithm's own file
--- (sliding_log.lua or sliding_window_counter.lua), which defines KEY_PER_LIMIT (whether each
--- limit of a decision has a key of its own) and the local functions `key_count(n)`,
--- `load_state(key, name, limit, window)`, `used(s)`, `fits(s, limit, cost)`,
--- `wait(s, limit, cost)`, `charge(s, cost, member)`, `reset(s)` and `finish(states, n)`;
--- together they make one script. The algorithm's file reads `now`, which the prelude
--- (`lua/prelude.lua`) sets before it.
+-- (sliding_log.lua or sliding_window_counter.lua), which defines MEMBERS (whether a charge needs
+-- a unique member per request) and the local functions `key_count(n)`,
+-- `state_of(key, name, limit, window)` (a limit's state, loaded once per call), `fits(s, limit,
+-- cost)`, `wait(s, limit, cost)`, `charge(s, cost, member)`, `report(s)` (units used and the time
+-- until the next one comes back) and `finish()` (writes every charged state); together they make
+-- one script. The algorithm's file reads `now`, which the prelude (`lua/prelude.lua`) sets
+-- before it.
 --
 -- One call decides many requests ("decisions"), all at one instant `now`, in arrival order:
 -- each decision's limits are all charged or none is. A key met again later in the same call
@@ -40,22 +41,24 @@
 
 local token = ARGV[2]
 
-local plans = {}
+-- Plans by index, and by the index's text as the decisions name them (a lookup, not a parse).
+local plans, plan_of = {}, {}
 local a = 3
-for p = 1, tonumber(ARGV[a]) do
-  local plan = { block_ms = tonumber(ARGV[a + 1]), n = tonumber(ARGV[a + 2]), names = {}, limits = {}, windows = {} }
+for p = 1, ARGV[a] + 0 do
+  local plan = { block_ms = ARGV[a + 1] + 0, n = ARGV[a + 2] + 0, names = {}, limits = {}, windows = {} }
   a = a + 2
   for i = 1, plan.n do
     plan.names[i] = ARGV[a + 1]
-    plan.limits[i] = tonumber(ARGV[a + 2])
-    plan.windows[i] = tonumber(ARGV[a + 3])
+    plan.limits[i] = ARGV[a + 2] + 0
+    plan.windows[i] = ARGV[a + 3] + 0
     a = a + 3
   end
   plan.keys = key_count(plan.n)
   plans[p] = plan
+  plan_of[format('%d', p)] = plan
 end
 a = a + 1
-local decisions = tonumber(ARGV[a])
+local decisions = ARGV[a] + 0
 
 -- The keys: declared, or (a cross-slot call) after the decisions in ARGV.
 local keys = KEYS
@@ -63,32 +66,6 @@ if #KEYS == 0 then
   keys = {}
   local first = a + 2 * decisions
   for i = first + 1, #ARGV do keys[i - first] = ARGV[i] end
-end
-
--- Every limit's state, loaded once per call and written back by `finish`: by key when each limit
--- has a key of its own (KEY_PER_LIMIT), else by key, then limit name.
-local states, by_key, n_states = {}, {}, 0
-local function state_of(key, name, limit, window)
-  local s
-  if KEY_PER_LIMIT then
-    s = by_key[key]
-    if s ~= nil then return s end
-    s = load_state(key, name, limit, window)
-    by_key[key] = s
-  else
-    local of_key = by_key[key]
-    if of_key == nil then
-      of_key = {}
-      by_key[key] = of_key
-    end
-    s = of_key[name]
-    if s ~= nil then return s end
-    s = load_state(key, name, limit, window)
-    of_key[name] = s
-  end
-  n_states = n_states + 1
-  states[n_states] = s
-  return s
 end
 
 -- Block markers, read once per call.
@@ -100,7 +77,7 @@ local function block_of(key)
     local marker = call('GET', key)
     if marker then
       local worst, untl = string.match(marker, '^(%d+):(%d+)$')
-      if worst then b = { worst = tonumber(worst), untl = tonumber(untl) } end
+      if worst then b = { worst = worst + 0, untl = untl + 0 } end
     end
     blocks[key] = b
   end
@@ -120,8 +97,7 @@ local function reply(code, retry, n, s, per_limit)
   out[o + 2] = retry
   o = o + 2
   for i = 1, n do
-    out[o + 1] = used(s[i])
-    out[o + 2] = reset(s[i])
+    out[o + 1], out[o + 2] = report(s[i])
     out[o + 3] = per_limit[i] or 0
     o = o + 3
   end
@@ -131,9 +107,10 @@ end
 local s, per_limit = {}, {}
 local k = 0
 for d = 1, decisions do
-  local plan = plans[num(ARGV[a + 1])]
-  local cost = num(ARGV[a + 2])
+  local plan_text, cost_text = ARGV[a + 1], ARGV[a + 2]
   a = a + 2
+  local plan = plan_of[plan_text] or plans[plan_text + 0]
+  local cost = parsed[cost_text] or num(cost_text)
   local n, limits, names, windows, plan_keys = plan.n, plan.limits, plan.names, plan.windows, plan.keys
   for i = 1, n do
     local key = keys[k + (i < plan_keys and i or plan_keys)]
@@ -170,7 +147,7 @@ for d = 1, decisions do
       reply(0, retry, n, s, per_limit)
     else
       if cost > 0 then
-        local member = format('%s%d', token, d)
+        local member = MEMBERS and format('%s%d', token, d)
         for i = 1, n do charge(s[i], cost, member) end
       end
       reply(1, 0, n, s, per_limit)
@@ -178,5 +155,5 @@ for d = 1, decisions do
   end
 end
 
-finish(states, n_states)
+finish()
 return out

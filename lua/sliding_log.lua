@@ -17,8 +17,8 @@
 -- rank); larger ones read the oldest entry and the count apart.
 local SMALL = 64
 
--- Whether each limit of a decision has a key of its own (one sorted set per limit).
-local KEY_PER_LIMIT = true
+-- Whether `charge` needs a unique member per request (the sorted sets record a member per unit).
+local MEMBERS = true
 
 -- The number of KEYS a decision uses before its block marker: one sorted set per limit.
 local function key_count(n)
@@ -27,11 +27,12 @@ end
 
 -- A limit's state: `count` units in the window (stored and pending), `oldest` the oldest stored
 -- score (nil when none), `scores` the stored scores in order when the set was read whole,
--- `pending` the `n_pending` members to add at `now` (made on the first charge: most states of a
--- call are charged once, and a table less per state is an allocation less).
+-- `n_pending` members to add at `now`: the first in `first`, the others in `rest` (made on the
+-- second: most states of a call are charged once, and a table less is an allocation less).
 local NONE = {}
-local function load_state(key, name, limit, window)
-  local s = { key = key, window = window, count = 0, oldest = nil, pending = nil, n_pending = 0 }
+local function load_state(key, limit, window)
+  local s = { key = key, window = window, count = 0, oldest = nil, scores = nil,
+              first = nil, rest = nil, n_pending = 0 }
   local horizon = now - window
   if limit < SMALL then
     local entries = call('ZRANGE', key, '0', int(limit), 'WITHSCORES')
@@ -40,7 +41,7 @@ local function load_state(key, name, limit, window)
     local scores, n, stale = NONE, 0, false
     if n_entries > 0 then scores = {} end
     for i = 2, n_entries, 2 do
-      local score = tonumber(entries[i])
+      local score = entries[i] + 0
       if score <= horizon then
         stale = true
       else
@@ -58,7 +59,7 @@ local function load_state(key, name, limit, window)
   else
     local first = call('ZRANGE', key, '0', '0', 'WITHSCORES')
     if first[2] == nil then return s end
-    local oldest = tonumber(first[2])
+    local oldest = first[2] + 0
     if oldest > horizon then
       -- nothing has left the window: the oldest entry stands
       s.oldest, s.count = oldest, call('ZCARD', key)
@@ -68,36 +69,52 @@ local function load_state(key, name, limit, window)
   end
   local first = call('ZRANGE', key, '0', '0', 'WITHSCORES')
   if first[2] == nil then return s end
-  s.oldest = tonumber(first[2])
+  s.oldest = first[2] + 0
   s.count = call('ZCARD', key)
   return s
 end
 
-local function used(s)
-  return s.count
+-- Every state of the call by key (each limit has a key of its own), and in load order.
+local by_key, states, n_states = {}, {}, 0
+local function state_of(key, name, limit, window)
+  local s = by_key[key]
+  if s ~= nil then return s end
+  s = load_state(key, limit, window)
+  by_key[key] = s
+  n_states = n_states + 1
+  states[n_states] = s
+  return s
 end
 
 local function fits(s, limit, cost)
   return s.count + cost <= limit
 end
 
--- ZADD's arguments, one table for every write of the call (passed with an explicit count).
+-- ZADD's arguments for a state with several pending members, one table for every such write of
+-- the call (passed with an explicit count, at most 500 members a command).
 local zadd_args = {}
 local function write_pending(s)
-  local members, n = s.pending, s.n_pending
+  local n = s.n_pending
   if n == 0 then return end
-  for i = 1, n, 500 do
-    local m = 0
-    for j = i, (i + 499 < n and i + 499 or n) do
+  if n == 1 then
+    call('ZADD', s.key, now_s, s.first)
+  else
+    local rest = s.rest
+    zadd_args[1], zadd_args[2] = now_s, s.first
+    local m = 2
+    for k = 2, n do
       zadd_args[m + 1] = now_s
-      zadd_args[m + 2] = members[j]
+      zadd_args[m + 2] = rest[k - 1]
       m = m + 2
+      if m == 1000 or k == n then
+        call('ZADD', s.key, unpack(zadd_args, 1, m))
+        m = 0
+      end
     end
-    call('ZADD', s.key, unpack(zadd_args, 1, m))
   end
   call('PEXPIRE', s.key, int(ceil(s.window / 1000)))
   if s.oldest == nil or now < s.oldest then s.oldest = now end
-  s.pending, s.n_pending = nil, 0
+  s.first, s.rest, s.n_pending = nil, nil, 0
   s.scores = nil
 end
 
@@ -107,7 +124,7 @@ local function score_at(s, rank)
   write_pending(s)
   local rank_s = format('%d', rank)
   local entry = call('ZRANGE', s.key, rank_s, rank_s, 'WITHSCORES')
-  return tonumber(entry[2])
+  return entry[2] + 0
 end
 
 local function wait(s, limit, cost)
@@ -117,31 +134,39 @@ local function wait(s, limit, cost)
   return w
 end
 
-local function charge(s, cost, member)
-  local pending, n = s.pending, s.n_pending + 1
-  if pending == nil then
-    pending = {}
-    s.pending = pending
-  end
-  pending[n] = member
-  for j = 2, cost do
-    n = n + 1
-    pending[n] = member .. '.' .. format('%d', j)
+local function add_pending(s, member)
+  local n = s.n_pending + 1
+  if n == 1 then
+    s.first = member
+  else
+    local rest = s.rest
+    if rest == nil then
+      rest = {}
+      s.rest = rest
+    end
+    rest[n - 1] = member
   end
   s.n_pending = n
+end
+
+local function charge(s, cost, member)
+  add_pending(s, member)
+  for j = 2, cost do add_pending(s, member .. '.' .. format('%d', j)) end
   s.count = s.count + cost
 end
 
-local function reset(s)
-  if s.count == 0 then return 0 end
+-- Units in the window, and the time until the oldest of them leaves (0 when none is counted).
+local function report(s)
+  local count = s.count
+  if count == 0 then return 0, 0 end
   local oldest = s.oldest
   if s.n_pending > 0 and (oldest == nil or now < oldest) then oldest = now end
   local r = oldest + s.window - now
-  if r < 0 then return 0 end
-  return r
+  if r < 0 then r = 0 end
+  return count, r
 end
 
 -- After every decision of the call: one ZADD and one PEXPIRE per charged set.
-local function finish(states, n)
-  for i = 1, n do write_pending(states[i]) end
+local function finish()
+  for i = 1, n_states do write_pending(states[i]) end
 end
