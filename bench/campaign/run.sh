@@ -80,10 +80,32 @@ GW_PORT=$(free_port)
 ADMIN_PORT=$(free_port)
 R() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
 
+# ticks PID: utime+stime of a process and all its threads, in clock ticks (/proc/PID/stat).
+ticks() {
+    local line rest
+    local -a f
+    read -r line <"/proc/$1/stat" || { echo 0; return; }
+    rest=${line##*) } # comm may hold spaces; fields resume after ") "
+    read -r -a f <<<"$rest"
+    echo $((f[11] + f[12])) # fields 14 and 15: utime, stime
+}
+HZ=$(getconf CLK_TCK)
+# children_ms: sets CHILD_MS to the CPU ms (user+sys) of the children this shell has reaped (the
+# `times` builtin: it must run in this shell, not in a $(...) subshell).
+children_ms() {
+    local line re='^([0-9]+)m([0-9]+)\.([0-9]+)s ([0-9]+)m([0-9]+)\.([0-9]+)s$'
+    times >"$TMP/times.out"
+    { read -r _ && read -r line; } <"$TMP/times.out"
+    [[ $line =~ $re ]] || { CHILD_MS=0; return; }
+    CHILD_MS=$(( (10#${BASH_REMATCH[1]} * 60 + 10#${BASH_REMATCH[2]}) * 1000 + 10#${BASH_REMATCH[3]}
+        + (10#${BASH_REMATCH[4]} * 60 + 10#${BASH_REMATCH[5]}) * 1000 + 10#${BASH_REMATCH[6]} ))
+}
+
 log "starting redis-server on 127.0.0.1:$REDIS_PORT"
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$TMP" \
     >"$TMP/redis.log" 2>&1 &
-PIDS+=($!)
+REDIS_PID=$!
+PIDS+=($REDIS_PID)
 for ((i = 0; i < 100; i++)); do [[ $(R ping 2>/dev/null) == PONG ]] && break; sleep 0.1; done
 [[ $(R ping 2>/dev/null) == PONG ]] || die "redis-server did not start"
 
@@ -142,7 +164,7 @@ script_of() {
     cat lua/prelude.lua "lua/$1.lua" lua/decide.lua
 }
 
-declare -A RATE TOTAL BYTES USAGE RB
+declare -A RATE TOTAL BYTES USAGE RB CPU_REDIS CPU_GW CPU_CLIENT
 for alg in $ALGORITHMS; do
     prefix="camp-${alg//_/-}"
     config "$alg" "$prefix" >"$TMP/$alg.toml"
@@ -163,9 +185,17 @@ for alg in $ALGORITHMS; do
     done
     before=$(R info memory | tr -d '\r' | awk -F: '$1 == "used_memory" { print $2 }')
     log "$alg: sending $CAMPAIGN ids through POST /v1/decisions ($IN_FLIGHT calls in flight)"
+    children_ms
+    redis0=$(ticks "$REDIS_PID") gw0=$(ticks "$gw") client0=$CHILD_MS
     "$BIN/slidegate" campaign --config "$TMP/$alg.toml" --route campaign \
         --ids "$DATA/campaign.roaring" --in-flight "$IN_FLIGHT" >"$TMP/campaign-$alg.out" \
         || { cat "$TMP/campaign-$alg.out" >&2; die "campaign failed"; }
+    children_ms
+    redis1=$(ticks "$REDIS_PID") gw1=$(ticks "$gw") client1=$CHILD_MS
+    # CPU microseconds per decision of each process (the client's includes reading the ids).
+    CPU_REDIS[$alg]=$(((redis1 - redis0) * 1000000 / HZ * 10 / CAMPAIGN))
+    CPU_GW[$alg]=$(((gw1 - gw0) * 1000000 / HZ * 10 / CAMPAIGN))
+    CPU_CLIENT[$alg]=$(((client1 - client0) * 1000 * 10 / CAMPAIGN))
     cat "$TMP/campaign-$alg.out" >&2
     RATE[$alg]=$(awk '/^decided/ { gsub(/\(/, "", $7); print $7 }' "$TMP/campaign-$alg.out")
     TOTAL[$alg]=$(awk '/^decided/ { print $5 }' "$TMP/campaign-$alg.out")
@@ -200,10 +230,12 @@ echo "campaign: $CAMPAIGN distinct users of $USERS in 4 segments, limits per-day
 echo "through POST /v1/decisions (10,000 keys a call, $IN_FLIGHT in flight) against one Redis"
 echo "segments: ${BITMAPS:-?} bytes of roaring bitmaps for $USERS ids; lookup ${LOOKUP:-?} ns (slidegate check)"
 echo
-echo "| algorithm | decisions/s | total s | Redis bytes/user (INFO) | MEMORY USAGE/key | redis-benchmark -P 16 calls/s | ratio |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| algorithm | decisions/s | total s | Redis bytes/user (INFO) | MEMORY USAGE/key | redis-benchmark -P 16 calls/s | ratio | CPU µs/decision: Redis, gateway, client |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for alg in $ALGORITHMS; do
     awk -v a="$alg" -v r="${RATE[$alg]}" -v t="${TOTAL[$alg]}" -v b="${BYTES[$alg]}" \
-        -v u="${USAGE[$alg]}" -v rb="${RB[$alg]}" 'BEGIN {
-        printf "| %s | %.0f | %.1f | %d | %d | %.0f | %.2fx |\n", a, r, t, b, u, rb, (rb > 0 ? r / rb : 0) }'
+        -v u="${USAGE[$alg]}" -v rb="${RB[$alg]}" -v cr="${CPU_REDIS[$alg]}" \
+        -v cg="${CPU_GW[$alg]}" -v cc="${CPU_CLIENT[$alg]}" 'BEGIN {
+        printf "| %s | %.0f | %.1f | %d | %d | %.0f | %.2fx | %.1f, %.1f, %.1f |\n", a, r, t, b, u, rb,
+            (rb > 0 ? r / rb : 0), cr / 10, cg / 10, cc / 10 }'
 done
