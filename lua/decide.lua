@@ -41,7 +41,8 @@
 
 local token = ARGV[2]
 
--- Plans by index, and by the index's text as the decisions name them (a lookup, not a parse).
+-- Plans by index, and by the index's text as the decisions name them (filled on first use: a
+-- lookup per decision, a parse per plan).
 local plans, plan_of = {}, {}
 local a = 3
 for p = 1, ARGV[a] + 0 do
@@ -55,7 +56,6 @@ for p = 1, ARGV[a] + 0 do
   end
   plan.keys = key_count(plan.n)
   plans[p] = plan
-  plan_of[format('%d', p)] = plan
 end
 a = a + 1
 local decisions = ARGV[a] + 0
@@ -109,7 +109,11 @@ local k = 0
 for d = 1, decisions do
   local plan_text, cost_text = ARGV[a + 1], ARGV[a + 2]
   a = a + 2
-  local plan = plan_of[plan_text] or plans[plan_text + 0]
+  local plan = plan_of[plan_text]
+  if plan == nil then
+    plan = plans[plan_text + 0]
+    plan_of[plan_text] = plan
+  end
   local cost = parsed[cost_text] or num(cost_text)
   local n, limits, names, windows, plan_keys = plan.n, plan.limits, plan.names, plan.windows, plan.keys
   for i = 1, n do
