@@ -131,8 +131,10 @@ async fn a_slow_head_is_cut_at_the_header_read_timeout_and_not_before() {
 /// hold one of the `max_connections` slots for longer than `header_read_timeout`.
 ///
 /// Real time here, not paused: with paused time the runtime may go idle before the server has
-/// seen the connection, and virtual time then jumps past the cut. The lower bound is exact (the
-/// cut never comes early); the upper one is generous and only says the cut comes at all.
+/// seen the connection, and virtual time then jumps past the cut. The clock starts before the
+/// connect, since the server's cannot start earlier (the connection does not exist yet), so the
+/// lower bound is exact: the cut never comes early. The upper one is generous and only says the
+/// cut comes at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_that_sends_nothing_is_cut_at_the_header_read_timeout() {
     let up = upstream::start().await;
@@ -141,8 +143,8 @@ async fn a_connection_that_sends_nothing_is_cut_at_the_header_read_timeout() {
         "header_read_timeout = \"400ms\"",
     ))
     .await;
-    let mut stream = TcpStream::connect(gw.running().proxy_addr).await.unwrap();
     let started = std::time::Instant::now();
+    let mut stream = TcpStream::connect(gw.running().proxy_addr).await.unwrap();
     tokio::time::timeout(Duration::from_secs(10), read_until_closed(&mut stream))
         .await
         .expect("a silent connection is cut");
