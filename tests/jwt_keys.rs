@@ -1,6 +1,7 @@
 //! `jwt:CLAIM` key parts: claims come only from tokens whose signature verifies (HS256 secret or
-//! ES256 public key), with issuer and audience checked when set, that carry `exp` (unless
-//! `jwt.require_exp = false`) and are past their `nbf`; anything else is a missing key.
+//! ES256 public key), with issuer and audience checked when set, that carry `exp` when
+//! `jwt.require_exp = true`, are not expired and are past their `nbf`; anything else is a
+//! missing key.
 
 mod support;
 
@@ -152,7 +153,7 @@ fn now() -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_token_without_exp_is_a_missing_key_unless_require_exp_is_false() {
+async fn a_token_without_exp_keys_requests_unless_require_exp_is_true() {
     let no_exp = format!("Bearer {}", hs256(json!({"sub": "alice"}), "s3cret"));
     let with_exp = format!(
         "Bearer {}",
@@ -167,32 +168,37 @@ async fn a_token_without_exp_is_a_missing_key_unless_require_exp_is_false() {
     let dir = tempfile::tempdir().unwrap();
     let (gw, _up) = start("\n[jwt]\nhs256_secret_env = \"JWT_SECRET\"\n", dir.path()).await;
     let url = format!("http://{}/x", gw.proxy_addr);
-    let r = client.get(&url, &[("authorization", &no_exp)]).await;
-    assert_eq!(r.status, 400, "exp is required by default");
-    assert_eq!(r.json()["error"], "missing_key");
-    assert_eq!(
-        client.status(&url, &[("authorization", &with_exp)]).await,
-        200
-    );
-    gw.shutdown().await;
-
-    let dir = tempfile::tempdir().unwrap();
-    let (gw, _up) = start(
-        "\n[jwt]\nhs256_secret_env = \"JWT_SECRET\"\nrequire_exp = false\n",
-        dir.path(),
-    )
-    .await;
-    let url = format!("http://{}/x", gw.proxy_addr);
     let codes = [
         client.status(&url, &[("authorization", &no_exp)]).await,
         client.status(&url, &[("authorization", &no_exp)]).await,
         client.status(&url, &[("authorization", &no_exp)]).await,
     ];
-    assert_eq!(codes, [200, 200, 429], "the claims key the limit");
     assert_eq!(
-        client.status(&url, &[("authorization", &expired)]).await,
-        400,
-        "an exp that is present is still checked"
+        codes,
+        [200, 200, 429],
+        "by default the claims of a token without exp key the limit"
+    );
+    let r = client.get(&url, &[("authorization", &expired)]).await;
+    assert_eq!(r.status, 400, "an exp that is present is still checked");
+    assert_eq!(r.json()["error"], "missing_key");
+    gw.shutdown().await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (gw, _up) = start(
+        "\n[jwt]\nhs256_secret_env = \"JWT_SECRET\"\nrequire_exp = true\n",
+        dir.path(),
+    )
+    .await;
+    let url = format!("http://{}/x", gw.proxy_addr);
+    let r = client.get(&url, &[("authorization", &no_exp)]).await;
+    assert_eq!(
+        r.status, 400,
+        "require_exp = true refuses a token without exp"
+    );
+    assert_eq!(r.json()["error"], "missing_key");
+    assert_eq!(
+        client.status(&url, &[("authorization", &with_exp)]).await,
+        200
     );
     gw.shutdown().await;
 }

@@ -393,7 +393,8 @@ pub struct JwtConfig {
     pub issuer: Option<String>,
     /// Required `aud`, when set.
     pub audience: Option<String>,
-    /// Whether a token must carry `exp` (default true); `nbf` is honoured when present.
+    /// Whether a token must carry `exp` (default false: checked when present, as Envoy and Kong
+    /// do); `nbf` is honoured when present.
     pub require_exp: bool,
 }
 

@@ -511,7 +511,7 @@ impl Validator<'_> {
             key,
             issuer: j.issuer.as_ref().map(|s| s.get_ref().clone()),
             audience: j.audience.as_ref().map(|s| s.get_ref().clone()),
-            require_exp: j.require_exp.unwrap_or(true),
+            require_exp: j.require_exp.unwrap_or(false),
         })
     }
 

@@ -1,6 +1,6 @@
 //! `jwt:CLAIM` key parts: the claim comes from a `Bearer` token whose signature (HS256 secret or
 //! RS256/ES256 public key) and, when configured, issuer and audience were verified, that carries
-//! `exp` (unless `jwt.require_exp = false`) and is within its `exp` and `nbf`, give or take
+//! `exp` when `jwt.require_exp = true`, and is within its `exp` and `nbf`, give or take
 //! [`CLOCK_SKEW_SECS`]. A token that fails any check yields no claims: the key part counts as
 //! missing.
 
