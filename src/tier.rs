@@ -75,16 +75,12 @@ impl Membership {
         self.segments.iter().map(|(n, _)| n.as_str())
     }
 
-    /// The first of `candidates` (in config order) whose bitmap holds `key` read as a u32 id.
-    pub fn segment_of<'a>(
-        &self,
-        key: &str,
-        candidates: impl Iterator<Item = &'a str> + Clone,
-    ) -> Option<&str> {
+    /// The segment of `key` read as a u32 user id: the first (in config order) whose bitmap
+    /// holds it. A user in several segments belongs to the first alone.
+    pub fn segment_of(&self, key: &str) -> Option<&str> {
         let id: u32 = parse_user_id(key)?;
         self.segments
             .iter()
-            .filter(|(name, _)| candidates.clone().any(|c| c == name))
             .find(|(_, members)| members.contains(id))
             .map(|(name, _)| name.as_str())
     }
@@ -188,12 +184,10 @@ mod tests {
             vec![("new".into(), new), ("active".into(), active)],
             HashMap::new(),
         );
-        let all = || ["new", "active"].into_iter();
-        assert_eq!(m.segment_of("3", all()), Some("new"));
-        assert_eq!(m.segment_of("4", all()), Some("active"));
-        assert_eq!(m.segment_of("3", ["active"].into_iter()), Some("active"));
-        assert_eq!(m.segment_of("9", all()), None);
-        assert_eq!(m.segment_of("abc", all()), None);
+        assert_eq!(m.segment_of("3"), Some("new"));
+        assert_eq!(m.segment_of("4"), Some("active"));
+        assert_eq!(m.segment_of("9"), None);
+        assert_eq!(m.segment_of("abc"), None);
         assert_eq!(m.overlapping_ids(), 1);
     }
 }

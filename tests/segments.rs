@@ -42,6 +42,18 @@ key = ["header:X-User"]
     active = 4
 
 [[routes]]
+name = "active-only"
+path = "/active-only"
+upstream = "up"
+key = ["header:X-User"]
+  [[routes.limits]]
+  name = "per-day"
+  limit = 3
+  window = "1d"
+    [routes.limits.segments]
+    active = 4
+
+[[routes]]
 name = "api"
 path = "/api/*"
 upstream = "up"
@@ -113,6 +125,14 @@ async fn each_key_gets_its_segment_or_plan_value() {
             ),
         }
     }
+    // user 7 belongs to `new` (first in the file) although it is in `active` too: on a route
+    // that gives `new` no values it gets the route's own, not `active`'s
+    let active_only = gw.url("/active-only");
+    let (seven, body) = allowed_before_429(&client, &active_only, "x-user", "7").await;
+    assert_eq!(seven, 3, "{body}");
+    assert!(body.get("segment").is_none(), "{body}");
+    let (eight, body) = allowed_before_429(&client, &active_only, "x-user", "8").await;
+    assert_eq!((eight, body["segment"].as_str()), (4, Some("active")));
     let api = gw.url("/api/x");
     let (gold, body) = allowed_before_429(&client, &api, "x-api-key", "k-gold").await;
     assert_eq!((gold, body["plan"].as_str()), (5, Some("gold")));

@@ -134,13 +134,13 @@ impl RoutePolicy {
     }
 
     /// The values in force for `key`: its segment's (the key read as a numeric user id, first
-    /// segment in config order), else its plan's, else the route's own.
+    /// segment in config order) when this route's limits give that segment values, else its
+    /// plan's, else the route's own.
     pub fn tier_for(&self, key: &str) -> &Tier {
         if !self.segments.is_empty() {
-            if let Some(segment) = self
-                .membership
-                .segment_of(key, self.segments.iter().map(|(s, _)| s.as_str()))
-            {
+            // The user's segment, even when this route gives it no values: a user in several
+            // segments belongs to the first, here as everywhere.
+            if let Some(segment) = self.membership.segment_of(key) {
                 if let Some((_, tier)) = self.segments.iter().find(|(s, _)| s == segment) {
                     return tier;
                 }
