@@ -136,6 +136,9 @@ pub enum AdminError {
         /// The bound.
         max: usize,
     },
+    /// A JSON body that parses but does not have the fields and types the endpoint takes.
+    #[error("{0}")]
+    InvalidBody(String),
     /// A reload whose file does not validate.
     #[error("{0}")]
     InvalidConfig(String),
@@ -161,6 +164,7 @@ impl AdminError {
             AdminError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             AdminError::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
             AdminError::TooManyKeys { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_many_keys"),
+            AdminError::InvalidBody(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_body"),
             AdminError::InvalidConfig(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_config"),
             AdminError::StoreUnavailable(_) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable")

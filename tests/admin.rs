@@ -295,6 +295,20 @@ async fn batch_decisions_decide_like_the_proxy_in_order() {
         .await;
     assert_eq!(bad.status, 400);
     assert_eq!(bad.json()["error"], "bad_request");
+    // JSON that parses but does not fit the API is unprocessable
+    for body in [
+        r#"{"keys": ["a"]}"#,
+        r#"{"route": "campaign-email", "keys": "a"}"#,
+        r#"{"route": "campaign-email", "keys": ["a"], "cost": -1}"#,
+        r#"{"route": "campaign-email", "keys": ["a"], "extra": 1}"#,
+    ] {
+        let r = client
+            .send(Method::POST, &gw.admin("/v1/decisions"), &[(k, &v)], body)
+            .await;
+        assert_eq!(r.status, 422, "{body}: {}", r.body);
+        assert_eq!(r.json()["error"], "invalid_body", "{body}");
+        assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -68,7 +68,7 @@ pub(super) async fn decide(
     };
     let request: DecisionsRequest = match serde_json::from_slice(&bytes) {
         Ok(r) => r,
-        Err(e) => return AdminError::BadRequest(format!("invalid body: {e}")).into_response(&id),
+        Err(e) => return body_error(e).into_response(&id),
     };
     if request.keys.len() > MAX_KEYS {
         return AdminError::TooManyKeys {
@@ -99,6 +99,18 @@ pub(super) async fn decide(
         .map(|(key, verdict)| result(key, verdict))
         .collect();
     Json(json!({ "results": results })).into_response()
+}
+
+/// Why a body was refused: JSON that does not parse is a bad request (400); JSON that parses but
+/// lacks a field, has one of the wrong type or one the API does not know is unprocessable (422).
+fn body_error(e: serde_json::Error) -> AdminError {
+    if e.classify() == serde_json::error::Category::Data {
+        AdminError::InvalidBody(format!(
+            "the body does not fit {{\"route\", \"keys\", \"cost\"}}: {e}"
+        ))
+    } else {
+        AdminError::BadRequest(format!("the body is not JSON: {e}"))
+    }
 }
 
 /// One key's answer, from the same verdict the proxy path turns into a response.
