@@ -71,7 +71,31 @@ async fn health_metrics_and_auth() {
         )
         .await;
     assert_eq!(wrong.status, 401);
+    // Without the token, a path under /admin or /v1 that does not exist, or a method an
+    // endpoint does not take, is a 401 like any other: nothing tells them apart.
+    for (method, path) in [
+        (Method::GET, "/admin/nope"),
+        (Method::GET, "/admin"),
+        (Method::GET, "/v1/decisions"),
+        (Method::POST, "/v1/nope"),
+    ] {
+        let r = client.send(method.clone(), &gw.admin(path), &[], "").await;
+        assert_eq!(r.status, 401, "{method} {path}");
+        assert_eq!(r.json()["error"], "unauthorized", "{method} {path}");
+    }
     let (k, v) = auth();
+    for (method, path, status) in [
+        (Method::GET, "/admin/nope", 404),
+        (Method::GET, "/v1/decisions", 405),
+    ] {
+        let r = client
+            .send(method.clone(), &gw.admin(path), &[(k, &v)], "")
+            .await;
+        assert_eq!(r.status, status, "{method} {path} with the token");
+    }
+    // Outside /admin and /v1 nothing needs it.
+    assert_eq!(client.status(&gw.admin("/nope"), &[]).await, 404);
+    assert_eq!(client.status(&gw.admin("/administrator"), &[]).await, 404);
     let shown = client.get(&gw.admin("/admin/config"), &[(k, &v)]).await;
     assert_eq!(shown.status, 200);
     assert!(!shown.body.contains(TOKEN), "the token is redacted");

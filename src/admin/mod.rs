@@ -27,17 +27,14 @@ use crate::state::GatewayState;
 
 /// The admin router.
 pub fn router(state: Arc<GatewayState>) -> Router {
-    let protected = Router::new()
-        .route("/admin/config", get(config_view::show))
-        .route("/admin/usage", get(usage::show).delete(usage::reset))
-        .route("/admin/reload", post(reload))
-        .route("/v1/decisions", post(decisions::decide))
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .merge(protected)
+        .route("/admin/config", get(config_view::show))
+        .route("/admin/usage", get(usage::show).delete(usage::reset))
+        .route("/admin/reload", post(reload))
+        .route("/v1/decisions", post(decisions::decide))
         .fallback(|Extension(id): Extension<RequestId>| async move {
             AdminError::NotFound.into_response(&id)
         })
@@ -45,6 +42,9 @@ pub fn router(state: Arc<GatewayState>) -> Router {
         .method_not_allowed_fallback(|Extension(id): Extension<RequestId>| async move {
             AdminError::MethodNotAllowed.into_response(&id)
         })
+        // Before routing: a path under /admin or /v1 that does not exist, or a method an
+        // endpoint does not take, is not told apart from a real one without the token.
+        .layer(middleware::from_fn_with_state(state.clone(), require_token))
         .layer(middleware::from_fn_with_state(state.clone(), request_id))
         .with_state(state)
 }
@@ -138,6 +138,9 @@ async fn require_token(
     req: Request,
     next: Next,
 ) -> Response {
+    if !is_protected(req.uri().path()) {
+        return next.run(req).await;
+    }
     let table = state.table.load();
     let admin = &table.config.admin;
     let Some(expected) = admin.token.as_deref() else {
@@ -159,4 +162,12 @@ async fn require_token(
     }
     drop(table);
     next.run(req).await
+}
+
+/// Whether `path` is under `/admin` or `/v1`, where everything needs the token.
+fn is_protected(path: &str) -> bool {
+    ["/admin", "/v1"].iter().any(|prefix| {
+        path.strip_prefix(prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    })
 }
