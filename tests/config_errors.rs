@@ -379,6 +379,23 @@ fn shipped_config_loads() {
 }
 
 #[test]
+fn an_unused_jwt_section_whose_secret_is_unset_loads_with_one_warning() {
+    let path = fixture("jwt_unused_secret_env_unset.toml");
+    let config = load_ok(&path, &no_env);
+    assert!(config.jwt.is_none(), "no verifier without a secret");
+    let [warning] = config.warnings.as_slice() else {
+        panic!("expected exactly one warning, got {:?}", config.warnings);
+    };
+    assert_eq!(
+        warning.to_string(),
+        format!(
+            "{}:4:20: warning: jwt.hs256_secret_env: the environment variable `SLIDEGATE_TEST_JWT_SECRET` is not set; ignored, since no route has a `jwt:` key part",
+            path.display()
+        )
+    );
+}
+
+#[test]
 fn max_delay_on_reject_loads_with_one_warning() {
     let path = fixture("max_delay_on_reject.toml");
     let config = load_ok(&path, &no_env);

@@ -103,7 +103,8 @@ impl Validator<'_> {
         let store = self.store(&raw)?;
         let upstreams = self.upstreams(&raw.upstreams)?;
         let jwt = match &raw.jwt {
-            Some(j) => Some(self.jwt(j)?),
+            Some(j) if uses_jwt(&raw) => Some(self.jwt(j)?),
+            Some(j) => self.unused_jwt(j),
             None => None,
         };
         let (tier_files, membership) = self.tiers(&raw)?;
@@ -479,6 +480,26 @@ impl Validator<'_> {
             return bad("must not have a query string");
         }
         Ok(uri)
+    }
+
+    /// A `[jwt]` section no route needs: loaded when it can be, else a warning (its secret's
+    /// variable unset, say), not an error: nothing would verify a token with it.
+    fn unused_jwt(&mut self, raw: &Spanned<RawJwt>) -> Option<JwtConfig> {
+        match self.jwt(raw) {
+            Ok(jwt) => Some(jwt),
+            Err(ConfigError::Invalid { at, message }) => {
+                self.warnings.push(ConfigWarning {
+                    at,
+                    message: format!("{message}; ignored, since no route has a `jwt:` key part"),
+                });
+                None
+            }
+            Err(e) => {
+                let message = format!("{e}; ignored, since no route has a `jwt:` key part");
+                self.warn(raw.span(), message);
+                None
+            }
+        }
     }
 
     fn jwt(&self, raw: &Spanned<RawJwt>) -> Result<JwtConfig> {
@@ -982,4 +1003,16 @@ struct KnownTiers {
     segments: Vec<String>,
     /// The plans the plans file names, when there is one.
     plans: Option<HashSet<String>>,
+}
+
+/// Whether any route derives its key from a `jwt:CLAIM` part.
+fn uses_jwt(raw: &RawConfig) -> bool {
+    raw.routes.iter().any(|r| {
+        r.get_ref().key.as_ref().is_some_and(|parts| {
+            parts
+                .get_ref()
+                .iter()
+                .any(|p| p.get_ref().starts_with("jwt:"))
+        })
+    })
 }
