@@ -14,7 +14,6 @@ use super::headers::{add_headers, too_many_requests};
 use super::{Limiter, RoutePolicy, Verdict, Waiting};
 use crate::error::GatewayError;
 use crate::key::{derive_key, storage_material, KeySource, MissingKeyPart};
-use crate::metrics::DecisionLabel;
 use crate::request_id::RequestId;
 
 /// What the limiter concluded for one request.
@@ -67,13 +66,14 @@ impl Checked {
         self.verdict.forwards()
     }
 
-    /// Adds the rate-limit headers to a forwarded request's answer (unless the route turned them
-    /// off; shadow over-limit answers carry none, so a dry run changes nothing clients see).
+    /// Adds the rate-limit headers to a forwarded request's answer, unless the route turned them
+    /// off. A shadow answer over the limit carries them too, saying what enforcing would: no
+    /// quota left, and when the next unit comes back.
     pub fn add_headers(&self, policy: &RoutePolicy, response: &mut Response<Body>) {
         let Some(decision) = &self.verdict.decision else {
             return;
         };
-        if policy.config.headers && self.verdict.label != DecisionLabel::ShadowRejected {
+        if policy.config.headers {
             let tier = policy.tier_for(self.key.as_deref().unwrap_or(""));
             add_headers(response.headers_mut(), tier, decision);
         }
