@@ -99,7 +99,15 @@ async fn health_metrics_and_auth() {
     let shown = client.get(&gw.admin("/admin/config"), &[(k, &v)]).await;
     assert_eq!(shown.status, 200);
     assert!(!shown.body.contains(TOKEN), "the token is redacted");
-    assert_eq!(shown.json()["routes"][0]["name"], "campaign-email");
+    // laid out as the file is, defaults filled in
+    let route = &shown.json()["routes"][0];
+    assert_eq!(route["name"], "campaign-email");
+    assert_eq!(route["on_exceed"], "reject");
+    assert_eq!(route["on_missing_key"], "reject");
+    assert_eq!(route["headers"], true);
+    assert_eq!(route["limits"][1]["name"], "per-week");
+    assert_eq!(route["limits"][1]["window"], "7days");
+    assert_eq!(route["limits"][1]["algorithm"], "sliding_log");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

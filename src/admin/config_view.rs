@@ -1,6 +1,7 @@
-//! `GET /admin/config`: the config in effect as JSON, secrets redacted (the admin token and the
-//! JWT secret are never shown; a Redis password is masked). Settings read only at start show
-//! their running values; when the file now says otherwise, `pending_restart` lists them.
+//! `GET /admin/config`: the config in effect as JSON, laid out as the file is (the same sections
+//! and key names, defaults filled in), secrets redacted (the admin token and the JWT secret are
+//! never shown; a Redis password is masked). Settings read only at start show their running
+//! values; when the file now says otherwise, `pending_restart` lists them.
 
 use std::sync::Arc;
 
@@ -36,37 +37,38 @@ fn view(c: &Config) -> Value {
         .routes
         .iter()
         .map(|r| {
-            let mut mode = json!({"on_exceed": r.on_exceed.name()});
-            match &r.on_exceed {
-                ExceedMode::Delay { max_delay, max_waiting } => {
-                    mode["max_delay"] = json!(secs(*max_delay));
-                    mode["max_waiting"] = json!(max_waiting);
-                }
-                ExceedMode::Block { block_for } => mode["block_for"] = json!(secs(*block_for)),
-                _ => {}
-            }
-            json!({
+            let mut route = json!({
                 "name": r.name,
                 "path": r.path.to_string(),
                 "methods": r.methods.as_ref().map(|m| m.iter().map(|m| m.as_str()).collect::<Vec<_>>()),
                 "upstream": r.upstream,
                 "key": r.key.iter().map(|k| k.to_string()).collect::<Vec<_>>(),
                 "on_missing_key": r.on_missing_key.name(),
-                "mode": mode,
+                "on_exceed": r.on_exceed.name(),
                 "on_error": r.on_error.unwrap_or(c.store.on_error).name(),
                 "headers": r.headers,
                 "exempt": r.exempt.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
                 "access_log": r.access_log,
                 "access_log_sample": r.access_log_sample,
-                "algorithm": r.algorithm.name(),
                 "limits": r.limits.iter().map(|l| json!({
                     "name": l.name,
                     "limit": l.limit,
                     "window": secs(l.window),
+                    "algorithm": r.algorithm.name(),
                     "segments": l.segments,
                     "plans": l.plans,
                 })).collect::<Vec<_>>(),
-            })
+            });
+            // The settings of the route's mode, where the file puts them.
+            match &r.on_exceed {
+                ExceedMode::Delay { max_delay, max_waiting } => {
+                    route["max_delay"] = json!(secs(*max_delay));
+                    route["max_waiting"] = json!(max_waiting);
+                }
+                ExceedMode::Block { block_for } => route["block_for"] = json!(secs(*block_for)),
+                _ => {}
+            }
+            route
         })
         .collect();
     let upstreams: serde_json::Map<String, Value> = c
@@ -79,13 +81,20 @@ fn view(c: &Config) -> Value {
             )
         })
         .collect();
-    let segments: Vec<Value> = c
+    let segments: serde_json::Map<String, Value> = c
         .membership
         .segments()
         .iter()
         .zip(&c.tier_files.segments)
-        .map(|((name, members), (_, file))| {
-            json!({"name": name, "members_file": file.display().to_string(), "ids": members.len()})
+        .enumerate()
+        .map(|(i, ((name, members), (_, file)))| {
+            // `order`: the position in the file, which decides for a user in several segments
+            let segment = json!({
+                "members_file": file.display().to_string(),
+                "ids": members.len(),
+                "order": i + 1,
+            });
+            (name.clone(), segment)
         })
         .collect();
     json!({
