@@ -136,6 +136,8 @@ impl GatewayState {
         config.server.listen = self.running.server.listen;
         config.server.max_connections = self.running.server.max_connections;
         config.server.header_read_timeout = self.running.server.header_read_timeout;
+        // The drain's bound is handed to the listener at start.
+        config.server.shutdown_grace = self.running.server.shutdown_grace;
         // The head bounds size hyper's buffers, set when the listener started.
         config.server.max_header_bytes = self.running.server.max_header_bytes;
         config.server.max_headers = self.running.server.max_headers;
@@ -195,6 +197,11 @@ impl GatewayState {
             "server.header_read_timeout",
             format!("{:?}", r.server.header_read_timeout),
             format!("{:?}", c.server.header_read_timeout),
+        );
+        check(
+            "server.shutdown_grace",
+            format!("{:?}", r.server.shutdown_grace),
+            format!("{:?}", c.server.shutdown_grace),
         );
         check(
             "server.max_header_bytes",

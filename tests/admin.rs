@@ -395,6 +395,24 @@ async fn a_reload_that_changes_server_listen_names_it_as_pending_a_restart() {
     );
     assert!(tokio::net::TcpStream::connect(&elsewhere).await.is_err());
 
+    // The drain's bound is handed to the listener at start: also pending.
+    let graced = moved.replacen("[server]", "[server]\nshutdown_grace = \"3s\"", 1);
+    assert_ne!(graced, moved);
+    gw.rewrite(&graced);
+    let pending = reload().await["pending_restart"].clone();
+    let settings: Vec<&str> = pending
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["setting"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        settings,
+        ["server.listen", "server.shutdown_grace"],
+        "{pending}"
+    );
+    assert_eq!(pending[1]["configured"], "3s");
+
     // Back to the running value: nothing is pending any more.
     gw.rewrite(&cfg);
     assert_eq!(reload().await["pending_restart"], serde_json::json!([]));
