@@ -1,7 +1,7 @@
 //! The access log: one structured line per request (target `slidegate::access`, so
 //! `SLIDEGATE_LOG` can filter it; JSON with `SLIDEGATE_LOG_FORMAT=json`) with the request id,
-//! route, method, path, status, rate-limit decision, the limit that decided, the derived key as
-//! it is stored (hashed when it is a hashed key, so no raw secret or long value is logged),
+//! route, method, path, status, rate-limit decision, the limit that decided, the derived key
+//! (hashed past 64 bytes, so a client cannot make lines grow without bound),
 //! the upstream's status and the durations. Routes turn it off with `access_log = false`, and
 //! `access_log_sample` logs only that share of allowed requests (everything else is always
 //! logged: a rejection must never go unseen).

@@ -69,11 +69,11 @@ impl Gateway {
                 return finish(response, &request_id, entry, started);
             }
         };
-        let stored_key = checked.stored_key().map(|k| k.into_owned());
+        let logged_key = checked.logged_key().map(|k| k.into_owned());
         entry.decided(
             checked.verdict.label,
             checked.limit_name(&route.policy),
-            stored_key.as_deref(),
+            logged_key.as_deref(),
         );
         let response = if checked.forwards() {
             let req = Request::from_parts(head, body);

@@ -13,7 +13,8 @@ use http::{HeaderMap, Method};
 pub use client_ip::{client_ip, is_trusted, X_FORWARDED_FOR};
 pub use jwt::JwtVerifier;
 pub use storage::{
-    block_key, counter_key, decision_base, sorted_set_key, storage_material, MAX_RAW_KEY_LEN,
+    block_key, counter_key, decision_base, logged_key, sorted_set_key, storage_material,
+    MAX_RAW_KEY_LEN,
 };
 
 use crate::config::{KeyPart, OnMissingKey};

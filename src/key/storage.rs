@@ -35,6 +35,17 @@ pub fn storage_material(key: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// The derived key as logs show it: itself (what `/admin/usage` takes) up to
+/// [`MAX_RAW_KEY_LEN`] bytes, whatever its characters; a longer one as stored (hashed), so a
+/// client cannot make log lines grow without bound.
+pub fn logged_key(key: &str) -> std::borrow::Cow<'_, str> {
+    if key.len() <= MAX_RAW_KEY_LEN {
+        std::borrow::Cow::Borrowed(key)
+    } else {
+        storage_material(key)
+    }
+}
+
 /// `<prefix>:{<route>|<material>}`: the part every key of one decision shares, hash tag included.
 pub fn decision_base(prefix: &str, route: &str, key: &str) -> String {
     let material = storage_material(key);

@@ -13,7 +13,7 @@ use http::Response;
 use super::headers::{add_headers, too_many_requests};
 use super::{Limiter, RoutePolicy, Verdict, Waiting};
 use crate::error::GatewayError;
-use crate::key::{derive_key, storage_material, KeySource, MissingKeyPart};
+use crate::key::{derive_key, logged_key, KeySource, MissingKeyPart};
 use crate::request_id::RequestId;
 
 /// What the limiter concluded for one request.
@@ -97,8 +97,8 @@ impl Checked {
             .map(|i| policy.config.limits[i].name.as_str())
     }
 
-    /// The key as it is stored (hashed when it is a hashed key), for the access log.
-    pub fn stored_key(&self) -> Option<std::borrow::Cow<'_, str>> {
-        self.key.as_deref().map(storage_material)
+    /// The key as the access log shows it (see [`logged_key`]).
+    pub fn logged_key(&self) -> Option<std::borrow::Cow<'_, str>> {
+        self.key.as_deref().map(logged_key)
     }
 }
