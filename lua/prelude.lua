@@ -27,7 +27,7 @@ else
 end
 
 -- A whole number as text, without floating-point formatting. The values that repeat within a
--- call (limits, expiries in ms) are formatted once.
+-- call (limits, expiries in ms, the counter's window indexes and counts) are formatted once.
 local ints = {}
 local function int(x)
   local text = ints[x]
