@@ -104,7 +104,7 @@ impl Validator<'_> {
         let upstreams = self.upstreams(&raw.upstreams)?;
         let jwt = match &raw.jwt {
             Some(j) if uses_jwt(&raw) => Some(self.jwt(j)?),
-            Some(j) => self.unused_jwt(j),
+            Some(j) => self.unused_jwt(j)?,
             None => None,
         };
         let (tier_files, membership) = self.tiers(&raw)?;
@@ -484,21 +484,17 @@ impl Validator<'_> {
 
     /// A `[jwt]` section no route needs: loaded when it can be, else a warning (its secret's
     /// variable unset, say), not an error: nothing would verify a token with it.
-    fn unused_jwt(&mut self, raw: &Spanned<RawJwt>) -> Option<JwtConfig> {
+    fn unused_jwt(&mut self, raw: &Spanned<RawJwt>) -> Result<Option<JwtConfig>> {
         match self.jwt(raw) {
-            Ok(jwt) => Some(jwt),
+            Ok(jwt) => Ok(Some(jwt)),
             Err(ConfigError::Invalid { at, message }) => {
                 self.warnings.push(ConfigWarning {
                     at,
                     message: format!("{message}; ignored, since no route has a `jwt:` key part"),
                 });
-                None
+                Ok(None)
             }
-            Err(e) => {
-                let message = format!("{e}; ignored, since no route has a `jwt:` key part");
-                self.warn(raw.span(), message);
-                None
-            }
+            Err(other) => Err(other),
         }
     }
 
@@ -1005,14 +1001,15 @@ struct KnownTiers {
     plans: Option<HashSet<String>>,
 }
 
-/// Whether any route derives its key from a `jwt:CLAIM` part.
+/// Whether any route derives its key from a `jwt:CLAIM` part (read as [`Validator::key`] reads
+/// it; a part that does not parse is reported there).
 fn uses_jwt(raw: &RawConfig) -> bool {
     raw.routes.iter().any(|r| {
         r.get_ref().key.as_ref().is_some_and(|parts| {
             parts
                 .get_ref()
                 .iter()
-                .any(|p| p.get_ref().starts_with("jwt:"))
+                .any(|p| matches!(KeyPart::parse(p.get_ref()), Ok(KeyPart::Jwt(_))))
         })
     })
 }
