@@ -127,6 +127,35 @@ async fn a_slow_head_is_cut_at_the_header_read_timeout_and_not_before() {
     assert!(up.seen().is_empty(), "{:?}", up.seen());
 }
 
+/// The drain waits for requests in flight, not for a connection that has sent nothing (an HTTP
+/// client's spare pooled connection is one): shutdown ends at once, not at header_read_timeout
+/// or shutdown_grace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_drain_does_not_wait_for_a_connection_that_sent_nothing() {
+    let up = upstream::start().await;
+    let gw = gateway::start(&with_server(
+        &config(MEMORY, &up.url(), ALL),
+        "header_read_timeout = \"30s\"\nshutdown_grace = \"30s\"",
+    ))
+    .await;
+    let silent = TcpStream::connect(gw.running().proxy_addr).await.unwrap();
+    // A request through another connection proves the listener has been serving since (the
+    // silent connection was accepted before it: one listener per worker, but each accepts in
+    // order, and a proxied answer takes several round trips).
+    for _ in 0..4 {
+        let mut other = TcpStream::connect(gw.running().proxy_addr).await.unwrap();
+        other
+            .write_all(b"GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        read_until_closed(&mut other).await;
+    }
+    tokio::time::timeout(Duration::from_secs(5), gw.stop())
+        .await
+        .expect("shutdown does not wait for a connection that sent nothing");
+    drop(silent);
+}
+
 /// A client that connects and sends nothing at all is the slowest head there is; it must not
 /// hold one of the `max_connections` slots for longer than `header_read_timeout`.
 ///

@@ -115,9 +115,16 @@ pub async fn serve(
         });
         let (http1, http2, watcher) = (http1.clone(), http2.clone(), graceful.watcher());
         let header_read_timeout = settings.header_read_timeout;
+        let mut stopping = stopped.clone();
         tokio::spawn(async move {
             let _slot = slot;
-            let Some(protocol) = sniff(&stream, header_read_timeout).await else {
+            let protocol = tokio::select! {
+                protocol = sniff(&stream, header_read_timeout) => protocol,
+                // A connection that has sent nothing when the drain starts has no request to
+                // finish (a client's spare pooled connection): the drain does not wait for it.
+                _ = stopping.wait_for(|stop| *stop) => None,
+            };
+            let Some(protocol) = protocol else {
                 return;
             };
             let io = TokioIo::new(Refusals::new(stream));
