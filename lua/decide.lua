@@ -41,9 +41,7 @@
 
 local token = ARGV[2]
 
--- Plans by index, and by the index's text as the decisions name them (filled on first use: a
--- lookup per decision, a parse per plan).
-local plans, plan_of = {}, {}
+local plans = {}
 local a = 3
 for p = 1, ARGV[a] + 0 do
   local plan = { block_ms = ARGV[a + 1] + 0, n = ARGV[a + 2] + 0, names = {}, limits = {}, windows = {} }
@@ -107,14 +105,9 @@ end
 local s, per_limit = {}, {}
 local k = 0
 for d = 1, decisions do
-  local plan_text, cost_text = ARGV[a + 1], ARGV[a + 2]
+  local plan = plans[num(ARGV[a + 1])]
+  local cost = num(ARGV[a + 2])
   a = a + 2
-  local plan = plan_of[plan_text]
-  if plan == nil then
-    plan = plans[plan_text + 0]
-    plan_of[plan_text] = plan
-  end
-  local cost = parsed[cost_text] or num(cost_text)
   local n, limits, names, windows, plan_keys = plan.n, plan.limits, plan.names, plan.windows, plan.keys
   for i = 1, n do
     local key = keys[k + (i < plan_keys and i or plan_keys)]

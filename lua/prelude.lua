@@ -5,8 +5,9 @@
 -- `now` is a number for arithmetic; `now_s` is the same instant as a string, for arguments of
 -- redis.call. Redis turns a Lua number argument into text with printf("%.17g"), whose exact
 -- expansion of a 16-digit double costs microseconds (multi-precision arithmetic in glibc): every
--- number handed to Redis, or joined into a string, in the scripts is a string made once, or a
--- small integer formatted with string.format('%d') (integer formatting is cheap).
+-- number handed to Redis, or joined into a string, in the scripts is a string made once, or an
+-- integer formatted with string.format('%d') (far cheaper, though still a printf: `int` formats
+-- each value once per call).
 --
 -- The library functions the scripts call per decision are locals: a global is two table lookups
 -- (the globals table, then the library table) on every use.
@@ -38,8 +39,8 @@ local function int(x)
   return text
 end
 
--- A number from text that repeats within a call (costs), parsed once: strtod costs more than a
--- table lookup.
+-- A number from text that repeats within a call (plan indexes, costs), parsed once: strtod
+-- costs more than a table lookup.
 local parsed = {}
 local function num(text)
   local v = parsed[text]
