@@ -105,9 +105,11 @@ end
 local s, per_limit = {}, {}
 local k = 0
 for d = 1, decisions do
-  local plan = plans[num(ARGV[a + 1])]
-  local cost = num(ARGV[a + 2])
+  -- `parsed[...] or num(...)`: the cache read inline, a call only for a text not met before
+  local plan_text, cost_text = ARGV[a + 1], ARGV[a + 2]
   a = a + 2
+  local plan = plans[parsed[plan_text] or num(plan_text)]
+  local cost = parsed[cost_text] or num(cost_text)
   local n, limits, names, windows, plan_keys = plan.n, plan.limits, plan.names, plan.windows, plan.keys
   for i = 1, n do
     local key = keys[k + (i < plan_keys and i or plan_keys)]
