@@ -163,7 +163,7 @@ impl Store {
     /// caller that may be cancelled can hand it on to be finished.
     pub fn submit(&self, request: DecisionRequest<'_>) -> Answer {
         match self {
-            Store::Redis(s) => Answer::Redis(s.submit(request, None)),
+            Store::Redis(s) => s.submit(request, None),
             Store::Memory(s) => Answer::Ready(Some(Ok(s.decide(request, None)))),
         }
     }

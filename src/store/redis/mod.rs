@@ -34,7 +34,7 @@ pub use deadline::Deadline;
 pub use script::{SLIDING_LOG_LUA, SLIDING_WINDOW_COUNTER_LUA};
 pub use url::fred_url;
 
-use super::{Decision, DecisionRequest, StoreError};
+use super::{Answer, Decision, DecisionRequest, StoreError};
 use crate::config::{Algorithm, StoreConfig};
 use crate::metrics::Metrics;
 use crate::workers::PerWorker;
@@ -155,17 +155,17 @@ impl RedisStore {
 
     /// Queues one request on its node's lane, coalesced with the others in flight there; the
     /// answer is a future that owns what it needs.
-    pub fn submit(&self, request: DecisionRequest<'_>, now_us: Option<u64>) -> RedisAnswer {
+    pub fn submit(&self, request: DecisionRequest<'_>, now_us: Option<u64>) -> Answer {
         if request.limits.limits.is_empty() {
-            return RedisAnswer::Ready(Some(Ok(Decision::unlimited())));
+            return Answer::Ready(Some(Ok(Decision::unlimited())));
         }
         let (pending, receiver) =
             self.pending(request, now_us, Deadline::after(self.inner.timeout));
         self.lane_for(&pending).submit(pending);
-        RedisAnswer::Waiting {
+        Answer::Redis(RedisAnswer {
             limits: request.limits.clone(),
             receiver,
-        }
+        })
     }
 
     /// Decides many requests in order: they fill a few large calls per node. The batch has one
@@ -288,17 +288,12 @@ impl RedisStore {
     }
 }
 
-/// A decision waiting for its call's reply, decoded when it arrives.
-pub enum RedisAnswer {
-    /// Nothing to ask (a key with no limits).
-    Ready(Option<Result<Decision, StoreError>>),
-    /// Queued on a lane.
-    Waiting {
-        /// The limits the reply is decoded against.
-        limits: Arc<crate::store::LimitSet>,
-        /// Where the lane sends the reply.
-        receiver: oneshot::Receiver<Result<coalesce::Answer, StoreError>>,
-    },
+/// A decision queued on a lane, decoded when its call's reply arrives.
+pub struct RedisAnswer {
+    /// The limits the reply is decoded against.
+    limits: Arc<crate::store::LimitSet>,
+    /// Where the lane sends the reply.
+    receiver: oneshot::Receiver<Result<coalesce::Answer, StoreError>>,
 }
 
 impl std::future::Future for RedisAnswer {
@@ -308,21 +303,9 @@ impl std::future::Future for RedisAnswer {
         self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
-        match self.get_mut() {
-            RedisAnswer::Ready(result) => std::task::Poll::Ready(
-                result
-                    .take()
-                    .expect("an answer is not polled after it is ready"),
-            ),
-            RedisAnswer::Waiting { limits, receiver } => {
-                let reply = std::task::ready!(std::pin::Pin::new(receiver).poll(cx));
-                std::task::Poll::Ready(match reply {
-                    Ok(Ok(a)) => Decision::from_reply(limits, &a.values, a.decided_at_us),
-                    Ok(Err(e)) => Err(e),
-                    Err(_) => Err(StoreError::Other("the decision lane stopped".into())),
-                })
-            }
-        }
+        let this = self.get_mut();
+        let reply = std::task::ready!(std::pin::Pin::new(&mut this.receiver).poll(cx));
+        std::task::Poll::Ready(decode(&this.limits, reply))
     }
 }
 
@@ -331,8 +314,16 @@ async fn receive(
     request: DecisionRequest<'_>,
     answer: oneshot::Receiver<Result<coalesce::Answer, StoreError>>,
 ) -> Result<Decision, StoreError> {
-    match answer.await {
-        Ok(Ok(a)) => Decision::from_reply(request.limits, &a.values, a.decided_at_us),
+    decode(request.limits, answer.await)
+}
+
+/// A decision from its part of a call's reply (or the call's error, or a lane that stopped).
+fn decode(
+    limits: &crate::store::LimitSet,
+    reply: Result<Result<coalesce::Answer, StoreError>, oneshot::error::RecvError>,
+) -> Result<Decision, StoreError> {
+    match reply {
+        Ok(Ok(a)) => Decision::from_reply(limits, &a.values, a.decided_at_us),
         Ok(Err(e)) => Err(e),
         Err(_) => Err(StoreError::Other("the decision lane stopped".into())),
     }
