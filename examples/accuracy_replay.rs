@@ -196,12 +196,12 @@ fn trace(s: &Settings) -> Vec<Event> {
 
 fn limit_set(s: &Settings, algorithm: Algorithm) -> Arc<LimitSet> {
     Arc::new(LimitSet {
-        algorithm,
         block_ms: 0,
         limits: vec![Limit {
             name: LIMIT_NAME.into(),
             limit: s.limit,
             window_us: s.window_us(),
+            algorithm,
         }],
     })
 }

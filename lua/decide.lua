@@ -1,10 +1,10 @@
 -- decide.lua: the part every algorithm shares. It is appended after the algorithm's own file
--- (sliding_log.lua or sliding_window_counter.lua), which defines MEMBERS (whether a charge needs
--- a unique member per request) and the local functions `key_count(n)`,
--- `state_of(key, name, limit, window)` (a limit's state, loaded once per call), `fits(s, limit,
--- cost)`, `wait(s, limit, cost)`, `charge(s, cost, member)`, `report(s)` (units used and the time
--- until the next one comes back) and `finish()` (writes every charged state); together they make
--- one script. The algorithm's file reads `now`, which the prelude (`lua/prelude.lua`) sets
+-- (sliding_log.lua or sliding_window_counter.lua, or mixed.lua for a route using both), which
+-- defines MEMBERS (whether a charge needs a unique member per request) and the local functions
+-- `key_count(n)`, `state_of(key, name, limit, window)` (a limit's state, loaded once per call),
+-- `fits(s, limit, cost)`, `wait(s, limit, cost)`, `charge(s, cost, member)`, `report(s)` (units
+-- used and the time until the next one comes back) and `finish()` (writes every charged state);
+-- together they make one script. The algorithm's file reads `now`, which the prelude (`lua/prelude.lua`) sets
 -- before it.
 --
 -- One call decides many requests ("decisions"), all at one instant `now`, in arrival order:
@@ -23,7 +23,8 @@
 -- then      D, the number of decisions; then per decision: plan index (1-based), cost
 --           (cost 0 peeks: reports usage, records nothing, starts no block)
 -- KEYS      per decision, in order: its limit keys (sliding_log: one sorted set per limit;
---           sliding_window_counter: one hash for all of them), then its block marker when the
+--           sliding_window_counter: one hash for all of them; mixed: one key per limit, its
+--           sorted set or the counter hash), then its block marker when the
 --           plan's block_ms > 0 (the string "<index of the limit that started it>:<end in µs>").
 --           A cluster call that spans slots of one node declares no KEYS (Redis checks declared
 --           keys for one slot even under allow-cross-slot-keys) and passes the same list at the

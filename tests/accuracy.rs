@@ -21,20 +21,21 @@ use slidegate::key::decision_base;
 use slidegate::store::{Decision, DecisionRequest, LimitSet, MemoryStore, Store};
 use support::redis::RedisServer;
 use support::reference::Reference;
-use support::store::{limit_sets, redis_store};
+use support::store::{algorithm_of_limit, limit_sets, redis_store};
 use support::unique_prefix;
 
 const T0: u64 = 1_700_000_000_000_000;
 const SEC: u64 = 1_000_000;
 const MS: u64 = 1_000;
 
-const ALGORITHMS: [&str; 2] = ["sliding_log", "sliding_window_counter"];
+const ALGORITHMS: [&str; 3] = ["sliding_log", "sliding_window_counter", "mixed"];
 
-/// A route of one or two limits (`limit`, `window`) under one algorithm, as the gateway
-/// compiles it.
-fn limit_set(algorithm: &str, limits: &[(u64, &str)]) -> Arc<LimitSet> {
+/// A route of one or two limits (`limit`, `window`) under one algorithm (or both, `"mixed"`),
+/// as the gateway compiles it.
+fn limit_set(route_algorithm: &str, limits: &[(u64, &str)]) -> Arc<LimitSet> {
     let mut toml = "[[routes]]\nname = \"r\"\npath = \"/*\"\nupstream = \"up\"\n".to_string();
     for (i, (limit, window)) in limits.iter().enumerate() {
+        let algorithm = algorithm_of_limit(route_algorithm, i);
         toml.push_str(&format!(
             "[[routes.limits]]\nname = \"l{i}\"\nlimit = {limit}\nwindow = \"{window}\"\nalgorithm = \"{algorithm}\"\n"
         ));
@@ -283,4 +284,9 @@ fn sliding_log_on_the_redis_clock_decides_as_the_reference() {
 #[test]
 fn sliding_window_counter_on_the_redis_clock_decides_as_the_reference() {
     on_the_redis_clock("sliding_window_counter");
+}
+
+#[test]
+fn a_route_mixing_both_algorithms_on_the_redis_clock_decides_as_the_reference() {
+    on_the_redis_clock("mixed");
 }

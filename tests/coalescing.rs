@@ -21,7 +21,7 @@ use support::gateway::{self, config, Gateway};
 use support::http::HttpClient;
 use support::observe::{command_calls, command_failures, metric, units};
 use support::redis::RedisServer;
-use support::store::{limit_sets, redis_store};
+use support::store::{algorithm_of_limit, limit_sets, redis_store};
 use support::{unique_prefix, upstream};
 
 /// One route, `limit` per minute per `X-User`. Failing closed, so a store error shows up as a
@@ -305,11 +305,18 @@ async fn many_keys_over_three_cluster_nodes_are_exact_per_key() {
     assert_eq!(held as usize, expected);
 }
 
-/// The four routes of the property test: both algorithms, each plain and blocking, each with
-/// two limits (`a` per 10 s and `b` per minute).
-fn four_routes(a: u64, b: u64) -> Vec<Arc<LimitSet>> {
+/// The six routes of the property test: each algorithm and both mixed on one route, each plain
+/// and blocking, each with two limits (`a` per 10 s and `b` per minute).
+fn six_routes(a: u64, b: u64) -> Vec<Arc<LimitSet>> {
     let mut toml = String::new();
-    for (i, algorithm) in ["sliding_log", "sliding_window_counter"].iter().enumerate() {
+    for (i, algorithm) in ["sliding_log", "sliding_window_counter", "mixed"]
+        .iter()
+        .enumerate()
+    {
+        let (short, long) = (
+            algorithm_of_limit(algorithm, 0),
+            algorithm_of_limit(algorithm, 1),
+        );
         for block in [false, true] {
             let mode = if block {
                 "on_exceed = \"block\"\nblock_for = \"20s\"\n"
@@ -318,8 +325,8 @@ fn four_routes(a: u64, b: u64) -> Vec<Arc<LimitSet>> {
             };
             toml.push_str(&format!(
                 "[[routes]]\nname = \"r{i}{block}\"\npath = \"/{i}{block}\"\nupstream = \"up\"\n{mode}\
-                 [[routes.limits]]\nname = \"short\"\nlimit = {a}\nwindow = \"10s\"\nalgorithm = \"{algorithm}\"\n\
-                 [[routes.limits]]\nname = \"long\"\nlimit = {b}\nwindow = \"1m\"\nalgorithm = \"{algorithm}\"\n"
+                 [[routes.limits]]\nname = \"short\"\nlimit = {a}\nwindow = \"10s\"\nalgorithm = \"{short}\"\n\
+                 [[routes.limits]]\nname = \"long\"\nlimit = {b}\nwindow = \"1m\"\nalgorithm = \"{long}\"\n"
             ));
         }
     }
@@ -380,7 +387,8 @@ async fn batched_and_alone(
 /// Random batches decided in one coalesced call give exactly the answers of the same requests
 /// decided one call each at the same instants, in the same order: on Redis (the multi-decision
 /// script) and on the memory store, which must also agree with each other. Batches repeat keys
-/// (key 0 is hot), spend 0 to 3 units, and mix both algorithms, blocking routes and two limits.
+/// (key 0 is hot), spend 0 to 3 units, and mix both algorithms (also within one route), blocking
+/// routes and two limits.
 #[test]
 fn a_batch_decides_exactly_like_its_requests_one_by_one() {
     use proptest::prelude::*;
@@ -398,7 +406,7 @@ fn a_batch_decides_exactly_like_its_requests_one_by_one() {
         ClockSource::Local,
     ));
     let key = prop_oneof![3 => Just(0usize), 2 => 1usize..6];
-    let step = (0usize..4, key, 0u64..=3);
+    let step = (0usize..6, key, 0u64..=3);
     let batch = (0u64..6_000_000, proptest::collection::vec(step, 1..40));
     let strategy = (1u64..6, 2u64..12, proptest::collection::vec(batch, 1..6));
     let mut runner = TestRunner::new(RunnerConfig {
@@ -408,7 +416,7 @@ fn a_batch_decides_exactly_like_its_requests_one_by_one() {
     });
     runner
         .run(&strategy, |(a, b, batches)| {
-            let sets = four_routes(a, b);
+            let sets = six_routes(a, b);
             runtime.block_on(async {
                 let (redis_batched, redis_alone) = batched_and_alone(&redis, &sets, &batches).await;
                 let memory = Store::Memory(MemoryStore::new());

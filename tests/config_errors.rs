@@ -175,10 +175,19 @@ fn unknown_algorithm() {
 }
 
 #[test]
-fn mixed_algorithms() {
+fn one_route_may_mix_the_algorithms_and_a_limit_without_one_is_a_sliding_log() {
+    let config = load_ok(&fixture("mixed_algorithms.toml"), &no_env);
+    let algorithms: Vec<_> = config.routes[0]
+        .limits
+        .iter()
+        .map(|l| (l.name.as_str(), l.algorithm))
+        .collect();
     assert_eq!(
-        load_err("mixed_algorithms.toml"),
-        "mixed_algorithms.toml:20:15: routes[0].limits[1].algorithm: `sliding_window_counter` differs from limit `per-second` (sliding_log); the limits of a route are decided in one atomic script call, so they share one algorithm"
+        algorithms,
+        [
+            ("per-day", Algorithm::SlidingWindowCounter),
+            ("per-second", Algorithm::SlidingLog)
+        ]
     );
 }
 
@@ -516,7 +525,7 @@ fn defaults_when_server_admin_store_are_absent() {
     assert!(route.exempt.is_empty());
     assert!(route.access_log);
     assert!(route.headers);
-    assert_eq!(route.algorithm, Algorithm::SlidingLog);
+    assert_eq!(route.limits[0].algorithm, Algorithm::SlidingLog);
     assert!(config.warnings.is_empty());
 }
 

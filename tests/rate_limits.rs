@@ -346,6 +346,64 @@ async fn sliding_window_counter_limits_approximately_with_constant_memory() {
     assert_eq!(fields[3], "60000000", "the window length in µs: {stored}");
 }
 
+/// A route that mixes the algorithms: the limits are still decided together (a request refused
+/// by one limit charges neither), each in its own layout: a sorted set for the log's limit, the
+/// key's hash for the counter's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_route_mixes_a_sliding_log_and_a_counter_in_one_decision() {
+    let redis = RedisServer::start();
+    let up = upstream::start().await;
+    let prefix = unique_prefix("mixed");
+    let routes = route(
+        "mixed",
+        "\"ip\"",
+        "",
+        &[("per-minute", 5, "1m"), ("per-day", 2, "1d")],
+    )
+    .replace(
+        "  window = \"1d\"\n",
+        "  window = \"1d\"\n  algorithm = \"sliding_window_counter\"\n",
+    );
+    let gw = gateway::start(&config(
+        &redis_store(&redis.url(), &prefix),
+        &up.url(),
+        &routes,
+    ))
+    .await;
+    let client = HttpClient::default();
+    let mut codes = Vec::new();
+    let mut last = None;
+    for _ in 0..4 {
+        let r = client.get(&gw.url("/x"), &[]).await;
+        codes.push(r.status.as_u16());
+        last = Some(r);
+    }
+    assert_eq!(codes, [200, 200, 429, 429]);
+    let refused = last.unwrap();
+    assert_eq!(refused.json()["limit"], "per-day", "{}", refused.body);
+    assert_eq!(
+        refused.header("ratelimit-policy"),
+        Some("\"per-minute\";q=5;w=60, \"per-day\";q=2;w=86400")
+    );
+    let base = format!("{prefix}:{{mixed|127.0.0.1}}");
+    assert_eq!(
+        redis.cmd(&["ZCARD", &format!("{base}:per-minute")]).int(),
+        2,
+        "the log records the two allowed requests only: the refused ones charged neither limit"
+    );
+    let Resp::Bulk(Some(stored)) = redis.cmd(&["HGET", &format!("{base}#swc"), "per-day"]) else {
+        panic!("no per-day field in the counter's hash")
+    };
+    assert_eq!(stored.split(' ').nth(1), Some("2"), "{stored}");
+    assert_eq!(
+        redis
+            .cmd(&["HEXISTS", &format!("{base}#swc"), "per-minute"])
+            .int(),
+        0,
+        "the log's limit keeps no counter"
+    );
+}
+
 fn evalsha_calls(redis: &RedisServer) -> i64 {
     let Resp::Bulk(Some(info)) = redis.cmd(&["INFO", "commandstats"]) else {
         panic!("INFO failed")

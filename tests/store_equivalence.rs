@@ -18,17 +18,20 @@ use slidegate::store::{
 };
 use support::redis::RedisServer;
 use support::reference::Reference;
+use support::store::algorithm_of_limit;
 use support::unique_prefix;
 
 const T0: u64 = 1_700_000_000_000_000;
 const SEC: u64 = 1_000_000;
 
-fn route(algorithm: &str, limits: &[(u64, &str)], block: Option<&str>) -> Arc<LimitSet> {
+/// A route of `limits` under one algorithm (or both, `"mixed"`), blocking for `block` when set.
+fn route(route_algorithm: &str, limits: &[(u64, &str)], block: Option<&str>) -> Arc<LimitSet> {
     let mode = block.map_or(String::new(), |b| {
         format!("on_exceed = \"block\"\nblock_for = \"{b}\"\n")
     });
     let mut toml = format!("[upstreams.up]\nurl = \"http://127.0.0.1:1\"\n[[routes]]\nname = \"r\"\npath = \"/*\"\nupstream = \"up\"\n{mode}");
     for (i, (limit, window)) in limits.iter().enumerate() {
+        let algorithm = algorithm_of_limit(route_algorithm, i);
         toml.push_str(&format!("[[routes.limits]]\nname = \"l{i}\"\nlimit = {limit}\nwindow = \"{window}\"\nalgorithm = \"{algorithm}\"\n"));
     }
     let config = Config::from_toml(Path::new("test.toml"), &toml, &|_| None).unwrap();
@@ -210,12 +213,8 @@ async fn random_sequences_agree_on_both_stores() {
                 (t, cost)
             })
             .collect();
-        let algorithm = if case % 2 == 0 {
-            "sliding_log"
-        } else {
-            "sliding_window_counter"
-        };
-        let block = (case % 3 == 0).then_some("5s");
+        let algorithm = ["sliding_log", "sliding_window_counter", "mixed"][case % 3];
+        let block = (case % 2 == 0).then_some("5s");
         let r = route(algorithm, &[(a, "4s"), (b, "1m")], block);
         same_answers(&redis, &r, &steps).await;
     }

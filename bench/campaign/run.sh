@@ -151,6 +151,7 @@ access_log = false
   name = "per-week"
   limit = 5
   window = "7d"
+  algorithm = "$1"
     [routes.limits.segments]
     new = 5
     active = 10

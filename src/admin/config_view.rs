@@ -54,7 +54,7 @@ fn view(c: &Config) -> Value {
                     "name": l.name,
                     "limit": l.limit,
                     "window": secs(l.window),
-                    "algorithm": r.algorithm.name(),
+                    "algorithm": l.algorithm.name(),
                     "segments": l.segments,
                     "plans": l.plans,
                 })).collect::<Vec<_>>(),

@@ -304,6 +304,8 @@ pub struct LimitConfig {
     pub limit: u64,
     /// The window length.
     pub window: Duration,
+    /// How the limit counts (`sliding_log` when the file does not say).
+    pub algorithm: Algorithm,
     /// `[routes.limits.segments]`: the value for keys in a segment.
     pub segments: BTreeMap<String, u64>,
     /// `[routes.limits.plans]`: the value for keys on a plan.
@@ -317,6 +319,7 @@ impl LimitConfig {
             name: name.to_string(),
             limit,
             window,
+            algorithm: Algorithm::SlidingLog,
             segments: BTreeMap::new(),
             plans: BTreeMap::new(),
         }
@@ -350,9 +353,7 @@ pub struct RouteConfig {
     pub access_log: bool,
     /// The share of allowed requests written to the access log (others always are).
     pub access_log_sample: f64,
-    /// One algorithm decides every limit of a route (they run in one script call).
-    pub algorithm: Algorithm,
-    /// The limits, all decided in one atomic call.
+    /// The limits, all decided in one atomic call (whatever their algorithms).
     pub limits: Vec<LimitConfig>,
 }
 

@@ -68,7 +68,7 @@ pub(super) fn render(config: &Config) -> String {
                 l.name,
                 l.limit,
                 humantime::format_duration(l.window),
-                r.algorithm.name()
+                l.algorithm.name()
             );
             let tiers: Vec<String> = l
                 .segments

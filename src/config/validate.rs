@@ -651,7 +651,7 @@ impl Validator<'_> {
             Some(v) => Some(self.on_error(v, &format!("{at}.on_error"))?),
             None => None,
         };
-        let (algorithm, limits) = self.limits(&r.limits, &at, tiers)?;
+        let limits = self.limits(&r.limits, &at, tiers)?;
         let exempt = self.networks(r.exempt.as_deref(), &format!("{at}.exempt"))?;
         let access_log_sample = match &r.access_log_sample {
             Some(v) if !(0.0..=1.0).contains(v.get_ref()) => {
@@ -679,7 +679,6 @@ impl Validator<'_> {
             exempt,
             access_log: r.access_log.unwrap_or(true),
             access_log_sample,
-            algorithm,
             limits,
         })
     }
@@ -868,9 +867,8 @@ impl Validator<'_> {
         raw: &[Spanned<RawLimit>],
         at: &str,
         tiers: &KnownTiers,
-    ) -> Result<(Algorithm, Vec<LimitConfig>)> {
+    ) -> Result<Vec<LimitConfig>> {
         let mut names = HashSet::new();
-        let mut algorithm: Option<(Algorithm, String)> = None;
         let mut limits = Vec::with_capacity(raw.len());
         for (j, l) in raw.iter().enumerate() {
             let l = l.get_ref();
@@ -928,45 +926,30 @@ impl Validator<'_> {
                     }
                 }
             }
-            let config = LimitConfig {
-                name: name.clone(),
+            // A limit without `algorithm` uses the default, sliding_log; one route may use both.
+            let algorithm = match &l.algorithm {
+                None => Algorithm::SlidingLog,
+                Some(a) => match a.get_ref().as_str() {
+                    "sliding_log" => Algorithm::SlidingLog,
+                    "sliding_window_counter" => Algorithm::SlidingWindowCounter,
+                    other => {
+                        return self.error(
+                            a.span(),
+                            format!("{key}.algorithm: unknown algorithm `{other}`, expected \"sliding_log\" or \"sliding_window_counter\""),
+                        )
+                    }
+                },
+            };
+            limits.push(LimitConfig {
+                name,
                 limit: limit as u64,
                 window,
+                algorithm,
                 segments,
                 plans,
-            };
-            // A limit without `algorithm` follows the route's explicit one (sliding_log if none).
-            let Some(a) = &l.algorithm else {
-                limits.push(config);
-                continue;
-            };
-            let alg = match a.get_ref().as_str() {
-                "sliding_log" => Algorithm::SlidingLog,
-                "sliding_window_counter" => Algorithm::SlidingWindowCounter,
-                other => {
-                    return self.error(
-                        a.span(),
-                        format!("{key}.algorithm: unknown algorithm `{other}`, expected \"sliding_log\" or \"sliding_window_counter\""),
-                    )
-                }
-            };
-            match &algorithm {
-                Some((first, first_name)) if *first != alg => {
-                    return self.error(
-                        a.span(),
-                        format!(
-                            "{key}.algorithm: `{}` differs from limit `{first_name}` ({}); the limits of a route are decided in one atomic script call, so they share one algorithm",
-                            alg.name(),
-                            first.name()
-                        ),
-                    );
-                }
-                Some(_) => {}
-                None => algorithm = Some((alg, name.clone())),
-            }
-            limits.push(config);
+            });
         }
-        Ok((algorithm.map_or(Algorithm::SlidingLog, |(a, _)| a), limits))
+        Ok(limits)
     }
 
     /// Per-segment or per-plan values of a limit: whole numbers of at least 0 (0 lets nothing

@@ -204,7 +204,6 @@ mod tests {
             LimitConfig::new("per-hour", 20, Duration::from_secs(3600)),
         ];
         let set = LimitSet {
-            algorithm: Algorithm::SlidingLog,
             block_ms: 0,
             limits: configs
                 .iter()
@@ -212,6 +211,7 @@ mod tests {
                     name: c.name.clone(),
                     limit: c.limit,
                     window_us: c.window.as_micros() as u64,
+                    algorithm: Algorithm::SlidingLog,
                 })
                 .collect(),
         };

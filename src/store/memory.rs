@@ -263,7 +263,7 @@ fn decide_entry(entry: &mut Entry, set: &LimitSet, cost: u64, now: u64) -> Vec<i
     let slots: Vec<usize> = set
         .limits
         .iter()
-        .map(|l| entry.slot(&l.name, set.algorithm, l.window_us, now))
+        .map(|l| entry.slot(&l.name, l.algorithm, l.window_us, now))
         .collect();
     let reply = |entry: &Entry, code: i64, retry: i64, per_limit: &[i64]| {
         let mut out = Vec::with_capacity(Decision::reply_len(set));

@@ -21,7 +21,7 @@ pub use redis::{fred_url, Deadline, RedisStore, SLIDING_LOG_LUA, SLIDING_WINDOW_
 use crate::config::{Algorithm, ExceedMode, RouteConfig};
 
 /// One limit as a store applies it: the value in force for this key (a segment or plan may
-/// change it) and the window.
+/// change it), the window and the algorithm.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limit {
     /// The limit's name (part of its Redis key).
@@ -30,14 +30,14 @@ pub struct Limit {
     pub limit: u64,
     /// The window in microseconds.
     pub window_us: u64,
+    /// How the limit counts.
+    pub algorithm: Algorithm,
 }
 
 /// Everything a store needs to know about the limits of one key: they are decided together,
 /// all charged or none.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimitSet {
-    /// One algorithm decides every limit of a route (they run in one script call).
-    pub algorithm: Algorithm,
     /// `block_for` in milliseconds when the route blocks, else 0.
     pub block_ms: u64,
     /// The limits in the route's order.
@@ -49,7 +49,6 @@ impl LimitSet {
     /// segment's or plan's).
     pub fn of_route_with(route: &RouteConfig, value: impl Fn(usize) -> u64) -> LimitSet {
         LimitSet {
-            algorithm: route.algorithm,
             block_ms: match route.on_exceed {
                 ExceedMode::Block { block_for } => block_for.as_millis().max(1) as u64,
                 _ => 0,
@@ -62,6 +61,7 @@ impl LimitSet {
                     name: l.name.clone(),
                     limit: value(i),
                     window_us: l.window.as_micros().max(1) as u64,
+                    algorithm: l.algorithm,
                 })
                 .collect(),
         }
@@ -72,17 +72,30 @@ impl LimitSet {
         Self::of_route_with(route, |i| route.limits[i].limit)
     }
 
-    /// Every key one decision touches (layout in `lua/README.md`): a sorted set per limit
-    /// (`sliding_log`) or one hash for all of them (`sliding_window_counter`), then the block
+    /// The one algorithm every limit uses, or `None` when they use both (or there are none).
+    pub fn algorithm(&self) -> Option<Algorithm> {
+        let first = self.limits.first()?.algorithm;
+        self.limits
+            .iter()
+            .all(|l| l.algorithm == first)
+            .then_some(first)
+    }
+
+    /// Every key one decision touches (layout in `lua/README.md`): one hash for all the limits
+    /// when every limit is a `sliding_window_counter`; otherwise one key per limit, a sorted set
+    /// for each `sliding_log` limit and the counter hash for each counter limit; then the block
     /// marker when the route blocks.
     pub fn keys(&self, base: &str) -> Vec<String> {
-        let mut keys: Vec<String> = match self.algorithm {
-            Algorithm::SlidingLog => self
+        let mut keys: Vec<String> = match self.algorithm() {
+            Some(Algorithm::SlidingWindowCounter) => vec![crate::key::counter_key(base)],
+            _ => self
                 .limits
                 .iter()
-                .map(|l| crate::key::sorted_set_key(base, &l.name))
+                .map(|l| match l.algorithm {
+                    Algorithm::SlidingLog => crate::key::sorted_set_key(base, &l.name),
+                    Algorithm::SlidingWindowCounter => crate::key::counter_key(base),
+                })
                 .collect(),
-            Algorithm::SlidingWindowCounter => vec![crate::key::counter_key(base)],
         };
         if self.block_ms > 0 {
             keys.push(crate::key::block_key(base));

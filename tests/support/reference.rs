@@ -142,7 +142,7 @@ pub struct Reference {
 }
 
 impl Reference {
-    /// A key with nothing counted yet under the limits of `set` (its algorithm, values and
+    /// A key with nothing counted yet under the limits of `set` (their algorithms, values and
     /// windows; blocks are not modelled).
     pub fn of(set: &LimitSet) -> Reference {
         let limits = set
@@ -151,7 +151,7 @@ impl Reference {
             .map(|l| LimitModel {
                 limit: l.limit,
                 window: l.window_us,
-                history: match set.algorithm {
+                history: match l.algorithm {
                     Algorithm::SlidingLog => History::Log(Vec::new()),
                     Algorithm::SlidingWindowCounter => History::Counter(BTreeMap::new()),
                 },

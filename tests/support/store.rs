@@ -42,3 +42,13 @@ pub fn limit_sets(routes: &str) -> Vec<Arc<LimitSet>> {
         .map(|r| Arc::new(LimitSet::of_route(r)))
         .collect()
 }
+
+/// The algorithm of a route's limit `i` when tests name a route's algorithms with one word:
+/// `"mixed"` gives the limits both in turn, the counter first (so a sorted set is not always the
+/// decision's first key); any other word is every limit's algorithm.
+pub fn algorithm_of_limit(route_algorithm: &str, i: usize) -> &str {
+    match route_algorithm {
+        "mixed" => ["sliding_window_counter", "sliding_log"][i % 2],
+        one => one,
+    }
+}

@@ -1,4 +1,4 @@
-//! Coalesced decisions: every decision for one Redis node (and one algorithm) goes through a
+//! Coalesced decisions: every decision for one Redis node (and one script) goes through a
 //! [`Lane`], whose driver task sends whatever is queued as one script call (`lua/decide.lua`
 //! decides them all at one instant, in arrival order) and hands each waiting request its part of
 //! the reply.
@@ -35,9 +35,9 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 
 use super::deadline::Deadline;
-use super::script::{Script, Scripts};
+use super::script::{Script, ScriptKind, Scripts};
 use super::{is_noscript, map_error};
-use crate::config::{Algorithm, ClockSource};
+use crate::config::ClockSource;
 use crate::store::{local_now_us, LimitSet, StoreError};
 
 /// Calls a lane keeps outstanding at once; decisions queue only while it is busy.
@@ -89,7 +89,7 @@ enum Job {
     Many(Vec<Pending>),
 }
 
-/// The queue of one (node, algorithm); its driver task runs until the store is dropped.
+/// The queue of one (node, script); its driver task runs until the store is dropped.
 #[derive(Clone)]
 pub struct Lane {
     jobs: mpsc::UnboundedSender<Job>,
@@ -101,10 +101,10 @@ impl Lane {
         self.jobs.same_channel(&other.jobs)
     }
 
-    /// Starts the driver of a lane for `target` and `algorithm`.
-    pub fn start(caller: Arc<Caller>, target: Target, algorithm: Algorithm) -> Lane {
+    /// Starts the driver of a lane for `target` and the `kind` script.
+    pub fn start(caller: Arc<Caller>, target: Target, kind: ScriptKind) -> Lane {
         let (jobs, queue) = mpsc::unbounded_channel();
-        tokio::spawn(drive(caller, target, algorithm, queue));
+        tokio::spawn(drive(caller, target, kind, queue));
         Lane { jobs }
     }
 
@@ -146,7 +146,7 @@ fn fail(pendings: Vec<Pending>, error: StoreError) {
 async fn drive(
     caller: Arc<Caller>,
     target: Target,
-    algorithm: Algorithm,
+    kind: ScriptKind,
     mut jobs: mpsc::UnboundedReceiver<Job>,
 ) {
     let mut queue = Queue::default();
@@ -163,7 +163,7 @@ async fn drive(
             }
             let caller = caller.clone();
             let target = target.clone();
-            in_flight.push(async move { caller.call(&target, algorithm, batch).await });
+            in_flight.push(async move { caller.call(&target, kind, batch).await });
         }
         if !open && in_flight.is_empty() && queue.is_empty() {
             return;
@@ -248,8 +248,8 @@ fn take_into(batch: &mut Vec<Pending>, queue: &mut VecDeque<Pending>) {
 pub struct Caller {
     client: Client,
     clock: ClockSource,
-    sliding_log: Scripts,
-    sliding_window_counter: Scripts,
+    /// Every script, by [`ScriptKind`].
+    scripts: [Scripts; 3],
     instance: String,
     sequence: AtomicU64,
     /// `store.timeout`: the most one call may take once sent.
@@ -273,8 +273,7 @@ impl Caller {
         Caller {
             client,
             clock,
-            sliding_log: Scripts::of(Algorithm::SlidingLog),
-            sliding_window_counter: Scripts::of(Algorithm::SlidingWindowCounter),
+            scripts: ScriptKind::ALL.map(Scripts::of),
             instance: instance_id(),
             sequence: AtomicU64::new(0),
             timeout,
@@ -283,19 +282,16 @@ impl Caller {
         }
     }
 
-    /// The scripts of an algorithm.
-    pub fn scripts(&self, algorithm: Algorithm) -> &Scripts {
-        match algorithm {
-            Algorithm::SlidingLog => &self.sliding_log,
-            Algorithm::SlidingWindowCounter => &self.sliding_window_counter,
-        }
+    /// Both forms of the `kind` script.
+    pub fn scripts(&self, kind: ScriptKind) -> &Scripts {
+        &self.scripts[kind as usize]
     }
 
     /// Loads every script on every node; a cross-slot script that does not load (Redis < 7)
     /// turns cross-slot calls off.
     pub async fn load_scripts(&self) -> Result<(), StoreError> {
-        for algorithm in [Algorithm::SlidingLog, Algorithm::SlidingWindowCounter] {
-            let scripts = self.scripts(algorithm);
+        for kind in ScriptKind::ALL {
+            let scripts = self.scripts(kind);
             self.load(&scripts.plain).await?;
             if self.client.is_clustered() && self.cross_slot.load(Ordering::Relaxed) {
                 if let Err(e) = self.load(&scripts.cross_slot).await {
@@ -322,7 +318,7 @@ impl Caller {
     }
 
     /// Runs one call for `batch` and answers every decision in it.
-    async fn call(&self, target: &Target, algorithm: Algorithm, batch: Vec<Pending>) {
+    async fn call(&self, target: &Target, kind: ScriptKind, batch: Vec<Pending>) {
         let deadline = batch
             .iter()
             .map(|p| p.deadline)
@@ -332,22 +328,22 @@ impl Caller {
             Target::Node(_) if self.cross_slot() => {
                 match self
                     .bounded(deadline)
-                    .run(self.attempt(target, algorithm, &batch))
+                    .run(self.attempt(target, kind, &batch))
                     .await
                 {
                     Err(StoreError::Script(why)) => {
                         tracing::debug!(%why, "cross-slot call refused; deciding per slot");
-                        return self.call_per_slot(algorithm, batch, deadline).await;
+                        return self.call_per_slot(kind, batch, deadline).await;
                     }
                     other => other,
                 }
             }
             Target::Node(_) | Target::PerSlot => {
-                return self.call_per_slot(algorithm, batch, deadline).await
+                return self.call_per_slot(kind, batch, deadline).await
             }
             Target::ByKey => {
                 self.bounded(deadline)
-                    .run(self.attempt(target, algorithm, &batch))
+                    .run(self.attempt(target, kind, &batch))
                     .await
             }
         };
@@ -365,7 +361,7 @@ impl Caller {
     /// The cluster fallback: one call per slot, routed by the client library. These calls run
     /// at once and may each load a flushed script again, so together they keep the decisions'
     /// own deadline.
-    async fn call_per_slot(&self, algorithm: Algorithm, batch: Vec<Pending>, deadline: Deadline) {
+    async fn call_per_slot(&self, kind: ScriptKind, batch: Vec<Pending>, deadline: Deadline) {
         let mut by_slot: HashMap<u16, Vec<Pending>> = HashMap::new();
         for p in batch {
             let slot = p
@@ -376,7 +372,7 @@ impl Caller {
         }
         let calls = by_slot.into_values().map(|group| async move {
             let result = deadline
-                .run(self.attempt(&Target::ByKey, algorithm, &group))
+                .run(self.attempt(&Target::ByKey, kind, &group))
                 .await;
             self.answer(group, result);
         });
@@ -387,10 +383,10 @@ impl Caller {
     async fn attempt(
         &self,
         target: &Target,
-        algorithm: Algorithm,
+        kind: ScriptKind,
         batch: &[Pending],
     ) -> Result<Vec<i64>, StoreError> {
-        let scripts = self.scripts(algorithm);
+        let scripts = self.scripts(kind);
         let script = match target {
             Target::Node(_) => &scripts.cross_slot,
             Target::ByKey | Target::PerSlot => &scripts.plain,
@@ -574,7 +570,6 @@ mod tests {
     fn pending() -> Pending {
         Pending {
             limits: Arc::new(LimitSet {
-                algorithm: Algorithm::SlidingLog,
                 block_ms: 0,
                 limits: Vec::new(),
             }),

@@ -31,11 +31,12 @@ use tokio::sync::oneshot;
 
 use coalesce::{Caller, Lane, Pending, Target, MAX_PER_CALL};
 pub use deadline::Deadline;
+use script::ScriptKind;
 pub use script::{SLIDING_LOG_LUA, SLIDING_WINDOW_COUNTER_LUA};
 pub use url::fred_url;
 
 use super::{Answer, Decision, DecisionRequest, StoreError};
-use crate::config::{Algorithm, StoreConfig};
+use crate::config::StoreConfig;
 use crate::metrics::Metrics;
 use crate::workers::PerWorker;
 
@@ -58,10 +59,10 @@ struct Inner {
 struct Connection {
     client: Client,
     caller: Arc<Caller>,
-    /// Standalone and sentinel: one lane per algorithm, found without a lock.
-    single: [OnceLock<Lane>; 2],
-    /// Cluster: one lane per (primary node, algorithm).
-    lanes: RwLock<HashMap<(Option<Server>, Algorithm), Lane>>,
+    /// Standalone and sentinel: one lane per script, found without a lock.
+    single: [OnceLock<Lane>; 3],
+    /// Cluster: one lane per (primary node, script).
+    lanes: RwLock<HashMap<(Option<Server>, ScriptKind), Lane>>,
     /// The cluster's slot table, re-read from the client at most once a second.
     routing: ArcSwapOption<ClusterRouting>,
     routing_read_at_ms: AtomicU64,
@@ -120,7 +121,7 @@ impl RedisStore {
             Connection {
                 client,
                 caller: Arc::new(caller),
-                single: [OnceLock::new(), OnceLock::new()],
+                single: [const { OnceLock::new() }; 3],
                 lanes: RwLock::new(HashMap::new()),
                 routing: ArcSwapOption::empty(),
                 routing_read_at_ms: AtomicU64::new(0),
@@ -234,15 +235,11 @@ impl RedisStore {
 
     /// The lane of the node serving the decision's keys (they share one hash tag, so one slot).
     fn lane_for(&self, pending: &Pending) -> Lane {
-        let algorithm = pending.limits.algorithm;
+        let kind = ScriptKind::of(&pending.limits);
         let connection = self.inner.connections.get();
         if !connection.client.is_clustered() {
-            let index = match algorithm {
-                Algorithm::SlidingLog => 0,
-                Algorithm::SlidingWindowCounter => 1,
-            };
-            return connection.single[index]
-                .get_or_init(|| Lane::start(connection.caller.clone(), Target::ByKey, algorithm))
+            return connection.single[kind as usize]
+                .get_or_init(|| Lane::start(connection.caller.clone(), Target::ByKey, kind))
                 .clone();
         }
         let slot = ClusterRouting::hash_key(pending.keys[0].as_bytes());
@@ -253,7 +250,7 @@ impl RedisStore {
             Some(server) => (Some(server.clone()), Target::Node(server)),
             None => (None, Target::PerSlot),
         };
-        let id = (node, algorithm);
+        let id = (node, kind);
         if let Some(lane) = connection
             .lanes
             .read()
@@ -265,7 +262,7 @@ impl RedisStore {
         let mut lanes = connection.lanes.write().unwrap_or_else(|e| e.into_inner());
         lanes
             .entry(id)
-            .or_insert_with(|| Lane::start(connection.caller.clone(), target, algorithm))
+            .or_insert_with(|| Lane::start(connection.caller.clone(), target, kind))
             .clone()
     }
 
