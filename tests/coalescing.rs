@@ -20,7 +20,7 @@ use support::cluster::RedisCluster;
 use support::gateway::{self, config, Gateway};
 use support::http::HttpClient;
 use support::observe::{command_calls, command_failures, metric, units};
-use support::redis::RedisServer;
+use support::redis::{RedisServer, Resp};
 use support::store::{algorithm_of_limit, limit_sets, redis_store};
 use support::{unique_prefix, upstream};
 
@@ -246,11 +246,13 @@ async fn many_keys_over_three_cluster_nodes_are_exact_per_key() {
         .unwrap();
     let up = upstream::start().await;
     let prefix = unique_prefix("spread");
-    let cfg = gateway_config(
-        &store(&cluster.url(), &prefix),
-        &up.url(),
-        &per_user_route(LIMIT as u64),
+    // The route mixes the algorithms, so the calls run the mixed script with the cross-slot
+    // flag: a counter per day, never reached, beside the exact per-minute log.
+    let route = format!(
+        "{}  [[routes.limits]]\n  name = \"per-day\"\n  limit = 100000\n  window = \"1d\"\n  algorithm = \"sliding_window_counter\"\n",
+        per_user_route(LIMIT as u64)
     );
+    let cfg = gateway_config(&store(&cluster.url(), &prefix), &up.url(), &route);
     let (a, b) = (gateway::start(&cfg).await, gateway::start(&cfg).await);
     let evalsha =
         |c: &RedisCluster| -> i64 { c.nodes.iter().map(|n| command_calls(n, "evalsha")).sum() };
@@ -277,6 +279,15 @@ async fn many_keys_over_three_cluster_nodes_are_exact_per_key() {
             owner.cmd(&["ZCARD", &key]).int() as usize,
             LIMIT.min(sent_by(k)),
             "{key} on node {node} (slot {slot})"
+        );
+        let counter = format!("{prefix}:{{users|user-{k}}}#swc");
+        let Resp::Bulk(Some(day)) = owner.cmd(&["HGET", &counter, "per-day"]) else {
+            panic!("{counter}: no per-day count on node {node}")
+        };
+        assert_eq!(
+            day.split(' ').nth(1).map(|c| c.parse::<usize>().unwrap()),
+            Some(LIMIT.min(sent_by(k))),
+            "{counter}: the counter charged with the log, the refused requests in neither"
         );
     }
     assert!(
