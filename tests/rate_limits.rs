@@ -21,6 +21,15 @@ fn route(name: &str, key: &str, extra: &str, limits: &[(&str, u64, &str)]) -> St
     out
 }
 
+/// `routes` with the limits of window `window` counted by `sliding_window_counter`.
+fn by_counter(routes: String, window: &str) -> String {
+    let line = format!("  window = \"{window}\"\n");
+    routes.replace(
+        &line,
+        &format!("{line}  algorithm = \"sliding_window_counter\"\n"),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_instances_sharing_redis_allow_exactly_the_limit() {
     let redis = RedisServer::start();
@@ -313,9 +322,9 @@ async fn sliding_window_counter_limits_approximately_with_constant_memory() {
     let redis = RedisServer::start();
     let up = upstream::start().await;
     let prefix = unique_prefix("swc");
-    let routes = route("counter", "\"ip\"", "", &[("per-minute", 3, "1m")]).replace(
-        "  window = \"1m\"\n",
-        "  window = \"1m\"\n  algorithm = \"sliding_window_counter\"\n",
+    let routes = by_counter(
+        route("counter", "\"ip\"", "", &[("per-minute", 3, "1m")]),
+        "1m",
     );
     let gw = gateway::start(&config(
         &redis_store(&redis.url(), &prefix),
@@ -354,16 +363,8 @@ async fn one_route_mixes_a_sliding_log_and_a_counter_in_one_decision() {
     let redis = RedisServer::start();
     let up = upstream::start().await;
     let prefix = unique_prefix("mixed");
-    let routes = route(
-        "mixed",
-        "\"ip\"",
-        "",
-        &[("per-minute", 5, "1m"), ("per-day", 2, "1d")],
-    )
-    .replace(
-        "  window = \"1d\"\n",
-        "  window = \"1d\"\n  algorithm = \"sliding_window_counter\"\n",
-    );
+    let limits = [("per-minute", 5, "1m"), ("per-day", 2, "1d")];
+    let routes = by_counter(route("mixed", "\"ip\"", "", &limits), "1d");
     let gw = gateway::start(&config(
         &redis_store(&redis.url(), &prefix),
         &up.url(),
