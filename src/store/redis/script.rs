@@ -58,7 +58,8 @@ pub enum ScriptKind {
 }
 
 impl ScriptKind {
-    /// Every kind, for loading.
+    /// Every kind, in declaration order: a kind's `as usize` is its place here (lanes and
+    /// scripts are kept in arrays indexed by it).
     pub const ALL: [ScriptKind; 3] = [
         ScriptKind::SlidingLog,
         ScriptKind::SlidingWindowCounter,
@@ -116,6 +117,18 @@ impl Scripts {
         Scripts {
             plain: Script::new(lua.to_string()),
             cross_slot: Script::new(format!("{CROSS_SLOT_SHEBANG}{lua}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kind_indexes_its_place_in_all() {
+        for (i, kind) in ScriptKind::ALL.iter().enumerate() {
+            assert_eq!(*kind as usize, i, "{kind:?}");
         }
     }
 }
