@@ -4,7 +4,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::gateway::{self, config, redis_store};
+use support::gateway::{self, config, redis_store, Gateway};
 use support::http::HttpClient;
 use support::redis::{RedisServer, Resp};
 use support::{unique_prefix, upstream};
@@ -19,6 +19,16 @@ fn route(name: &str, key: &str, extra: &str, limits: &[(&str, u64, &str)]) -> St
         ));
     }
     out
+}
+
+/// A gateway with `routes` in front of `upstream`, deciding in `redis` under `prefix`.
+async fn on_redis(redis: &RedisServer, prefix: &str, upstream: &str, routes: &str) -> Gateway {
+    gateway::start(&config(
+        &redis_store(&redis.url(), prefix),
+        upstream,
+        routes,
+    ))
+    .await
 }
 
 /// `routes` with the limits of window `window` counted by `sliding_window_counter`.
@@ -58,12 +68,7 @@ async fn retry_after_is_exact() {
     let redis = RedisServer::start();
     let up = upstream::start().await;
     let routes = route("exact", "\"ip\"", "", &[("per-3s", 2, "3s")]);
-    let gw = gateway::start(&config(
-        &redis_store(&redis.url(), &unique_prefix("exact")),
-        &up.url(),
-        &routes,
-    ))
-    .await;
+    let gw = on_redis(&redis, &unique_prefix("exact"), &up.url(), &routes).await;
     let client = HttpClient::default();
     assert_eq!(client.get(&gw.url("/a"), &[]).await.status, 200);
     tokio::time::sleep(Duration::from_millis(400)).await;
@@ -107,12 +112,7 @@ async fn a_request_rejected_by_one_limit_charges_none_of_the_others() {
         .replace("path = \"/*\"", "path = \"/two/*\"");
     // r2 must match before the catch-all r1.
     let (r1, r2) = routes.split_at(routes.find("[[routes]]\nname = \"r2\"").unwrap());
-    let gw = gateway::start(&config(
-        &redis_store(&redis.url(), &prefix),
-        &up.url(),
-        &format!("{r2}\n{r1}"),
-    ))
-    .await;
+    let gw = on_redis(&redis, &prefix, &up.url(), &format!("{r2}\n{r1}")).await;
     let client = HttpClient::default();
     let mut statuses = Vec::new();
     for _ in 0..6 {
@@ -153,12 +153,7 @@ async fn script_flush_during_traffic_causes_no_5xx() {
         "on_error = \"deny\"",
         &[("huge", 1_000_000, "1m")],
     );
-    let gw = gateway::start(&config(
-        &redis_store(&redis.url(), &unique_prefix("flush")),
-        &up.url(),
-        &routes,
-    ))
-    .await;
+    let gw = on_redis(&redis, &unique_prefix("flush"), &up.url(), &routes).await;
     let client = HttpClient::default();
     let url = gw.url("/x");
     let traffic = tokio::spawn(async move {
@@ -186,12 +181,7 @@ async fn block_mode_rejects_the_key_for_block_for() {
         "on_exceed = \"block\"\nblock_for = \"2s\"",
         &[("per-second", 2, "1s")],
     );
-    let gw = gateway::start(&config(
-        &redis_store(&redis.url(), &unique_prefix("block")),
-        &up.url(),
-        &routes,
-    ))
-    .await;
+    let gw = on_redis(&redis, &unique_prefix("block"), &up.url(), &routes).await;
     let client = HttpClient::default();
     let mut statuses = Vec::new();
     for _ in 0..5 {
@@ -243,12 +233,7 @@ async fn shadow_mode_counts_but_never_rejects() {
         "on_exceed = \"shadow\"",
         &[("per-minute", 2, "1m")],
     );
-    let gw = gateway::start(&config(
-        &redis_store(&redis.url(), &unique_prefix("shadow")),
-        &up.url(),
-        &routes,
-    ))
-    .await;
+    let gw = on_redis(&redis, &unique_prefix("shadow"), &up.url(), &routes).await;
     let client = HttpClient::default();
     for _ in 0..5 {
         assert_eq!(client.get(&gw.url("/x"), &[]).await.status, 200);
@@ -274,12 +259,7 @@ async fn delay_mode_waits_for_room_within_max_delay() {
         "on_exceed = \"delay\"\nmax_delay = \"1500ms\"\nmax_waiting = 100",
         &[("per-second", 5, "1s")],
     );
-    let gw = gateway::start(&config(
-        &redis_store(&redis.url(), &unique_prefix("delay")),
-        &up.url(),
-        &routes,
-    ))
-    .await;
+    let gw = on_redis(&redis, &unique_prefix("delay"), &up.url(), &routes).await;
     let client = HttpClient::default();
     let results = client.get_concurrently(vec![gw.url("/pay"); 10]).await;
     assert!(results.iter().all(|(s, _)| *s == 200), "{results:?}");
@@ -326,12 +306,7 @@ async fn sliding_window_counter_limits_approximately_with_constant_memory() {
         route("counter", "\"ip\"", "", &[("per-minute", 3, "1m")]),
         "1m",
     );
-    let gw = gateway::start(&config(
-        &redis_store(&redis.url(), &prefix),
-        &up.url(),
-        &routes,
-    ))
-    .await;
+    let gw = on_redis(&redis, &prefix, &up.url(), &routes).await;
     let client = HttpClient::default();
     let mut codes = Vec::new();
     for _ in 0..6 {
@@ -365,12 +340,7 @@ async fn one_route_mixes_a_sliding_log_and_a_counter_in_one_decision() {
     let prefix = unique_prefix("mixed");
     let limits = [("per-minute", 5, "1m"), ("per-day", 2, "1d")];
     let routes = by_counter(route("mixed", "\"ip\"", "", &limits), "1d");
-    let gw = gateway::start(&config(
-        &redis_store(&redis.url(), &prefix),
-        &up.url(),
-        &routes,
-    ))
-    .await;
+    let gw = on_redis(&redis, &prefix, &up.url(), &routes).await;
     let client = HttpClient::default();
     let mut codes = Vec::new();
     let mut last = None;
@@ -421,12 +391,7 @@ async fn a_flood_on_one_key_costs_redis_nothing_after_the_first_rejection() {
     let redis = RedisServer::start();
     let up = upstream::start().await;
     let routes = route("login", "\"ip\"", "", &[("per-minute", 3, "1m")]);
-    let gw = gateway::start(&config(
-        &redis_store(&redis.url(), &unique_prefix("deny")),
-        &up.url(),
-        &routes,
-    ))
-    .await;
+    let gw = on_redis(&redis, &unique_prefix("deny"), &up.url(), &routes).await;
     let client = HttpClient::default();
     for _ in 0..4 {
         client.get(&gw.url("/login"), &[]).await;
@@ -468,12 +433,7 @@ async fn delay_mode_bounds_the_waiting_room() {
         "on_exceed = \"delay\"\nmax_delay = \"5s\"\nmax_waiting = 2",
         &[("per-second", 1, "1s")],
     );
-    let gw = gateway::start(&config(
-        &redis_store(&redis.url(), &unique_prefix("room")),
-        &up.url(),
-        &routes,
-    ))
-    .await;
+    let gw = on_redis(&redis, &unique_prefix("room"), &up.url(), &routes).await;
     let client = HttpClient::default();
     assert_eq!(client.get(&gw.url("/pay"), &[]).await.status, 200);
     let mut results = client.get_concurrently(vec![gw.url("/pay"); 5]).await;
