@@ -85,6 +85,33 @@ impl Validator<'_> {
         });
     }
 
+    /// A setting that names one of a fixed list of `choices`: its value, `default` when the
+    /// setting is absent, or an error naming what is allowed ("unknown WHAT `x`, expected ...").
+    fn choice<T: Copy>(
+        &self,
+        v: Option<&Spanned<String>>,
+        key: &str,
+        what: &str,
+        choices: &[(&str, T)],
+        default: T,
+    ) -> Result<T> {
+        let Some(v) = v else { return Ok(default) };
+        let name = v.get_ref().as_str();
+        if let Some(&(_, value)) = choices.iter().find(|(n, _)| *n == name) {
+            return Ok(value);
+        }
+        let quoted: Vec<String> = choices.iter().map(|(n, _)| format!("\"{n}\"")).collect();
+        let expected = match quoted.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        };
+        self.error(
+            v.span(),
+            format!("{key}: unknown {what} `{name}`, expected {expected}"),
+        )
+    }
+
     fn toml_error(&self, e: &toml::de::Error) -> ConfigError {
         let message = e
             .message()
@@ -241,19 +268,13 @@ impl Validator<'_> {
 
     fn store(&self, raw: &RawConfig) -> Result<StoreConfig> {
         let s = &raw.store;
-        let backend = match &s.backend {
-            None => Backend::Redis,
-            Some(b) => match b.get_ref().as_str() {
-                "redis" => Backend::Redis,
-                "memory" => Backend::Memory,
-                other => {
-                    return self.error(
-                        b.span(),
-                        format!("store.backend: unknown backend `{other}`, expected \"redis\" or \"memory\""),
-                    )
-                }
-            },
-        };
+        let backend = self.choice(
+            s.backend.as_ref(),
+            "store.backend",
+            "backend",
+            &[("redis", Backend::Redis), ("memory", Backend::Memory)],
+            Backend::Redis,
+        )?;
         let url = match (self.env)(REDIS_URL_ENV).filter(|u| !u.is_empty()) {
             Some(url) => {
                 if !is_redis_url(&url) {
@@ -277,10 +298,9 @@ impl Validator<'_> {
             Some(t) => self.positive_duration(t, "store.timeout")?,
             None => Duration::from_millis(50),
         };
-        let on_error = match &s.on_error {
-            Some(v) => self.on_error(v, "store.on_error")?,
-            None => OnError::Allow,
-        };
+        let on_error = self
+            .on_error(s.on_error.as_ref(), "store.on_error")?
+            .unwrap_or(OnError::Allow);
         let key_prefix = match &s.key_prefix {
             Some(p) => {
                 let valid = !p.get_ref().is_empty()
@@ -297,21 +317,13 @@ impl Validator<'_> {
             }
             None => "slidegate".to_string(),
         };
-        let clock = match &s.clock {
-            None => ClockSource::Redis,
-            Some(c) => match c.get_ref().as_str() {
-                "redis" => ClockSource::Redis,
-                "local" => ClockSource::Local,
-                other => {
-                    return self.error(
-                        c.span(),
-                        format!(
-                            "store.clock: unknown clock `{other}`, expected \"redis\" or \"local\""
-                        ),
-                    )
-                }
-            },
-        };
+        let clock = self.choice(
+            s.clock.as_ref(),
+            "store.clock",
+            "clock",
+            &[("redis", ClockSource::Redis), ("local", ClockSource::Local)],
+            ClockSource::Redis,
+        )?;
         Ok(StoreConfig {
             backend,
             url,
@@ -336,18 +348,14 @@ impl Validator<'_> {
         }
     }
 
-    fn on_error(&self, v: &Spanned<String>, key: &str) -> Result<OnError> {
-        match v.get_ref().as_str() {
-            "allow" => Ok(OnError::Allow),
-            "deny" => Ok(OnError::Deny),
-            "local" => Ok(OnError::Local),
-            other => self.error(
-                v.span(),
-                format!(
-                    "{key}: unknown value `{other}`, expected \"allow\", \"deny\" or \"local\""
-                ),
-            ),
-        }
+    /// An `on_error` setting, `None` when absent (the store's default or the route's inherited one).
+    fn on_error(&self, v: Option<&Spanned<String>>, key: &str) -> Result<Option<OnError>> {
+        let choices = [
+            ("allow", Some(OnError::Allow)),
+            ("deny", Some(OnError::Deny)),
+            ("local", Some(OnError::Local)),
+        ];
+        self.choice(v, key, "value", &choices, None)
     }
 
     fn socket_addr(
@@ -633,24 +641,15 @@ impl Validator<'_> {
             );
         }
         let key = self.key(r.key.as_ref(), &format!("{at}.key"), has_jwt)?;
-        let on_missing_key = match &r.on_missing_key {
-            None => OnMissingKey::Reject,
-            Some(v) => match v.get_ref().as_str() {
-                "reject" => OnMissingKey::Reject,
-                "ip" => OnMissingKey::Ip,
-                other => {
-                    return self.error(
-                        v.span(),
-                        format!("{at}.on_missing_key: unknown value `{other}`, expected \"reject\" or \"ip\""),
-                    )
-                }
-            },
-        };
+        let on_missing_key = self.choice(
+            r.on_missing_key.as_ref(),
+            &format!("{at}.on_missing_key"),
+            "value",
+            &[("reject", OnMissingKey::Reject), ("ip", OnMissingKey::Ip)],
+            OnMissingKey::Reject,
+        )?;
         let on_exceed = self.exceed_mode(r, &at)?;
-        let on_error = match &r.on_error {
-            Some(v) => Some(self.on_error(v, &format!("{at}.on_error"))?),
-            None => None,
-        };
+        let on_error = self.on_error(r.on_error.as_ref(), &format!("{at}.on_error"))?;
         let limits = self.limits(&r.limits, &at, tiers)?;
         let exempt = self.networks(r.exempt.as_deref(), &format!("{at}.exempt"))?;
         let access_log_sample = match &r.access_log_sample {
@@ -927,19 +926,16 @@ impl Validator<'_> {
                 }
             }
             // A limit without `algorithm` uses the default, sliding_log; one route may use both.
-            let algorithm = match &l.algorithm {
-                None => Algorithm::SlidingLog,
-                Some(a) => match a.get_ref().as_str() {
-                    "sliding_log" => Algorithm::SlidingLog,
-                    "sliding_window_counter" => Algorithm::SlidingWindowCounter,
-                    other => {
-                        return self.error(
-                            a.span(),
-                            format!("{key}.algorithm: unknown algorithm `{other}`, expected \"sliding_log\" or \"sliding_window_counter\""),
-                        )
-                    }
-                },
-            };
+            let algorithm = self.choice(
+                l.algorithm.as_ref(),
+                &format!("{key}.algorithm"),
+                "algorithm",
+                &[
+                    ("sliding_log", Algorithm::SlidingLog),
+                    ("sliding_window_counter", Algorithm::SlidingWindowCounter),
+                ],
+                Algorithm::SlidingLog,
+            )?;
             limits.push(LimitConfig {
                 name,
                 limit: limit as u64,
