@@ -1,69 +1,89 @@
--- decide.lua: the part every algorithm shares. It is appended after the algorithm's own file
--- (sliding_log.lua or sliding_window_counter.lua, or mixed.lua for a route using both), which
--- defines MEMBERS (whether a charge needs a unique member per request) and the local functions
--- `key_count(n)`, `state_of(key, name, limit, window)` (a limit's state, loaded once per call),
--- `fits(s, limit, cost)`, `wait(s, limit, cost)`, `charge(s, cost, member)`, `report(s)` (units
--- used and the time until the next one comes back) and `finish()` (writes every charged state);
--- together they make one script. The algorithm's file reads `now`, which the prelude (`lua/prelude.lua`) sets
--- before it.
+-- decide.lua: the part every algorithm shares, appended after the prelude and the algorithms'
+-- scopes (the table ALG holds each algorithm's functions by its code). Each algorithm returns
+-- `open(key, window, bound)` (its state of one key, loaded once per call), `view(state, name,
+-- limit, window, param)` (one limit's view of it), `fits(v, limit, cost)`, `wait(v, limit,
+-- cost)`, `charge(v, cost, member, d)`, `report(v)` (units used, time until the next one comes
+-- back), `refund(key, name, limit, window, param, member, at, cost)`, `clear(key, name)` and
+-- `finish()` (writes every charged state).
 --
--- One call decides many requests ("decisions"), all at one instant `now`, in arrival order:
--- each decision's limits are all charged or none is. A key met again later in the same call
--- (the same client twice, or a hot key) is loaded and trimmed once, its writes are made once
--- at the end, and every decision sees the charges of the decisions before it.
+-- One call first applies settlements (refunds of reservations whose outcome was not counted,
+-- resets), then decides many requests ("decisions"), all at one instant `now`, in arrival
+-- order: each decision's limits are all charged or none is. A key met again later in the same
+-- call is loaded once, its writes are made once at the end, and every decision sees the
+-- charges of the decisions before it.
 --
 -- ARGV[1]   now in microseconds since the epoch, or "" to read the Redis server clock (TIME)
--- ARGV[2]   a token unique to this call (instance id + call sequence, ending in "."); sorted-set
---           members are "<token><decision>" for a request's first unit and
---           "<token><decision>.<unit>" for its others, so they never collide across calls or
---           gateways
--- ARGV[3]   P, the number of limit plans; then per plan:
---             block_ms (0: the route does not block), n (number of limits),
---             n triples: name, limit, window in microseconds
--- then      D, the number of decisions; then per decision: plan index (1-based), cost
---           (cost 0 peeks: reports usage, records nothing, starts no block)
--- KEYS      per decision, in order: its limit keys (sliding_log: one sorted set per limit;
---           sliding_window_counter: one hash for all of them; mixed: one key per limit, its
---           sorted set or the counter hash), then its block marker when the
---           plan's block_ms > 0 (the string "<index of the limit that started it>:<end in µs>").
---           A cluster call that spans slots of one node declares no KEYS (Redis checks declared
---           keys for one slot even under allow-cross-slot-keys) and passes the same list at the
---           end of ARGV instead.
+-- ARGV[2]   a token unique to this call; a decision's member is "<token><d>" (its first unit)
+--           and "<token><d>.<j>" (unit j), unique across calls and gateways
+-- ARGV[3]   P, the number of plans; per plan:
+--             block_ms (0: the route does not block), block_growth, block_max_ms,
+--             block_forget_ms, S (key slots), Q (states), Q pairs: algorithm code, slot,
+--             N (limits), N quintuples: state, name, limit, window in µs, param (gcra: burst)
+-- then      R, the number of settlements; per settlement:
+--             plan, kind ("r" refund, "x" reset), member, decided-at µs, cost, M, M limit indexes
+-- then      D, the number of decisions; per decision: plan, cost (0 reads usage; a negative
+--           cost is a dry run: decided as if, nothing charged, no block started)
+-- KEYS      per settlement, then per decision: its plan's Q state keys, then its S block
+--           markers when the plan blocks. A cluster call that spans slots of one node declares
+--           no KEYS and passes the same list at the end of ARGV instead.
 --
--- Reply: { now, then per decision: code, retry_us, used_1, reset_us_1, retry_us_1, ...,
---          used_n, reset_us_n, retry_us_n }
---   code        1 allowed (every limit charged), 0 rejected (nothing charged; a blocking plan
---               starts its block here), 2 the key is serving a block
---   retry_us    0 when allowed; otherwise how long until this request would fit (for a block,
---               the remaining block time; for the exceed that starts one, at least block_for)
---   used_i      units counted in limit i's window after the decision
---   reset_us_i  time until the next unit of limit i comes back (0 when nothing is counted)
---   retry_us_i  time until limit i alone would let this request through (0 when it has room)
+-- Reply: { now, then per decision: code, retry_us, block_level, used_1, reset_us_1,
+--          retry_us_1, ..., used_n, reset_us_n, retry_us_n }
+--   code         1 allowed (every limit charged), 0 rejected (nothing charged; a blocking plan
+--                starts a block on every key slot whose limit refused), 2 a key is blocked
+--   retry_us     0 when allowed; otherwise how long until this request would fit
+--   block_level  the level of the block named (or the highest level any of its keys keeps)
+--
+-- Block marker: "<limit name> <block end µs> <level>", kept block_forget past the block's end,
+-- so the next block of the key is one level up while it exists.
 
 local token = ARGV[2]
 
 local plans = {}
 local a = 3
 for p = 1, ARGV[a] + 0 do
-  local plan = { block_ms = ARGV[a + 1] + 0, n = ARGV[a + 2] + 0, names = {}, limits = {}, windows = {} }
-  a = a + 2
-  for i = 1, plan.n do
-    plan.names[i] = ARGV[a + 1]
-    plan.limits[i] = ARGV[a + 2] + 0
-    plan.windows[i] = ARGV[a + 3] + 0
-    a = a + 3
+  local plan = { block_ms = ARGV[a + 1] + 0, growth = ARGV[a + 2] + 0, max_ms = ARGV[a + 3] + 0,
+                 forget_ms = ARGV[a + 4] + 0, slots = ARGV[a + 5] + 0, q = ARGV[a + 6] + 0,
+                 alg = {}, sslot = {}, swin = {}, sbound = {},
+                 lstate = {}, names = {}, limits = {}, windows = {}, params = {} }
+  a = a + 6
+  for j = 1, plan.q do
+    plan.alg[j] = ALG[ARGV[a + 1] + 0]
+    plan.sslot[j] = ARGV[a + 2] + 0
+    plan.swin[j], plan.sbound[j] = 0, 0
+    a = a + 2
   end
-  plan.keys = key_count(plan.n)
+  plan.n = ARGV[a + 1] + 0
+  a = a + 1
+  for i = 1, plan.n do
+    local q, limit, window = ARGV[a + 1] + 0, ARGV[a + 3] + 0, ARGV[a + 4] + 0
+    plan.lstate[i], plan.names[i], plan.limits[i], plan.windows[i] = q, ARGV[a + 2], limit, window
+    plan.params[i] = ARGV[a + 5] + 0
+    a = a + 5
+    -- a state's longest window, and the entries its limit lets into that window
+    if window > plan.swin[q] or (window == plan.swin[q] and limit < plan.sbound[q]) then
+      plan.swin[q], plan.sbound[q] = window, limit
+    end
+  end
+  plan.keys = plan.q
+  if plan.block_ms > 0 then plan.keys = plan.q + plan.slots end
   plans[p] = plan
 end
 a = a + 1
-local decisions = ARGV[a] + 0
+local settlements = ARGV[a] + 0
+local first_decision = a + 1
+do
+  local b = a
+  for r = 1, settlements do b = b + 6 + ARGV[b + 6] end
+  first_decision = b + 1
+end
+local decisions = ARGV[first_decision] + 0
 
 -- The keys: declared, or (a cross-slot call) after the decisions in ARGV.
 local keys = KEYS
 if #KEYS == 0 then
   keys = {}
-  local first = a + 2 * decisions
+  local first = first_decision + 2 * decisions
   for i = first + 1, #ARGV do keys[i - first] = ARGV[i] end
 end
 
@@ -75,85 +95,153 @@ local function block_of(key)
     b = false
     local marker = call('GET', key)
     if marker then
-      local worst, untl = string.match(marker, '^(%d+):(%d+)$')
-      if worst then b = { worst = worst + 0, untl = untl + 0 } end
+      local name, untl, level = string.match(marker, '^(%S+) (%d+) (%d+)$')
+      if level then b = { name = name, untl = untl + 0, level = level + 0 } end
     end
     blocks[key] = b
   end
   return b
 end
 
-local function start_block(key, worst, block_ms)
-  local untl = now + block_ms * 1000
-  call('SET', key, int(worst) .. ':' .. int(untl), 'PX', int(block_ms))
-  blocks[key] = { worst = worst, untl = untl }
+-- Settlements first, so the decisions of this call see them.
+local k = 0
+for r = 1, settlements do
+  local plan = plans[ARGV[a + 1] + 0]
+  local kind, member, at, cost, m = ARGV[a + 2], ARGV[a + 3], ARGV[a + 4] + 0, ARGV[a + 5] + 0,
+    ARGV[a + 6] + 0
+  a = a + 6
+  for j = 1, m do
+    local i = ARGV[a + j] + 0
+    local q = plan.lstate[i]
+    local key = keys[k + q]
+    if kind == 'r' then
+      plan.alg[q].refund(key, plan.names[i], plan.limits[i], plan.windows[i], plan.params[i],
+        member, at, cost)
+    else
+      plan.alg[q].clear(key, plan.names[i])
+      if plan.block_ms > 0 then
+        local marker = keys[k + plan.q + plan.sslot[q]]
+        call('DEL', marker)
+        blocks[marker] = false
+      end
+    end
+  end
+  a = a + m
+  k = k + plan.keys
+end
+a = first_decision
+
+-- Starts (or raises) the block of one key slot: its n-th block lasts
+-- min(block_for * growth^(n-1), block_max), and at least the refusing limit's own wait.
+local function start_block(plan, key, name, wait)
+  local b = block_of(key)
+  local level = 1
+  if b then level = b.level + 1 end
+  local ms = floor(plan.block_ms * plan.growth ^ (level - 1))
+  if ms > plan.max_ms or ms ~= ms then ms = plan.max_ms end
+  local length = ms * 1000
+  if wait > length then length = wait end
+  local untl = now + length
+  call('SET', key, name .. ' ' .. int(untl) .. ' ' .. int(level), 'PX',
+    int(ceil(length / 1000) + plan.forget_ms))
+  blocks[key] = { name = name, untl = untl, level = level }
+  return length, level
 end
 
 -- The reply, filled through an explicit length (`#out` searches the table every time).
 local out, o = { now }, 1
-local function reply(code, retry, n, s, per_limit)
-  out[o + 1] = code
-  out[o + 2] = retry
-  o = o + 2
-  for i = 1, n do
-    out[o + 1], out[o + 2] = report(s[i])
+local function reply(code, retry, level, plan, v, per_limit)
+  out[o + 1], out[o + 2], out[o + 3] = code, retry, level
+  o = o + 3
+  local lstate, alg = plan.lstate, plan.alg
+  for i = 1, plan.n do
+    out[o + 1], out[o + 2] = alg[lstate[i]].report(v[i])
     out[o + 3] = per_limit[i] or 0
     o = o + 3
   end
 end
 
 -- Reused for every decision (a fresh table per decision costs more than clearing one).
-local s, per_limit = {}, {}
-local k = 0
+local st, v, per_limit = {}, {}, {}
 for d = 1, decisions do
-  -- `parsed[...] or num(...)`: the cache read inline, a call only for a text not met before
   local plan_text, cost_text = ARGV[a + 1], ARGV[a + 2]
   a = a + 2
   local plan = plans[parsed[plan_text] or num(plan_text)]
   local cost = parsed[cost_text] or num(cost_text)
-  local n, limits, names, windows, plan_keys = plan.n, plan.limits, plan.names, plan.windows, plan.keys
+  local commit = cost > 0
+  if cost < 0 then cost = -cost end
+  local n, limits, names, windows, lstate, alg = plan.n, plan.limits, plan.names, plan.windows,
+    plan.lstate, plan.alg
+  for q = 1, plan.q do st[q] = alg[q].open(keys[k + q], plan.swin[q], plan.sbound[q]) end
   for i = 1, n do
-    local key = keys[k + (i < plan_keys and i or plan_keys)]
-    s[i] = state_of(key, names[i], limits[i], windows[i])
+    local q = lstate[i]
+    v[i] = alg[q].view(st[q], names[i], limits[i], windows[i], plan.params[i])
     per_limit[i] = nil
   end
-  k = k + plan_keys
-  local block_key
-  if plan.block_ms > 0 then
-    k = k + 1
-    block_key = keys[k]
-  end
 
-  local b = block_key and block_of(block_key)
-  if b and b.untl > now then
-    local remaining = b.untl - now
-    per_limit[b.worst] = remaining
-    reply(2, remaining, n, s, per_limit)
+  -- blocks: the key slot blocked longest decides; the level reported is the highest kept
+  local blocked, level, markers = nil, 0, k + plan.q
+  if plan.block_ms > 0 then
+    for s = 1, plan.slots do
+      local b = block_of(keys[markers + s])
+      if b then
+        if b.untl > now and (blocked == nil or b.untl > blocked.untl) then blocked = b end
+        if b.level > level then level = b.level end
+      end
+    end
+  end
+  k = k + plan.keys
+
+  if blocked then
+    local remaining = blocked.untl - now
+    local named = 1
+    for i = 1, n do
+      if names[i] == blocked.name then named = i end
+    end
+    per_limit[named] = remaining
+    reply(2, remaining, blocked.level, plan, v, per_limit)
   else
     local retry, worst = 0, 1
     for i = 1, n do
-      if not fits(s[i], limits[i], cost) then
-        local w = wait(s[i], limits[i], cost)
+      if not alg[lstate[i]].fits(v[i], limits[i], cost) then
+        local w = alg[lstate[i]].wait(v[i], limits[i], cost)
         per_limit[i] = w
         if w > retry then retry, worst = w, i end
       end
     end
     if retry > 0 then
-      if block_key and cost > 0 then
-        start_block(block_key, worst, plan.block_ms)
-        if plan.block_ms * 1000 > retry then retry = plan.block_ms * 1000 end
-        per_limit[worst] = retry
+      if plan.block_ms > 0 and commit then
+        -- every key slot with a refusing limit is blocked, named by its longest wait
+        local levels = {}
+        for s = 1, plan.slots do
+          local named, longest = nil, 0
+          for i = 1, n do
+            local w = per_limit[i]
+            if w and plan.sslot[lstate[i]] == s and w > longest then named, longest = i, w end
+          end
+          if named then
+            local length, lvl = start_block(plan, keys[markers + s], names[named], longest)
+            per_limit[named] = length
+            levels[s] = lvl
+          end
+        end
+        retry, worst = 0, 1
+        for i = 1, n do
+          local w = per_limit[i]
+          if w and w > retry then retry, worst = w, i end
+        end
+        level = levels[plan.sslot[lstate[worst]]] or level
       end
-      reply(0, retry, n, s, per_limit)
+      reply(0, retry, level, plan, v, per_limit)
     else
-      if cost > 0 then
-        local member = MEMBERS and format('%s%d', token, d)
-        for i = 1, n do charge(s[i], cost, member) end
+      if commit then
+        local member = token .. int(d)
+        for i = 1, n do alg[lstate[i]].charge(v[i], cost, member, d) end
       end
-      reply(1, 0, n, s, per_limit)
+      reply(1, 0, level, plan, v, per_limit)
     end
   end
 end
 
-finish()
+for _, algorithm in ipairs(ALG) do algorithm.finish() end
 return out

@@ -1,43 +1,43 @@
--- sliding_log.lua: the exact sliding log, one sorted set per (route, limit, key); members are
--- request units, scores their time in microseconds. `decide.lua` is appended to make the script
--- (see lua/README.md for the whole contract).
+-- sliding_log.lua: the exact sliding log. ONE sorted set per (route, key, counting class) holds
+-- the entries of every sliding_log limit of the route that counts that key the same way (the
+-- Grab layout: one set per user, one count per window). Members are request units, scores their
+-- time in microseconds. The build wraps this file in a scope of its own and `decide.lua` calls
+-- the functions it returns (see lua/README.md for the whole contract).
 --
--- An entry at time s counts while now - window < s <= now, so it leaves at exactly s + window:
--- when k entries must leave for a request to fit, the exact wait is s_k + window - now, where s_k
--- is the k-th oldest score. Only allowed requests are recorded, so a rejected flood never extends
--- a lockout, and every charged key gets a PEXPIRE of one window, so idle keys vanish.
+-- An entry at time s counts in a limit's window while now - window < s <= now, so it leaves at
+-- exactly s + window: when k entries must leave for a request to fit, the exact wait is
+-- s_k + window - now, where s_k is the k-th oldest score inside that window. Only allowed
+-- requests are recorded, and once per request whatever the number of limits sharing the set.
+-- Entries older than the set's longest window are evicted as the set is read; the set expires
+-- one longest window after its last entry.
 --
--- Within one call every charge is made at `now`: charges are kept in `pending` and written with
--- one ZADD at the end (`finish`). Before an entry is looked up by rank, pending entries are
--- written first, so ranks stay exact even when a gateway's clock put earlier entries after `now`.
---
--- Needs Redis 5 or newer: scripts replicate their effects, so reading TIME before writing is allowed.
+-- Within one call every charge is made at `now`: charges are kept pending and written with one
+-- ZADD and one PEXPIRE per set at the end (`finish`).
 
--- Limits up to this size are read whole (one ZRANGE gives the count, the oldest entry and every
--- rank); larger ones read the oldest entry and the count apart.
-local SMALL = 64
-
--- Whether `charge` needs a unique member per request (the sorted sets record a member per unit).
-local MEMBERS = true
-
--- The number of KEYS a decision uses before its block marker: one sorted set per limit.
-local function key_count(n)
-  return n
-end
-
--- A limit's state: `count` units in the window (stored and pending), `oldest` the oldest stored
--- score (nil when none), `scores` the stored scores in order when the set was read whole,
--- `n_pending` members to add at `now`: the first in `first`, the others in `rest` (made on the
--- second: most states of a call are charged once, and a table less is an allocation less).
+-- A set whose longest-window limit is below this is read whole (one ZRANGE gives every count,
+-- the oldest entries and every rank); a larger one is counted with ZCARD / ZCOUNT.
+local SMALL = 32
 local NONE = {}
-local function load_state(key, limit, window)
-  local s = { key = key, window = window, count = 0, oldest = nil, scores = nil,
-              first = nil, rest = nil, n_pending = 0 }
+
+local sets, set_list, n_sets = {}, {}, 0
+
+-- The set of `key` for this call: `n` stored entries inside the longest window `window`,
+-- `scores` all of them in order when the set was read whole, `oldest` the first of them,
+-- pending members to add at `now` (the first in `first`, the others in `rest`).
+local function open(key, window, bound)
+  local st = sets[key]
+  if st ~= nil then return st end
+  st = { key = key, window = window, n = 0, scores = nil, oldest = nil, views = {},
+         first = nil, rest = nil, n_pending = 0, charged = 0 }
+  sets[key] = st
+  n_sets = n_sets + 1
+  set_list[n_sets] = st
   local horizon = now - window
-  if limit < SMALL then
-    local entries = call('ZRANGE', key, '0', int(limit), 'WITHSCORES')
+  if bound < SMALL then
+    -- live entries are at most `bound`, stale ones at most as many again
+    local want = 2 * bound + 1
+    local entries = call('ZRANGE', key, '0', int(want), 'WITHSCORES')
     local n_entries = #entries
-    -- a set found empty (a new key) shares one empty list; `scores` is only ever read
     local scores, n, stale = NONE, 0, false
     if n_entries > 0 then scores = {} end
     for i = 2, n_entries, 2 do
@@ -50,123 +50,155 @@ local function load_state(key, limit, window)
       end
     end
     if stale then call('ZREMRANGEBYSCORE', key, '-inf', int(horizon)) end
-    if n_entries < 2 * (limit + 1) then
-      -- the read saw the whole set: no more entries than these
-      s.scores, s.count, s.oldest = scores, n, scores[1]
-      return s
+    if n_entries < 2 * (want + 1) then
+      st.scores, st.n, st.oldest = scores, n, scores[1]
+      return st
     end
-    -- more than `limit` entries (the limit was lowered): count them apart
+    -- more entries than the limits allow (a limit was lowered): count them apart
   else
     local first = call('ZRANGE', key, '0', '0', 'WITHSCORES')
-    if first[2] == nil then return s end
+    if first[2] == nil then return st end
     local oldest = first[2] + 0
     if oldest > horizon then
-      -- nothing has left the window: the oldest entry stands
-      s.oldest, s.count = oldest, call('ZCARD', key)
-      return s
+      st.oldest, st.n = oldest, call('ZCARD', key)
+      return st
     end
     call('ZREMRANGEBYSCORE', key, '-inf', int(horizon))
   end
   local first = call('ZRANGE', key, '0', '0', 'WITHSCORES')
-  if first[2] == nil then return s end
-  s.oldest = first[2] + 0
-  s.count = call('ZCARD', key)
-  return s
+  if first[2] == nil then return st end
+  st.oldest = first[2] + 0
+  st.n = call('ZCARD', key)
+  return st
 end
 
--- Every state of the call by key (each limit has a key of its own), and in load order.
-local by_key, states, n_states = {}, {}, 0
-local function state_of(key, name, limit, window)
-  local s = by_key[key]
-  if s ~= nil then return s end
-  s = load_state(key, limit, window)
-  by_key[key] = s
-  n_states = n_states + 1
-  states[n_states] = s
-  return s
+-- The score of the stored entry at 0-based `rank`.
+local function score_at(st, rank)
+  if st.scores then return st.scores[rank + 1] end
+  if rank == 0 then return st.oldest end
+  local rank_s = int(rank)
+  return call('ZRANGE', st.key, rank_s, rank_s, 'WITHSCORES')[2] + 0
 end
 
-local function fits(s, limit, cost)
-  return s.count + cost <= limit
+-- One limit's view of its set: `stored` entries inside its window, the first of them at rank
+-- `off`. Views of one window are shared by every limit and decision of the call.
+local function view(st, name, limit, window, param)
+  local w = st.views[window]
+  if w == nil then
+    local stored = st.n
+    if window < st.window and stored > 0 then
+      local horizon = now - window
+      if st.scores then
+        stored = 0
+        local scores = st.scores
+        for i = st.n, 1, -1 do
+          if scores[i] <= horizon then break end
+          stored = stored + 1
+        end
+      else
+        stored = call('ZCOUNT', st.key, '(' .. int(horizon), '+inf')
+      end
+    end
+    w = { st = st, window = window, stored = stored, off = st.n - stored }
+    st.views[window] = w
+  end
+  return w
 end
 
--- ZADD's arguments for a state with several pending members, one table for every such write of
--- the call (passed with an explicit count, at most 500 members a command).
-local zadd_args = {}
-local function write_pending(s)
-  local n = s.n_pending
-  if n == 0 then return end
+local function used(v)
+  return v.stored + v.st.n_pending
+end
+
+local function fits(v, limit, cost)
+  return used(v) + cost <= limit
+end
+
+local function wait(v, limit, cost)
+  if cost > limit then return v.window end
+  local k = used(v) + cost - limit - 1
+  local w = v.window
+  if k < v.stored then w = score_at(v.st, v.off + k) + v.window - now end
+  if w < 1 then w = 1 end
+  return w
+end
+
+local function add_pending(st, member)
+  local n = st.n_pending + 1
   if n == 1 then
-    call('ZADD', s.key, now_s, s.first)
+    st.first = member
   else
-    local rest = s.rest
-    zadd_args[1], zadd_args[2] = now_s, s.first
+    local rest = st.rest
+    if rest == nil then
+      rest = {}
+      st.rest = rest
+    end
+    rest[n - 1] = member
+  end
+  st.n_pending = n
+end
+
+-- Records the request once in the set, whatever the number of its limits sharing it.
+local function charge(v, cost, member, d)
+  local st = v.st
+  if st.charged == d then return end
+  st.charged = d
+  add_pending(st, member)
+  for j = 2, cost do add_pending(st, member .. '.' .. int(j)) end
+end
+
+-- Units in the window, and the time until the oldest of them leaves (0 when none is counted).
+local function report(v)
+  local count = used(v)
+  if count == 0 then return 0, 0 end
+  local oldest = now
+  if v.stored > 0 then oldest = score_at(v.st, v.off) end
+  local r = oldest + v.window - now
+  if r < 0 then r = 0 end
+  return count, r
+end
+
+-- A refund takes the request's members out of the set.
+local function refund(key, name, limit, window, param, member, at, cost)
+  if cost == 1 then
+    call('ZREM', key, member)
+    return
+  end
+  local members = { member }
+  for j = 2, cost do members[j] = member .. '.' .. int(j) end
+  call('ZREM', key, unpack(members))
+end
+
+local function clear(key, name)
+  call('DEL', key)
+end
+
+-- ZADD's arguments for a set with several pending members (at most 500 members a command).
+local zadd_args = {}
+local function write_pending(st)
+  local n = st.n_pending
+  if n == 1 then
+    call('ZADD', st.key, now_s, st.first)
+  else
+    local rest = st.rest
+    zadd_args[1], zadd_args[2] = now_s, st.first
     local m = 2
     for k = 2, n do
       zadd_args[m + 1] = now_s
       zadd_args[m + 2] = rest[k - 1]
       m = m + 2
       if m == 1000 or k == n then
-        call('ZADD', s.key, unpack(zadd_args, 1, m))
+        call('ZADD', st.key, unpack(zadd_args, 1, m))
         m = 0
       end
     end
   end
-  call('PEXPIRE', s.key, int(ceil(s.window / 1000)))
-  if s.oldest == nil or now < s.oldest then s.oldest = now end
-  s.first, s.rest, s.n_pending = nil, nil, 0
-  s.scores = nil
-end
-
--- The score of the entry at 0-based `rank` among stored and pending entries.
-local function score_at(s, rank)
-  if s.scores and s.n_pending == 0 then return s.scores[rank + 1] end
-  write_pending(s)
-  local rank_s = format('%d', rank)
-  local entry = call('ZRANGE', s.key, rank_s, rank_s, 'WITHSCORES')
-  return entry[2] + 0
-end
-
-local function wait(s, limit, cost)
-  if cost > limit then return s.window end
-  local w = score_at(s, s.count + cost - limit - 1) + s.window - now
-  if w < 1 then w = 1 end
-  return w
-end
-
-local function add_pending(s, member)
-  local n = s.n_pending + 1
-  if n == 1 then
-    s.first = member
-  else
-    local rest = s.rest
-    if rest == nil then
-      rest = {}
-      s.rest = rest
-    end
-    rest[n - 1] = member
-  end
-  s.n_pending = n
-end
-
-local function charge(s, cost, member)
-  add_pending(s, member)
-  for j = 2, cost do add_pending(s, member .. '.' .. format('%d', j)) end
-  s.count = s.count + cost
-end
-
--- Units in the window, and the time until the oldest of them leaves (0 when none is counted).
-local function report(s)
-  local count = s.count
-  if count == 0 then return 0, 0 end
-  local oldest = s.oldest
-  if s.n_pending > 0 and (oldest == nil or now < oldest) then oldest = now end
-  local r = oldest + s.window - now
-  if r < 0 then r = 0 end
-  return count, r
+  call('PEXPIRE', st.key, int(ceil(st.window / 1000)))
 end
 
 -- After every decision of the call: one ZADD and one PEXPIRE per charged set.
 local function finish()
-  for i = 1, n_states do write_pending(states[i]) end
+  for i = 1, n_sets do
+    local st = set_list[i]
+    if st.n_pending > 0 then write_pending(st) end
+  end
 end

@@ -1,31 +1,19 @@
 -- sliding_window_counter.lua: approximate, constant memory. Every limit keeps two fixed-window
--- counters; all limits of one (route, key) live in one hash, so a decision reads it once and
--- writes it once whatever the number of limits. One field per limit, named after it, holds
--- "<index of the current fixed window> <its count> <the previous window's count> <window length>"
--- (a changed length starts afresh). The estimate is p * (1 - elapsed / window) + c. `decide.lua`
--- is appended to make the script (see lua/README.md for the whole contract). Only allowed
--- requests are counted; the hash expires two of its longest windows after its last write, when
--- it can no longer weigh on any estimate.
---
--- Needs Redis 5 or newer: scripts replicate their effects, so reading TIME before writing is allowed.
-
--- Whether `charge` needs a unique member per request (counts need no members).
-local MEMBERS = false
-
--- The number of KEYS a decision uses before its block marker: one hash for every limit.
-local function key_count(n)
-  return 1
-end
+-- counters; all counter limits of one (route, key) live in one hash, so a decision reads it
+-- once and writes it once whatever the number of limits. One field per limit, named after it,
+-- holds "<index of the current fixed window> <its count> <the previous window's count>
+-- <window length>" (a changed length starts afresh). The estimate is
+-- p * (1 - elapsed / window) + c. Only allowed requests are counted; the hash expires two of its
+-- longest windows after its last write, when it can no longer weigh on any estimate. The build
+-- wraps this file in a scope of its own (see lua/README.md for the whole contract).
 
 -- Each hash of the call, read once: `fields` the stored text by field (a hash found empty shares
--- NONE, which is only read), its limits' states in its array part (h[1]..h[h.n]), and the list
--- of hashes in load order for `finish`.
+-- NONE, which is only read), its limits' states in its array part (h[1]..h[h.n]).
 local hashes, hash_list, n_hashes, NONE = {}, {}, 0, {}
 
-local function hash_of(key)
+local function open(key, window, bound)
   local h = hashes[key]
   if h ~= nil then return h end
-  -- room for two states in the array part before it grows
   h = { false, false, key = key, fields = NONE, n = 0 }
   local all = call('HGETALL', key)
   if #all > 0 then
@@ -39,11 +27,17 @@ local function hash_of(key)
   return h
 end
 
+-- "<index> <count> <previous> <length>" as numbers, or nil when it does not parse.
+local function parse(stored)
+  local w, c, p, l = string.match(stored, '^(%d+) (%d+) (%d+) (%d+)$')
+  if l == nil then return nil end
+  return w + 0, c + 0, p + 0, l + 0
+end
+
 -- A limit's state: its fixed window `index`, `elapsed` in it, the counts `cur` and `prev`, and
 -- `base` = prev * (window - elapsed), the previous window's weight times the window (prev does
 -- not change within a call).
-local function state_of(key, name, limit, window)
-  local h = hash_of(key)
+local function view(h, name, limit, window, param)
   for i = 1, h.n do
     local s = h[i]
     if s.name == name then return s end
@@ -53,13 +47,12 @@ local function state_of(key, name, limit, window)
   local cur, prev = 0, 0
   local stored = h.fields[name]
   if stored then
-    local w, c, p, l = string.match(stored, '^(%d+) (%d+) (%d+) (%d+)$')
-    if l and l + 0 == window then
-      w = w + 0
+    local w, c, p, l = parse(stored)
+    if l == window then
       if w == index then
-        cur, prev = c + 0, p + 0
+        cur, prev = c, p
       elseif w == index - 1 then
-        prev = c + 0
+        prev = c
       end
     end
   end
@@ -72,9 +65,8 @@ local function state_of(key, name, limit, window)
 end
 
 -- The estimate times the window: p * (window - elapsed) + c * window. A whole number, exact in
--- a double while limit * window < 2^53 (e.g. 14,000 a week), so the comparisons need no
--- tolerance: a tolerance in units lets a request through early by tolerance * window
--- (1e-9 units was 86 µs on a one-day window).
+-- a double while limit * window < 2^53 (the config refuses more), so the comparisons need no
+-- tolerance.
 local function fits(s, limit, cost)
   local w = s.window
   return s.base + (s.cur + cost) * w <= limit * w
@@ -102,7 +94,7 @@ local function wait(s, limit, cost)
   return t
 end
 
-local function charge(s, cost, member)
+local function charge(s, cost, member, d)
   s.cur = s.cur + cost
   s.charged = true
 end
@@ -114,6 +106,30 @@ local function report(s)
   local used = ceil((s.base + s.cur * w) / w)
   if used <= 0 then return 0, 0 end
   return used, time_until(s, used - 1)
+end
+
+-- A refund takes the units back from the fixed window they were counted in (the current one,
+-- or the previous one if a window has turned since); older charges no longer weigh anything.
+local function refund(key, name, limit, window, param, member, at, cost)
+  local stored = call('HGET', key, name)
+  if not stored then return end
+  local w, c, p, l = parse(stored)
+  if l ~= window then return end
+  local index = floor(at / window)
+  if w == index then
+    c = c - cost
+    if c < 0 then c = 0 end
+  elseif w == index + 1 then
+    p = p - cost
+    if p < 0 then p = 0 end
+  else
+    return
+  end
+  call('HSET', key, name, int(w) .. ' ' .. int(c) .. ' ' .. int(p) .. ' ' .. int(l))
+end
+
+local function clear(key, name)
+  call('HDEL', key, name)
 end
 
 -- After every decision of the call: one HSET and one PEXPIRE per charged hash, which expires two

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use http::Method;
 
-use crate::config::RouteConfig;
+use crate::layer::Decided;
 use crate::metrics::DecisionLabel;
 use crate::proxy::UpstreamOutcome;
 use crate::request_id::RequestId;
@@ -35,6 +35,16 @@ pub struct AccessEntry<'a> {
     upstream: Option<UpstreamOutcome>,
 }
 
+/// A duration in milliseconds with three decimals (whole microseconds), as log fields show it.
+struct Millis(Duration);
+
+impl std::fmt::Display for Millis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let us = self.0.as_micros();
+        write!(f, "{}.{:03}", us / 1000, us % 1000)
+    }
+}
+
 impl<'a> AccessEntry<'a> {
     /// A request with this id and method; `path` as the client sent it (`None` when the log is
     /// off, so nothing is copied for it).
@@ -53,23 +63,17 @@ impl<'a> AccessEntry<'a> {
         }
     }
 
-    /// The matched route, with its logging settings.
-    pub fn route(&mut self, route: &'a RouteConfig) {
-        self.route = Some(&route.name);
-        self.on &= route.access_log;
-        self.sample = route.access_log_sample;
-    }
-
-    /// What the limiter decided, the limit that decided, and the key as stored.
-    pub fn decided(
-        &mut self,
-        decision: DecisionLabel,
-        limit: Option<&'a str>,
-        key: Option<&'a str>,
-    ) {
-        self.decision = Some(decision);
-        self.limit = limit;
-        self.key = key;
+    /// What the rate-limit layer decided: the route (with its logging settings), the decision,
+    /// the limit that decided, and the key as logs show it.
+    pub fn decided(&mut self, decided: &'a Decided) {
+        self.route = decided.route.as_deref();
+        if let Some((on, sample)) = decided.log {
+            self.on &= on;
+            self.sample = sample;
+        }
+        self.decision = decided.label;
+        self.limit = decided.limit.as_deref();
+        self.key = decided.key.as_deref();
     }
 
     /// The upstream's answer.
@@ -97,8 +101,8 @@ impl<'a> AccessEntry<'a> {
             limit = self.limit.unwrap_or("-"),
             key = self.key.unwrap_or("-"),
             upstream_status = self.upstream.and_then(|u| u.status).unwrap_or(0),
-            upstream_ms = self.upstream.map_or(0.0, |u| u.duration.as_secs_f64() * 1000.0),
-            duration_ms = duration.as_secs_f64() * 1000.0,
+            upstream_ms = %Millis(self.upstream.map_or(Duration::ZERO, |u| u.duration)),
+            duration_ms = %Millis(duration),
             "request"
         );
     }

@@ -11,7 +11,7 @@ use tokio::runtime::Handle;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::config::{summary::redact_url, Backend, Config};
+use crate::config::{redact_url, Backend, Config};
 use crate::gateway::Gateway;
 use crate::metrics::Metrics;
 use crate::route::CompileError;
@@ -72,9 +72,11 @@ pub async fn build_store(
     handles: &[Handle],
 ) -> Result<Store, StartError> {
     match config.store.backend {
-        Backend::Memory => Ok(Store::Memory(MemoryStore::new())),
+        Backend::Memory => Ok(Store::Memory(MemoryStore::new(config.store.max_keys))),
         Backend::Redis => {
-            let redis = RedisStore::connect(&config.store, metrics, handles).await?;
+            let counting = metrics.clone();
+            let on_error = Arc::new(move |e: &StoreError| counting.count_store_error(e));
+            let redis = RedisStore::connect(&config.store, on_error, handles).await?;
             if let Err(e) = redis.wait_until_ready(Duration::from_secs(2)).await {
                 tracing::warn!(
                     url = %redact_url(&config.store.url),
@@ -135,12 +137,17 @@ pub async fn start_with(
     if let Some(task) = subscribe_resets(&state, stopped.clone()).await? {
         tasks.push(task);
     }
-    let gateway = Gateway::new(state.table.clone(), state.limiter.clone());
+    let gateway = Gateway::new(state.shared.clone(), state.upstreams.clone());
+    // One bound for every worker's listener: max_connections is the whole process's.
+    let slots = Arc::new(tokio::sync::Semaphore::new(
+        state.running.server.max_connections,
+    ));
     for (i, listener) in proxy_listeners.into_iter().enumerate() {
         let serving = crate::server::serve(
             listener,
             gateway.clone(),
             state.running.server.clone(),
+            slots.clone(),
             stopped.clone(),
         );
         tasks.push(match handles.get(i) {
@@ -168,14 +175,14 @@ async fn subscribe_resets(
     state: &Arc<GatewayState>,
     mut stopped: watch::Receiver<bool>,
 ) -> Result<Option<JoinHandle<()>>, StartError> {
-    let Store::Redis(redis) = state.limiter.store() else {
+    let Store::Redis(redis) = state.limiter().store() else {
         return Ok(None);
     };
     let weak = Arc::downgrade(state);
     let (subscription, subscribed) =
         redis.subscribe_resets(state.reset_channel(), move |base| {
             if let Some(state) = weak.upgrade() {
-                state.limiter.deny_cache().remove(&base);
+                state.limiter().deny_cache().remove(&base);
             }
         })?;
     // Resets published before the subscription holds would be missed: wait (bounded).

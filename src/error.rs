@@ -13,34 +13,41 @@ use http::{HeaderValue, Response, StatusCode};
 
 use crate::request_id::RequestId;
 
-/// The `Retry-After` of a 503 when the store is unavailable and the route fails closed.
-pub const STORE_UNAVAILABLE_RETRY_SECS: u64 = 1;
+pub use crate::limit::STORE_UNAVAILABLE_RETRY_SECS;
 
 /// Why the gateway answered a proxied request itself (rate-limit 429s are in `limit::headers`).
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
-    /// The request path has no safe normal form (see [`crate::route::normalize`]).
-    #[error("{0}")]
-    BadPath(#[from] crate::route::PathError),
-    /// The request head is larger than the gateway accepts.
-    #[error("the request head has {what}; the most is {max}")]
-    HeadTooLarge {
-        /// What was too large ("18000 bytes", "140 header fields").
-        what: String,
+    /// Refused before routing, or no route takes the request.
+    #[error(transparent)]
+    Route(#[from] crate::route::RouteError),
+    /// The route's key needs a part the request lacks, or names twice.
+    #[error(transparent)]
+    Key(#[from] crate::key::KeyError),
+    /// `[plans] unknown = "reject"` and the key is on no plan.
+    #[error("the key is on no plan of this API")]
+    UnknownKey,
+    /// A body read for key parts is larger than `max_key_body_bytes`.
+    #[error("the request body is over {max} bytes, the most this route reads for its rate-limit key")]
+    BodyTooLarge {
         /// The bound.
-        max: String,
+        max: usize,
     },
-    /// No route takes this method and path.
-    #[error("no route matches {method} {path}")]
-    NoRoute {
-        /// Request method.
-        method: String,
-        /// Request path (normalised).
-        path: String,
+    /// A body read for key parts is compressed.
+    #[error("the request body has Content-Encoding `{encoding}`; this route reads its rate-limit key from the body and takes it unencoded")]
+    UnsupportedBodyEncoding {
+        /// The encoding sent.
+        encoding: String,
     },
-    /// The route's key needs a part the request lacks.
-    #[error("{0}")]
-    MissingKey(#[from] crate::key::MissingKeyPart),
+    /// A body read for key parts did not arrive in time.
+    #[error("the request body did not arrive within {timeout_ms} ms")]
+    BodyTimeout {
+        /// `server.header_read_timeout`.
+        timeout_ms: u128,
+    },
+    /// A body read for key parts broke off.
+    #[error("the request body could not be read: {0}")]
+    BodyUnreadable(String),
     /// The store failed and the route fails closed.
     #[error("the rate-limit store is unavailable")]
     StoreUnavailable,
@@ -50,7 +57,7 @@ pub enum GatewayError {
         /// Upstream name.
         upstream: String,
     },
-    /// No response head within the upstream's timeout.
+    /// No response head within the upstream's timeout after the request was sent.
     #[error("upstream {upstream} did not answer within {timeout_ms} ms")]
     UpstreamTimeout {
         /// Upstream name.
@@ -60,17 +67,40 @@ pub enum GatewayError {
     },
 }
 
+impl From<crate::limit::KeysError> for GatewayError {
+    fn from(e: crate::limit::KeysError) -> Self {
+        match e {
+            crate::limit::KeysError::Key(k) => GatewayError::Key(k),
+            crate::limit::KeysError::UnknownKey => GatewayError::UnknownKey,
+        }
+    }
+}
+
 impl GatewayError {
     /// The status and machine-readable code of this error.
     pub fn status_and_code(&self) -> (StatusCode, &'static str) {
+        use crate::route::RouteError;
         match self {
-            GatewayError::BadPath(e) => (StatusCode::BAD_REQUEST, e.code()),
-            GatewayError::HeadTooLarge { .. } => (
+            GatewayError::Route(RouteError::BadPath(e)) => (StatusCode::BAD_REQUEST, e.code()),
+            GatewayError::Route(RouteError::HeadTooLarge { .. }) => (
                 StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
                 "request_head_too_large",
             ),
-            GatewayError::NoRoute { .. } => (StatusCode::NOT_FOUND, "no_route"),
-            GatewayError::MissingKey(_) => (StatusCode::BAD_REQUEST, "missing_key"),
+            GatewayError::Route(RouteError::NoRoute { .. }) => (StatusCode::NOT_FOUND, "no_route"),
+            GatewayError::Key(crate::key::KeyError::Missing { .. }) => {
+                (StatusCode::BAD_REQUEST, "missing_key")
+            }
+            GatewayError::Key(crate::key::KeyError::Ambiguous { .. }) => {
+                (StatusCode::BAD_REQUEST, "ambiguous_key")
+            }
+            GatewayError::UnknownKey => (StatusCode::FORBIDDEN, "unknown_key"),
+            GatewayError::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+            GatewayError::UnsupportedBodyEncoding { .. } => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_body_encoding",
+            ),
+            GatewayError::BodyTimeout { .. } => (StatusCode::REQUEST_TIMEOUT, "body_timeout"),
+            GatewayError::BodyUnreadable(_) => (StatusCode::BAD_REQUEST, "body_unreadable"),
             GatewayError::StoreUnavailable => {
                 (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable")
             }
@@ -83,6 +113,19 @@ impl GatewayError {
         }
     }
 
+    /// Whether the request was refused for what the client sent (counted as `bad_request`).
+    pub fn is_bad_request(&self) -> bool {
+        matches!(
+            self,
+            GatewayError::Key(_)
+                | GatewayError::UnknownKey
+                | GatewayError::BodyTooLarge { .. }
+                | GatewayError::UnsupportedBodyEncoding { .. }
+                | GatewayError::BodyTimeout { .. }
+                | GatewayError::BodyUnreadable(_)
+        )
+    }
+
     /// The response the client gets.
     pub fn into_response(self, request_id: &RequestId) -> Response<Body> {
         let (status, code) = self.status_and_code();
@@ -91,6 +134,11 @@ impl GatewayError {
             response
                 .headers_mut()
                 .insert(RETRY_AFTER, HeaderValue::from(STORE_UNAVAILABLE_RETRY_SECS));
+        }
+        if matches!(self, GatewayError::BodyTimeout { .. }) {
+            response
+                .headers_mut()
+                .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
         }
         response
     }
@@ -128,6 +176,19 @@ pub enum AdminError {
         /// The bound.
         max: usize,
     },
+    /// A number the endpoint takes is out of its range (the problem body names the field).
+    #[error("{field}: {why}")]
+    OutOfRange {
+        /// The code (`cost_out_of_range`).
+        code: &'static str,
+        /// The field.
+        field: String,
+        /// What is allowed.
+        why: String,
+    },
+    /// The route counts outcomes, which the batch API has no response to read.
+    #[error("route `{0}` counts outcomes (count_status or reset_status): a batch decision has no response to count, so this route cannot be decided here")]
+    RouteCountsOutcomes(String),
     /// A batch larger than the API takes.
     #[error("{keys} keys in one call; the most is {max}")]
     TooManyKeys {
@@ -164,6 +225,10 @@ impl AdminError {
             AdminError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             AdminError::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
             AdminError::TooManyKeys { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_many_keys"),
+            AdminError::OutOfRange { code, .. } => (StatusCode::BAD_REQUEST, code),
+            AdminError::RouteCountsOutcomes(_) => {
+                (StatusCode::BAD_REQUEST, "route_counts_outcomes")
+            }
             AdminError::InvalidBody(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_body"),
             AdminError::InvalidConfig(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_config"),
             AdminError::StoreUnavailable(_) => {
@@ -176,7 +241,11 @@ impl AdminError {
     /// The response the client gets.
     pub fn into_response(self, request_id: &RequestId) -> Response<Body> {
         let (status, code) = self.status_and_code();
-        let mut response = problem(status, code, &self.to_string(), request_id);
+        let mut body = problem_body(status, code, &self.to_string(), request_id);
+        if let AdminError::OutOfRange { field, .. } = &self {
+            body.insert("field".into(), field.as_str().into());
+        }
+        let mut response = problem_response(status, body, request_id);
         if matches!(self, AdminError::Unauthorized) {
             response
                 .headers_mut()

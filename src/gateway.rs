@@ -1,15 +1,14 @@
-//! The request path, one step after the other: route ([`crate::route::admit`]) -> key and
-//! limiter ([`crate::limit::check`]) -> proxy ([`crate::proxy::forward`]), then `X-Request-Id`
-//! on the answer and the access log line. Each step hands the next its result as arguments.
+//! The gateway's request path: the rate-limit layer ([`crate::layer`]) in front of the proxy
+//! ([`ProxyService`]), wrapped by what only the gateway does around it: the request id (kept
+//! from a trusted peer, else generated, returned on every answer) and the access log line.
 //!
-//! Differences from a stack of tower layers (one per step): one future per request instead of
-//! one boxed future per layer, and no type-keyed request extensions to pass results along, each
-//! of which is a heap allocation. [`Gateway`] is still a tower `Service` for whoever wants to
-//! embed the whole request path.
+//! ```text
+//! GatewayService (request id, access log) -> RateLimit (route, keys, limits) -> ProxyService
+//! ```
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -17,120 +16,133 @@ use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use axum::body::Body;
-use http::{Request, Response};
+use http::{Method, Request, Response};
 use hyper::body::Incoming;
+use tower::Service;
 
 use crate::access_log::{self, AccessEntry};
-use crate::key::{client_ip, is_trusted};
-use crate::limit::{check, Limiter};
-use crate::proxy::{forward, Peer};
+use crate::key::is_trusted;
+use crate::layer::{ClientAddr, Decided, RateLimit, ResponseBody, Shared};
+use crate::proxy::{Peer, ProxyService, UpstreamOutcome, Upstreams};
 use crate::request_id::{RequestId, X_REQUEST_ID};
-use crate::route::{admit, RouteTable};
 
-/// The whole request path of one gateway: the route table in force and the limiter.
+/// The whole request path of one gateway: the layer's shared state and the upstreams.
 #[derive(Clone)]
 pub struct Gateway {
-    table: Arc<ArcSwap<RouteTable>>,
-    limiter: Arc<Limiter>,
+    shared: Arc<Shared>,
+    proxy: ProxyService,
 }
 
 impl Gateway {
-    /// A gateway routing with the table in force in `table` (swapped on reload).
-    pub fn new(table: Arc<ArcSwap<RouteTable>>, limiter: Arc<Limiter>) -> Gateway {
-        Gateway { table, limiter }
+    /// A gateway limiting with `shared` and forwarding to the upstreams in force.
+    pub fn new(shared: Arc<Shared>, upstreams: Arc<ArcSwap<Upstreams>>) -> Gateway {
+        Gateway {
+            shared,
+            proxy: ProxyService::new(upstreams),
+        }
     }
 
-    /// Answers one request from `peer` (the connection's address, its header value rendered once).
-    pub async fn handle(&self, peer: &Peer, req: Request<Incoming>) -> Response<Body> {
-        let started = Instant::now();
-        let table = self.table.load_full();
-        let server = &table.config.server;
-        let peer = Peer {
-            trusted: is_trusted(peer.ip, &server.trusted_proxies),
-            ..peer.clone()
-        };
-        let request_id = RequestId::for_request(req.headers(), peer.trusted);
-        let (mut head, body) = req.into_parts();
-        let method = head.method.clone();
-        let sent_path = access_log::enabled().then(|| head.uri.path().to_string());
-
-        let mut entry = AccessEntry::new(&request_id, &method, sent_path.as_deref());
-        let route = match admit(&table, &mut head) {
-            Ok(route) => route.clone(),
-            Err(e) => return finish(e.into_response(&request_id), &request_id, entry, started),
-        };
-        entry.route(&route.config);
-        let client = client_ip(peer.ip, &head.headers, &server.trusted_proxies);
-        drop(table);
-        let checked = match check(&self.limiter, &route.policy, &head, client).await {
-            Ok(c) => c,
-            Err(missing) => {
-                let response = crate::error::GatewayError::from(missing).into_response(&request_id);
-                return finish(response, &request_id, entry, started);
-            }
-        };
-        let logged_key = checked.logged_key().map(|k| k.into_owned());
-        entry.decided(
-            checked.verdict.label,
-            checked.limit_name(&route.policy),
-            logged_key.as_deref(),
-        );
-        let response = if checked.forwards() {
-            let req = Request::from_parts(head, body);
-            let (mut response, outcome) =
-                forward(&route.upstream, &route.metrics, req, &peer, &request_id).await;
-            checked.add_headers(&route.policy, &mut response);
-            entry.upstream(outcome);
-            response
-        } else {
-            checked.answer(&route.policy, &request_id)
-        };
-        finish(response, &request_id, entry, started)
-    }
-}
-
-/// Returns the request id and writes the access log line.
-fn finish(
-    mut response: Response<Body>,
-    request_id: &RequestId,
-    entry: AccessEntry<'_>,
-    started: Instant,
-) -> Response<Body> {
-    response
-        .headers_mut()
-        .insert(X_REQUEST_ID.clone(), request_id.header_value().clone());
-    entry.write(response.status().as_u16(), started.elapsed());
-    response
-}
-
-/// [`Gateway`] as a tower service for one connection from `peer`.
-#[derive(Clone)]
-pub struct GatewayService {
-    gateway: Gateway,
-    peer: Arc<Peer>,
-}
-
-impl GatewayService {
-    /// The service for a connection from `peer`.
-    pub fn new(gateway: Gateway, peer: SocketAddr) -> GatewayService {
+    /// The service for one connection from `peer`.
+    pub fn service(&self, peer: IpAddr) -> GatewayService {
         GatewayService {
-            gateway,
-            peer: Arc::new(Peer::new(peer.ip())),
+            inner: RateLimit::new(self.proxy.clone(), self.shared.clone()),
+            peer: Peer::new(peer),
+            shared: self.shared.clone(),
         }
     }
 }
 
-impl tower::Service<Request<Incoming>> for GatewayService {
-    type Response = Response<Body>;
+/// The request path for one connection.
+#[derive(Clone)]
+pub struct GatewayService {
+    inner: RateLimit<ProxyService>,
+    peer: Peer,
+    shared: Arc<Shared>,
+}
+
+impl Service<Request<Incoming>> for GatewayService {
+    type Response = Response<ResponseBody<Body>>;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+    type Future = GatewayFuture;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: Request<Incoming>) -> Self::Future {
-        let this = self.clone();
-        Box::pin(async move { Ok(this.gateway.handle(&this.peer, req).await) })
+    fn call(&mut self, mut req: Request<Incoming>) -> GatewayFuture {
+        let started = Instant::now();
+        let trusted = {
+            let table = self.shared.table.load();
+            is_trusted(self.peer.ip, &table.config.server.trusted_proxies)
+        };
+        let request_id = RequestId::for_request(req.headers(), trusted);
+        let log = access_log::enabled().then(|| Logged {
+            method: req.method().clone(),
+            path: req.uri().path().to_string(),
+        });
+        let extensions = req.extensions_mut();
+        extensions.insert(request_id.clone());
+        extensions.insert(ClientAddr(self.peer.ip));
+        extensions.insert(Arc::new(Peer {
+            trusted,
+            ..self.peer.clone()
+        }));
+        GatewayFuture {
+            future: self.inner.call(req),
+            request_id,
+            log,
+            started,
+        }
     }
+}
+
+/// What the access log needs of the request itself.
+struct Logged {
+    method: Method,
+    path: String,
+}
+
+pin_project_lite::pin_project! {
+    /// A request through the gateway: the layer's future, then the request id on the answer
+    /// and the access log line.
+    pub struct GatewayFuture {
+        #[pin]
+        future: crate::layer::ResponseFuture<ProxyService, Incoming>,
+        request_id: RequestId,
+        log: Option<Logged>,
+        started: Instant,
+    }
+}
+
+impl Future for GatewayFuture {
+    type Output = Result<Response<ResponseBody<Body>>, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let mut response = std::task::ready!(this.future.poll(cx))?;
+        response
+            .headers_mut()
+            .insert(X_REQUEST_ID.clone(), this.request_id.header_value().clone());
+        if let Some(log) = this.log.take() {
+            write_log(&log, this.request_id, &response, this.started.elapsed());
+        }
+        Poll::Ready(Ok(response))
+    }
+}
+
+fn write_log<B>(
+    log: &Logged,
+    request_id: &RequestId,
+    response: &Response<B>,
+    elapsed: std::time::Duration,
+) {
+    let decided = response.extensions().get::<Decided>();
+    let mut entry = AccessEntry::new(request_id, &log.method, Some(&log.path));
+    if let Some(d) = decided {
+        entry.decided(d);
+    }
+    if let Some(outcome) = response.extensions().get::<UpstreamOutcome>() {
+        entry.upstream(*outcome);
+    }
+    entry.write(response.status().as_u16(), elapsed);
 }

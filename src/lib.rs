@@ -18,12 +18,14 @@
 
 pub mod access_log;
 pub mod admin;
+pub mod algorithm;
 pub mod app;
 pub mod campaign;
 pub mod config;
 pub mod error;
 pub mod gateway;
 pub mod key;
+pub mod layer;
 pub mod limit;
 pub mod metrics;
 pub mod proxy;
@@ -34,3 +36,5 @@ pub mod state;
 pub mod store;
 pub mod tier;
 pub mod workers;
+
+pub use layer::RateLimitLayer;

@@ -36,6 +36,12 @@ pub struct Metrics {
     pub delay_waiting: IntGaugeVec,
     /// `slidegate_deny_cache_entries`, set when scraped.
     pub deny_cache_entries: IntGauge,
+    /// `slidegate_outcome_refunds_total{route,limit}`
+    pub outcome_refunds: IntCounterVec,
+    /// `slidegate_outcome_resets_total{route,limit}`
+    pub outcome_resets: IntCounterVec,
+    /// `slidegate_blocks_started_total{route,limit}`
+    pub blocks_started: IntCounterVec,
 }
 
 /// A request's single entry in `slidegate_requests_total`.
@@ -57,11 +63,14 @@ pub enum DecisionLabel {
     StoreErrorDenied,
     /// A client in the route's `exempt` list: forwarded uncounted.
     Exempt,
+    /// Refused for what the client sent: a key part missing or named twice, a body over the
+    /// bound or encoded, a key on no plan.
+    BadRequest,
 }
 
 impl DecisionLabel {
     /// Every label, in the order of [`DecisionLabel::as_str`]'s indices.
-    pub const ALL: [DecisionLabel; 8] = [
+    pub const ALL: [DecisionLabel; 9] = [
         DecisionLabel::Allowed,
         DecisionLabel::Rejected,
         DecisionLabel::Delayed,
@@ -70,6 +79,7 @@ impl DecisionLabel {
         DecisionLabel::StoreErrorAllowed,
         DecisionLabel::StoreErrorDenied,
         DecisionLabel::Exempt,
+        DecisionLabel::BadRequest,
     ];
 
     /// The `decision` label value.
@@ -83,6 +93,7 @@ impl DecisionLabel {
             DecisionLabel::StoreErrorAllowed => "store_error_allowed",
             DecisionLabel::StoreErrorDenied => "store_error_denied",
             DecisionLabel::Exempt => "exempt",
+            DecisionLabel::BadRequest => "bad_request",
         }
     }
 }
@@ -92,7 +103,7 @@ pub const EXCEED_MODES: [&str; 2] = ["enforced", "shadow"];
 /// The `status` label values of upstream requests.
 pub const UPSTREAM_STATUSES: [&str; 5] = ["2xx", "3xx", "4xx", "5xx", "error"];
 /// The `kind` label values of store errors.
-pub const STORE_ERROR_KINDS: [&str; 4] = ["timeout", "connection", "script", "other"];
+pub const STORE_ERROR_KINDS: [&str; 5] = ["timeout", "connection", "script", "full", "other"];
 
 impl Metrics {
     /// Creates and registers every metric in a fresh registry, with the process collector.
@@ -203,6 +214,21 @@ impl Metrics {
                 "Config reloads by result.",
                 &["result"],
             ),
+            outcome_refunds: counter(
+                "slidegate_outcome_refunds_total",
+                "Reservations of outcome-counted limits given back (the answer's status is not counted, or the client left).",
+                &["route", "limit"],
+            ),
+            outcome_resets: counter(
+                "slidegate_outcome_resets_total",
+                "Counts cleared by a reset_status answer.",
+                &["route", "limit"],
+            ),
+            blocks_started: counter(
+                "slidegate_blocks_started_total",
+                "Blocks started, by the limit whose exceed started them.",
+                &["route", "limit"],
+            ),
             delay_waiting,
             deny_cache_entries,
             registry,
@@ -225,6 +251,11 @@ impl Metrics {
         out
     }
 
+    /// Counts a failed store call in `slidegate_store_errors_total` under its kind.
+    pub fn count_store_error(&self, error: &crate::store::StoreError) {
+        self.store_errors.with_label_values(&[error.kind()]).inc();
+    }
+
     /// Drops the series of limits that a reload removed or renamed on a route (named as they were).
     pub fn forget_limits(&self, route: &str, limits: &[String]) {
         for l in limits {
@@ -232,6 +263,9 @@ impl Metrics {
                 let _ = self.limit_exceeded.remove_label_values(&[route, l, mode]);
             }
             let _ = self.limit_utilization.remove_label_values(&[route, l]);
+            for counter in [&self.outcome_refunds, &self.outcome_resets, &self.blocks_started] {
+                let _ = counter.remove_label_values(&[route, l]);
+            }
         }
     }
 
@@ -271,7 +305,7 @@ pub struct DecisionDuration {
 /// A route's handles, resolved once per loaded config.
 #[derive(Clone)]
 pub struct RouteMetrics {
-    decisions: [IntCounter; 8],
+    decisions: [IntCounter; 9],
     /// Per limit, in config order: `[enforced, shadow]`.
     pub limit_exceeded: Vec<[IntCounter; 2]>,
     /// Per limit, in config order.
@@ -285,11 +319,23 @@ pub struct RouteMetrics {
     pub upstream_duration: Histogram,
     /// Requests waiting in the delay room.
     pub delay_waiting: IntGauge,
+    /// Per limit: reservations given back.
+    pub outcome_refunds: Vec<IntCounter>,
+    /// Per limit: counts cleared by a `reset_status` answer.
+    pub outcome_resets: Vec<IntCounter>,
+    /// Per limit: blocks its exceed started.
+    pub blocks_started: Vec<IntCounter>,
 }
 
 impl RouteMetrics {
     /// Resolves the handles of route `route` with these limit names.
     pub fn new(metrics: &Metrics, route: &str, limits: &[String], backend: &str) -> RouteMetrics {
+        let per_limit = |vec: &IntCounterVec| -> Vec<IntCounter> {
+            limits
+                .iter()
+                .map(|l| vec.with_label_values(&[route, l]))
+                .collect()
+        };
         RouteMetrics {
             decisions: DecisionLabel::ALL
                 .map(|d| metrics.requests.with_label_values(&[route, d.as_str()])),
@@ -316,6 +362,9 @@ impl RouteMetrics {
                 .map(|s| metrics.upstream_requests.with_label_values(&[route, s])),
             upstream_duration: metrics.upstream_duration.with_label_values(&[route]),
             delay_waiting: metrics.delay_waiting.with_label_values(&[route]),
+            outcome_refunds: per_limit(&metrics.outcome_refunds),
+            outcome_resets: per_limit(&metrics.outcome_resets),
+            blocks_started: per_limit(&metrics.blocks_started),
         }
     }
 

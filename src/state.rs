@@ -1,48 +1,96 @@
 //! Everything the request path and the admin listener share, behind one `Arc`: the route table
-//! in force (swapped on reload), the limiter (store, fallback, deny cache) and the metrics. The
-//! store and the counts live outside the reloaded config, so a reload never resets a count.
+//! and the upstreams in force (swapped on reload), the limiter (store, fallback, deny cache) and
+//! the metrics. The store and the counts live outside the reloaded config, so a reload never
+//! resets a count.
 //!
-//! Reload is parse -> validate -> compile -> swap. Settings read only at start (listen
-//! addresses, connection and head limits, the head timeout, `[store]`) keep their running values; a reload that changes
-//! them applies the rest and names each of them, in the log and in `/admin/config`.
+//! Reload is parse -> validate -> compile -> swap. Settings read only at start ([`RESTART_ONLY`]:
+//! listen addresses, connection and head limits, the timeouts the listener holds, `[store]`)
+//! keep their running values; a reload that changes them applies the rest and names each of
+//! them, in the log and in `/admin/config`.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 
-use crate::config::{Config, ConfigError, ServerConfig, StoreConfig};
-use crate::limit::Limiter;
+use crate::config::{redact_url, Config, ConfigError};
+use crate::layer::{Shared, Unmatched};
+use crate::limit::{Limiter, RoutePolicy};
 use crate::metrics::Metrics;
+use crate::proxy::Upstreams;
 use crate::route::{Carried, CompileError, RouteTable};
 use crate::store::Store;
 
+/// A setting read only at start: its key as the file spells it, how its value shows, and how a
+/// reloaded config keeps the running value.
+pub struct RestartOnly {
+    /// The key, as the file spells it.
+    pub setting: &'static str,
+    show: fn(&Config) -> String,
+    keep: fn(&mut Config, &Config),
+}
+
+macro_rules! restart_only {
+    ($setting:literal, |$c:ident| $field:expr) => {
+        RestartOnly {
+            setting: $setting,
+            show: |$c: &Config| format!("{:?}", $field),
+            keep: |to: &mut Config, from: &Config| {
+                let $c = from;
+                let value = $field.clone();
+                let $c = to;
+                $field = value;
+            },
+        }
+    };
+}
+
+/// Every setting read only at start, once.
+pub static RESTART_ONLY: [RestartOnly; 13] = [
+    restart_only!("server.listen", |c| c.server.listen),
+    restart_only!("admin.listen", |c| c.admin.listen),
+    restart_only!("server.max_connections", |c| c.server.max_connections),
+    restart_only!("server.header_read_timeout", |c| c.server.header_read_timeout),
+    restart_only!("server.idle_timeout", |c| c.server.idle_timeout),
+    restart_only!("server.shutdown_grace", |c| c.server.shutdown_grace),
+    restart_only!("server.max_header_bytes", |c| c.server.max_header_bytes),
+    restart_only!("server.max_headers", |c| c.server.max_headers),
+    restart_only!("store.backend", |c| c.store.backend),
+    restart_only!("store.timeout", |c| c.store.timeout),
+    restart_only!("store.on_error", |c| c.store.on_error),
+    restart_only!("store.key_prefix", |c| c.store.key_prefix),
+    restart_only!("store.clock", |c| c.store.clock),
+];
+
+/// `store.url` and `store.max_keys` are read only at start too; the URL shows redacted.
+fn store_url_and_bound(running: &Config, configured: &Config) -> Vec<PendingSetting> {
+    let mut out = Vec::new();
+    let (r, c) = (redact_url(&running.store.url), redact_url(&configured.store.url));
+    if r != c {
+        out.push(PendingSetting::new("store.url", r, c));
+    }
+    let (r, c) = (running.store.max_keys, configured.store.max_keys);
+    if r != c {
+        out.push(PendingSetting::new("store.max_keys", r.to_string(), c.to_string()));
+    }
+    out
+}
+
 /// Shared gateway state.
 pub struct GatewayState {
-    /// The route table in force.
-    pub table: Arc<ArcSwap<RouteTable>>,
-    /// The limiter (and through it, the store).
-    pub limiter: Arc<Limiter>,
+    /// The route table in force, the limiter, and what a request no route takes gets.
+    pub shared: Arc<Shared>,
+    /// The upstreams in force.
+    pub upstreams: Arc<ArcSwap<Upstreams>>,
     /// Metric handles.
     pub metrics: Metrics,
     /// The file `SIGHUP` and `/admin/reload` read.
     pub config_path: PathBuf,
-    /// The settings read at start, in force until a restart.
-    pub running: StartSettings,
+    /// The config the gateway started with: the restart-only settings in force.
+    pub running: Config,
     /// Restart-only settings whose configured value differs from the running one.
     pending: Mutex<Vec<PendingSetting>>,
     carried: Carried,
-}
-
-/// The settings read only at start.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StartSettings {
-    /// `[server]` as started (listen address and connection limits are read at start).
-    pub server: ServerConfig,
-    /// `admin.listen`.
-    pub admin_listen: std::net::SocketAddr,
-    /// `[store]` as started.
-    pub store: StoreConfig,
 }
 
 /// A restart-only setting that a reload changed.
@@ -54,6 +102,16 @@ pub struct PendingSetting {
     pub running: String,
     /// The value the file now has.
     pub configured: String,
+}
+
+impl PendingSetting {
+    fn new(setting: &str, running: String, configured: String) -> Self {
+        PendingSetting {
+            setting: setting.to_string(),
+            running,
+            configured,
+        }
+    }
 }
 
 /// Why a reload was refused.
@@ -75,22 +133,33 @@ impl GatewayState {
         metrics: Metrics,
     ) -> Result<Arc<GatewayState>, CompileError> {
         let carried = Carried::default();
-        let config_path = config.source.clone();
-        let running = StartSettings {
-            server: config.server.clone(),
-            admin_listen: config.admin.listen,
-            store: config.store.clone(),
-        };
-        let table = RouteTable::build(config, &metrics, store.backend(), &carried)?;
+        let running = config.clone();
+        let limiter = Arc::new(Limiter::new(store, config.store.max_keys, metrics.clone()));
+        let upstreams = Upstreams::build(&config, &Upstreams::default());
+        let table = RouteTable::build(config, &metrics, limiter.store().backend(), &carried)?;
         Ok(Arc::new(GatewayState {
-            table: Arc::new(ArcSwap::from_pointee(table)),
-            limiter: Arc::new(Limiter::new(store)),
-            metrics,
-            config_path,
+            shared: Arc::new(Shared {
+                table: Arc::new(ArcSwap::from_pointee(table)),
+                limiter,
+                unmatched: Unmatched::NotFound,
+            }),
+            upstreams: Arc::new(ArcSwap::from_pointee(upstreams)),
+            config_path: running.source.clone(),
             running,
+            metrics,
             pending: Mutex::new(Vec::new()),
             carried,
         }))
+    }
+
+    /// The route table in force.
+    pub fn table(&self) -> arc_swap::Guard<Arc<RouteTable>> {
+        self.shared.table.load()
+    }
+
+    /// The limiter.
+    pub fn limiter(&self) -> &Arc<Limiter> {
+        &self.shared.limiter
     }
 
     /// Re-reads the config file: parse, validate, compile, swap. A file that fails keeps the
@@ -126,25 +195,36 @@ impl GatewayState {
     }
 
     fn apply(&self, mut config: Config) -> Result<Vec<PendingSetting>, ReloadError> {
-        let pending = self.restart_only_changes(&config);
+        let mut pending: Vec<PendingSetting> = RESTART_ONLY
+            .iter()
+            .filter_map(|s| {
+                let (r, c) = ((s.show)(&self.running), (s.show)(&config));
+                (r != c).then(|| PendingSetting::new(s.setting, r, c))
+            })
+            .collect();
+        pending.extend(store_url_and_bound(&self.running, &config));
         for w in &config.warnings {
             tracing::warn!("{w}");
         }
-        // What is read only at start keeps its running value.
+        for s in &RESTART_ONLY {
+            (s.keep)(&mut config, &self.running);
+        }
         config.store = self.running.store.clone();
-        config.admin.listen = self.running.admin_listen;
-        config.server.listen = self.running.server.listen;
-        config.server.max_connections = self.running.server.max_connections;
-        config.server.header_read_timeout = self.running.server.header_read_timeout;
-        // The drain's bound is handed to the listener at start.
-        config.server.shutdown_grace = self.running.server.shutdown_grace;
-        // The head bounds size hyper's buffers, set when the listener started.
-        config.server.max_header_bytes = self.running.server.max_header_bytes;
-        config.server.max_headers = self.running.server.max_headers;
-        let backend = self.limiter.store().backend();
+        let limiter = &self.shared.limiter;
+        let backend = limiter.store().backend();
+        let upstreams = Upstreams::build(&config, &self.upstreams.load());
         let table = RouteTable::build(config, &self.metrics, backend, &self.carried)?;
-        let old = self.table.swap(Arc::new(table));
-        let new = self.table.load();
+        let old = self.shared.table.swap(Arc::new(table));
+        self.upstreams.store(Arc::new(upstreams));
+        self.forget_removed_series(&old, backend);
+        limiter.deny_cache().clear();
+        *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = pending.clone();
+        Ok(pending)
+    }
+
+    /// Drops the metric series of routes and limits the new table no longer has.
+    fn forget_removed_series(&self, old: &RouteTable, backend: &str) {
+        let new = self.shared.table.load();
         for route in &old.routes {
             let name = &route.config.name;
             let kept = new.route(name);
@@ -160,91 +240,6 @@ impl GatewayState {
                 Some(_) => self.metrics.forget_limits(name, &gone),
             }
         }
-        self.limiter.deny_cache().clear();
-        *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = pending.clone();
-        Ok(pending)
-    }
-
-    /// Each restart-only setting whose value in `config` differs from the running one.
-    fn restart_only_changes(&self, config: &Config) -> Vec<PendingSetting> {
-        let mut out = Vec::new();
-        let mut check = |setting: &str, running: String, configured: String| {
-            if running != configured {
-                out.push(PendingSetting {
-                    setting: setting.to_string(),
-                    running,
-                    configured,
-                });
-            }
-        };
-        let (r, c) = (&self.running, config);
-        check(
-            "server.listen",
-            r.server.listen.to_string(),
-            c.server.listen.to_string(),
-        );
-        check(
-            "admin.listen",
-            r.admin_listen.to_string(),
-            c.admin.listen.to_string(),
-        );
-        check(
-            "server.max_connections",
-            r.server.max_connections.to_string(),
-            c.server.max_connections.to_string(),
-        );
-        check(
-            "server.header_read_timeout",
-            format!("{:?}", r.server.header_read_timeout),
-            format!("{:?}", c.server.header_read_timeout),
-        );
-        check(
-            "server.shutdown_grace",
-            format!("{:?}", r.server.shutdown_grace),
-            format!("{:?}", c.server.shutdown_grace),
-        );
-        check(
-            "server.max_header_bytes",
-            r.server.max_header_bytes.to_string(),
-            c.server.max_header_bytes.to_string(),
-        );
-        check(
-            "server.max_headers",
-            r.server.max_headers.to_string(),
-            c.server.max_headers.to_string(),
-        );
-        let (rs, cs) = (&r.store, &c.store);
-        check(
-            "store.backend",
-            rs.backend.name().into(),
-            cs.backend.name().into(),
-        );
-        check(
-            "store.url",
-            crate::config::summary::redact_url(&rs.url),
-            crate::config::summary::redact_url(&cs.url),
-        );
-        check(
-            "store.timeout",
-            format!("{:?}", rs.timeout),
-            format!("{:?}", cs.timeout),
-        );
-        check(
-            "store.on_error",
-            rs.on_error.name().into(),
-            cs.on_error.name().into(),
-        );
-        check(
-            "store.key_prefix",
-            rs.key_prefix.clone(),
-            cs.key_prefix.clone(),
-        );
-        check(
-            "store.clock",
-            rs.clock.name().into(),
-            cs.clock.name().into(),
-        );
-        out
     }
 
     /// Restart-only settings that the last reload changed.
@@ -264,12 +259,15 @@ impl GatewayState {
     /// every instance's deny-cache entry (through Redis pub/sub when the store is Redis).
     pub async fn reset_key(
         &self,
-        policy: &crate::limit::RoutePolicy,
+        policy: &RoutePolicy,
         key: &str,
+        limit: Option<usize>,
     ) -> Result<(), crate::store::StoreError> {
-        let base = self.limiter.reset(policy, key).await?;
-        if let Store::Redis(redis) = self.limiter.store() {
-            redis.publish_reset(&self.reset_channel(), &base).await?;
+        let bases = self.limiter().reset(policy, key, limit).await?;
+        if let Store::Redis(redis) = self.limiter().store() {
+            for base in &bases {
+                redis.publish_reset(&self.reset_channel(), base).await?;
+            }
         }
         Ok(())
     }

@@ -95,6 +95,11 @@ impl Membership {
         &self.segments
     }
 
+    /// Every key of the plans file with its plan.
+    pub fn plans(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.plans.iter().map(|(k, p)| (k.as_str(), p.as_str()))
+    }
+
     /// The plan names the plans file uses.
     pub fn plan_names(&self) -> std::collections::HashSet<String> {
         self.plans.values().cloned().collect()

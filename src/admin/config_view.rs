@@ -9,12 +9,11 @@ use axum::extract::State;
 use axum::Json;
 use serde_json::{json, Value};
 
-use crate::config::summary::redact_url;
-use crate::config::{Config, ExceedMode, JwtKey};
+use crate::config::{redact_url, Config, ExceedMode, JwtKey, KeySpec};
 use crate::state::{GatewayState, PendingSetting};
 
 pub(super) async fn show(State(state): State<Arc<GatewayState>>) -> Json<Value> {
-    let table = state.table.load();
+    let table = state.table();
     let mut view = view(&table.config);
     view["pending_restart"] = pending_json(&state.pending_restart());
     Json(view)
@@ -32,6 +31,25 @@ fn secs(d: std::time::Duration) -> String {
     humantime::format_duration(d).to_string()
 }
 
+/// A key as the file writes it: strings, or tables for parts with options.
+fn key_json(key: &KeySpec) -> Value {
+    key.parts
+        .iter()
+        .map(|p| {
+            if !p.transforms() {
+                return json!(p.part.to_string());
+            }
+            json!({
+                "part": p.part.to_string(),
+                "normalize": p.normalize.map(|n| n.name()),
+                "region": p.region.as_ref().map(|r| r.as_ref().to_string()),
+                "prefix": p.prefix,
+                "hash": p.hash,
+            })
+        })
+        .collect()
+}
+
 fn view(c: &Config) -> Value {
     let routes: Vec<Value> = c
         .routes
@@ -42,8 +60,9 @@ fn view(c: &Config) -> Value {
                 "path": r.path.to_string(),
                 "methods": r.methods.as_ref().map(|m| m.iter().map(|m| m.as_str()).collect::<Vec<_>>()),
                 "upstream": r.upstream,
-                "key": r.key.iter().map(|k| k.to_string()).collect::<Vec<_>>(),
+                "key": key_json(&r.key),
                 "on_missing_key": r.on_missing_key.name(),
+                "max_key_body_bytes": r.max_key_body_bytes,
                 "on_exceed": r.on_exceed.name(),
                 "on_error": r.on_error.unwrap_or(c.store.on_error).name(),
                 "headers": r.headers,
@@ -55,6 +74,10 @@ fn view(c: &Config) -> Value {
                     "limit": l.limit,
                     "window": secs(l.window),
                     "algorithm": l.algorithm.name(),
+                    "burst": l.burst,
+                    "key": l.key.as_ref().map(key_json),
+                    "count_status": l.count_status.as_ref().map(|s| s.to_string()),
+                    "reset_status": l.reset_status.as_ref().map(|s| s.to_string()),
                     "segments": l.segments,
                     "plans": l.plans,
                 })).collect::<Vec<_>>(),
@@ -65,7 +88,12 @@ fn view(c: &Config) -> Value {
                     route["max_delay"] = json!(secs(*max_delay));
                     route["max_waiting"] = json!(max_waiting);
                 }
-                ExceedMode::Block { block_for } => route["block_for"] = json!(secs(*block_for)),
+                ExceedMode::Block(b) => {
+                    route["block_for"] = json!(secs(b.block_for));
+                    route["block_growth"] = json!(b.growth);
+                    route["block_max"] = json!(secs(b.max));
+                    route["block_forget"] = json!(secs(b.forget));
+                }
                 _ => {}
             }
             route
@@ -102,6 +130,9 @@ fn view(c: &Config) -> Value {
         "server": {
             "listen": c.server.listen.to_string(),
             "trusted_proxies": c.server.trusted_proxies.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
+            "client_ip_header": c.server.client_ip_header.name(),
+            "idle_timeout": secs(c.server.idle_timeout),
+            "path_case": c.server.path_case.name(),
             "shutdown_grace": secs(c.server.shutdown_grace),
             "ipv6_prefix": c.server.ipv6_prefix,
             "header_read_timeout": secs(c.server.header_read_timeout),
@@ -119,6 +150,7 @@ fn view(c: &Config) -> Value {
             "url": redact_url(&c.store.url),
             "timeout": secs(c.store.timeout),
             "on_error": c.store.on_error.name(),
+            "max_keys": c.store.max_keys,
             "key_prefix": c.store.key_prefix,
             "clock": c.store.clock.name(),
         },
@@ -128,7 +160,12 @@ fn view(c: &Config) -> Value {
         "plans": c.tier_files.plans.as_ref().map(|p| json!({
             "members_file": p.display().to_string(),
             "keys": c.membership.plan_count(),
+            "unknown": c.unknown_plan.name(),
         })),
+        "keys": {
+            "hash_secret_env": c.keys.hash_secret_env,
+            "hash_secret": if c.keys.hash_secret.is_some() { "<redacted>" } else { "<not set>" },
+        },
         "jwt": c.jwt.as_ref().map(|j| json!({
             "key": match j.key { JwtKey::Hs256(_) => "hs256 <redacted>", JwtKey::Rs256(_) => "rs256 public key", JwtKey::Es256(_) => "es256 public key" },
             "issuer": j.issuer,

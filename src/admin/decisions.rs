@@ -3,6 +3,10 @@
 //! modes, metrics): the store gets them as a few large script calls per node. Answers in request
 //! order. A `delay` route answers at once (the caller schedules its own retry at
 //! `retry_after_ms`); each key counts once in `slidegate_requests_total`, as a request does.
+//! `"dry_run": true` decides every key as the call would but charges nothing and counts
+//! nothing (a campaign's preview). `cost` is a whole number from 1 to the route's smallest
+//! limit (a larger one could never be allowed); a route that counts outcomes is refused (there
+//! is no response to count).
 
 use std::sync::Arc;
 
@@ -16,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::AdminError;
 use crate::limit::headers::ceil_millis;
-use crate::limit::Verdict;
+use crate::limit::{RequestKeys, Verdict};
 use crate::metrics::DecisionLabel;
 use crate::request_id::RequestId;
 use crate::state::GatewayState;
@@ -32,12 +36,25 @@ const MAX_BODY: usize = 16 * 1024 * 1024;
 struct DecisionsRequest {
     route: String,
     keys: Vec<String>,
-    #[serde(default = "one")]
-    cost: u64,
+    /// Checked by hand, so every wrong value gets the same answer naming the field.
+    cost: Option<serde_json::Value>,
+    #[serde(default)]
+    dry_run: bool,
 }
 
-fn one() -> u64 {
-    1
+/// The request's cost: a whole number from 1 to the smallest limit the route charges.
+fn checked_cost(cost: Option<&serde_json::Value>, max: u64) -> Result<u64, AdminError> {
+    let Some(value) = cost else { return Ok(1) };
+    match value.as_u64() {
+        Some(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(AdminError::OutOfRange {
+            code: "cost_out_of_range",
+            field: "cost".into(),
+            why: format!(
+                "must be a whole number from 1 to {max} (the route's smallest limit), got {value}"
+            ),
+        }),
+    }
 }
 
 pub(super) async fn decide(
@@ -77,16 +94,26 @@ pub(super) async fn decide(
         }
         .into_response(&id);
     }
-    let Some(route) = state.table.load().route(&request.route).cloned() else {
+    let Some(route) = state.table().route(&request.route).cloned() else {
         return AdminError::UnknownRoute(request.route).into_response(&id);
+    };
+    if route.policy.counts_outcomes() {
+        return AdminError::RouteCountsOutcomes(request.route).into_response(&id);
+    }
+    let cost = match checked_cost(request.cost.as_ref(), smallest_limit(&route)) {
+        Ok(c) => c,
+        Err(e) => return e.into_response(&id),
     };
     // Decided in a task of its own: a caller that hangs up mid-batch does not cancel decisions
     // the store is already making, and every one of them is counted.
-    let (limiter, policy, cost) = (state.limiter.clone(), route.policy.clone(), request.cost);
+    let (limiter, policy, dry_run) = (state.limiter().clone(), route.policy.clone(), request.dry_run);
     let keys = request.keys;
     let decided = tokio::spawn(async move {
-        let borrowed: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let verdicts = limiter.decide_many(&policy, &borrowed, cost).await;
+        let request_keys: Vec<RequestKeys> =
+            keys.iter().map(|k| RequestKeys::given(&policy, k)).collect();
+        let verdicts = limiter
+            .decide_many(&policy, &request_keys, cost, dry_run)
+            .await;
         (keys, verdicts)
     })
     .await;
@@ -99,6 +126,18 @@ pub(super) async fn decide(
         .map(|(key, verdict)| KeyResult::new(key, verdict))
         .collect();
     Json(Results { results }).into_response()
+}
+
+/// The smallest number of units any limit of the route lets through at once (a route without
+/// limits takes any cost up to 2^63).
+fn smallest_limit(route: &crate::route::Route) -> u64 {
+    route
+        .config
+        .limits
+        .iter()
+        .map(|l| l.limit.min(l.burst.unwrap_or(u64::MAX)))
+        .min()
+        .unwrap_or(i64::MAX as u64)
 }
 
 /// The answer: one result per key, in request order.
@@ -129,7 +168,7 @@ struct KeyResult<'a> {
 fn body_error(e: serde_json::Error) -> AdminError {
     if e.classify() == serde_json::error::Category::Data {
         AdminError::InvalidBody(format!(
-            "the body does not fit {{\"route\", \"keys\", \"cost\"}}: {e}"
+            "the body does not fit {{\"route\", \"keys\", \"cost\", \"dry_run\"}}: {e}"
         ))
     } else {
         AdminError::BadRequest(format!("the body is not JSON: {e}"))
@@ -144,6 +183,7 @@ impl<'a> KeyResult<'a> {
             verdict.label,
             DecisionLabel::StoreErrorAllowed | DecisionLabel::StoreErrorDenied
         );
+        let unknown = verdict.label == DecisionLabel::BadRequest;
         let (segment, plan) = match &verdict.tier {
             Some(TierName::Segment(name)) => (Some(name.as_str()), None),
             Some(TierName::Plan(name)) => (None, Some(name.as_str())),
@@ -159,7 +199,13 @@ impl<'a> KeyResult<'a> {
                 ceil_millis(verdict.retry_after()).max(1)
             },
             decision: verdict.label.as_str(),
-            error: store_error.then_some("store_unavailable"),
+            error: if store_error {
+                Some("store_unavailable")
+            } else if unknown {
+                Some("unknown_key")
+            } else {
+                None
+            },
             segment,
             plan,
         }

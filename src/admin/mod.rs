@@ -1,6 +1,6 @@
 //! The admin listener (axum, its own address): `/metrics`, `/healthz`, `/readyz`, and, behind a
-//! bearer token, `/admin/config`, `/admin/usage`, `/admin/reload` and the batch decision API
-//! `/v1/decisions`. With no token configured the protected endpoints answer 403 and say why.
+//! bearer token, `/admin/config`, `/admin/usage`, `/admin/blocked`, `/admin/reload` and the batch
+//! decision API `/v1/decisions`. With no token configured the protected endpoints answer 403 and say why.
 //! Every answer carries an `X-Request-Id`; every error is a problem body (`crate::error`).
 
 mod config_view;
@@ -33,6 +33,7 @@ pub fn router(state: Arc<GatewayState>) -> Router {
         .route("/readyz", get(readyz))
         .route("/admin/config", get(config_view::show))
         .route("/admin/usage", get(usage::show).delete(usage::reset))
+        .route("/admin/blocked", get(usage::blocked))
         .route("/admin/reload", post(reload))
         .route("/v1/decisions", post(decisions::decide))
         .fallback(|Extension(id): Extension<RequestId>| async move {
@@ -59,7 +60,7 @@ async fn request_id(
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .is_some_and(|ConnectInfo(peer)| {
-            is_trusted(peer.ip(), &state.table.load().config.server.trusted_proxies)
+            is_trusted(peer.ip(), &state.table().config.server.trusted_proxies)
         });
     let id = RequestId::for_request(req.headers(), peer_trusted);
     req.extensions_mut().insert(id.clone());
@@ -71,7 +72,7 @@ async fn request_id(
 }
 
 async fn metrics(State(state): State<Arc<GatewayState>>) -> Response {
-    let entries = state.limiter.deny_cache().live_entries(Instant::now());
+    let entries = state.limiter().deny_cache().live_entries(Instant::now());
     state.metrics.deny_cache_entries.set(entries as i64);
     (
         [(
@@ -90,14 +91,13 @@ async fn healthz() -> Response {
 /// 200 when the config is loaded and the store answers; while it does not, 503 if any route
 /// fails closed (traffic would get 503s), else 200 marked degraded.
 async fn readyz(State(state): State<Arc<GatewayState>>) -> Response {
-    let store = state.limiter.store();
+    let store = state.limiter().store();
     let backend = store.backend();
     match store.ping().await {
         Ok(()) => Json(json!({"status": "ready", "store": backend})).into_response(),
         Err(e) => {
             let fails_closed = state
-                .table
-                .load()
+                .table()
                 .config
                 .any_route_fails_closed(&state.running.store);
             let status = if fails_closed {
@@ -141,7 +141,7 @@ async fn require_token(
     if !is_protected(req.uri().path()) {
         return next.run(req).await;
     }
-    let table = state.table.load();
+    let table = state.table();
     let admin = &table.config.admin;
     let Some(expected) = admin.token.as_deref() else {
         return AdminError::TokenNotConfigured {

@@ -1,5 +1,7 @@
-//! `GET /admin/usage?route=R&key=K` reads a key's usage without charging it (a cost-0
-//! decision); `DELETE` resets the key and lifts its block on every instance.
+//! `GET /admin/usage?route=R&key=K[&limit=L]` reads a key's usage without charging it (a cost-0
+//! decision); `DELETE` resets the key and lifts its block (level included) on every instance.
+//! With `limit=L`, `key` is that limit's derived key; without, the route's own, and every limit
+//! counting it is shown. `GET /admin/blocked?route=R` lists the keys the route blocks now.
 
 use std::sync::Arc;
 
@@ -14,25 +16,40 @@ use crate::limit::headers::ceil_millis;
 use crate::request_id::RequestId;
 use crate::route::Route;
 use crate::state::GatewayState;
-use crate::store::Outcome;
 
 #[derive(Deserialize)]
 pub(super) struct UsageQuery {
     route: Option<String>,
     key: Option<String>,
+    limit: Option<String>,
 }
 
-/// The route and key a query names.
-fn target(state: &GatewayState, q: UsageQuery) -> Result<(Arc<Route>, String), AdminError> {
+/// The route, key and limit (by index) a query names.
+fn target(
+    state: &GatewayState,
+    q: UsageQuery,
+) -> Result<(Arc<Route>, String, Option<usize>), AdminError> {
     let (Some(route), Some(key)) = (q.route, q.key) else {
         return Err(AdminError::BadRequest(
             "query parameters `route` and `key` are required".into(),
         ));
     };
-    match state.table.load().route(&route) {
-        Some(r) => Ok((r.clone(), key)),
-        None => Err(AdminError::UnknownRoute(route)),
-    }
+    let Some(route) = state.table().route(&route).cloned() else {
+        return Err(AdminError::UnknownRoute(route));
+    };
+    let limit = match q.limit {
+        None => None,
+        Some(name) => match route.config.limits.iter().position(|l| l.name == name) {
+            Some(i) => Some(i),
+            None => {
+                return Err(AdminError::BadRequest(format!(
+                    "route `{}` has no limit `{name}`",
+                    route.config.name
+                )))
+            }
+        },
+    };
+    Ok((route, key, limit))
 }
 
 pub(super) async fn show(
@@ -40,32 +57,43 @@ pub(super) async fn show(
     Extension(id): Extension<RequestId>,
     Query(q): Query<UsageQuery>,
 ) -> Response {
-    let (route, key) = match target(&state, q) {
+    let (route, key, limit) = match target(&state, q) {
         Ok(t) => t,
         Err(e) => return e.into_response(&id),
     };
-    let (decision, tier) = match state.limiter.usage(&route.policy, &key).await {
-        Ok(d) => d,
+    let usage = match state.limiter().usage(&route.policy, &key, limit).await {
+        Ok(u) => u,
         Err(e) => return AdminError::StoreUnavailable(e.to_string()).into_response(&id),
     };
-    let limits: Vec<_> = route
-        .config
-        .limits
-        .iter()
-        .zip(&decision.limits)
-        .map(|(l, u)| {
-            json!({"name": l.name, "used": u.used, "limit": u.limit, "remaining": u.remaining(), "reset_ms": ceil_millis(u.reset)})
-        })
-        .collect();
-    let blocked_ms = if decision.outcome == Outcome::Blocked {
-        ceil_millis(decision.retry_after)
-    } else {
-        0
-    };
-    let mut body =
-        json!({"route": route.config.name, "key": key, "limits": limits, "blocked_ms": blocked_ms});
-    if let Some(t) = tier {
-        body[t.kind()] = json!(t.name());
+    let mut body = json!({
+        "route": route.config.name,
+        "key": key,
+        "limits": [],
+        "blocked_ms": 0,
+        "block_level": 0,
+        "deny_cached_ms": 0,
+    });
+    if let Some(usage) = usage {
+        let limits: Vec<_> = usage
+            .limits
+            .iter()
+            .map(|(i, u)| {
+                json!({
+                    "name": route.config.limits[*i].name,
+                    "used": u.used,
+                    "limit": u.limit,
+                    "remaining": u.remaining(),
+                    "reset_ms": ceil_millis(u.reset),
+                })
+            })
+            .collect();
+        body["limits"] = json!(limits);
+        body["blocked_ms"] = json!(ceil_millis(usage.blocked));
+        body["block_level"] = json!(usage.block_level);
+        body["deny_cached_ms"] = json!(ceil_millis(usage.deny_cached));
+        if let Some(t) = usage.tier {
+            body[t.kind()] = json!(t.name());
+        }
     }
     Json(body).into_response()
 }
@@ -75,14 +103,49 @@ pub(super) async fn reset(
     Extension(id): Extension<RequestId>,
     Query(q): Query<UsageQuery>,
 ) -> Response {
-    let (route, key) = match target(&state, q) {
+    let (route, key, limit) = match target(&state, q) {
         Ok(t) => t,
         Err(e) => return e.into_response(&id),
     };
-    match state.reset_key(&route.policy, &key).await {
+    match state.reset_key(&route.policy, &key, limit).await {
         Ok(()) => {
             Json(json!({"route": route.config.name, "key": key, "reset": true})).into_response()
         }
         Err(e) => AdminError::StoreUnavailable(e.to_string()).into_response(&id),
     }
+}
+
+#[derive(Deserialize)]
+pub(super) struct BlockedQuery {
+    route: Option<String>,
+}
+
+pub(super) async fn blocked(
+    State(state): State<Arc<GatewayState>>,
+    Extension(id): Extension<RequestId>,
+    Query(q): Query<BlockedQuery>,
+) -> Response {
+    let Some(name) = q.route else {
+        return AdminError::BadRequest("query parameter `route` is required".into())
+            .into_response(&id);
+    };
+    let Some(route) = state.table().route(&name).cloned() else {
+        return AdminError::UnknownRoute(name).into_response(&id);
+    };
+    let blocked = match state.limiter().blocked(&route.policy).await {
+        Ok(b) => b,
+        Err(e) => return AdminError::StoreUnavailable(e.to_string()).into_response(&id),
+    };
+    let blocked: Vec<_> = blocked
+        .iter()
+        .map(|b| {
+            json!({
+                "key": b.key,
+                "limit": b.limit,
+                "block_level": b.block_level,
+                "remaining_ms": ceil_millis(b.remaining),
+            })
+        })
+        .collect();
+    Json(json!({"route": route.config.name, "blocked": blocked})).into_response()
 }

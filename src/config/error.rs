@@ -39,8 +39,8 @@ impl fmt::Display for Location {
 /// Why a configuration file was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The file could not be read at all.
-    #[error("{file}: cannot read the file: {source}")]
+    /// The file could not be read at all (it does not exist, say).
+    #[error("{file}: {}", read_failure(source))]
     Read {
         /// The file as the user named it.
         file: String,
@@ -55,6 +55,18 @@ pub enum ConfigError {
         /// What is wrong with it, naming the key.
         message: String,
     },
+}
+
+/// Why a file could not be read, said plainly for the common cases.
+fn read_failure(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file: the config file does not exist".to_string(),
+        std::io::ErrorKind::PermissionDenied => {
+            format!("cannot read the file: permission denied ({e})")
+        }
+        std::io::ErrorKind::IsADirectory => "is a directory, not a config file".to_string(),
+        _ => format!("cannot read the file: {e}"),
+    }
 }
 
 impl ConfigError {

@@ -2,7 +2,9 @@
 //! no logic. Values that can be wrong are `Spanned` so validation can point at FILE:LINE:COLUMN.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
+use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -21,6 +23,7 @@ pub struct RawConfig {
     #[serde(default)]
     pub routes: Vec<Spanned<RawRoute>>,
     pub jwt: Option<Spanned<RawJwt>>,
+    pub keys: Option<Spanned<RawKeys>>,
     #[serde(default)]
     pub segments: BTreeMap<String, Spanned<RawSegment>>,
     pub plans: Option<Spanned<RawPlans>>,
@@ -38,6 +41,14 @@ pub struct RawSegment {
 #[serde(deny_unknown_fields)]
 pub struct RawPlans {
     pub members_file: Spanned<String>,
+    pub unknown: Option<Spanned<String>>,
+}
+
+/// `[keys]`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawKeys {
+    pub hash_secret_env: Option<Spanned<String>>,
 }
 
 /// `[server]`
@@ -46,12 +57,15 @@ pub struct RawPlans {
 pub struct RawServer {
     pub listen: Option<Spanned<String>>,
     pub trusted_proxies: Option<Vec<Spanned<String>>>,
+    pub client_ip_header: Option<Spanned<String>>,
     pub shutdown_grace: Option<Spanned<String>>,
     pub ipv6_prefix: Option<Spanned<i64>>,
     pub header_read_timeout: Option<Spanned<String>>,
+    pub idle_timeout: Option<Spanned<String>>,
     pub max_connections: Option<Spanned<i64>>,
     pub max_header_bytes: Option<Spanned<i64>>,
     pub max_headers: Option<Spanned<i64>>,
+    pub path_case: Option<Spanned<String>>,
 }
 
 /// `[admin]`
@@ -70,6 +84,7 @@ pub struct RawStore {
     pub url: Option<Spanned<String>>,
     pub timeout: Option<Spanned<String>>,
     pub on_error: Option<Spanned<String>>,
+    pub max_keys: Option<Spanned<i64>>,
     pub key_prefix: Option<Spanned<String>>,
     pub clock: Option<Spanned<String>>,
 }
@@ -90,13 +105,17 @@ pub struct RawRoute {
     pub name: Spanned<String>,
     pub path: Spanned<String>,
     pub methods: Option<Vec<Spanned<String>>>,
-    pub upstream: Spanned<String>,
-    pub key: Option<Spanned<Vec<Spanned<String>>>>,
+    pub upstream: Option<Spanned<String>>,
+    pub key: Option<Spanned<Vec<Spanned<RawKeyPart>>>>,
     pub on_missing_key: Option<Spanned<String>>,
+    pub max_key_body_bytes: Option<Spanned<i64>>,
     pub on_exceed: Option<Spanned<String>>,
     pub max_delay: Option<Spanned<String>>,
     pub max_waiting: Option<Spanned<i64>>,
     pub block_for: Option<Spanned<String>>,
+    pub block_growth: Option<Spanned<f64>>,
+    pub block_max: Option<Spanned<String>>,
+    pub block_forget: Option<Spanned<String>>,
     pub on_error: Option<Spanned<String>>,
     pub headers: Option<bool>,
     pub exempt: Option<Vec<Spanned<String>>>,
@@ -114,10 +133,81 @@ pub struct RawLimit {
     pub limit: Spanned<i64>,
     pub window: Spanned<String>,
     pub algorithm: Option<Spanned<String>>,
+    pub burst: Option<Spanned<i64>>,
+    pub key: Option<Spanned<Vec<Spanned<RawKeyPart>>>>,
+    pub count_status: Option<Spanned<Vec<Spanned<RawStatus>>>>,
+    pub reset_status: Option<Spanned<Vec<Spanned<RawStatus>>>>,
     #[serde(default)]
     pub segments: BTreeMap<String, Spanned<i64>>,
     #[serde(default)]
     pub plans: BTreeMap<String, Spanned<i64>>,
+}
+
+/// One key part: `"header:X-Api-Key"`, or an inline table with options.
+#[derive(Debug)]
+pub enum RawKeyPart {
+    Text(String),
+    Table(RawKeyPartTable),
+}
+
+/// `{ part = "json:phone", normalize = "phone", region = "ID", prefix = 6, hash = true }`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawKeyPartTable {
+    pub part: Spanned<String>,
+    pub normalize: Option<Spanned<String>>,
+    pub region: Option<Spanned<String>>,
+    pub prefix: Option<Spanned<i64>>,
+    pub hash: Option<bool>,
+}
+
+impl<'de> Deserialize<'de> for RawKeyPart {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct PartVisitor;
+        impl<'de> Visitor<'de> for PartVisitor {
+            type Value = RawKeyPart;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a key part: a string like \"ip\" or an inline table { part = ... }")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawKeyPart, E> {
+                Ok(RawKeyPart::Text(v.to_string()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawKeyPart, A::Error> {
+                RawKeyPartTable::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(RawKeyPart::Table)
+            }
+        }
+        d.deserialize_any(PartVisitor)
+    }
+}
+
+/// One entry of `count_status` / `reset_status`: a code (`401`) or a class (`"5xx"`).
+#[derive(Debug)]
+pub enum RawStatus {
+    Code(i64),
+    Class(String),
+}
+
+impl<'de> Deserialize<'de> for RawStatus {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct StatusVisitor;
+        impl<'de> Visitor<'de> for StatusVisitor {
+            type Value = RawStatus;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a status code like 401 or a class like \"5xx\"")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawStatus, E> {
+                Ok(RawStatus::Code(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawStatus, E> {
+                Ok(RawStatus::Code(v.min(i64::MAX as u64) as i64))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawStatus, E> {
+                Ok(RawStatus::Class(v.to_string()))
+            }
+        }
+        d.deserialize_any(StatusVisitor)
+    }
 }
 
 /// `[jwt]`

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::{Backend, Config, ExceedMode};
+use super::{redact_url, Backend, Config, ExceedMode};
 
 /// Renders `config` as a short, human-readable listing.
 pub(super) fn render(config: &Config) -> String {
@@ -33,7 +33,6 @@ pub(super) fn render(config: &Config) -> String {
         let methods = r.methods.as_ref().map_or("*".to_string(), |m| {
             m.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(",")
         });
-        let key: Vec<String> = r.key.iter().map(|k| k.to_string()).collect();
         let mode = match &r.on_exceed {
             ExceedMode::Delay {
                 max_delay,
@@ -43,8 +42,15 @@ pub(super) fn render(config: &Config) -> String {
                 humantime::format_duration(*max_delay),
                 max_waiting
             ),
-            ExceedMode::Block { block_for } => {
-                format!("block for {}", humantime::format_duration(*block_for))
+            ExceedMode::Block(b) if b.growth > 1.0 => format!(
+                "block for {} (x{} each time, up to {}; forgotten after {})",
+                humantime::format_duration(b.block_for),
+                b.growth,
+                humantime::format_duration(b.max),
+                humantime::format_duration(b.forget)
+            ),
+            ExceedMode::Block(b) => {
+                format!("block for {}", humantime::format_duration(b.block_for))
             }
             other => other.name().to_string(),
         };
@@ -54,17 +60,30 @@ pub(super) fn render(config: &Config) -> String {
             r.name,
             methods,
             r.path.to_string(),
-            r.upstream,
-            key.join("|"),
+            r.upstream.as_deref().unwrap_or("(the service)"),
+            r.key,
             mode
         );
         if r.limits.is_empty() {
             let _ = writeln!(out, "      (no limits: proxy only)");
         }
         for l in &r.limits {
+            let mut extra = String::new();
+            if let Some(b) = l.burst {
+                extra.push_str(&format!(", burst {b}"));
+            }
+            if let Some(k) = &l.key {
+                extra.push_str(&format!(", key={k}"));
+            }
+            if let Some(c) = &l.count_status {
+                extra.push_str(&format!(", counts {c}"));
+            }
+            if let Some(c) = &l.reset_status {
+                extra.push_str(&format!(", resets on {c}"));
+            }
             let _ = writeln!(
                 out,
-                "      {:<16} {} per {} ({})",
+                "      {:<16} {} per {} ({}{extra})",
                 l.name,
                 l.limit,
                 humantime::format_duration(l.window),
@@ -135,18 +154,4 @@ fn lookup_ns(membership: &crate::tier::Membership) -> f64 {
     }
     std::hint::black_box(found);
     started.elapsed().as_nanos() as f64 / SAMPLES as f64
-}
-
-/// Hides a password in a Redis URL (`redis://:secret@host` -> `redis://:***@host`).
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    match rest.split_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split(':').next().unwrap_or("");
-            format!("{scheme}://{user}:***@{host}")
-        }
-        None => url.to_string(),
-    }
 }

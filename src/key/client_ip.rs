@@ -1,38 +1,58 @@
-//! The client IP: the TCP peer, unless the peer is a trusted proxy. Then the forwarding headers
-//! are read from the right, skipping trusted hops, because only the hops our own proxies appended
-//! can be believed; the left-most entry is whatever the client chose to send.
+//! The client IP: the TCP peer, unless the peer is a trusted proxy. Then the one forwarding
+//! header those proxies write (`server.client_ip_header`) is read from the right, every line in
+//! order, skipping trusted hops, because only the hops our own proxies appended can be believed;
+//! the left-most entry is whatever the client chose to send. The other forwarding headers are
+//! not read: a client cannot pick its IP by sending its own `X-Forwarded-For` through a proxy
+//! that writes `Forwarded`.
 
 use std::net::{IpAddr, SocketAddr};
 
-use http::header::{HeaderMap, FORWARDED};
+use http::header::{HeaderMap, HeaderName, FORWARDED};
 use ipnet::IpNet;
 
+use crate::config::ClientIpHeader;
+
 /// `X-Forwarded-For`, which `http` has no constant for.
-pub const X_FORWARDED_FOR: &str = "x-forwarded-for";
+pub static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+/// `X-Real-IP`
+pub static X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 
 /// The address the request is attributed to.
-pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
+pub fn client_ip(
+    peer: IpAddr,
+    headers: &HeaderMap,
+    trusted: &[IpNet],
+    header: ClientIpHeader,
+) -> IpAddr {
     let peer = peer.to_canonical();
     if !is_trusted(peer, trusted) {
         return peer;
     }
-    if headers.contains_key(X_FORWARDED_FOR) {
-        let hops = headers.get_all(X_FORWARDED_FOR).iter().flat_map(|v| {
-            String::from_utf8_lossy(v.as_bytes())
-                .split(',')
-                .map(|s| s.trim().to_string())
-                .collect::<Vec<_>>()
-        });
-        return rightmost_untrusted(peer, hops.collect(), trusted);
-    }
-    if headers.contains_key(FORWARDED) {
-        let hops = headers
-            .get_all(FORWARDED)
+    let lines = |name: &HeaderName| {
+        headers
+            .get_all(name)
             .iter()
-            .flat_map(|v| forwarded_for_values(&String::from_utf8_lossy(v.as_bytes())));
-        return rightmost_untrusted(peer, hops.collect(), trusted);
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect::<Vec<_>>()
+    };
+    let hops: Vec<String> = match header {
+        ClientIpHeader::XForwardedFor => lines(&X_FORWARDED_FOR)
+            .iter()
+            .flat_map(|l| l.split(',').map(|s| s.trim().to_string()).collect::<Vec<_>>())
+            .collect(),
+        ClientIpHeader::XRealIp => lines(&X_REAL_IP)
+            .iter()
+            .flat_map(|l| l.split(',').map(|s| s.trim().to_string()).collect::<Vec<_>>())
+            .collect(),
+        ClientIpHeader::Forwarded => lines(&FORWARDED)
+            .iter()
+            .flat_map(|l| forwarded_for_values(l))
+            .collect(),
+    };
+    if hops.is_empty() {
+        return peer;
     }
-    peer
+    rightmost_untrusted(peer, hops, trusted)
 }
 
 /// Whether `ip` is inside one of the trusted networks.
@@ -94,6 +114,8 @@ mod tests {
         list.iter().map(|s| s.parse().unwrap()).collect()
     }
 
+    const XFF: ClientIpHeader = ClientIpHeader::XForwardedFor;
+
     fn headers(name: &'static str, value: &str) -> HeaderMap {
         let mut h = HeaderMap::new();
         h.insert(name, HeaderValue::from_str(value).unwrap());
@@ -102,33 +124,49 @@ mod tests {
 
     #[test]
     fn untrusted_peer_is_the_client_whatever_it_sends() {
-        let h = headers(X_FORWARDED_FOR, "1.1.1.1");
-        let ip = client_ip("203.0.113.7".parse().unwrap(), &h, &nets(&["10.0.0.0/8"]));
+        let h = headers("x-forwarded-for", "1.1.1.1");
+        let ip = client_ip("203.0.113.7".parse().unwrap(), &h, &nets(&["10.0.0.0/8"]), XFF);
         assert_eq!(ip, "203.0.113.7".parse::<IpAddr>().unwrap());
     }
 
     #[test]
     fn trusted_peer_yields_rightmost_untrusted_hop() {
-        let h = headers(X_FORWARDED_FOR, "6.6.6.6, 198.51.100.1, 10.0.0.2");
-        let ip = client_ip("10.0.0.1".parse().unwrap(), &h, &nets(&["10.0.0.0/8"]));
+        let h = headers("x-forwarded-for", "6.6.6.6, 198.51.100.1, 10.0.0.2");
+        let ip = client_ip("10.0.0.1".parse().unwrap(), &h, &nets(&["10.0.0.0/8"]), XFF);
         assert_eq!(ip, "198.51.100.1".parse::<IpAddr>().unwrap());
     }
 
     #[test]
     fn garbage_hop_stops_the_walk() {
-        let h = headers(X_FORWARDED_FOR, "6.6.6.6, nonsense, 10.0.0.2");
-        let ip = client_ip("10.0.0.1".parse().unwrap(), &h, &nets(&["10.0.0.0/8"]));
+        let h = headers("x-forwarded-for", "6.6.6.6, nonsense, 10.0.0.2");
+        let ip = client_ip("10.0.0.1".parse().unwrap(), &h, &nets(&["10.0.0.0/8"]), XFF);
         assert_eq!(ip, "10.0.0.2".parse::<IpAddr>().unwrap());
     }
 
     #[test]
-    fn forwarded_header_is_read_when_no_xff() {
-        let h = headers(
+    fn only_the_configured_header_is_read() {
+        let mut h = headers(
             "forwarded",
             "for=192.0.2.60;proto=http, for=\"[2001:db8::1]:4711\"",
         );
-        let ip = client_ip("10.0.0.1".parse().unwrap(), &h, &nets(&["10.0.0.0/8"]));
+        h.insert("x-forwarded-for", HeaderValue::from_static("6.6.6.6"));
+        let peer: IpAddr = "10.0.0.1".parse().unwrap();
+        let trusted = nets(&["10.0.0.0/8"]);
+        let ip = client_ip(peer, &h, &trusted, ClientIpHeader::Forwarded);
         assert_eq!(ip, "2001:db8::1".parse::<IpAddr>().unwrap());
+        assert_eq!(client_ip(peer, &h, &trusted, XFF), "6.6.6.6".parse::<IpAddr>().unwrap());
+        let real = headers("x-real-ip", "198.51.100.9");
+        let ip = client_ip(peer, &real, &trusted, ClientIpHeader::XRealIp);
+        assert_eq!(ip, "198.51.100.9".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn every_line_of_the_header_counts_in_order() {
+        let mut h = HeaderMap::new();
+        h.append("x-forwarded-for", HeaderValue::from_static("6.6.6.6"));
+        h.append("x-forwarded-for", HeaderValue::from_static("198.51.100.1, 10.0.0.2"));
+        let ip = client_ip("10.0.0.1".parse().unwrap(), &h, &nets(&["10.0.0.0/8"]), XFF);
+        assert_eq!(ip, "198.51.100.1".parse::<IpAddr>().unwrap());
     }
 
     #[test]
@@ -137,6 +175,7 @@ mod tests {
             "::ffff:127.0.0.1".parse().unwrap(),
             &HeaderMap::new(),
             &nets(&["127.0.0.1/32"]),
+            XFF,
         );
         assert_eq!(ip, "127.0.0.1".parse::<IpAddr>().unwrap());
     }

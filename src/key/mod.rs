@@ -1,23 +1,26 @@
-//! Rate-limit keys: which parts of a request identify "who" (`ip`, `header:NAME`,
-//! `query:NAME`, `jwt:CLAIM`, `route`, `method`, `path`), how they are joined into the derived
-//! key (`203.0.113.7|POST`), and how that key becomes a short, injection-proof Redis key.
+//! Rate-limit keys: which parts of a request identify "who" a limit counts, and how their values
+//! become the derived key (`203.0.113.7|POST`). Each part's value is read ([`value`]), brought
+//! to one spelling and cut or hashed as its options say ([`options`]), then escaped, so that two
+//! different tuples of values never give the same key: `%`, `|`, control characters and bytes
+//! that are not UTF-8 are written `%XX`, and a part that fell back to the client IP is written
+//! `%ip:<address>`, which no escaped value can equal (a `%` is always followed by hex digits).
 
+mod body;
 mod client_ip;
 mod jwt;
-mod storage;
+mod options;
+mod value;
 
 use std::net::IpAddr;
 
 use http::{HeaderMap, Method};
 
-pub use client_ip::{client_ip, is_trusted, X_FORWARDED_FOR};
+pub use body::BodyKind;
+pub use client_ip::{client_ip, is_trusted, X_FORWARDED_FOR, X_REAL_IP};
 pub use jwt::JwtVerifier;
-pub use storage::{
-    block_key, counter_key, decision_base, logged_key, sorted_set_key, storage_material,
-    MAX_RAW_KEY_LEN,
-};
+pub use options::{hash_value, normalize_phone};
 
-use crate::config::{KeyPart, OnMissingKey};
+use crate::config::{HashSecret, KeyPartSpec, KeySpec, OnMissingKey, PathCase};
 
 /// What a key is derived from: the parts of one request.
 pub struct KeySource<'a> {
@@ -25,68 +28,140 @@ pub struct KeySource<'a> {
     pub route: &'a str,
     /// The request method.
     pub method: &'a Method,
-    /// The request path (no query).
+    /// The request path (normalised, no query).
     pub path: &'a str,
+    /// Whether route matching ignores case (then the `path` part is lower-cased).
+    pub path_case: PathCase,
     /// The raw query string, if any.
     pub query: Option<&'a str>,
     /// The request headers.
     pub headers: &'a HeaderMap,
+    /// The request body, when the route's keys read it.
+    pub body: Option<&'a [u8]>,
     /// The client IP after trusted-proxy resolution.
     pub client_ip: IpAddr,
     /// IPv6 clients are keyed by their network of this prefix length.
     pub ipv6_prefix: u8,
     /// The verifier for `jwt:` parts, when `[jwt]` is configured.
     pub jwt: Option<&'a JwtVerifier>,
+    /// The secret of `hash = true` parts.
+    pub hash_secret: Option<&'a HashSecret>,
 }
 
-/// A key part the request does not carry (and the route rejects such requests).
+/// Why a key could not be derived.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the request has no {part} (needed for the rate-limit key)")]
-pub struct MissingKeyPart {
-    /// The part, as written in the config.
-    pub part: String,
+pub enum KeyError {
+    /// A part the request does not carry (and the route rejects such requests).
+    #[error("the request has no {part} (needed for the rate-limit key)")]
+    Missing {
+        /// The part, as written in the config.
+        part: String,
+    },
+    /// A body member or form field named twice on the part's path.
+    #[error("the request body names {part} more than once; send it once")]
+    Ambiguous {
+        /// The part, as written in the config.
+        part: String,
+    },
 }
 
-/// Joins the key parts with `|` in config order, e.g. `203.0.113.7|POST`.
+/// Joins the key parts' values with `|` in config order, e.g. `203.0.113.7|POST`. A missing
+/// part is an error or, with [`OnMissingKey::Ip`], the client IP marked as a fallback.
 pub fn derive_key(
-    parts: &[KeyPart],
+    spec: &KeySpec,
     on_missing: OnMissingKey,
     src: &KeySource<'_>,
-) -> Result<String, MissingKeyPart> {
+) -> Result<String, KeyError> {
     let mut key = String::with_capacity(48);
-    let mut claims = None;
-    for (i, part) in parts.iter().enumerate() {
+    let mut cache = value::Cache::default();
+    for (i, part) in spec.parts.iter().enumerate() {
         if i > 0 {
             key.push('|');
         }
-        let value = match part {
-            KeyPart::Ip => Some(ip_key(src.client_ip, src.ipv6_prefix)),
-            KeyPart::Header(name) => src
-                .headers
-                .get(name)
-                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-                .filter(|v| !v.is_empty()),
-            KeyPart::Query(name) => query_value(src.query, name),
-            KeyPart::Jwt(claim) => {
-                let claims = claims
-                    .get_or_insert_with(|| src.jwt.and_then(|v| v.verified_claims(src.headers)));
-                claims.as_ref().and_then(|c| jwt::claim_value(c, claim))
-            }
-            KeyPart::Route => Some(src.route.to_string()),
-            KeyPart::Method => Some(src.method.as_str().to_string()),
-            KeyPart::Path => Some(src.path.to_string()),
-        };
-        match (value, on_missing) {
-            (Some(v), _) => key.push_str(&v),
-            (None, OnMissingKey::Ip) => key.push_str(&ip_key(src.client_ip, src.ipv6_prefix)),
-            (None, OnMissingKey::Reject) => {
-                return Err(MissingKeyPart {
-                    part: part.to_string(),
-                })
-            }
+        match part_value(part, src, &mut cache)? {
+            Some(v) => key.push_str(&v),
+            None => match on_missing {
+                OnMissingKey::Ip => push_fallback(&mut key, src),
+                OnMissingKey::Reject => {
+                    return Err(KeyError::Missing {
+                        part: part.part.to_string(),
+                    })
+                }
+            },
         }
     }
     Ok(key)
+}
+
+/// One part's value as it appears in the key: read, normalised, cut, hashed, escaped.
+fn part_value(
+    spec: &KeyPartSpec,
+    src: &KeySource<'_>,
+    cache: &mut value::Cache,
+) -> Result<Option<String>, KeyError> {
+    let raw = match value::read(&spec.part, src, cache) {
+        Ok(Some(raw)) => raw,
+        Ok(None) => return Ok(None),
+        Err(value::Ambiguous) => {
+            return Err(KeyError::Ambiguous {
+                part: spec.part.to_string(),
+            })
+        }
+    };
+    Ok(options::apply(spec, raw, src.hash_secret))
+}
+
+/// The derived key of `spec` for raw part values given one per part (`slidegate key`): each
+/// normalised, cut, hashed and escaped as a request's would be. `None` when a value is not
+/// valid for its part (not a phone number, say).
+pub fn key_of_values(
+    spec: &KeySpec,
+    values: &[&str],
+    secret: Option<&HashSecret>,
+) -> Option<String> {
+    let mut key = String::new();
+    for (i, (part, value)) in spec.parts.iter().zip(values).enumerate() {
+        if i > 0 {
+            key.push('|');
+        }
+        key.push_str(&options::apply(part, value.as_bytes().to_vec(), secret)?);
+    }
+    Some(key)
+}
+
+/// Appends the client IP as a fallback value: `%ip:203.0.113.7`.
+fn push_fallback(key: &mut String, src: &KeySource<'_>) {
+    key.push_str("%ip:");
+    key.push_str(&ip_key(src.client_ip, src.ipv6_prefix));
+}
+
+/// Escapes a value for the key: `%`, `|`, control characters and bytes that are not UTF-8
+/// become `%XX` (of each byte); everything else stays as it is.
+pub fn escape(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c == '%' || c == '|' || c.is_control() {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    push_escaped(&mut out, b);
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        for &b in chunk.invalid() {
+            push_escaped(&mut out, b);
+        }
+    }
+    out
+}
+
+fn push_escaped(out: &mut String, b: u8) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    out.push('%');
+    out.push(HEX[(b >> 4) as usize] as char);
+    out.push(HEX[(b & 0xf) as usize] as char);
 }
 
 /// The `ip` key part: an IPv4 address as it is; an IPv6 address as its network of `prefix` bits
@@ -102,77 +177,5 @@ pub fn ip_key(ip: IpAddr, prefix: u8) -> String {
     }
 }
 
-/// The first non-empty value of query parameter `name`, percent-decoded.
-fn query_value(query: Option<&str>, name: &str) -> Option<String> {
-    form_urlencoded::parse(query?.as_bytes())
-        .find(|(k, v)| k == name && !v.is_empty())
-        .map(|(_, v)| v.into_owned())
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use http::HeaderName;
-
-    fn source<'a>(headers: &'a HeaderMap, query: Option<&'a str>) -> KeySource<'a> {
-        KeySource {
-            route: "otp",
-            method: &Method::POST,
-            path: "/api/otp/send",
-            query,
-            headers,
-            client_ip: "203.0.113.7".parse().unwrap(),
-            ipv6_prefix: 64,
-            jwt: None,
-        }
-    }
-
-    #[test]
-    fn parts_join_in_config_order() {
-        let h = HeaderMap::new();
-        let parts = [KeyPart::Ip, KeyPart::Method, KeyPart::Route, KeyPart::Path];
-        let key = derive_key(&parts, OnMissingKey::Reject, &source(&h, None)).unwrap();
-        assert_eq!(key, "203.0.113.7|POST|otp|/api/otp/send");
-    }
-
-    #[test]
-    fn missing_parts_reject_or_fall_back_to_ip() {
-        let h = HeaderMap::new();
-        let parts = [
-            KeyPart::Header(HeaderName::from_static("x-api-key")),
-            KeyPart::Method,
-        ];
-        let err = derive_key(&parts, OnMissingKey::Reject, &source(&h, None)).unwrap_err();
-        assert_eq!(err.part, "header:x-api-key");
-        let key = derive_key(&parts, OnMissingKey::Ip, &source(&h, None)).unwrap();
-        assert_eq!(key, "203.0.113.7|POST");
-    }
-
-    #[test]
-    fn query_values_are_decoded() {
-        let h = HeaderMap::new();
-        let parts = [KeyPart::Query("user".into())];
-        let key = derive_key(
-            &parts,
-            OnMissingKey::Reject,
-            &source(&h, Some("a=1&user=j%C3%B6rg+x")),
-        )
-        .unwrap();
-        assert_eq!(key, "jörg x");
-    }
-
-    #[test]
-    fn ipv6_clients_group_by_prefix() {
-        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
-        let b: IpAddr = "2001:db8:1:2:bbbb::2".parse().unwrap();
-        assert_eq!(ip_key(a, 64), "2001:db8:1:2::/64");
-        assert_eq!(ip_key(a, 64), ip_key(b, 64));
-        assert_ne!(ip_key(a, 128), ip_key(b, 128));
-        assert_eq!(ip_key(a, 128), "2001:db8:1:2:aaaa::1");
-        assert_eq!(ip_key("203.0.113.7".parse().unwrap(), 64), "203.0.113.7");
-        assert_eq!(
-            ip_key("::ffff:203.0.113.7".parse().unwrap(), 64),
-            "203.0.113.7"
-        );
-    }
-}
+mod tests;

@@ -1,64 +1,79 @@
 //! `on_exceed = "delay"`: a request over the limit waits (asleep, holding no thread) until the
 //! store's exact wait has passed and asks again, as long as that ends within `max_delay` and
 //! fewer than `max_waiting` requests of the route are already waiting; otherwise it is a 429.
-//! If others took the room meanwhile, it waits again within the same deadline.
+//! If others took the room meanwhile, it waits again within the same deadline. [`Delay`] is the
+//! wait of one request, a state of [`super::Deciding`].
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use prometheus::IntGauge;
+use tokio::time::Sleep;
 
-use super::{Limiter, RoutePolicy, Verdict};
-use crate::metrics::DecisionLabel;
+use super::{RoutePolicy, Verdict};
 
-/// Waits for room after the rejection `first`; returns the verdict to count: `delayed` once it
-/// fits, else the last rejection (or a store failure met while asking again).
-pub(super) async fn wait_for_room(
-    limiter: &Arc<Limiter>,
-    policy: &Arc<RoutePolicy>,
-    key: &str,
-    cost: u64,
-    first: Verdict,
-    max_delay: Duration,
-    max_waiting: usize,
-) -> Verdict {
-    let deadline = Instant::now() + max_delay;
-    let fits_in_time = |v: &Verdict| Instant::now() + v.retry_after() <= deadline;
-    if !fits_in_time(&first) {
-        return first;
+/// One request's place in its route's waiting room, and its next wake-up.
+pub struct Delay {
+    deadline: Instant,
+    _slot: WaitingSlot,
+    sleep: Pin<Box<Sleep>>,
+}
+
+impl Delay {
+    /// Starts waiting after the rejection `first`, when its wait ends within `max_delay` and
+    /// the room has a place; otherwise `first` stands.
+    pub fn start(
+        policy: &RoutePolicy,
+        first: Verdict,
+        max_delay: Duration,
+        max_waiting: usize,
+    ) -> Result<Delay, Verdict> {
+        let deadline = Instant::now() + max_delay;
+        if Instant::now() + first.retry_after() > deadline {
+            return Err(first);
+        }
+        let Some(slot) = WaitingSlot::take(
+            policy.waiting.clone(),
+            policy.metrics.delay_waiting.clone(),
+            max_waiting,
+        ) else {
+            return Err(first);
+        };
+        Ok(Delay {
+            deadline,
+            _slot: slot,
+            sleep: Box::pin(tokio::time::sleep(first.retry_after())),
+        })
     }
-    let Some(_slot) =
-        WaitingSlot::take(&policy.waiting, &policy.metrics.delay_waiting, max_waiting)
-    else {
-        return first;
-    };
-    let mut verdict = first;
-    loop {
-        if !fits_in_time(&verdict) {
-            return verdict;
+
+    /// Waits again after another rejection, if its wait still ends within the deadline.
+    pub fn again(mut self, verdict: Verdict) -> Result<Delay, Verdict> {
+        let wake = Instant::now() + verdict.retry_after();
+        if wake > self.deadline {
+            return Err(verdict);
         }
-        tokio::time::sleep(verdict.retry_after()).await;
-        verdict = limiter.decide_one(policy, key, cost).await;
-        match verdict.label {
-            DecisionLabel::Allowed => {
-                verdict.label = DecisionLabel::Delayed;
-                return verdict;
-            }
-            DecisionLabel::Rejected => continue,
-            _ => return verdict,
-        }
+        self.sleep.as_mut().reset(wake.into());
+        Ok(self)
+    }
+
+    /// Ready once it is time to ask again.
+    pub fn poll_sleep(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        self.sleep.as_mut().poll(cx)
     }
 }
 
 /// One place in a delay route's waiting room, given back on drop.
-struct WaitingSlot<'a> {
-    waiting: &'a AtomicUsize,
-    gauge: &'a IntGauge,
+struct WaitingSlot {
+    waiting: Arc<AtomicUsize>,
+    gauge: IntGauge,
 }
 
-impl<'a> WaitingSlot<'a> {
-    fn take(waiting: &'a AtomicUsize, gauge: &'a IntGauge, max: usize) -> Option<WaitingSlot<'a>> {
+impl WaitingSlot {
+    fn take(waiting: Arc<AtomicUsize>, gauge: IntGauge, max: usize) -> Option<WaitingSlot> {
         let before = waiting.fetch_add(1, Ordering::AcqRel);
         if before >= max {
             waiting.fetch_sub(1, Ordering::AcqRel);
@@ -69,7 +84,7 @@ impl<'a> WaitingSlot<'a> {
     }
 }
 
-impl Drop for WaitingSlot<'_> {
+impl Drop for WaitingSlot {
     fn drop(&mut self) {
         self.waiting.fetch_sub(1, Ordering::AcqRel);
         self.gauge.dec();

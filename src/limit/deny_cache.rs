@@ -12,8 +12,6 @@ use crate::config::ExceedMode;
 use crate::store::{Decision, Outcome};
 
 const SHARDS: usize = 16;
-/// Entries kept per shard before expired ones are purged and new ones refused.
-const MAX_PER_SHARD: usize = 16_384;
 
 /// A rejection remembered until it lapses.
 #[derive(Debug, Clone)]
@@ -34,22 +32,24 @@ impl CachedDenial {
     }
 }
 
-/// Shared by every request of the instance.
+/// Shared by every request of the instance; it holds at most `store.max_keys` keys (a full
+/// cache skips new entries: they are only a shortcut, the store still decides).
 pub struct DenyCache {
     shards: Box<[Mutex<HashMap<String, CachedDenial>>]>,
     hasher: RandomState,
-}
-
-impl Default for DenyCache {
-    fn default() -> Self {
-        DenyCache {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            hasher: RandomState::new(),
-        }
-    }
+    max_per_shard: usize,
 }
 
 impl DenyCache {
+    /// An empty cache of at most `max_keys` keys.
+    pub fn new(max_keys: usize) -> DenyCache {
+        DenyCache {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            hasher: RandomState::new(),
+            max_per_shard: max_keys.div_ceil(SHARDS).max(1),
+        }
+    }
+
     fn shard(&self, base: &str) -> std::sync::MutexGuard<'_, HashMap<String, CachedDenial>> {
         let i = (self.hasher.hash_one(base) as usize) % SHARDS;
         self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
@@ -76,10 +76,10 @@ impl DenyCache {
         }
         let until = decided_at + decision.retry_after;
         let mut shard = self.shard(base);
-        if shard.len() >= MAX_PER_SHARD {
+        if shard.len() >= self.max_per_shard && !shard.contains_key(base) {
             let now = Instant::now();
             shard.retain(|_, d| d.until > now);
-            if shard.len() >= MAX_PER_SHARD {
+            if shard.len() >= self.max_per_shard {
                 return;
             }
         }
@@ -104,13 +104,14 @@ impl DenyCache {
         mode: &ExceedMode,
     ) {
         let starts_block =
-            decision.outcome == Outcome::Rejected && matches!(mode, ExceedMode::Block { .. });
+            decision.outcome == Outcome::Rejected && matches!(mode, ExceedMode::Block(_));
         let cached = Decision {
             outcome: if starts_block {
                 Outcome::Blocked
             } else {
                 decision.outcome
             },
+            receipt: None,
             ..decision.clone()
         };
         self.insert(base, decided_at, cached);

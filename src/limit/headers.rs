@@ -14,6 +14,7 @@ use crate::config::LimitConfig;
 use crate::request_id::{RequestId, X_REQUEST_ID};
 use crate::store::{Decision, LimitSet};
 
+
 /// `RateLimit-Policy`
 pub static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 /// `RateLimit`
@@ -89,15 +90,17 @@ pub fn add_headers(headers: &mut HeaderMap, tier: &Tier, decision: &Decision) {
 }
 
 /// The 429 for a rejected or blocked decision of `route`: `Retry-After`, the rate-limit headers
-/// and the problem body naming the limit (and the segment or plan whose values applied). The body
-/// has the members of every gateway error (`crate::error::problem_body`) plus the limit's; it is
-/// written directly rather than through a JSON map, because a flood of 429s from the deny cache
-/// is the path an attack takes.
+/// (unless the route turned them off: `headers = false` tells an attacker nothing of the quota)
+/// and the problem body naming the limit (the block level, and the segment or plan whose values
+/// applied). The body has the members of every gateway error (`crate::error::problem_body`) plus
+/// the limit's; it is written directly rather than through a JSON map, because a flood of 429s
+/// from the deny cache is the path an attack takes.
 pub fn too_many_requests(
     route: &str,
     tier: &Tier,
     decision: &Decision,
     request_id: &RequestId,
+    rate_limit_headers: bool,
 ) -> Response<Body> {
     let limits = &tier.limits.limits;
     let named = limits
@@ -130,6 +133,10 @@ pub fn too_many_requests(
     }
     body.push_str("],\"retry_after_ms\":");
     body.push_str(&ceil_millis(decision.retry_after).max(1).to_string());
+    if decision.block_level > 0 {
+        body.push_str(",\"block_level\":");
+        body.push_str(&decision.block_level.to_string());
+    }
     if let Some(t) = &tier.name {
         body.push(',');
         push_json_string(&mut body, t.kind());
@@ -149,7 +156,9 @@ pub fn too_many_requests(
         RETRY_AFTER,
         HeaderValue::from(ceil_secs(decision.retry_after).max(1)),
     );
-    add_headers(headers, tier, decision);
+    if rate_limit_headers {
+        add_headers(headers, tier, decision);
+    }
     response
 }
 
@@ -178,8 +187,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::config::Algorithm;
-    use crate::store::{Limit, LimitUsage, Outcome};
+    use crate::algorithm::AlgorithmId;
+    use crate::store::{LimitUsage, Outcome};
 
     #[test]
     fn json_strings_read_back_as_written() {
@@ -203,18 +212,11 @@ mod tests {
             LimitConfig::new("per-minute", 5, Duration::from_secs(60)),
             LimitConfig::new("per-hour", 20, Duration::from_secs(3600)),
         ];
-        let set = LimitSet {
-            block_ms: 0,
-            limits: configs
-                .iter()
-                .map(|c| Limit {
-                    name: c.name.clone(),
-                    limit: c.limit,
-                    window_us: c.window.as_micros() as u64,
-                    algorithm: Algorithm::SlidingLog,
-                })
-                .collect(),
-        };
+        let log = AlgorithmId::SLIDING_LOG;
+        let set = LimitSet::simple(&[
+            ("per-minute", 5, 60_000_000, log),
+            ("per-hour", 20, 3_600_000_000, log),
+        ]);
         Tier {
             name: None,
             policy_header: policy_header(&configs, &set),
@@ -250,8 +252,10 @@ mod tests {
                 },
             ],
             decided_at_us: 0,
+            block_level: 0,
+            receipt: None,
         };
-        let r = too_many_requests("otp-send", &tier(), &d, &RequestId::generate());
+        let r = too_many_requests("otp-send", &tier(), &d, &RequestId::generate(), true);
         assert_eq!(r.status(), 429);
         let h = r.headers();
         assert_eq!(h["retry-after"], "42");
@@ -260,6 +264,11 @@ mod tests {
         assert_eq!(h["x-ratelimit-remaining"], "0");
         assert_eq!(h["x-ratelimit-reset"], "42");
         assert_eq!(h["content-type"], "application/problem+json");
+        let quiet = too_many_requests("otp-send", &tier(), &d, &RequestId::generate(), false);
+        assert_eq!(quiet.headers()["retry-after"], "42");
+        for name in ["ratelimit", "ratelimit-policy", "x-ratelimit-limit", "x-ratelimit-remaining"] {
+            assert!(quiet.headers().get(name).is_none(), "{name}");
+        }
     }
 
     #[test]
@@ -282,11 +291,13 @@ mod tests {
                 },
             ],
             decided_at_us: 0,
+            block_level: 3,
+            receipt: None,
         };
         let mut t = tier();
         t.name = Some(crate::tier::TierName::Plan("gold \"quoted\"\n".into()));
         let id = RequestId::generate();
-        let r = too_many_requests("otp-send", &t, &d, &id);
+        let r = too_many_requests("otp-send", &t, &d, &id, true);
         let bytes =
             futures_util::FutureExt::now_or_never(http_body_util::BodyExt::collect(r.into_body()))
                 .unwrap()
@@ -306,5 +317,6 @@ mod tests {
         );
         assert_eq!(body["retry_after_ms"], 41_251);
         assert_eq!(body["plan"], "gold \"quoted\"\n");
+        assert_eq!(body["block_level"], 3);
     }
 }

@@ -1,12 +1,12 @@
-//! The limiter: the one place where a decision becomes a verdict. [`Limiter::decide`] (the proxy
-//! path) and [`Limiter::decide_many`] (the batch API) share every rule: the deny cache, the
-//! store, the route's `on_error` (allow, deny, or the in-process fallback), the exceed modes
-//! (reject, delay, block, shadow) and the metrics, each written once in [`Limiter::decide_keys`]
-//! and [`Limiter::record`]. On the request path, [`check`] derives the key, asks the limiter and
-//! says whether the request is forwarded or answered with a 429.
+//! The limiter: the one place where a decision becomes a verdict. The request path
+//! ([`Deciding`], a future) and the batch API ([`Limiter::decide_many`]) share every rule: the
+//! deny cache, the store, the route's `on_error` (allow, deny, or the in-process fallback), the
+//! exceed modes (reject, delay, block, shadow), blocks and the metrics, each written once in
+//! [`Limiter::cached`], [`Limiter::conclude`] and [`Limiter::record`]. An outcome-counted route's
+//! allowed request carries a [`Reservation`], settled when its answer arrives.
 //!
 //! ```text
-//! key -> deny cache --hit--> rejected | blocked
+//! keys -> deny cache --hit--> rejected | blocked
 //!            | miss
 //!            v
 //!        store (Redis, coalesced | memory) --error--> on_error: allow | deny | local fallback
@@ -14,30 +14,37 @@
 //!        mode: reject | block -> 429 (cached) ; delay -> wait, decide again ; shadow -> forward
 //! ```
 
-mod check;
+mod admin;
+mod deciding;
 mod delay;
 mod deny_cache;
 pub mod headers;
+mod keys;
+mod outcome;
 mod policy;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use check::{check, Checked};
+pub use admin::{BlockedKey, Usage};
+pub use deciding::Deciding;
 pub use deny_cache::{CachedDenial, DenyCache};
-pub use policy::{RoutePolicy, Tier};
+pub use keys::{KeysError, RequestKeys};
+pub use outcome::{Reservation, Settled};
+pub use policy::{limit_set, KeySlot, OutcomeRule, RoutePolicy, Tier};
 
 use crate::config::{ExceedMode, OnError};
-use crate::error::STORE_UNAVAILABLE_RETRY_SECS;
-use crate::key::decision_base;
-use crate::metrics::DecisionLabel;
+use crate::metrics::{DecisionLabel, Metrics};
 use crate::store::{
-    local_now_us, Answer, Decision, DecisionRequest, MemoryStore, Outcome, Store, StoreError,
+    local_now_us, Decision, DecisionRequest, MemoryStore, Outcome, Store, StoreError,
 };
 use crate::tier::TierName;
 
-/// What the limiter concluded for one key.
+/// The `Retry-After` of a 503 when the store is unavailable and the route fails closed.
+pub const STORE_UNAVAILABLE_RETRY_SECS: u64 = 1;
+
+/// What the limiter concluded for one request or key.
 #[derive(Debug, Clone)]
 pub struct Verdict {
     /// The request's one entry in `slidegate_requests_total`.
@@ -95,30 +102,23 @@ impl Verdict {
     }
 }
 
-/// Whether a delay route may wait on this call (the proxy path) or must answer at once (the
-/// batch API, whose callers schedule their own retries).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Waiting {
-    /// Wait up to the route's `max_delay` for room.
-    Allowed,
-    /// Answer now.
-    Never,
-}
-
-/// The limiter shared by the proxy path and the admin listener.
+/// The limiter shared by the request path and the admin listener.
 pub struct Limiter {
     store: Store,
     fallback: MemoryStore,
     deny_cache: DenyCache,
+    metrics: Metrics,
 }
 
 impl Limiter {
-    /// A limiter deciding in `store`.
-    pub fn new(store: Store) -> Limiter {
+    /// A limiter deciding in `store`; its in-process fallback and deny cache hold at most
+    /// `max_keys` keys each; store failures it sees itself count in `metrics`.
+    pub fn new(store: Store, max_keys: usize, metrics: Metrics) -> Limiter {
         Limiter {
             store,
-            fallback: MemoryStore::new(),
-            deny_cache: DenyCache::default(),
+            fallback: MemoryStore::new(max_keys),
+            deny_cache: DenyCache::new(max_keys),
+            metrics,
         }
     }
 
@@ -132,146 +132,93 @@ impl Limiter {
         &self.deny_cache
     }
 
-    /// Decides one request of `policy`'s route for `key` (the derived key), counting it once.
-    pub async fn decide(
-        self: &Arc<Self>,
-        policy: &Arc<RoutePolicy>,
-        key: &str,
-        cost: u64,
-        waiting: Waiting,
-    ) -> Verdict {
-        let mut verdict = self.decide_one(policy, key, cost).await;
-        if let (
-            ExceedMode::Delay {
-                max_delay,
-                max_waiting,
-            },
-            Waiting::Allowed,
-        ) = (&policy.config.on_exceed, waiting)
-        {
-            if verdict.label == DecisionLabel::Rejected {
-                verdict = delay::wait_for_room(
-                    self,
-                    policy,
-                    key,
-                    cost,
-                    verdict,
-                    *max_delay,
-                    *max_waiting,
-                )
-                .await;
-            }
-        }
-        self.record(policy, &verdict);
-        verdict
-    }
-
     /// Decides many keys of one route in one go (few large store calls), in order, each
-    /// exactly as [`Limiter::decide`] would without waiting, and counts each once.
+    /// exactly as the request path would without waiting, and counts each once. A dry run
+    /// decides as if but charges nothing.
     pub async fn decide_many(
         &self,
         policy: &RoutePolicy,
-        keys: &[&str],
+        keys: &[RequestKeys],
         cost: u64,
+        dry_run: bool,
     ) -> Vec<Verdict> {
-        let verdicts = self.decide_keys(policy, keys, cost).await;
-        for v in &verdicts {
-            self.record(policy, v);
-        }
-        verdicts
-    }
-
-    /// The verdict for an exempt client (uncounted by the store), counted once.
-    pub fn exempt(&self, policy: &RoutePolicy) -> Verdict {
-        let verdict = Verdict::new(DecisionLabel::Exempt, None, None);
-        self.record(policy, &verdict);
-        verdict
-    }
-
-    /// One key, straight through: deny cache, store, then [`Limiter::conclude`].
-    async fn decide_one(
-        self: &Arc<Self>,
-        policy: &Arc<RoutePolicy>,
-        key: &str,
-        cost: u64,
-    ) -> Verdict {
         if !policy.has_limits() {
-            return Verdict::new(DecisionLabel::Allowed, None, None);
+            let allowed = || Verdict::new(DecisionLabel::Allowed, None, None);
+            return keys.iter().map(|_| allowed()).collect();
         }
-        let tier = policy.tier_for(key);
-        let base = decision_base(&policy.key_prefix, policy.name(), key);
-        if let Some(verdict) = self.cached(policy, &base, tier, cost) {
-            return verdict;
-        }
-        let request = DecisionRequest {
-            limits: &tier.limits,
-            base: &base,
-            cost,
-        };
-        let started = Instant::now();
-        let mut answer = Unfinished {
-            answer: Some(self.store.submit(request)),
-            limiter: self,
-            policy,
-            key,
-            cost,
-            started,
-        };
-        let result = answer.wait().await;
-        self.conclude(policy, request, tier, result, started, started.elapsed())
-    }
-
-    /// Many keys of one route: the deny cache first, then one batch to the store for the rest.
-    async fn decide_keys(&self, policy: &RoutePolicy, keys: &[&str], cost: u64) -> Vec<Verdict> {
-        if !policy.has_limits() {
-            return keys
-                .iter()
-                .map(|_| Verdict::new(DecisionLabel::Allowed, None, None))
-                .collect();
-        }
-        let tiers: Vec<&Tier> = keys.iter().map(|k| policy.tier_for(k)).collect();
-        let bases: Vec<String> = keys
+        let tiers: Vec<Option<&Arc<Tier>>> = keys
             .iter()
-            .map(|k| decision_base(&policy.key_prefix, policy.name(), k))
+            .map(|k| policy.tier_for(k.route_key.as_deref().unwrap_or("")))
             .collect();
-        let mut verdicts: Vec<Option<Verdict>> = bases
+        let mut verdicts: Vec<Option<Verdict>> = keys
             .iter()
             .zip(&tiers)
-            .map(|(base, tier)| self.cached(policy, base, tier, cost))
+            .map(|(k, tier)| match tier {
+                Some(tier) if !dry_run => self.cached(policy, &k.bases, tier, cost),
+                Some(_) => None,
+                None => Some(Verdict::new(DecisionLabel::BadRequest, None, None)),
+            })
             .collect();
         let asked: Vec<usize> = (0..keys.len()).filter(|&i| verdicts[i].is_none()).collect();
         let requests: Vec<DecisionRequest<'_>> = asked
             .iter()
             .map(|&i| DecisionRequest {
-                limits: &tiers[i].limits,
-                base: &bases[i],
+                limits: &tiers[i].expect("asked keys have a tier").limits,
+                bases: &keys[i].bases,
                 cost,
+                dry_run,
+                receipt: false,
             })
             .collect();
         let started = Instant::now();
         let results = self.store.decide_many(&requests, None).await;
         let elapsed = started.elapsed();
         for ((&i, request), result) in asked.iter().zip(&requests).zip(results) {
-            verdicts[i] = Some(self.conclude(policy, *request, tiers[i], result, started, elapsed));
+            let tier = tiers[i].expect("asked keys have a tier");
+            let verdict = self.conclude(policy, *request, tier, result, started, elapsed);
+            if !dry_run {
+                self.note_blocks(policy, &keys[i], &verdict);
+            }
+            verdicts[i] = Some(verdict);
         }
-        verdicts
+        let verdicts: Vec<Verdict> = verdicts
             .into_iter()
             .map(|v| v.expect("every key decided"))
-            .collect()
+            .collect();
+        if !dry_run {
+            for v in &verdicts {
+                self.record(policy, v);
+            }
+        }
+        verdicts
     }
 
-    /// The deny cache's answer for a key, if it has one. A cached denial was decided for one
-    /// unit: it answers requests of cost >= 1 on enforcing routes, never a cost-0 read.
-    fn cached(&self, policy: &RoutePolicy, base: &str, tier: &Tier, cost: u64) -> Option<Verdict> {
+    /// The verdict for a request no limit counts (a route without limits, an exempt client),
+    /// counted once under `label` (`allowed`, `exempt`).
+    pub fn uncounted(&self, policy: &RoutePolicy, label: DecisionLabel) -> Verdict {
+        let verdict = Verdict::new(label, None, None);
+        self.record(policy, &verdict);
+        verdict
+    }
+
+    /// The deny cache's answer for a request, if one of its keys is held back. A cached denial
+    /// was decided for one unit: it answers requests of cost >= 1 on enforcing routes.
+    fn cached(
+        &self,
+        policy: &RoutePolicy,
+        bases: &[String],
+        tier: &Tier,
+        cost: u64,
+    ) -> Option<Verdict> {
         let enforcing = matches!(
             policy.config.on_exceed,
-            ExceedMode::Reject | ExceedMode::Block { .. }
+            ExceedMode::Reject | ExceedMode::Block(_)
         );
         if !enforcing || cost == 0 {
             return None;
         }
         let now = Instant::now();
-        let denial = self.deny_cache.get(base, now)?;
+        let denial = bases.iter().find_map(|b| self.deny_cache.get(b, now))?;
         policy.metrics.deny_cache_hits.inc();
         let decision = denial.current(now);
         let label = label_of_denial(decision.outcome);
@@ -281,8 +228,8 @@ impl Limiter {
     /// The rules after the store answered, once for both entry points: a failure applies the
     /// route's `on_error` (allow, deny, or the in-process fallback); a decision is measured, then
     /// labelled by the route's mode, and an enforced denial of one unit is remembered in the deny
-    /// cache. Nothing is counted in `slidegate_requests_total` here (a delayed request is decided
-    /// more than once).
+    /// cache for the keys that refused. Nothing is counted in `slidegate_requests_total` here
+    /// (a delayed request is decided more than once).
     fn conclude(
         &self,
         policy: &RoutePolicy,
@@ -295,34 +242,14 @@ impl Limiter {
         let tier_name = tier.name.as_ref();
         let decision = match result {
             Ok(d) => {
-                policy
-                    .metrics
-                    .decision_duration
-                    .store
-                    .observe(elapsed.as_secs_f64());
+                let histogram = &policy.metrics.decision_duration.store;
+                histogram.observe(elapsed.as_secs_f64());
                 d
             }
-            Err(e) => {
-                log_store_error(policy.name(), &e);
-                match policy.on_error {
-                    OnError::Allow => {
-                        return Verdict::new(DecisionLabel::StoreErrorAllowed, None, tier_name)
-                    }
-                    OnError::Deny => {
-                        return Verdict::new(DecisionLabel::StoreErrorDenied, None, tier_name)
-                    }
-                    OnError::Local => {
-                        let fallback_started = Instant::now();
-                        let d = self.fallback.decide(request, None);
-                        policy
-                            .metrics
-                            .decision_duration
-                            .local
-                            .observe(fallback_started.elapsed().as_secs_f64());
-                        d
-                    }
-                }
-            }
+            Err(e) => match self.on_store_error(policy, request, e) {
+                Ok(d) => d,
+                Err(label) => return Verdict::new(label, None, tier_name),
+            },
         };
         for (usage, histogram) in decision
             .limits
@@ -336,16 +263,47 @@ impl Limiter {
             (Outcome::Allowed, _) => DecisionLabel::Allowed,
             (_, ExceedMode::Shadow) => DecisionLabel::ShadowRejected,
             (outcome, _) => {
-                let enforcing = matches!(mode, ExceedMode::Reject | ExceedMode::Block { .. });
-                if enforcing && request.cost == 1 {
-                    self.deny_cache
-                        .remember(request.base, started, &decision, mode);
+                let enforcing = matches!(mode, ExceedMode::Reject | ExceedMode::Block(_));
+                if enforcing && request.cost == 1 && !request.dry_run {
+                    for base in refusing_bases(&decision, request) {
+                        self.deny_cache.remember(base, started, &decision, mode);
+                    }
                 }
                 // The exceed that starts a block counts as rejected, the 429s after it as blocked.
                 label_of_denial(outcome)
             }
         };
         Verdict::new(label, Some(decision), tier_name)
+    }
+
+    /// A failed store call: the route's `on_error` says what the request gets, or the
+    /// in-process fallback decides it.
+    fn on_store_error(
+        &self,
+        policy: &RoutePolicy,
+        request: DecisionRequest<'_>,
+        error: StoreError,
+    ) -> Result<Decision, DecisionLabel> {
+        if matches!(error, StoreError::Full(_)) {
+            // Redis failures are counted once per call by the store itself.
+            self.metrics.count_store_error(&error);
+        }
+        log_store_error(policy.name(), &error);
+        match policy.on_error {
+            OnError::Allow => Err(DecisionLabel::StoreErrorAllowed),
+            OnError::Deny => Err(DecisionLabel::StoreErrorDenied),
+            OnError::Local => {
+                let started = Instant::now();
+                let decided = self.fallback.decide(request, None);
+                let histogram = &policy.metrics.decision_duration.local;
+                histogram.observe(started.elapsed().as_secs_f64());
+                decided.map_err(|full| {
+                    // The fallback is full of live keys: this key fails open.
+                    self.metrics.count_store_error(&full);
+                    DecisionLabel::StoreErrorAllowed
+                })
+            }
+        }
     }
 
     /// Counts a final verdict: once in `slidegate_requests_total`, and, for every 429 and every
@@ -366,80 +324,70 @@ impl Limiter {
         }
     }
 
-    /// A key's usage without charging it (a cost-0 read, uncounted), for `/admin/usage`.
-    pub async fn usage(
-        &self,
-        policy: &RoutePolicy,
-        key: &str,
-    ) -> Result<(Decision, Option<TierName>), StoreError> {
-        let tier = policy.tier_for(key);
-        let base = decision_base(&policy.key_prefix, policy.name(), key);
-        let request = DecisionRequest {
-            limits: &tier.limits,
-            base: &base,
-            cost: 0,
-        };
-        let decision = self.store.decide(request).await?;
-        Ok((decision, tier.name.clone()))
-    }
-
-    /// Forgets a key's counts and block in the store, the fallback and this instance's deny
-    /// cache. (Other instances hear of it through the store's reset channel.)
-    pub async fn reset(&self, policy: &RoutePolicy, key: &str) -> Result<String, StoreError> {
-        let base = decision_base(&policy.key_prefix, policy.name(), key);
-        self.store
-            .reset(&policy.tier_for(key).limits, &base)
-            .await?;
-        self.fallback.reset(&base);
-        self.deny_cache.remove(&base);
-        Ok(base)
-    }
-}
-
-/// A decision on its way back from the store. If the request that asked is cancelled first (its
-/// client disconnected), the decision still happened (Redis may have charged it), so dropping
-/// this hands the answer to a task of its own that concludes and counts it.
-struct Unfinished<'a> {
-    answer: Option<Answer>,
-    limiter: &'a Arc<Limiter>,
-    policy: &'a Arc<RoutePolicy>,
-    key: &'a str,
-    cost: u64,
-    started: Instant,
-}
-
-impl Unfinished<'_> {
-    async fn wait(&mut self) -> Result<Decision, StoreError> {
-        let result = self.answer.as_mut().expect("waited for once").await;
-        self.answer = None;
-        result
-    }
-}
-
-impl Drop for Unfinished<'_> {
-    fn drop(&mut self) {
-        let Some(answer) = self.answer.take() else {
+    /// When a decision started blocks (a charging exceed on a blocking route, decided by the
+    /// store): counts each in `slidegate_blocks_started_total` under the limit it names, and
+    /// notes it in the route's block index for `/admin/blocked`.
+    fn note_blocks(&self, policy: &RoutePolicy, keys: &RequestKeys, verdict: &Verdict) {
+        let (ExceedMode::Block(_), Some(d)) = (&policy.config.on_exceed, &verdict.decision) else {
             return;
         };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        if verdict.label != DecisionLabel::Rejected || d.outcome != Outcome::Rejected {
             return;
-        };
-        let (limiter, policy) = (self.limiter.clone(), self.policy.clone());
-        let (key, cost, started) = (self.key.to_string(), self.cost, self.started);
-        runtime.spawn(async move {
-            let result = answer.await;
-            let tier = policy.tier_for(&key);
-            let base = decision_base(&policy.key_prefix, policy.name(), &key);
-            let request = DecisionRequest {
-                limits: &tier.limits,
-                base: &base,
-                cost,
-            };
-            let verdict =
-                limiter.conclude(&policy, request, tier, result, started, started.elapsed());
-            limiter.record(&policy, &verdict);
-        });
+        }
+        for (slot, named) in blocked_slots(policy, d) {
+            policy.metrics.blocks_started[named].inc();
+            let member = format!(
+                "{}|{}",
+                policy.config.limits[named].name,
+                crate::store::layout::logged_key(&keys.keys[slot])
+            );
+            let index = crate::store::layout::blocked_index(&policy.key_prefix, policy.name());
+            let store = self.store.clone();
+            let now = local_now_us();
+            tokio::spawn(async move {
+                if let Err(e) = store.note_block(&index, &member, now).await {
+                    tracing::debug!(error = %e, "could not note a block for /admin/blocked");
+                }
+            });
+        }
     }
+}
+
+/// The key slots a charging exceed blocked, each with the limit that names its block: every
+/// slot with a refusing limit, named by its longest wait (as `lua/decide.lua` starts them).
+fn blocked_slots(policy: &RoutePolicy, d: &Decision) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for (i, usage) in d.limits.iter().enumerate() {
+        if !usage.exceeded() {
+            continue;
+        }
+        let slot = policy.slot_of(i);
+        match out.iter_mut().find(|(s, _)| *s == slot) {
+            Some((_, named)) if d.limits[*named].retry_after < usage.retry_after => *named = i,
+            Some(_) => {}
+            None => out.push((slot, i)),
+        }
+    }
+    out
+}
+
+/// The bases of the key slots whose limits refused a decision (a block names one limit: its
+/// slot; a decision that names none holds back every slot).
+fn refusing_bases<'r>(decision: &Decision, request: DecisionRequest<'r>) -> Vec<&'r String> {
+    let set = request.limits;
+    let mut slots: Vec<usize> = decision
+        .limits
+        .iter()
+        .enumerate()
+        .filter(|(_, u)| u.exceeded())
+        .map(|(i, _)| set.slot_of(i))
+        .collect();
+    if slots.is_empty() {
+        slots = set.used_slots();
+    }
+    slots.sort_unstable();
+    slots.dedup();
+    slots.into_iter().map(|s| &request.bases[s]).collect()
 }
 
 /// A store rejection's label: a key serving a block is `blocked`, anything else `rejected`.

@@ -1,7 +1,8 @@
-//! A route's rate-limit policy, compiled once per loaded config: its limits as the stores take
-//! them (one [`LimitSet`] per tier: the default, and one per segment or plan that changes a
-//! value), their `RateLimit-Policy` headers, the key parts, and the metric handles. The limiter
-//! reads nothing else of the config on the request path.
+//! A route's rate-limit policy, compiled once per loaded config: its key slots (the route's key
+//! and each other key a limit counts), its limits as the stores take them (one [`Tier`] per set
+//! of values: the route's own, and each segment's or plan's that changes one), their
+//! `RateLimit-Policy` headers, the outcome rules, and the metric handles. The limiter reads
+//! nothing else of the config on the request path.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -9,13 +10,17 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use http::HeaderValue;
-use ipnet::IpNet;
+use sha2::{Digest, Sha256};
 
 use super::headers::policy_header;
-use crate::config::{Config, OnError, RouteConfig};
+use crate::config::{
+    Config, ExceedMode, HashSecret, KeySpec, OnError, PathCase, RouteConfig, StatusSet,
+    UnknownPlan,
+};
 use crate::key::JwtVerifier;
 use crate::metrics::RouteMetrics;
-use crate::store::LimitSet;
+use crate::store::layout::push_hex;
+use crate::store::{BlockSpec, Limit, LimitSet, StateSpec};
 use crate::tier::{Membership, TierName};
 
 /// One set of limit values: the route's own, or a segment's or plan's.
@@ -29,29 +34,44 @@ pub struct Tier {
     pub policy_header: Option<HeaderValue>,
 }
 
-impl Tier {
-    fn new(name: Option<TierName>, route: &RouteConfig, value: impl Fn(usize) -> u64) -> Tier {
-        let limits = LimitSet::of_route_with(route, value);
-        let policy_header = policy_header(&route.limits, &limits);
-        Tier {
-            name,
-            limits: Arc::new(limits),
-            policy_header,
-        }
-    }
+/// One key a route's limits count: its spec and the tag that keeps its Redis keys apart from
+/// the other keys' (`""` for the route's own key, `~<hex of the spec>` for another).
+#[derive(Debug, Clone)]
+pub struct KeySlot {
+    /// How the key is derived.
+    pub spec: KeySpec,
+    /// What follows the route's name in the hash tag.
+    pub tag: String,
+}
+
+/// What a limit's count does when the response arrives.
+#[derive(Debug, Clone, Default)]
+pub struct OutcomeRule {
+    /// Only these statuses count (the others are refunded).
+    pub count: Option<StatusSet>,
+    /// These statuses clear the count and the block level.
+    pub reset: Option<StatusSet>,
 }
 
 /// Everything the limiter needs to decide for one route.
 pub struct RoutePolicy {
     /// The route's config.
     pub config: Arc<RouteConfig>,
-    /// The route's own limit values.
-    default: Tier,
-    /// Per segment (config order) and per plan, the values that differ from the default.
-    segments: Vec<(String, Tier)>,
-    plans: HashMap<String, Tier>,
-    /// Who is in which segment or plan.
+    /// The keys its limits count, in slot order (a limit's slot is in its `Limit`'s state).
+    pub slots: Vec<KeySlot>,
+    /// The slot of the route's own key, when a limit counts it.
+    pub route_slot: Option<usize>,
+    /// Per limit, what its response does to its count (`None`: charged whatever the answer).
+    pub outcomes: Vec<Option<OutcomeRule>>,
+    default: Arc<Tier>,
+    segments: Vec<(String, Arc<Tier>)>,
+    plans: HashMap<String, Arc<Tier>>,
+    /// Plans by the key as the route derives it, when the route's one key part is transformed
+    /// (hashed, normalised): the plans file holds raw keys.
+    plan_keys: Option<HashMap<String, String>>,
     membership: Arc<Membership>,
+    /// What a key in no plan gets.
+    pub unknown_plan: UnknownPlan,
     /// What a store failure does here: the route's `on_error`, else `store.on_error`.
     pub on_error: OnError,
     /// Metric handles.
@@ -60,8 +80,12 @@ pub struct RoutePolicy {
     pub waiting: Arc<AtomicUsize>,
     /// The verifier of `jwt:` key parts.
     pub jwt: Option<Arc<JwtVerifier>>,
+    /// The secret of `hash = true` key parts.
+    pub hash_secret: Option<HashSecret>,
     /// IPv6 clients' `ip` keys are their network of this prefix length.
     pub ipv6_prefix: u8,
+    /// How paths compare (the `path` key part follows it).
+    pub path_case: PathCase,
     /// The first segment of every storage key.
     pub key_prefix: String,
 }
@@ -76,12 +100,14 @@ impl RoutePolicy {
         jwt: Option<Arc<JwtVerifier>>,
     ) -> RoutePolicy {
         let membership = config.membership.clone();
-        let default = Tier::new(None, &route, |i| route.limits[i].limit);
+        let layout = Layout::of(&route);
+        let default = layout.tier(None, &route, |i| route.limits[i].limit);
         let segments = membership
             .segment_names()
             .filter(|s| route.limits.iter().any(|l| l.segments.contains_key(*s)))
             .map(|s| {
-                let tier = Tier::new(Some(TierName::Segment(s.to_string())), &route, |i| {
+                let name = Some(TierName::Segment(s.to_string()));
+                let tier = layout.tier(name, &route, |i| {
                     let l = &route.limits[i];
                     l.segments.get(s).copied().unwrap_or(l.limit)
                 });
@@ -89,27 +115,48 @@ impl RoutePolicy {
             })
             .collect();
         let plan_names: Vec<&String> = route.limits.iter().flat_map(|l| l.plans.keys()).collect();
-        let plans = plan_names
+        let plans: HashMap<String, Arc<Tier>> = plan_names
             .into_iter()
             .map(|p| {
-                let tier = Tier::new(Some(TierName::Plan(p.clone())), &route, |i| {
+                let tier = layout.tier(Some(TierName::Plan(p.clone())), &route, |i| {
                     let l = &route.limits[i];
                     l.plans.get(p).copied().unwrap_or(l.limit)
                 });
                 (p.clone(), tier)
             })
             .collect();
+        let hash_secret = config.keys.hash_secret.clone();
+        let plan_keys = (!plans.is_empty())
+            .then(|| transformed_plan_keys(&route.key, &membership, hash_secret.as_ref()))
+            .flatten();
+        let outcomes = route
+            .limits
+            .iter()
+            .map(|l| {
+                l.counts_outcomes().then(|| OutcomeRule {
+                    count: l.count_status.clone(),
+                    reset: l.reset_status.clone(),
+                })
+            })
+            .collect();
         RoutePolicy {
             on_error: route.on_error.unwrap_or(config.store.on_error),
+            slots: layout.slots,
+            route_slot: layout.route_slot,
+            outcomes,
             config: route,
             default,
             segments,
             plans,
+            plan_keys,
             membership,
+            unknown_plan: config.unknown_plan,
             metrics,
             waiting,
             jwt,
+            hash_secret,
             ipv6_prefix: config.server.ipv6_prefix,
+            path_case: config.server.path_case,
             key_prefix: config.store.key_prefix.clone(),
         }
     }
@@ -124,40 +171,206 @@ impl RoutePolicy {
         !self.config.limits.is_empty()
     }
 
+    /// Whether any limit's count depends on the response.
+    pub fn counts_outcomes(&self) -> bool {
+        self.outcomes.iter().any(Option::is_some)
+    }
+
     /// Whether a client at `ip` passes uncounted.
     pub fn exempts(&self, ip: IpAddr) -> bool {
         let ip = ip.to_canonical();
-        self.config
-            .exempt
-            .iter()
-            .any(|net: &IpNet| net.contains(&ip))
+        self.config.exempt.iter().any(|net| net.contains(&ip))
     }
 
-    /// The values in force for `key`: its segment's (the key read as a numeric user id, first
-    /// segment in config order) when this route's limits give that segment values, else its
-    /// plan's, else the route's own.
-    pub fn tier_for(&self, key: &str) -> &Tier {
+    /// Whether some limit has segment or plan values (the route's key picks them).
+    pub fn has_tiers(&self) -> bool {
+        !self.segments.is_empty() || !self.plans.is_empty()
+    }
+
+    /// Whether the route gives plans values and a key on no plan is refused.
+    pub fn needs_plan(&self) -> bool {
+        !self.plans.is_empty() && self.unknown_plan == UnknownPlan::Reject
+    }
+
+    /// The values in force for the route key `key`: its segment's (the key read as a numeric
+    /// user id, first segment in config order) when this route's limits give that segment
+    /// values, else its plan's, else the route's own. `None` for a key on no plan when the
+    /// route refuses such keys.
+    pub fn tier_for(&self, key: &str) -> Option<&Arc<Tier>> {
         if !self.segments.is_empty() {
             // The user's segment, even when this route gives it no values: a user in several
             // segments belongs to the first, here as everywhere.
             if let Some(segment) = self.membership.segment_of(key) {
                 if let Some((_, tier)) = self.segments.iter().find(|(s, _)| s == segment) {
-                    return tier;
+                    return Some(tier);
                 }
             }
         }
         if !self.plans.is_empty() {
-            if let Some(plan) = self.membership.plan_of(key) {
-                if let Some(tier) = self.plans.get(plan) {
-                    return tier;
-                }
+            let plan = match &self.plan_keys {
+                Some(keys) => keys.get(key).map(String::as_str),
+                None => self.membership.plan_of(key),
+            };
+            if let Some(tier) = plan.and_then(|p| self.plans.get(p)) {
+                return Some(tier);
+            }
+            if self.unknown_plan == UnknownPlan::Reject {
+                return None;
             }
         }
-        &self.default
+        Some(&self.default)
     }
 
     /// The route's own values.
-    pub fn default_tier(&self) -> &Tier {
+    pub fn default_tier(&self) -> &Arc<Tier> {
         &self.default
     }
+
+    /// The slot limit `i` counts.
+    pub fn slot_of(&self, i: usize) -> usize {
+        self.default.limits.slot_of(i)
+    }
+}
+
+/// The limits of `route` with their own values, as the stores take them (for tools and tests
+/// that call a store directly).
+pub fn limit_set(route: &RouteConfig) -> Arc<LimitSet> {
+    let layout = Layout::of(route);
+    layout.tier(None, route, |i| route.limits[i].limit).limits.clone()
+}
+
+/// The plans file's raw keys as the route derives them, when its key is one part with options.
+fn transformed_plan_keys(
+    key: &KeySpec,
+    membership: &Membership,
+    secret: Option<&HashSecret>,
+) -> Option<HashMap<String, String>> {
+    let [part] = key.parts.as_slice() else {
+        return None;
+    };
+    if !part.transforms() {
+        return None;
+    }
+    Some(
+        membership
+            .plans()
+            .filter_map(|(raw, plan)| {
+                let derived = crate::key::key_of_values(key, &[raw], secret)?;
+                Some((derived, plan.to_string()))
+            })
+            .collect(),
+    )
+}
+
+/// How a route's limits sit in key slots and states; every tier shares it.
+struct Layout {
+    slots: Vec<KeySlot>,
+    route_slot: Option<usize>,
+    /// Per limit: its state's index.
+    state_of: Vec<usize>,
+    states: Vec<StateSpec>,
+}
+
+impl Layout {
+    fn of(route: &RouteConfig) -> Layout {
+        let mut slots: Vec<KeySlot> = Vec::new();
+        let mut states: Vec<StateSpec> = Vec::new();
+        let mut state_of = Vec::with_capacity(route.limits.len());
+        for l in &route.limits {
+            let spec = l.key.as_ref().unwrap_or(&route.key);
+            let slot = match slots.iter().position(|s| &s.spec == spec) {
+                Some(i) => i,
+                None => {
+                    let tag = if spec == &route.key {
+                        String::new()
+                    } else {
+                        format!("~{}", short_hash(&spec.to_string()))
+                    };
+                    slots.push(KeySlot {
+                        spec: spec.clone(),
+                        tag,
+                    });
+                    slots.len() - 1
+                }
+            };
+            let algorithm = l.algorithm;
+            let mut suffix = algorithm.get().key_suffix().to_string();
+            if algorithm.get().shares_charges() && l.counts_outcomes() {
+                let class = format!(
+                    "{}/{}",
+                    l.count_status.as_ref().map_or(String::new(), |s| s.to_string()),
+                    l.reset_status.as_ref().map_or(String::new(), |s| s.to_string())
+                );
+                suffix.push('.');
+                suffix.push_str(&short_hash(&class));
+            }
+            let state = match states
+                .iter()
+                .position(|s| s.algorithm == algorithm && s.slot == slot && s.suffix == suffix)
+            {
+                Some(i) => i,
+                None => {
+                    states.push(StateSpec {
+                        algorithm,
+                        slot,
+                        suffix,
+                    });
+                    states.len() - 1
+                }
+            };
+            state_of.push(state);
+        }
+        let route_slot = slots.iter().position(|s| s.spec == route.key);
+        Layout {
+            slots,
+            route_slot,
+            state_of,
+            states,
+        }
+    }
+
+    /// The limits of `route` with the values `value(i)` for limit `i`.
+    fn tier(
+        &self,
+        name: Option<TierName>,
+        route: &RouteConfig,
+        value: impl Fn(usize) -> u64,
+    ) -> Arc<Tier> {
+        let block = match &route.on_exceed {
+            ExceedMode::Block(b) => Some(BlockSpec {
+                block_ms: b.block_for.as_millis().max(1) as u64,
+                growth: b.growth,
+                max_ms: b.max.as_millis() as u64,
+                forget_ms: b.forget.as_millis() as u64,
+            }),
+            _ => None,
+        };
+        let limits = route
+            .limits
+            .iter()
+            .enumerate()
+            .map(|(i, l)| Limit {
+                name: l.name.clone(),
+                limit: value(i),
+                window_us: l.window.as_micros().max(1) as u64,
+                param: l.burst.unwrap_or(0),
+                state: self.state_of[i],
+            })
+            .collect();
+        let set = LimitSet::new(block, limits, self.states.clone(), self.slots.len());
+        let policy_header = policy_header(&route.limits, &set);
+        Arc::new(Tier {
+            name,
+            limits: Arc::new(set),
+            policy_header,
+        })
+    }
+}
+
+/// Eight hex digits of the SHA-256 of `text`: a short, stable name for a key spec or a class.
+fn short_hash(text: &str) -> String {
+    let digest = Sha256::digest(text.as_bytes());
+    let mut out = String::with_capacity(8);
+    push_hex(&mut out, &digest[..4]);
+    out
 }

@@ -1,23 +1,26 @@
 //! Header rewriting between client and upstream: hop-by-hop headers (RFC 9110 section 7.6.1,
-//! plus any named in `Connection`) are removed both ways, and `X-Forwarded-For`,
-//! `X-Forwarded-Proto` and `X-Forwarded-Host` are set for the upstream.
+//! plus any named in `Connection`) are removed both ways, and the forwarding headers the
+//! upstream gets tell the truth: `X-Forwarded-For` is the trusted chain as received (every
+//! line, in order) plus the peer, or just the peer; `X-Real-IP` is the client IP the limits
+//! counted; `X-Forwarded-Proto` and `X-Forwarded-Host` are set by the gateway.
 //!
-//! Differences from a naive append: a client's own `X-Forwarded-*` headers are kept only when
-//! the TCP peer is a trusted proxy; from anyone else they are replaced, so an upstream that
-//! trusts this gateway is never handed a chain the client made up. And differences from a
-//! literal reading of RFC 9110: a `Connection` header cannot remove the headers the gateway
-//! sets (`X-Forwarded-*`, `X-Request-Id`), or a client behind a trusted proxy could strip that
-//! proxy's chain and be seen upstream as the proxy itself.
+//! Differences from a naive append: a client's own forwarding headers are kept only when the
+//! TCP peer is a trusted proxy; from anyone else `X-Forwarded-*` are replaced and `Forwarded`
+//! and `X-Real-IP` dropped, so an upstream that trusts this gateway is never handed a chain the
+//! client made up. And differences from a literal reading of RFC 9110: a `Connection` header
+//! cannot remove the headers the gateway sets (`X-Forwarded-*`, `X-Real-IP`, `X-Request-Id`),
+//! or a client behind a trusted proxy could strip that proxy's chain and be seen upstream as
+//! the proxy itself.
 
 use std::net::IpAddr;
 
 use http::header::{
-    HeaderMap, HeaderName, HeaderValue, CONNECTION, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE,
-    TRAILER, TRANSFER_ENCODING, UPGRADE,
+    HeaderMap, HeaderName, HeaderValue, CONNECTION, FORWARDED, PROXY_AUTHENTICATE,
+    PROXY_AUTHORIZATION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
 };
 
-/// `X-Forwarded-For`
-pub static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+use crate::key::{X_FORWARDED_FOR, X_REAL_IP};
+
 /// `X-Forwarded-Proto`
 pub static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 /// `X-Forwarded-Host`
@@ -28,6 +31,7 @@ static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection"
 /// Whether the gateway itself sets `name` on a forwarded request.
 fn set_by_the_gateway(name: &HeaderName) -> bool {
     name == X_FORWARDED_FOR
+        || name == X_REAL_IP
         || name == X_FORWARDED_PROTO
         || name == X_FORWARDED_HOST
         || name == crate::request_id::X_REQUEST_ID
@@ -86,19 +90,41 @@ impl Peer {
     }
 }
 
-/// Sets the `X-Forwarded-*` headers for a request from `peer`.
-pub fn set_forwarded(headers: &mut HeaderMap, peer: &Peer, original_host: Option<HeaderValue>) {
-    let chain = headers
-        .get(&X_FORWARDED_FOR)
-        .and_then(|v| v.to_str().ok())
-        .filter(|chain| peer.trusted && !chain.trim().is_empty());
-    let xff = match chain {
-        Some(chain) => HeaderValue::from_str(&format!("{chain}, {}", peer.ip)).ok(),
-        None => Some(peer.ip_value.clone()),
+/// Sets the forwarding headers for a request from `peer`, attributed to `client`.
+pub fn set_forwarded(
+    headers: &mut HeaderMap,
+    peer: &Peer,
+    client: IpAddr,
+    original_host: Option<HeaderValue>,
+) {
+    let chain: Vec<&[u8]> = if peer.trusted {
+        headers
+            .get_all(&X_FORWARDED_FOR)
+            .iter()
+            .map(|v| v.as_bytes())
+            .filter(|v| !v.iter().all(u8::is_ascii_whitespace))
+            .collect()
+    } else {
+        Vec::new()
     };
-    if let Some(v) = xff {
-        headers.insert(X_FORWARDED_FOR.clone(), v);
+    let xff = if chain.is_empty() {
+        peer.ip_value.clone()
+    } else {
+        let mut joined = chain.join(&b", "[..]);
+        joined.extend_from_slice(b", ");
+        joined.extend_from_slice(peer.ip_value.as_bytes());
+        HeaderValue::from_bytes(&joined).unwrap_or_else(|_| peer.ip_value.clone())
+    };
+    headers.insert(X_FORWARDED_FOR.clone(), xff);
+    if !peer.trusted {
+        headers.remove(FORWARDED);
     }
+    let real = if client == peer.ip {
+        peer.ip_value.clone()
+    } else {
+        HeaderValue::from_str(&client.to_string()).expect("an address is a header value")
+    };
+    headers.insert(X_REAL_IP.clone(), real);
     if !(peer.trusted && headers.contains_key(&X_FORWARDED_PROTO)) {
         headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static("http"));
     }
@@ -137,7 +163,7 @@ mod tests {
         h.insert(
             CONNECTION,
             HeaderValue::from_static(
-                "X-Forwarded-For, x-forwarded-proto, X-Forwarded-Host, X-Request-Id",
+                "X-Forwarded-For, x-forwarded-proto, X-Forwarded-Host, X-Request-Id, X-Real-IP",
             ),
         );
         for name in [
@@ -145,11 +171,12 @@ mod tests {
             "x-forwarded-proto",
             "x-forwarded-host",
             "x-request-id",
+            "x-real-ip",
         ] {
             h.insert(name, HeaderValue::from_static("kept"));
         }
         remove_hop_by_hop(&mut h);
-        assert_eq!(h.len(), 4);
+        assert_eq!(h.len(), 5);
         assert!(!h.contains_key(CONNECTION));
     }
 
@@ -157,22 +184,30 @@ mod tests {
     fn forwarded_chain_is_kept_only_from_trusted_peers() {
         let mut h = HeaderMap::new();
         h.insert("x-forwarded-for", HeaderValue::from_static("6.6.6.6"));
+        h.insert("forwarded", HeaderValue::from_static("for=6.6.6.6"));
+        h.insert("x-real-ip", HeaderValue::from_static("6.6.6.6"));
         let untrusted = Peer::new("203.0.113.7".parse().unwrap());
         set_forwarded(
             &mut h,
             &untrusted,
+            untrusted.ip,
             Some(HeaderValue::from_static("api.example")),
         );
         assert_eq!(h["x-forwarded-for"], "203.0.113.7");
+        assert_eq!(h["x-real-ip"], "203.0.113.7");
+        assert!(h.get("forwarded").is_none());
         assert_eq!(h["x-forwarded-proto"], "http");
         assert_eq!(h["x-forwarded-host"], "api.example");
         let mut h = HeaderMap::new();
-        h.insert("x-forwarded-for", HeaderValue::from_static("198.51.100.1"));
+        h.append("x-forwarded-for", HeaderValue::from_static("198.51.100.1"));
+        h.append("x-forwarded-for", HeaderValue::from_static("10.0.0.9"));
         let trusted = Peer {
             trusted: true,
             ..Peer::new("10.0.0.1".parse().unwrap())
         };
-        set_forwarded(&mut h, &trusted, None);
-        assert_eq!(h["x-forwarded-for"], "198.51.100.1, 10.0.0.1");
+        set_forwarded(&mut h, &trusted, "198.51.100.1".parse().unwrap(), None);
+        assert_eq!(h["x-forwarded-for"], "198.51.100.1, 10.0.0.9, 10.0.0.1");
+        assert_eq!(h.get_all("x-forwarded-for").iter().count(), 1);
+        assert_eq!(h["x-real-ip"], "198.51.100.1");
     }
 }

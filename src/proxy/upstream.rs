@@ -9,11 +9,14 @@
 //! is touched twice per request. Idle connections are polled by nobody; a connection the
 //! upstream closed meanwhile is noticed and dropped when it is taken.
 //!
-//! Bodies are streamed both ways. Only the response head is bounded by the upstream's `timeout`;
-//! a long download is not cut. Connects are retried within `connect_timeout` ([`RetryConnect`]).
+//! Bodies are streamed both ways. Only the response head is bounded by the upstream's `timeout`,
+//! counted from the moment the request body has been sent ([`SentBody`]): neither a long upload
+//! nor a long download is cut. Connects are retried within `connect_timeout` ([`RetryConnect`]).
 
 use std::future::{poll_fn, Future};
+use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -35,6 +38,7 @@ use super::connect::RetryConnect;
 use super::headers::{remove_hop_by_hop, set_forwarded, Peer};
 use crate::config::UpstreamConfig;
 use crate::error::GatewayError;
+use crate::layer::{BoxError as BodyError, RequestBody};
 use crate::request_id::{RequestId, X_REQUEST_ID};
 use crate::workers::PerWorker;
 
@@ -45,13 +49,16 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 type Io = MaybeHttpsStream<TokioIo<TcpStream>>;
 
+/// The body the upstream gets: the client's, watched for its end.
+type OutBody = SentBody<RequestBody<Incoming>>;
+
 /// One keep-alive connection: the handle that sends and the state machine that does the I/O.
 /// It is kilobytes large (hyper's buffers and dispatch state), so it lives in a box
 /// ([`BoxedConn`]): a request's futures and its response body hold and move a pointer, not a
 /// copy of it.
 struct Conn {
-    sender: http1::SendRequest<Incoming>,
-    driver: http1::Connection<Io, Incoming>,
+    sender: http1::SendRequest<OutBody>,
+    driver: http1::Connection<Io, OutBody>,
     idle_since: Instant,
 }
 
@@ -116,24 +123,46 @@ impl Upstream {
         }
     }
 
-    /// Sends `req` upstream and returns the response head with its body still streaming.
+    /// Sends `req` upstream and returns the response head with its body still streaming. The
+    /// upstream's `timeout` starts once the request body has been sent.
     pub async fn forward(
         &self,
-        mut req: Request<Incoming>,
+        mut req: Request<RequestBody<Incoming>>,
         peer: &Peer,
+        client: IpAddr,
         request_id: &RequestId,
     ) -> Result<Response<Body>, GatewayError> {
-        self.prepare(&mut req, peer, request_id);
-        let answer = tokio::time::timeout(self.config.timeout, self.send(req)).await;
+        self.prepare(&mut req, peer, client, request_id);
+        let sent = Arc::new(AtomicBool::new(req.body().is_end_stream()));
+        let req = req.map(|inner| SentBody {
+            inner,
+            sent: sent.clone(),
+        });
+        let mut send = std::pin::pin!(self.send(req));
+        let mut deadline: Option<Pin<Box<tokio::time::Sleep>>> = None;
+        let timeout = self.config.timeout;
+        let answer = poll_fn(|cx| {
+            if let Poll::Ready(result) = send.as_mut().poll(cx) {
+                return Poll::Ready(Some(result));
+            }
+            if deadline.is_none() && sent.load(Ordering::Relaxed) {
+                deadline = Some(Box::pin(tokio::time::sleep(timeout)));
+            }
+            match &mut deadline {
+                Some(d) => d.as_mut().poll(cx).map(|()| None),
+                None => Poll::Pending,
+            }
+        })
+        .await;
         match answer {
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(e)) => {
+            Some(Ok(response)) => Ok(response),
+            Some(Err(e)) => {
                 tracing::warn!(upstream = %self.config.name, error = %error_chain(&*e), "upstream request failed");
                 Err(GatewayError::UpstreamConnect {
                     upstream: self.config.name.clone(),
                 })
             }
-            Err(_) => Err(GatewayError::UpstreamTimeout {
+            None => Err(GatewayError::UpstreamTimeout {
                 upstream: self.config.name.clone(),
                 timeout_ms: self.config.timeout.as_millis(),
             }),
@@ -142,7 +171,13 @@ impl Upstream {
 
     /// Rewrites the request for the upstream: origin-form target under the base path, HTTP/1.1,
     /// no hop-by-hop headers, `X-Forwarded-*`, `Host`, `X-Request-Id`.
-    fn prepare(&self, req: &mut Request<Incoming>, peer: &Peer, id: &RequestId) {
+    fn prepare(
+        &self,
+        req: &mut Request<RequestBody<Incoming>>,
+        peer: &Peer,
+        client: IpAddr,
+        id: &RequestId,
+    ) {
         let original_host = req.headers().get(HOST).cloned().or_else(|| {
             req.uri()
                 .authority()
@@ -152,13 +187,13 @@ impl Upstream {
         *req.version_mut() = Version::HTTP_11;
         let headers = req.headers_mut();
         remove_hop_by_hop(headers);
-        set_forwarded(headers, peer, original_host);
+        set_forwarded(headers, peer, client, original_host);
         headers.insert(HOST, self.host.clone());
         headers.insert(X_REQUEST_ID.clone(), id.header_value().clone());
     }
 
     /// Sends on an idle connection (or a new one) and drives it until the response head is in.
-    async fn send(&self, mut req: Request<Incoming>) -> Result<Response<Body>, BoxError> {
+    async fn send(&self, mut req: Request<OutBody>) -> Result<Response<Body>, BoxError> {
         let mut fresh = false;
         loop {
             let mut conn = match self.take_idle().await {
@@ -293,6 +328,41 @@ impl hyper::body::Body for DrivenBody {
         let frame = std::task::ready!(Pin::new(&mut this.inner).poll_frame(cx));
         if frame.is_none() || this.inner.is_end_stream() {
             this.release();
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A request body that tells when it has been sent whole (its end polled), which starts the
+/// upstream's `timeout`.
+struct SentBody<B> {
+    inner: B,
+    sent: Arc<AtomicBool>,
+}
+
+impl<B> hyper::body::Body for SentBody<B>
+where
+    B: hyper::body::Body<Data = Bytes, Error = BodyError> + Unpin,
+{
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = self.get_mut();
+        let frame = std::task::ready!(Pin::new(&mut this.inner).poll_frame(cx));
+        if frame.is_none() || this.inner.is_end_stream() {
+            this.sent.store(true, Ordering::Relaxed);
         }
         Poll::Ready(frame)
     }

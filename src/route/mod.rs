@@ -1,8 +1,9 @@
 //! Routing, the first step of the request path: [`admit`] refuses what must not go further (a
-//! head over the bounds, a path without one safe spelling), normalises the
-//! path ([`normalize`]) and matches it against the routes of the [`RouteTable`] in file order.
-//! Everything after this step (keys, limits, the forwarded request) sees only the normalised
-//! path.
+//! head over the bounds, a path without one safe spelling), normalises the path
+//! ([`normalize`]) and matches it against the routes of the [`RouteTable`] in file order (paths
+//! ignoring ASCII case unless `server.path_case = "sensitive"`, methods ignoring case, `HEAD` by
+//! a route that takes `GET`). Everything after this step (keys, limits, the forwarded request)
+//! sees only the normalised path.
 
 mod normalize;
 mod table;
@@ -10,15 +11,35 @@ mod table;
 pub use normalize::{normalize, PathError};
 pub use table::{Carried, CompileError, Route, RouteTable};
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use http::request::Parts;
-
-use crate::error::GatewayError;
-
-use std::borrow::Cow;
-
 use http::uri::{PathAndQuery, Uri};
+
+/// Why a request is refused before it has a route.
+#[derive(Debug, thiserror::Error)]
+pub enum RouteError {
+    /// The request path has no safe normal form.
+    #[error("{0}")]
+    BadPath(#[from] PathError),
+    /// The request head is larger than the gateway accepts.
+    #[error("the request head has {what}; the most is {max}")]
+    HeadTooLarge {
+        /// What was too large ("18000 bytes", "140 header fields").
+        what: String,
+        /// The bound.
+        max: String,
+    },
+    /// No route takes this method and path.
+    #[error("no route matches {method} {path}")]
+    NoRoute {
+        /// Request method.
+        method: String,
+        /// Request path (normalised).
+        path: String,
+    },
+}
 
 /// Replaces the path of `uri` by its normal form, keeping the query as it is.
 pub fn normalize_uri(uri: &mut Uri) -> Result<(), PathError> {
@@ -42,10 +63,10 @@ pub fn normalize_uri(uri: &mut Uri) -> Result<(), PathError> {
 /// spelling (which replaces the one sent). (Conflicting framing never gets this far: hyper
 /// decodes a request with both `Content-Length` and `Transfer-Encoding` by the latter alone,
 /// drops the former and closes the connection after the answer, as RFC 9112 6.1 allows.)
-pub fn admit<'t>(table: &'t RouteTable, head: &mut Parts) -> Result<&'t Arc<Route>, GatewayError> {
+pub fn admit<'t>(table: &'t RouteTable, head: &mut Parts) -> Result<&'t Arc<Route>, RouteError> {
     let server = &table.config.server;
     if head.headers.len() > server.max_headers {
-        return Err(GatewayError::HeadTooLarge {
+        return Err(RouteError::HeadTooLarge {
             what: format!("{} header fields", head.headers.len()),
             max: format!("{}", server.max_headers),
         });
@@ -57,7 +78,7 @@ pub fn admit<'t>(table: &'t RouteTable, head: &mut Parts) -> Result<&'t Arc<Rout
             .map(|(k, v)| k.as_str().len() + v.len() + 4)
             .sum::<usize>();
     if head_bytes > server.max_header_bytes {
-        return Err(GatewayError::HeadTooLarge {
+        return Err(RouteError::HeadTooLarge {
             what: format!("{head_bytes} bytes"),
             max: format!("{} bytes", server.max_header_bytes),
         });
@@ -65,7 +86,7 @@ pub fn admit<'t>(table: &'t RouteTable, head: &mut Parts) -> Result<&'t Arc<Rout
     normalize_uri(&mut head.uri)?;
     table
         .find(&head.method, head.uri.path())
-        .ok_or_else(|| GatewayError::NoRoute {
+        .ok_or_else(|| RouteError::NoRoute {
             method: head.method.to_string(),
             path: head.uri.path().to_string(),
         })

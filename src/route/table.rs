@@ -1,7 +1,6 @@
 //! A loaded config compiled for the request path: routes in match order, each with its limiter
-//! policy, its upstream and its metric handles resolved. A reload builds a new table and swaps it
-//! in; requests hold the one they started with. What must outlive a reload (upstream connection
-//! pools while their settings are unchanged, delay waiting rooms) is [`Carried`] over.
+//! policy and its metric handles resolved. A reload builds a new table and swaps it in; requests
+//! hold the one they started with. The delay rooms' counters outlive a reload ([`Carried`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicUsize;
@@ -9,11 +8,10 @@ use std::sync::{Arc, Mutex};
 
 use http::Method;
 
-use crate::config::{Config, RouteConfig, UpstreamConfig};
+use crate::config::{Config, RouteConfig};
 use crate::key::JwtVerifier;
 use crate::limit::RoutePolicy;
 use crate::metrics::{Metrics, RouteMetrics};
-use crate::proxy::Upstream;
 
 /// One route, ready to serve.
 pub struct Route {
@@ -21,8 +19,6 @@ pub struct Route {
     pub config: Arc<RouteConfig>,
     /// What the limiter decides with.
     pub policy: Arc<RoutePolicy>,
-    /// Its upstream, pooled.
-    pub upstream: Arc<Upstream>,
     /// Its metric handles.
     pub metrics: Arc<RouteMetrics>,
 }
@@ -35,26 +31,13 @@ pub struct RouteTable {
     pub routes: Vec<Arc<Route>>,
 }
 
-/// What outlives a reload.
+/// What outlives a reload: each delay route's count of waiting requests.
 #[derive(Default)]
 pub struct Carried {
-    upstreams: Mutex<HashMap<String, Arc<Upstream>>>,
     waiting: Mutex<HashMap<String, Arc<AtomicUsize>>>,
 }
 
 impl Carried {
-    fn upstream(&self, config: &UpstreamConfig) -> Arc<Upstream> {
-        let mut pools = self.upstreams.lock().unwrap_or_else(|e| e.into_inner());
-        match pools.get(&config.name) {
-            Some(u) if u.config == *config => u.clone(),
-            _ => {
-                let u = Arc::new(Upstream::new(config));
-                pools.insert(config.name.clone(), u.clone());
-                u
-            }
-        }
-    }
-
     fn waiting(&self, route: &str) -> Arc<AtomicUsize> {
         let mut counters = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
         counters.entry(route.to_string()).or_default().clone()
@@ -64,11 +47,11 @@ impl Carried {
 /// A `[jwt]` section whose key cannot be used.
 #[derive(Debug, thiserror::Error)]
 #[error("jwt: cannot use the key: {0}")]
-pub struct CompileError(String);
+pub struct CompileError(pub String);
 
 impl RouteTable {
-    /// Compiles `config`, reusing what `carried` holds; metric handles come from `metrics`
-    /// (the decision-duration series are labelled with the store's `backend`).
+    /// Compiles `config`; metric handles come from `metrics` (the decision-duration series are
+    /// labelled with the store's `backend`).
     pub fn build(
         config: Config,
         metrics: &Metrics,
@@ -98,7 +81,6 @@ impl RouteTable {
                 Arc::new(Route {
                     config: r.clone(),
                     policy: Arc::new(policy),
-                    upstream: carried.upstream(&config.upstreams[&r.upstream]),
                     metrics: route_metrics,
                 })
             })
@@ -111,7 +93,10 @@ impl RouteTable {
 
     /// The first route taking this method and (normalised) path.
     pub fn find(&self, method: &Method, path: &str) -> Option<&Arc<Route>> {
-        self.routes.iter().find(|r| r.config.matches(method, path))
+        let case = self.config.server.path_case;
+        self.routes
+            .iter()
+            .find(|r| r.config.matches(method, path, case))
     }
 
     /// The route named `name`.

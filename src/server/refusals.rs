@@ -4,30 +4,47 @@
 //! the gateway's problem response (`crate::error::refusal_bytes`), so every error a client gets
 //! has the same shape and a request id.
 //!
-//! How it tells them apart: every answer the gateway writes carries `x-request-id`; an error head
-//! without it can only be hyper's own. Only heads starting `HTTP/1.x 4` or `5` are looked into.
+//! How it tells them apart: it looks only at writes that start a message while no request of
+//! ours is being answered ([`Activity::between_messages`]: after a response has been written
+//! and flushed whole, before the next request reaches the service), so bytes of a response body
+//! are never looked into, whatever they look like; there, an error head (`HTTP/1.x 4` or `5`)
+//! without `x-request-id`, which every answer of the gateway carries, can only be hyper's own.
+//! It also tells the connection's [`Activity`] when bytes arrive and when writes are flushed.
 
 use std::io::IoSlice;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::StatusCode;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use super::activity::Activity;
+
 /// A socket whose writes are watched for hyper's own refusals.
 pub struct Refusals<S> {
     inner: S,
+    activity: Arc<Activity>,
     /// The replacement still to be written, and how much of it is out.
     replacement: Option<(Vec<u8>, usize)>,
 }
 
 impl<S> Refusals<S> {
-    /// Wraps `inner`.
-    pub fn new(inner: S) -> Self {
+    /// Wraps `inner`, reporting to `activity`.
+    pub fn new(inner: S, activity: Arc<Activity>) -> Self {
         Refusals {
             inner,
+            activity,
             replacement: None,
         }
+    }
+
+    /// Hyper's own refusal, if `bytes` start one where one can be.
+    fn refusal(&self, bytes: &[u8]) -> Option<StatusCode> {
+        if !self.activity.between_messages() {
+            return None;
+        }
+        own_refusal(bytes)
     }
 }
 
@@ -95,7 +112,13 @@ impl<S: AsyncRead + Unpin> AsyncRead for Refusals<S> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let read = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if matches!(read, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            this.activity.read();
+        }
+        read
     }
 }
 
@@ -111,7 +134,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Refusals<S> {
             std::task::ready!(this.drain(cx))?;
             return Poll::Ready(Ok(buf.len()));
         }
-        if let Some(status) = own_refusal(buf) {
+        if let Some(status) = this.refusal(buf) {
             return this.replace(cx, status, buf.len());
         }
         Pin::new(&mut this.inner).poll_write(cx, buf)
@@ -128,7 +151,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Refusals<S> {
             std::task::ready!(this.drain(cx))?;
             return Poll::Ready(Ok(total));
         }
-        if let Some(status) = bufs.first().and_then(|b| own_refusal(b)) {
+        if let Some(status) = bufs.first().and_then(|b| this.refusal(b)) {
             return this.replace(cx, status, total);
         }
         Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
@@ -141,7 +164,11 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Refusals<S> {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
         std::task::ready!(this.drain(cx))?;
-        Pin::new(&mut this.inner).poll_flush(cx)
+        let flushed = Pin::new(&mut this.inner).poll_flush(cx);
+        if matches!(flushed, Poll::Ready(Ok(()))) {
+            this.activity.flushed();
+        }
+        flushed
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {

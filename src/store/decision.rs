@@ -5,6 +5,28 @@ use std::time::Duration;
 
 use super::LimitSet;
 
+/// What an allowed, charged decision leaves behind so it can be taken back: the members its
+/// charge wrote (one per part: a cluster decides a request whose keys live in several slots one
+/// part per slot), when, and for how many units.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    /// The charge of each part.
+    pub parts: Vec<ReceiptPart>,
+    /// Units charged.
+    pub cost: u64,
+}
+
+/// The charge of one part of a decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiptPart {
+    /// The key slot the part counted, or `None` when one call decided every slot.
+    pub slot: Option<usize>,
+    /// The member of its first unit (`<call token><decision>`).
+    pub member: String,
+    /// The instant it was charged at, in microseconds of the deciding clock.
+    pub decided_at_us: u64,
+}
+
 /// How one decision came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -52,16 +74,21 @@ pub struct Decision {
     pub limits: Vec<LimitUsage>,
     /// The instant the store decided at, in microseconds since the epoch of its clock.
     pub decided_at_us: u64,
+    /// The block level of the key the decision names (the block serving, the block started,
+    /// or the highest level one of its keys keeps); 0 when none.
+    pub block_level: u64,
+    /// How to take the charge back (outcome-counted routes only).
+    pub receipt: Option<Receipt>,
 }
 
 impl Decision {
-    /// Values per decision in a reply: code and retry, then three per limit.
+    /// Values per decision in a reply: code, retry and block level, then three per limit.
     pub fn reply_len(limits: &LimitSet) -> usize {
-        2 + 3 * limits.limits.len()
+        3 + 3 * limits.limits.len()
     }
 
-    /// Decodes one decision of a script reply (`{code, retry_us, used_i, reset_us_i,
-    /// retry_us_i ...}`) made at `decided_at_us` for a key with these limits.
+    /// Decodes one decision of a script reply (`{code, retry_us, block_level, used_i,
+    /// reset_us_i, retry_us_i ...}`) made at `decided_at_us` for a key with these limits.
     pub fn from_reply(
         limits: &LimitSet,
         reply: &[i64],
@@ -84,7 +111,7 @@ impl Decision {
         let usage = limits
             .limits
             .iter()
-            .zip(reply[2..].chunks_exact(3))
+            .zip(reply[3..].chunks_exact(3))
             .map(|(l, v)| LimitUsage {
                 used: v[0].max(0) as u64,
                 limit: l.limit,
@@ -97,6 +124,8 @@ impl Decision {
             retry_after: micros(reply[1]),
             limits: usage,
             decided_at_us,
+            block_level: reply[2].max(0) as u64,
+            receipt: None,
         })
     }
 
@@ -107,6 +136,8 @@ impl Decision {
             retry_after: Duration::ZERO,
             limits: Vec::new(),
             decided_at_us: 0,
+            block_level: 0,
+            receipt: None,
         }
     }
 
@@ -165,6 +196,8 @@ impl Decision {
                 })
                 .collect(),
             decided_at_us: self.decided_at_us + elapsed.as_micros() as u64,
+            block_level: self.block_level,
+            receipt: None,
         }
     }
 }
@@ -181,6 +214,9 @@ pub enum StoreError {
     /// The script failed or replied in an unexpected shape.
     #[error("rate-limit script failed: {0}")]
     Script(String),
+    /// The in-process store holds `store.max_keys` live keys and this key is not one of them.
+    #[error("the in-process store is full ({0} live keys)")]
+    Full(usize),
     /// Anything else.
     #[error("store error: {0}")]
     Other(String),
@@ -193,6 +229,7 @@ impl StoreError {
             StoreError::Timeout(_) => "timeout",
             StoreError::Connection(_) => "connection",
             StoreError::Script(_) => "script",
+            StoreError::Full(_) => "full",
             StoreError::Other(_) => "other",
         }
     }

@@ -1,142 +1,94 @@
-//! Decision stores: a [`Store`] decides every limit of a key in one atomic step. Redis runs the
-//! algorithm's Lua script (`lua/`), coalescing the decisions in flight for one node into one
-//! call; the embedded [`MemoryStore`] runs the same algorithm in process. Both answer in the
-//! scripts' reply layout, decoded in one place ([`Decision::from_reply`]), so the two cannot
-//! drift apart in how a reply is read.
+//! Decision stores: a [`Store`] decides every limit of a request in one atomic step. Redis runs
+//! the decision script (`lua/`), coalescing the decisions in flight for one node into one call;
+//! the embedded [`MemoryStore`] runs the same steps in process. Both answer in the script's
+//! reply layout, decoded in one place ([`Decision::from_reply`]), so the two cannot drift apart
+//! in how a reply is read.
 //!
 //! A store knows nothing of routes, modes or HTTP: it is handed a [`LimitSet`] (the effective
-//! limits of one key), the key's storage base and a cost, and answers a [`Decision`].
+//! limits of one request), the bases of its key slots ([`layout::base`]) and a cost, and answers
+//! a [`Decision`]; a [`Settlement`] later takes a charge back or clears a count.
 
 mod decision;
+pub mod layout;
 mod memory;
+mod plan;
 mod redis;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-pub use decision::{Decision, LimitUsage, Outcome, StoreError};
-pub use memory::MemoryStore;
-pub use redis::{fred_url, Deadline, RedisStore, SLIDING_LOG_LUA, SLIDING_WINDOW_COUNTER_LUA};
-
-use crate::config::{Algorithm, ExceedMode, RouteConfig};
-
-/// One limit as a store applies it: the value in force for this key (a segment or plan may
-/// change it), the window and the algorithm.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Limit {
-    /// The limit's name (part of its Redis key).
-    pub name: String,
-    /// Units allowed per window for this key.
-    pub limit: u64,
-    /// The window in microseconds.
-    pub window_us: u64,
-    /// How the limit counts.
-    pub algorithm: Algorithm,
-}
-
-/// Everything a store needs to know about the limits of one key: they are decided together,
-/// all charged or none.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LimitSet {
-    /// `block_for` in milliseconds when the route blocks, else 0.
-    pub block_ms: u64,
-    /// The limits in the route's order.
-    pub limits: Vec<Limit>,
-}
-
-impl LimitSet {
-    /// The limits of `route` with the values `value(i)` for limit `i` (its own `limit`, or a
-    /// segment's or plan's).
-    pub fn of_route_with(route: &RouteConfig, value: impl Fn(usize) -> u64) -> LimitSet {
-        LimitSet {
-            block_ms: match route.on_exceed {
-                ExceedMode::Block { block_for } => block_for.as_millis().max(1) as u64,
-                _ => 0,
-            },
-            limits: route
-                .limits
-                .iter()
-                .enumerate()
-                .map(|(i, l)| Limit {
-                    name: l.name.clone(),
-                    limit: value(i),
-                    window_us: l.window.as_micros().max(1) as u64,
-                    algorithm: l.algorithm,
-                })
-                .collect(),
-        }
-    }
-
-    /// The limits of `route` with their own values.
-    pub fn of_route(route: &RouteConfig) -> LimitSet {
-        Self::of_route_with(route, |i| route.limits[i].limit)
-    }
-
-    /// The one algorithm every limit uses, or `None` when they use both (or there are none).
-    pub fn algorithm(&self) -> Option<Algorithm> {
-        let first = self.limits.first()?.algorithm;
-        self.limits
-            .iter()
-            .all(|l| l.algorithm == first)
-            .then_some(first)
-    }
-
-    /// Every key one decision touches (layout in `lua/README.md`): one hash for all the limits
-    /// when every limit is a `sliding_window_counter`; otherwise one key per limit, a sorted set
-    /// for each `sliding_log` limit and the counter hash for each counter limit; then the block
-    /// marker when the route blocks.
-    pub fn keys(&self, base: &str) -> Vec<String> {
-        let mut keys: Vec<String> = match self.algorithm() {
-            Some(Algorithm::SlidingWindowCounter) => vec![crate::key::counter_key(base)],
-            _ => self
-                .limits
-                .iter()
-                .map(|l| match l.algorithm {
-                    Algorithm::SlidingLog => crate::key::sorted_set_key(base, &l.name),
-                    Algorithm::SlidingWindowCounter => crate::key::counter_key(base),
-                })
-                .collect(),
-        };
-        if self.block_ms > 0 {
-            keys.push(crate::key::block_key(base));
-        }
-        keys
-    }
-}
+pub use decision::{Decision, LimitUsage, Outcome, Receipt, ReceiptPart, StoreError};
+pub use memory::{Marker, MemoryStore};
+pub use plan::{BlockSpec, Limit, LimitSet, StateSpec};
+pub use redis::{decision_script, fred_url, Deadline, RedisStore};
 
 /// One decision a store is asked for.
 #[derive(Debug, Clone, Copy)]
 pub struct DecisionRequest<'a> {
-    /// The key's effective limits.
+    /// The request's effective limits.
     pub limits: &'a Arc<LimitSet>,
-    /// `<prefix>:{<route>|<key>}`, from [`crate::key::decision_base`].
-    pub base: &'a str,
+    /// The base of each key slot (`layout::base`), in slot order.
+    pub bases: &'a [String],
     /// Units this request spends; 0 only reads usage.
     pub cost: u64,
+    /// Decide as if, but charge nothing and start no block.
+    pub dry_run: bool,
+    /// Whether the caller may take the charge back (a [`Receipt`] comes with it).
+    pub receipt: bool,
+}
+
+impl<'a> DecisionRequest<'a> {
+    /// A request that charges `cost` units (no receipt).
+    pub fn charge(limits: &'a Arc<LimitSet>, bases: &'a [String], cost: u64) -> Self {
+        DecisionRequest {
+            limits,
+            bases,
+            cost,
+            dry_run: false,
+            receipt: false,
+        }
+    }
+}
+
+/// Takes back what a decision charged, for some of its limits: `refund` gives the charge back
+/// (a reservation whose outcome is not counted), `reset` forgets the limit's whole count and
+/// the block level of its key.
+#[derive(Debug, Clone)]
+pub struct Settlement {
+    /// The limits the decision was made with.
+    pub limits: Arc<LimitSet>,
+    /// Its key slots' bases.
+    pub bases: Vec<String>,
+    /// What it charged.
+    pub receipt: Receipt,
+    /// Limits (indexes into `limits`) whose charge goes back.
+    pub refund: Vec<usize>,
+    /// Limits whose count is cleared.
+    pub reset: Vec<usize>,
 }
 
 /// One decision on its way: [`Store::submit`]'s answer.
 pub enum Answer {
     /// Decided in process.
     Ready(Option<Result<Decision, StoreError>>),
-    /// Waiting for its Redis call.
+    /// Waiting for Redis.
     Redis(redis::RedisAnswer),
 }
 
-impl std::future::Future for Answer {
+impl Future for Answer {
     type Output = Result<Decision, StoreError>;
 
-    fn poll(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.get_mut() {
-            Answer::Ready(result) => std::task::Poll::Ready(
+            Answer::Ready(result) => Poll::Ready(
                 result
                     .take()
                     .expect("an answer is not polled after it is ready"),
             ),
-            Answer::Redis(answer) => std::pin::Pin::new(answer).poll(cx),
+            Answer::Redis(answer) => Pin::new(answer).poll(cx),
         }
     }
 }
@@ -177,7 +129,7 @@ impl Store {
     pub fn submit(&self, request: DecisionRequest<'_>) -> Answer {
         match self {
             Store::Redis(s) => s.submit(request, None),
-            Store::Memory(s) => Answer::Ready(Some(Ok(s.decide(request, None)))),
+            Store::Memory(s) => Answer::Ready(Some(s.decide(request, None))),
         }
     }
 
@@ -191,22 +143,73 @@ impl Store {
     ) -> Vec<Result<Decision, StoreError>> {
         match self {
             Store::Redis(s) => s.decide_many(requests, now_us).await,
-            Store::Memory(s) => s
-                .decide_many(requests, now_us)
-                .into_iter()
-                .map(Ok)
-                .collect(),
+            Store::Memory(s) => s.decide_many(requests, now_us),
         }
     }
 
-    /// Forgets every count of a key (under either algorithm) and lifts its block.
-    pub async fn reset(&self, limits: &LimitSet, base: &str) -> Result<(), StoreError> {
+    /// Applies a settlement. Redis carries it in the next call of the lane of its keys (with
+    /// whatever decisions go out then), so a refund rarely costs a call of its own.
+    pub async fn settle(&self, settlement: Settlement) -> Result<(), StoreError> {
         match self {
-            Store::Redis(s) => s.reset(limits, base).await,
+            Store::Redis(s) => s.settle(settlement).await,
             Store::Memory(s) => {
-                s.reset(base);
+                s.settle(&settlement);
                 Ok(())
             }
+        }
+    }
+
+    /// Forgets every count of a request's keys (under every algorithm: a reload may have
+    /// changed one) and lifts their blocks, levels included.
+    pub async fn reset(&self, limits: &LimitSet, bases: &[String]) -> Result<(), StoreError> {
+        let mut keys = limits.keys(bases);
+        for base in bases {
+            keys.push(layout::block_key(base));
+            for algorithm in crate::algorithm::AlgorithmId::all() {
+                keys.push(layout::state_key(base, algorithm.get().key_suffix()));
+            }
+        }
+        keys.sort();
+        keys.dedup();
+        match self {
+            Store::Redis(s) => s.delete(&keys).await,
+            Store::Memory(s) => {
+                s.forget(&keys);
+                Ok(())
+            }
+        }
+    }
+
+    /// Records that a key slot started a block: `member` (`<limit>|<derived key>`) in the
+    /// route's block index `index`, at `start_us`.
+    pub async fn note_block(
+        &self,
+        index: &str,
+        member: &str,
+        start_us: u64,
+    ) -> Result<(), StoreError> {
+        match self {
+            Store::Redis(s) => s.note_block(index, member, start_us).await,
+            Store::Memory(s) => {
+                s.note_block(index, member);
+                Ok(())
+            }
+        }
+    }
+
+    /// The newest `n` members of a route's block index, newest first.
+    pub async fn recent_blocks(&self, index: &str, n: usize) -> Result<Vec<String>, StoreError> {
+        match self {
+            Store::Redis(s) => s.recent_blocks(index, n).await,
+            Store::Memory(s) => Ok(s.recent_blocks(index, n)),
+        }
+    }
+
+    /// The block markers at `keys`.
+    pub async fn markers(&self, keys: &[String]) -> Result<Vec<Option<Marker>>, StoreError> {
+        match self {
+            Store::Redis(s) => s.markers(keys).await,
+            Store::Memory(s) => Ok(keys.iter().map(|k| s.marker(k)).collect()),
         }
     }
 

@@ -1,4 +1,4 @@
-//! Plain reference models of both algorithms, written from SPEC section 2 (what each one counts)
+//! Plain reference models of the three algorithms, written from SPEC section 2 (what each one counts)
 //! and section 5 (what the reset and Retry-After mean), not from the scripts or the memory store.
 //!
 //! Each limit only answers "how many units do you count at instant T?" ([`Units`], an exact
@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use slidegate::config::Algorithm;
+use slidegate::algorithm::AlgorithmId;
 use slidegate::store::{Decision, LimitSet, LimitUsage, Outcome};
 
 /// Units a limit counts at one instant, as the exact fraction `numerator / denominator`.
@@ -48,6 +48,9 @@ enum History {
     /// `sliding_window_counter`: allowed units per fixed window, keyed by the window's index
     /// (instant / window, so fixed windows start at multiples of the window since the epoch).
     Counter(BTreeMap<u64, u64>),
+    /// `gcra`: every admission (instant, units); each unit is paid back at `limit` per `window`
+    /// after the ones before it, and `burst` units may be owed at once.
+    Gcra(Vec<(u64, u64)>, u64),
 }
 
 /// One limit of a route: its value, its window, and what it allowed.
@@ -59,10 +62,26 @@ struct LimitModel {
 }
 
 impl LimitModel {
-    /// The units counted at instant `at`, as SPEC section 2 defines them.
+    /// The units counted at instant `at`, as SPEC section 2 defines them (for gcra: the units
+    /// still owed, a fraction, each paid back window / limit after the one before it).
     fn units_at(&self, at: u64) -> Units {
         let window = self.window;
         match &self.history {
+            History::Gcra(admissions, _) => {
+                // owed in microseconds times limit: each admission adds cost * window, the
+                // time since the last pays back `limit` a microsecond, never below zero
+                let (limit, w) = (self.limit as u128, window as u128);
+                let (mut owed, mut last) = (0u128, 0u64);
+                for &(t, cost) in admissions.iter().filter(|(t, _)| *t <= at) {
+                    owed = owed.saturating_sub((t - last) as u128 * limit) + cost as u128 * w;
+                    last = t;
+                }
+                owed = owed.saturating_sub((at - last.min(at)) as u128 * limit);
+                Units {
+                    numerator: owed,
+                    denominator: w,
+                }
+            }
             // The entries in (at - window, at].
             History::Log(times) => {
                 let live = times.iter().filter(|&&t| t <= at && at < t + window);
@@ -89,6 +108,15 @@ impl LimitModel {
             History::Counter(per_window) => {
                 *per_window.entry(at / self.window).or_default() += cost
             }
+            History::Gcra(admissions, _) => admissions.push((at, cost)),
+        }
+    }
+
+    /// The units this limit lets through at once: its burst (gcra) or the limit.
+    fn capacity(&self) -> u64 {
+        match &self.history {
+            History::Gcra(_, burst) => *burst,
+            _ => self.limit,
         }
     }
 
@@ -96,7 +124,7 @@ impl LimitModel {
     /// meanwhile. `holds` must turn true at some point and stay true: the units never grow
     /// without a charge, and both algorithms count nothing two windows after the last charge.
     fn first_wait(&self, now: u64, holds: impl Fn(Units) -> bool) -> u64 {
-        let (mut low, mut high) = (0, 2 * self.window);
+        let (mut low, mut high) = (0, 2 * self.window * self.capacity().max(1));
         assert!(
             holds(self.units_at(now + high)),
             "nothing is counted two windows on"
@@ -116,22 +144,46 @@ impl LimitModel {
     /// larger than the limit never fits; the stores then answer one window (a convention of the
     /// reply layout, not something SPEC says).
     fn wait(&self, now: u64, cost: u64) -> u64 {
-        if self.units_at(now).fit(cost, self.limit) {
+        let capacity = self.capacity();
+        if self.units_at(now).fit(cost, capacity) {
             0
-        } else if cost > self.limit {
+        } else if cost > capacity {
             self.window
         } else {
-            self.first_wait(now, |u| u.fit(cost, self.limit))
+            self.first_wait(now, |u| u.fit(cost, capacity))
         }
     }
 
-    /// Until the next unit of the quota comes back: the units, rounded up, drop by one.
+    /// Units counted as the headers show them: rounded up; for gcra, the limit less the whole
+    /// units that fit now.
+    fn used(&self, now: u64) -> u64 {
+        let units = self.units_at(now);
+        match &self.history {
+            History::Gcra(_, burst) => {
+                let free = (*burst as u128 * units.denominator).saturating_sub(units.numerator)
+                    / units.denominator;
+                self.limit - (free as u64).min(self.limit)
+            }
+            _ => units.rounded_up(),
+        }
+    }
+
+    /// Until the next unit of the quota comes back: the units used drop by one.
     fn reset(&self, now: u64) -> u64 {
-        let used = self.units_at(now).rounded_up();
+        let used = self.used(now);
         if used == 0 {
             return 0;
         }
-        self.first_wait(now, |u| u.rounded_up() < used)
+        let (mut low, mut high) = (0, 2 * self.window.max(1) * self.capacity().max(1));
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if self.used(now + mid) < used {
+                high = mid;
+            } else {
+                low = mid + 1;
+            }
+        }
+        low
     }
 }
 
@@ -148,12 +200,14 @@ impl Reference {
         let limits = set
             .limits
             .iter()
-            .map(|l| LimitModel {
+            .enumerate()
+            .map(|(i, l)| LimitModel {
                 limit: l.limit,
                 window: l.window_us,
-                history: match l.algorithm {
-                    Algorithm::SlidingLog => History::Log(Vec::new()),
-                    Algorithm::SlidingWindowCounter => History::Counter(BTreeMap::new()),
+                history: match set.algorithm_of(i) {
+                    AlgorithmId::SLIDING_LOG => History::Log(Vec::new()),
+                    AlgorithmId::SLIDING_WINDOW_COUNTER => History::Counter(BTreeMap::new()),
+                    _ => History::Gcra(Vec::new(), if l.param == 0 { l.limit } else { l.param }),
                 },
             })
             .collect();
@@ -176,7 +230,7 @@ impl Reference {
             .iter()
             .zip(&waits)
             .map(|(l, &wait)| LimitUsage {
-                used: l.units_at(now).rounded_up(),
+                used: l.used(now),
                 limit: l.limit,
                 reset: Duration::from_micros(l.reset(now)),
                 retry_after: Duration::from_micros(wait),
@@ -191,6 +245,8 @@ impl Reference {
             retry_after: Duration::from_micros(retry),
             limits,
             decided_at_us: now,
+            block_level: 0,
+            receipt: None,
         }
     }
 }

@@ -1,12 +1,11 @@
 //! Stores built the way a gateway builds them, for tests that call `Store` directly: a Redis
-//! store on a test server, and the limit sets of routes written as config text.
+//! store on a test server, the limit sets of routes written as config text, and requests.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use slidegate::config::{Backend, ClockSource, Config, OnError, StoreConfig};
-use slidegate::metrics::Metrics;
-use slidegate::store::{LimitSet, RedisStore, Store};
+use slidegate::config::{Backend, ClockSource, Config, OnError, Purpose, StoreConfig};
+use slidegate::store::{layout, Decision, DecisionRequest, LimitSet, RedisStore, Store};
 
 use super::redis::RedisServer;
 
@@ -17,10 +16,11 @@ pub async fn redis_store(server: &RedisServer, timeout: Duration, clock: ClockSo
         url: server.url(),
         timeout,
         on_error: OnError::Deny,
+        max_keys: 1_000_000,
         key_prefix: "unused".into(),
         clock,
     };
-    let store = RedisStore::connect(&config, &Metrics::new(), &[])
+    let store = RedisStore::connect(&config, Arc::new(|_| {}), &[])
         .await
         .expect("the store connects");
     store
@@ -31,24 +31,51 @@ pub async fn redis_store(server: &RedisServer, timeout: Duration, clock: ClockSo
 }
 
 /// The limit sets of `routes` (`[[routes]]` TOML with an upstream named `up`), in file order,
-/// as the gateway compiles them (`LimitSet::of_route`).
+/// as the gateway compiles them (their own values).
 pub fn limit_sets(routes: &str) -> Vec<Arc<LimitSet>> {
     let toml = format!("[upstreams.up]\nurl = \"http://127.0.0.1:1\"\n{routes}");
-    let config = Config::from_toml(std::path::Path::new("test.toml"), &toml, &|_| None)
-        .unwrap_or_else(|e| panic!("{e}\n{toml}"));
+    let config = Config::from_toml(
+        std::path::Path::new("test.toml"),
+        &toml,
+        &|name| (name == "SLIDEGATE_KEY_SECRET").then(|| "s3cret".into()),
+        Purpose::Gateway,
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{toml}"));
     config
         .routes
         .iter()
-        .map(|r| Arc::new(LimitSet::of_route(r)))
+        .map(|r| slidegate::limit::limit_set(r))
         .collect()
 }
 
 /// The algorithm of a route's limit `i` when tests name a route's algorithms with one word:
-/// `"mixed"` gives the limits both in turn, the counter first (so a sorted set is not always the
-/// decision's first key); any other word is every limit's algorithm.
+/// `"mixed"` gives the limits the algorithms in turn, the counter first (so a sorted set is not
+/// always the decision's first key); any other word is every limit's algorithm.
 pub fn algorithm_of_limit(route_algorithm: &str, i: usize) -> &str {
     match route_algorithm {
-        "mixed" => ["sliding_window_counter", "sliding_log"][i % 2],
+        "mixed" => ["sliding_window_counter", "sliding_log", "gcra"][i % 3],
         one => one,
     }
+}
+
+/// The bases of a one-slot request for `key` of route `route` under `prefix`.
+pub fn bases(prefix: &str, route: &str, key: &str) -> Vec<String> {
+    vec![layout::base(prefix, route, "", key)]
+}
+
+/// One request of `cost` at `now_us` (the store's clock when `None`).
+pub async fn decide_at(
+    store: &Store,
+    limits: &Arc<LimitSet>,
+    bases: &[String],
+    now_us: Option<u64>,
+    cost: u64,
+) -> Decision {
+    let request = DecisionRequest::charge(limits, bases, cost);
+    store
+        .decide_many(&[request], now_us)
+        .await
+        .pop()
+        .expect("one answer")
+        .expect("store decides")
 }

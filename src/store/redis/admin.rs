@@ -1,29 +1,32 @@
-//! Operations besides decisions: an admin reset (delete a key's state), `PING` for `/readyz`, and
-//! the pub/sub channel that carries resets to every instance's deny cache. Each runs under a
-//! [`Deadline`] of its own: four times `store.timeout`, at least 200 ms.
+//! Operations besides decisions: deleting a key's state (an admin reset), `PING` for `/readyz`,
+//! the index of recent blocks and their markers (`/admin/blocked`), and the pub/sub channel that
+//! carries resets to every instance's deny cache. Each runs under a [`Deadline`] of its own:
+//! four times `store.timeout`, at least 200 ms.
 
 use std::time::Duration;
 
-use fred::interfaces::{ClientLike, EventInterface, KeysInterface, PubsubInterface};
+use fred::interfaces::{
+    ClientLike, EventInterface, KeysInterface, PubsubInterface, SortedSetsInterface,
+};
 
 use super::{map_error, Deadline, RedisStore};
-use crate::store::{LimitSet, StoreError};
+use crate::store::{Marker, StoreError};
+
+/// Most entries a route's block index keeps (the newest).
+pub const MAX_BLOCK_INDEX: i64 = 10_000;
 
 impl RedisStore {
     fn admin_deadline(&self) -> Deadline {
         Deadline::after((self.inner.timeout * 4).max(Duration::from_millis(200)))
     }
 
-    /// Deletes every key of `base` for these limits, under both algorithms (a reload may have
-    /// changed it), and its block marker. All share one hash tag, so one `DEL` does.
-    pub async fn reset(&self, limits: &LimitSet, base: &str) -> Result<(), StoreError> {
-        let mut keys = vec![crate::key::block_key(base), crate::key::counter_key(base)];
-        for l in &limits.limits {
-            keys.push(crate::key::sorted_set_key(base, &l.name));
-        }
+    /// Deletes `keys`, one `DEL` per key (in a cluster they may live on several nodes).
+    pub async fn delete(&self, keys: &[String]) -> Result<(), StoreError> {
         self.admin_deadline()
             .run(async {
-                let _: i64 = self.client().del(keys).await.map_err(map_error)?;
+                for key in keys {
+                    let _: i64 = self.client().del(key.as_str()).await.map_err(map_error)?;
+                }
                 Ok(())
             })
             .await
@@ -35,6 +38,55 @@ impl RedisStore {
             .run(async {
                 let _: String = self.client().ping(None).await.map_err(map_error)?;
                 Ok(())
+            })
+            .await
+    }
+
+    /// Adds `member` to the block index `index` at `start_us`, keeping the newest entries.
+    pub async fn note_block(
+        &self,
+        index: &str,
+        member: &str,
+        start_us: u64,
+    ) -> Result<(), StoreError> {
+        self.admin_deadline()
+            .run(async {
+                let client = self.client();
+                let _: i64 = client
+                    .zadd(index, None, None, false, false, (start_us as f64, member))
+                    .await
+                    .map_err(map_error)?;
+                let _: i64 = client
+                    .zremrangebyrank(index, 0, -(MAX_BLOCK_INDEX + 1))
+                    .await
+                    .map_err(map_error)?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// The newest `n` members of the block index `index`, newest first.
+    pub async fn recent_blocks(&self, index: &str, n: usize) -> Result<Vec<String>, StoreError> {
+        self.admin_deadline()
+            .run(async {
+                self.client()
+                    .zrevrange(index, 0, n as i64 - 1, false)
+                    .await
+                    .map_err(map_error)
+            })
+            .await
+    }
+
+    /// The block markers at `keys` (`None` where there is none).
+    pub async fn markers(&self, keys: &[String]) -> Result<Vec<Option<Marker>>, StoreError> {
+        self.admin_deadline()
+            .run(async {
+                let reads = keys.iter().map(|k| self.client().get::<Option<String>, _>(k.as_str()));
+                let values = futures_util::future::join_all(reads).await;
+                values
+                    .into_iter()
+                    .map(|v| v.map(|v| v.and_then(|text| parse_marker(&text))).map_err(map_error))
+                    .collect()
             })
             .await
     }
@@ -99,4 +151,15 @@ impl RedisStore {
         });
         Ok((task, subscribed_rx))
     }
+}
+
+/// A block marker's text: `"<limit name> <block end µs> <level>"`.
+pub fn parse_marker(text: &str) -> Option<Marker> {
+    let mut parts = text.split(' ');
+    let (name, until, level) = (parts.next()?, parts.next()?, parts.next()?);
+    Some(Marker {
+        name: name.to_string(),
+        until: until.parse().ok()?,
+        level: level.parse().ok()?,
+    })
 }

@@ -22,11 +22,6 @@ impl Deadline {
         }
     }
 
-    /// The instant itself.
-    pub fn at(&self) -> Instant {
-        self.at
-    }
-
     /// Whether it has passed.
     pub fn passed(&self) -> bool {
         Instant::now() >= self.at

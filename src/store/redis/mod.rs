@@ -1,23 +1,29 @@
-//! The Redis store. Decisions go through per-node [`coalesce::Lane`]s, so the decisions in
-//! flight at one moment for one node become one `EVALSHA` of the algorithm's multi-decision
-//! script; each waits at most `store.timeout` (one [`Deadline`] per call), after which its
-//! route's `on_error` applies. Scripts are loaded with `SCRIPT LOAD` at start; a `NOSCRIPT` reply
-//! (restart, failover, `SCRIPT FLUSH`) loads the script again and retries within the same
-//! deadline, so no client ever sees it. Commands fail fast while disconnected instead of
-//! queueing, so a dead Redis costs a request at most `store.timeout`.
+//! The Redis store. Decisions go through per-node [`lane::Lane`]s, so the decisions in flight
+//! at one moment for one node become one `EVALSHA` of the decision script; each waits at most
+//! `store.timeout` (one [`Deadline`] per call), after which its route's `on_error` applies.
+//! The script is loaded with `SCRIPT LOAD` at start; a `NOSCRIPT` reply (restart, failover,
+//! `SCRIPT FLUSH`) loads it again and retries within the same deadline, so no client ever sees
+//! it. Commands fail fast while disconnected instead of queueing, so a dead Redis costs a
+//! request at most `store.timeout`.
 //!
-//! `coalesce.rs` has the lanes and the calls, `admin.rs` resets, pings and the reset channel,
-//! `script.rs` the scripts, `url.rs` the URL forms, `deadline.rs` the one deadline helper.
+//! `lane.rs` queues, `call.rs` packs and sends one call, `split.rs` decides a cluster request
+//! whose keys live in several slots one part per slot, `admin.rs` resets, pings, blocks and the
+//! reset channel, `script.rs` the script, `url.rs` the URL forms, `deadline.rs` the deadline.
 
 mod admin;
-mod coalesce;
+mod call;
 mod deadline;
+mod lane;
 mod script;
+mod split;
 mod url;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
@@ -29,16 +35,18 @@ use fred::types::config::{Config as FredConfig, ConnectionConfig, ReconnectPolic
 use fred::types::{Builder, Key};
 use tokio::sync::oneshot;
 
-use coalesce::{Caller, Lane, Pending, Target, MAX_PER_CALL};
+use call::{Caller, Target};
 pub use deadline::Deadline;
-use script::ScriptKind;
-pub use script::{SLIDING_LOG_LUA, SLIDING_WINDOW_COUNTER_LUA};
+use lane::{Lane, Pending, PendingSettlement, MAX_PER_CALL};
+pub use script::decision_script;
 pub use url::fred_url;
 
-use super::{Answer, Decision, DecisionRequest, StoreError};
+use super::{Answer, Decision, DecisionRequest, Receipt, ReceiptPart, Settlement, StoreError};
 use crate::config::StoreConfig;
-use crate::metrics::Metrics;
 use crate::workers::PerWorker;
+
+/// Counts a failed store call (the gateway counts it in `slidegate_store_errors_total`).
+pub type OnError = Arc<dyn Fn(&StoreError) + Send + Sync>;
 
 /// Redis-backed limiter; clones share the connection and the lanes.
 #[derive(Clone)]
@@ -59,10 +67,10 @@ struct Inner {
 struct Connection {
     client: Client,
     caller: Arc<Caller>,
-    /// Standalone and sentinel: one lane per script, found without a lock.
-    single: [OnceLock<Lane>; 3],
-    /// Cluster: one lane per (primary node, script).
-    lanes: RwLock<HashMap<(Option<Server>, ScriptKind), Lane>>,
+    /// Standalone and sentinel: the one lane, found without a lock.
+    single: OnceLock<Lane>,
+    /// Cluster: one lane per primary node.
+    lanes: RwLock<HashMap<Option<Server>, Lane>>,
     /// The cluster's slot table, re-read from the client at most once a second.
     routing: ArcSwapOption<ClusterRouting>,
     routing_read_at_ms: AtomicU64,
@@ -70,20 +78,24 @@ struct Connection {
 
 impl RedisStore {
     /// Connects to `config.url` in the background; returns at once even if Redis is down (the
-    /// client keeps reconnecting, and decisions fail fast meanwhile). Failed calls are counted
-    /// in `metrics`' `slidegate_store_errors_total`.
+    /// client keeps reconnecting, and decisions fail fast meanwhile). Every failed call is
+    /// handed to `on_error`.
     ///
     /// With several workers, pass their runtimes' `handles`: each worker's client is connected
     /// inside its runtime, so its I/O is driven there. An empty list means the current runtime.
     pub async fn connect(
         config: &StoreConfig,
-        metrics: &Metrics,
+        on_error: OnError,
         handles: &[tokio::runtime::Handle],
     ) -> Result<RedisStore, StoreError> {
         let fred_config = FredConfig {
             fail_fast: false,
-            ..FredConfig::from_url(&fred_url(&config.url))
-                .map_err(|e| StoreError::Other(format!("store.url: {e}")))?
+            ..FredConfig::from_url(&fred_url(&config.url)).map_err(|e| {
+                StoreError::Other(format!(
+                    "store.url: {}",
+                    crate::config::redact_secrets(&e.to_string())
+                ))
+            })?
         };
         let mut builder = Builder::from_config(fred_config);
         builder
@@ -96,9 +108,7 @@ impl RedisStore {
                 c.tcp.nodelay = Some(true);
             })
             .set_policy(ReconnectPolicy::new_exponential(0, 50, 1000, 2));
-        let errors = metrics.store_errors.clone();
-        let on_error = Arc::new(move |e: &StoreError| errors.with_label_values(&[e.kind()]).inc());
-        let cross_slot = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let cross_slot = Arc::new(AtomicBool::new(true));
         let mut clients = Vec::with_capacity(crate::workers::count());
         for i in 0..crate::workers::count() {
             let client = builder
@@ -121,7 +131,7 @@ impl RedisStore {
             Connection {
                 client,
                 caller: Arc::new(caller),
-                single: [const { OnceLock::new() }; 3],
+                single: OnceLock::new(),
                 lanes: RwLock::new(HashMap::new()),
                 routing: ArcSwapOption::empty(),
                 routing_read_at_ms: AtomicU64::new(0),
@@ -137,7 +147,7 @@ impl RedisStore {
         })
     }
 
-    /// Waits up to `wait` for every worker's connection and loads the scripts.
+    /// Waits up to `wait` for every worker's connection and loads the script.
     pub async fn wait_until_ready(&self, wait: Duration) -> Result<(), StoreError> {
         Deadline::after(wait)
             .run(async {
@@ -154,19 +164,32 @@ impl RedisStore {
         &self.inner.connections.get().client
     }
 
+    fn clustered(&self) -> bool {
+        self.inner.connections.get().client.is_clustered()
+    }
+
     /// Queues one request on its node's lane, coalesced with the others in flight there; the
-    /// answer is a future that owns what it needs.
+    /// answer is a future that owns what it needs. In a cluster, a request whose keys live in
+    /// several slots is decided one part per slot ([`split`]).
     pub fn submit(&self, request: DecisionRequest<'_>, now_us: Option<u64>) -> Answer {
         if request.limits.limits.is_empty() {
             return Answer::Ready(Some(Ok(Decision::unlimited())));
         }
+        if self.clustered() && request.limits.used_slots().len() > 1 {
+            return Answer::Redis(RedisAnswer::Split(split::decide(
+                self.clone(),
+                request,
+                now_us,
+            )));
+        }
         let (pending, receiver) =
             self.pending(request, now_us, Deadline::after(self.inner.timeout));
-        self.lane_for(&pending).submit(pending);
-        Answer::Redis(RedisAnswer {
+        self.lane_for(&pending.keys).submit(pending);
+        Answer::Redis(RedisAnswer::Single(Single {
             limits: request.limits.clone(),
             receiver,
-        })
+            cost: request.cost,
+        }))
     }
 
     /// Decides many requests in order: they fill a few large calls per node. The batch has one
@@ -178,32 +201,83 @@ impl RedisStore {
     ) -> Vec<Result<Decision, StoreError>> {
         let calls = requests.len().div_ceil(MAX_PER_CALL).max(1) as u32;
         let deadline = Deadline::after(self.inner.timeout * calls);
+        let split = self.clustered();
         let mut by_lane: Vec<(Lane, Vec<Pending>)> = Vec::new();
-        let mut answers = Vec::with_capacity(requests.len());
+        let mut answers: Vec<Answer> = Vec::with_capacity(requests.len());
         for request in requests {
-            if request.limits.limits.is_empty() {
-                answers.push(None);
+            if request.limits.limits.is_empty()
+                || (split && request.limits.used_slots().len() > 1)
+            {
+                answers.push(self.submit(*request, now_us));
                 continue;
             }
-            let (pending, answer) = self.pending(*request, now_us, deadline);
-            let lane = self.lane_for(&pending);
+            let (pending, receiver) = self.pending(*request, now_us, deadline);
+            let lane = self.lane_for(&pending.keys);
             match by_lane.iter_mut().find(|(l, _)| l.same(&lane)) {
                 Some((_, group)) => group.push(pending),
                 None => by_lane.push((lane, vec![pending])),
             }
-            answers.push(Some(answer));
+            answers.push(Answer::Redis(RedisAnswer::Single(Single {
+                limits: request.limits.clone(),
+                receiver,
+                cost: request.cost,
+            })));
         }
         for (lane, group) in by_lane {
             lane.submit_many(group);
         }
         let mut out = Vec::with_capacity(requests.len());
-        for (request, answer) in requests.iter().zip(answers) {
-            out.push(match answer {
-                Some(answer) => receive(*request, answer).await,
-                None => Ok(Decision::unlimited()),
-            });
+        for answer in answers {
+            out.push(answer.await);
         }
         out
+    }
+
+    /// Queues a settlement on the lane of its keys, to ride in that lane's next call.
+    pub async fn settle(&self, settlement: Settlement) -> Result<(), StoreError> {
+        let mut waits = Vec::new();
+        for part in &settlement.receipt.parts {
+            let (limits, bases, index_of) = match part.slot {
+                None => (
+                    settlement.limits.clone(),
+                    settlement.bases.clone(),
+                    (0..settlement.limits.limits.len()).collect::<Vec<_>>(),
+                ),
+                Some(slot) => {
+                    let (part_set, indexes) = settlement.limits.part(slot);
+                    (part_set, vec![settlement.bases[slot].clone()], indexes)
+                }
+            };
+            let within = |list: &[usize]| -> Vec<usize> {
+                list.iter()
+                    .filter_map(|i| index_of.iter().position(|j| j == i))
+                    .collect()
+            };
+            let (refund, reset) = (within(&settlement.refund), within(&settlement.reset));
+            if refund.is_empty() && reset.is_empty() {
+                continue;
+            }
+            let keys: Vec<Key> = limits.keys(&bases).into_iter().map(Key::from).collect();
+            let (done, wait) = oneshot::channel();
+            let lane = self.lane_for(&keys);
+            lane.settle(PendingSettlement {
+                limits,
+                keys,
+                member: part.member.clone(),
+                at: part.decided_at_us,
+                cost: settlement.receipt.cost,
+                refund,
+                reset,
+                deadline: Deadline::after(self.inner.timeout * 4),
+                done,
+            });
+            waits.push(wait);
+        }
+        for wait in waits {
+            wait.await
+                .unwrap_or_else(|_| Err(StoreError::Other("the decision lane stopped".into())))?;
+        }
+        Ok(())
     }
 
     fn pending(
@@ -211,21 +285,24 @@ impl RedisStore {
         request: DecisionRequest<'_>,
         now_us: Option<u64>,
         deadline: Deadline,
-    ) -> (
-        Pending,
-        oneshot::Receiver<Result<coalesce::Answer, StoreError>>,
-    ) {
+    ) -> (Pending, oneshot::Receiver<Result<lane::Answer, StoreError>>) {
         let (reply, answer) = oneshot::channel();
         let keys = request
             .limits
-            .keys(request.base)
+            .keys(request.bases)
             .into_iter()
             .map(Key::from)
             .collect();
+        let cost = if request.dry_run {
+            -(request.cost as i64)
+        } else {
+            request.cost as i64
+        };
         let pending = Pending {
             limits: request.limits.clone(),
             keys,
-            cost: request.cost,
+            cost,
+            receipt: request.receipt && request.cost > 0 && !request.dry_run,
             fixed_now: now_us,
             deadline,
             reply,
@@ -233,16 +310,18 @@ impl RedisStore {
         (pending, answer)
     }
 
-    /// The lane of the node serving the decision's keys (they share one hash tag, so one slot).
-    fn lane_for(&self, pending: &Pending) -> Lane {
-        let kind = ScriptKind::of(&pending.limits);
+    /// The lane of the node serving `keys` (they share one hash tag, so one slot).
+    fn lane_for(&self, keys: &[Key]) -> Lane {
         let connection = self.inner.connections.get();
         if !connection.client.is_clustered() {
-            return connection.single[kind as usize]
-                .get_or_init(|| Lane::start(connection.caller.clone(), Target::ByKey, kind))
+            return connection
+                .single
+                .get_or_init(|| Lane::start(connection.caller.clone(), Target::ByKey))
                 .clone();
         }
-        let slot = ClusterRouting::hash_key(pending.keys[0].as_bytes());
+        let slot = keys
+            .first()
+            .map_or(0, |k| ClusterRouting::hash_key(k.as_bytes()));
         let (node, target) = match self
             .routing(connection)
             .and_then(|r| r.get_server(slot).cloned())
@@ -250,19 +329,18 @@ impl RedisStore {
             Some(server) => (Some(server.clone()), Target::Node(server)),
             None => (None, Target::PerSlot),
         };
-        let id = (node, kind);
         if let Some(lane) = connection
             .lanes
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .get(&id)
+            .get(&node)
         {
             return lane.clone();
         }
         let mut lanes = connection.lanes.write().unwrap_or_else(|e| e.into_inner());
         lanes
-            .entry(id)
-            .or_insert_with(|| Lane::start(connection.caller.clone(), target, kind))
+            .entry(node)
+            .or_insert_with(|| Lane::start(connection.caller.clone(), target))
             .clone()
     }
 
@@ -286,41 +364,55 @@ impl RedisStore {
 }
 
 /// A decision queued on a lane, decoded when its call's reply arrives.
-pub struct RedisAnswer {
-    /// The limits the reply is decoded against.
-    limits: Arc<crate::store::LimitSet>,
-    /// Where the lane sends the reply.
-    receiver: oneshot::Receiver<Result<coalesce::Answer, StoreError>>,
+pub enum RedisAnswer {
+    /// One call decides it.
+    Single(Single),
+    /// A cluster request decided one part per slot.
+    Split(Pin<Box<dyn Future<Output = Result<Decision, StoreError>> + Send>>),
 }
 
-impl std::future::Future for RedisAnswer {
+/// One decision waiting for its call.
+pub struct Single {
+    limits: Arc<super::LimitSet>,
+    receiver: oneshot::Receiver<Result<lane::Answer, StoreError>>,
+    cost: u64,
+}
+
+impl Future for RedisAnswer {
     type Output = Result<Decision, StoreError>;
 
-    fn poll(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
-        let this = self.get_mut();
-        let reply = std::task::ready!(std::pin::Pin::new(&mut this.receiver).poll(cx));
-        std::task::Poll::Ready(decode(&this.limits, reply))
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            RedisAnswer::Single(s) => {
+                let reply = std::task::ready!(Pin::new(&mut s.receiver).poll(cx));
+                Poll::Ready(decode(&s.limits, reply, s.cost))
+            }
+            RedisAnswer::Split(future) => future.as_mut().poll(cx),
+        }
     }
-}
-
-/// Waits for a decision's answer and decodes it.
-async fn receive(
-    request: DecisionRequest<'_>,
-    answer: oneshot::Receiver<Result<coalesce::Answer, StoreError>>,
-) -> Result<Decision, StoreError> {
-    decode(request.limits, answer.await)
 }
 
 /// A decision from its part of a call's reply (or the call's error, or a lane that stopped).
 fn decode(
-    limits: &crate::store::LimitSet,
-    reply: Result<Result<coalesce::Answer, StoreError>, oneshot::error::RecvError>,
+    limits: &super::LimitSet,
+    reply: Result<Result<lane::Answer, StoreError>, oneshot::error::RecvError>,
+    cost: u64,
 ) -> Result<Decision, StoreError> {
     match reply {
-        Ok(Ok(a)) => Decision::from_reply(limits, &a.values, a.decided_at_us),
+        Ok(Ok(a)) => {
+            let mut decision = Decision::from_reply(limits, &a.values, a.decided_at_us)?;
+            if let (Some(member), true) = (a.member, decision.allowed()) {
+                decision.receipt = Some(Receipt {
+                    parts: vec![ReceiptPart {
+                        slot: None,
+                        member,
+                        decided_at_us: a.decided_at_us,
+                    }],
+                    cost,
+                });
+            }
+            Ok(decision)
+        }
         Ok(Err(e)) => Err(e),
         Err(_) => Err(StoreError::Other("the decision lane stopped".into())),
     }

@@ -1,87 +1,41 @@
-//! The decision scripts, assembled at build time from `lua/`: the prelude (the call's instant),
-//! the algorithm's own piece, and the shared multi-decision skeleton (`lua/decide.lua`). A route
-//! whose limits use both algorithms gets a third script holding both pieces, each in a scope of
-//! its own, joined by `lua/mixed.lua`. Each script exists in two forms: plain, and for Redis
-//! Cluster with the `allow-cross-slot-keys` flag (Redis 7), which lets one call decide keys of
-//! several slots served by one node.
+//! The decision script, assembled from `lua/`: the prelude (the call's instant), every
+//! registered algorithm's file in a scope of its own (`ALG[code]`, a table of its functions),
+//! then the shared skeleton (`lua/decide.lua`). One script serves every route, so the decisions
+//! in flight for one node share one lane whatever their algorithms. It exists in two forms:
+//! plain, and for Redis Cluster with the `allow-cross-slot-keys` flag (Redis 7), which lets one
+//! call decide keys of several slots served by one node.
 
-use crate::config::Algorithm;
-use crate::store::LimitSet;
+use std::sync::OnceLock;
 
-/// The sliding-log script.
-pub const SLIDING_LOG_LUA: &str = concat!(
-    include_str!("../../../lua/prelude.lua"),
-    include_str!("../../../lua/sliding_log.lua"),
-    include_str!("../../../lua/decide.lua"),
-);
+use crate::algorithm::AlgorithmId;
 
-/// The sliding-window-counter script.
-pub const SLIDING_WINDOW_COUNTER_LUA: &str = concat!(
-    include_str!("../../../lua/prelude.lua"),
-    include_str!("../../../lua/sliding_window_counter.lua"),
-    include_str!("../../../lua/decide.lua"),
-);
+/// The functions every algorithm's file defines, which its scope returns.
+const FUNCTIONS: [&str; 9] = [
+    "open", "view", "fits", "wait", "charge", "report", "refund", "clear", "finish",
+];
 
-/// An algorithm's file in a scope of its own, as a local table of the functions `decide.lua`
-/// calls.
-macro_rules! algorithm_scope {
-    ($name:literal, $file:literal) => {
-        concat!(
-            "local ",
-            $name,
-            " = (function()\n",
-            include_str!($file),
-            "return { state_of = state_of, fits = fits, wait = wait, charge = charge, ",
-            "report = report, finish = finish }\nend)()\n",
-        )
-    };
-}
-
-/// The script for a route whose limits use both algorithms.
-pub const MIXED_LUA: &str = concat!(
-    include_str!("../../../lua/prelude.lua"),
-    algorithm_scope!("LOG", "../../../lua/sliding_log.lua"),
-    algorithm_scope!("COUNTER", "../../../lua/sliding_window_counter.lua"),
-    include_str!("../../../lua/mixed.lua"),
-    include_str!("../../../lua/decide.lua"),
-);
-
-/// Which script decides a set of limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ScriptKind {
-    /// Every limit uses `sliding_log`.
-    SlidingLog,
-    /// Every limit uses `sliding_window_counter`.
-    SlidingWindowCounter,
-    /// The limits use both.
-    Mixed,
-}
-
-impl ScriptKind {
-    /// Every kind, in declaration order: a kind's `as usize` is its place here (lanes and
-    /// scripts are kept in arrays indexed by it).
-    pub const ALL: [ScriptKind; 3] = [
-        ScriptKind::SlidingLog,
-        ScriptKind::SlidingWindowCounter,
-        ScriptKind::Mixed,
-    ];
-
-    /// The script that decides `set`.
-    pub fn of(set: &LimitSet) -> ScriptKind {
-        match set.algorithm() {
-            Some(Algorithm::SlidingLog) => ScriptKind::SlidingLog,
-            Some(Algorithm::SlidingWindowCounter) => ScriptKind::SlidingWindowCounter,
-            None => ScriptKind::Mixed,
+/// The whole decision script's text.
+pub fn decision_script() -> &'static str {
+    static TEXT: OnceLock<String> = OnceLock::new();
+    TEXT.get_or_init(|| {
+        let mut lua = String::from(include_str!("../../../lua/prelude.lua"));
+        lua.push_str("local ALG = {}\n");
+        for id in AlgorithmId::all() {
+            lua.push_str(&format!(
+                "-- {name}\nALG[{code}] = (function()\n{body}\nreturn {{ {fns} }}\nend)()\n",
+                name = id.name(),
+                code = id.code(),
+                body = id.get().lua(),
+                fns = FUNCTIONS
+                    .iter()
+                    .map(|f| format!("{f} = {f}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ));
         }
-    }
-
-    fn lua(self) -> &'static str {
-        match self {
-            ScriptKind::SlidingLog => SLIDING_LOG_LUA,
-            ScriptKind::SlidingWindowCounter => SLIDING_WINDOW_COUNTER_LUA,
-            ScriptKind::Mixed => MIXED_LUA,
-        }
-    }
+        lua.push_str(include_str!("../../../lua/decide.lua"));
+        lua
+    })
 }
 
 /// The shebang that declares the cross-slot flag (Redis 7 script flags).
@@ -102,7 +56,7 @@ impl Script {
     }
 }
 
-/// Both forms of one script.
+/// Both forms of the decision script.
 pub struct Scripts {
     /// For standalone and sentinel servers, and per-slot calls in a cluster.
     pub plain: Script,
@@ -111,9 +65,9 @@ pub struct Scripts {
 }
 
 impl Scripts {
-    /// Both forms of the `kind` script.
-    pub fn of(kind: ScriptKind) -> Scripts {
-        let lua = kind.lua();
+    /// Both forms.
+    pub fn new() -> Scripts {
+        let lua = decision_script();
         Scripts {
             plain: Script::new(lua.to_string()),
             cross_slot: Script::new(format!("{CROSS_SLOT_SHEBANG}{lua}")),
@@ -121,14 +75,8 @@ impl Scripts {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_kind_indexes_its_place_in_all() {
-        for (i, kind) in ScriptKind::ALL.iter().enumerate() {
-            assert_eq!(*kind as usize, i, "{kind:?}");
-        }
+impl Default for Scripts {
+    fn default() -> Self {
+        Self::new()
     }
 }

@@ -1,0 +1,137 @@
+-- gcra.lua: the generic cell rate algorithm, O(1) memory. `limit` per `window` refills as a
+-- steady rate (one unit every window / limit) with a burst of up to `burst` units (the limit
+-- when not set). Every gcra limit of one (route, key) lives in one hash, a field per limit.
+--
+-- The state is the debt: how far the theoretical arrival time is ahead of now. It is kept in
+-- units of microseconds times the limit, so one unit costs exactly `window` and a microsecond
+-- pays back exactly `limit`: every step is whole-number arithmetic, exact in a double while
+-- burst * window < 2^53 (the config refuses more). A request of `cost` fits when
+-- debt + cost * window <= burst * window, and its exact wait is the time until that holds.
+--
+-- Field: "<window> <limit> <time of the last charge> <debt then> <debt before that charge>
+-- <the charge's member>": a refund of the latest charge restores the debt before it exactly; an
+-- older charge's refund is not applied (the debt may have been paid back in between, and
+-- taking it off again would let more through than the rate allows). The build wraps this file
+-- in a scope of its own (see lua/README.md for the whole contract).
+
+local hashes, hash_list, n_hashes, NONE = {}, {}, 0, {}
+
+local function open(key, window, bound)
+  local h = hashes[key]
+  if h ~= nil then return h end
+  h = { false, key = key, fields = NONE, n = 0 }
+  local all = call('HGETALL', key)
+  if #all > 0 then
+    local fields = {}
+    for i = 1, #all, 2 do fields[all[i]] = all[i + 1] end
+    h.fields = fields
+  end
+  hashes[key] = h
+  n_hashes = n_hashes + 1
+  hash_list[n_hashes] = h
+  return h
+end
+
+local function parse(stored)
+  local w, l, t, debt, prev, member =
+    string.match(stored, '^(%d+) (%d+) (%d+) (%d+) (%d+) (%S+)$')
+  if member == nil then return nil end
+  return w + 0, l + 0, t + 0, debt + 0, prev + 0, member
+end
+
+-- The debt at `now` of a debt `debt` left at time `t`: it pays back `limit` a microsecond.
+local function decayed(debt, t, limit)
+  if now <= t or debt == 0 then return debt end
+  local elapsed = now - t
+  if elapsed >= ceil(debt / limit) then return 0 end
+  return debt - elapsed * limit
+end
+
+local function view(h, name, limit, window, burst)
+  for i = 1, h.n do
+    local s = h[i]
+    if s.name == name then return s end
+  end
+  if burst == 0 then burst = limit end
+  local debt = 0
+  local stored = h.fields[name]
+  if stored then
+    local w, l, t, d = parse(stored)
+    if w == window and l == limit then debt = decayed(d, t, limit) end
+  end
+  local s = { name = name, window = window, limit = limit, burst = burst, debt = debt,
+              prev = debt, member = '-', charged = false }
+  local n = h.n + 1
+  h[n] = s
+  h.n = n
+  return s
+end
+
+local function fits(s, limit, cost)
+  return s.debt + cost * s.window <= s.burst * s.window
+end
+
+local function wait(s, limit, cost)
+  if cost > s.burst then return s.window end
+  local w = ceil((s.debt + (cost - s.burst) * s.window) / s.limit)
+  if w < 1 then w = 1 end
+  return w
+end
+
+local function charge(s, cost, member, d)
+  s.prev = s.debt
+  s.debt = s.debt + cost * s.window
+  s.member = member
+  s.charged = true
+end
+
+-- Units used (the limit less the whole units that fit now), and the time until one more fits.
+local function report(s)
+  local w, limit = s.window, s.limit
+  local remaining = floor((s.burst * w - s.debt) / w)
+  if remaining > limit then remaining = limit end
+  if remaining < 0 then remaining = 0 end
+  local used = limit - remaining
+  if used == 0 then return 0, 0 end
+  local r = ceil((s.debt - (s.burst - remaining - 1) * w) / limit)
+  if r < 0 then r = 0 end
+  return used, r
+end
+
+local function refund(key, name, limit, window, burst, member, at, cost)
+  local stored = call('HGET', key, name)
+  if not stored then return end
+  local w, l, t, debt, prev, last = parse(stored)
+  if last ~= member or w ~= window or l ~= limit then return end
+  call('HSET', key, name, int(w) .. ' ' .. int(l) .. ' ' .. int(t) .. ' ' .. int(prev) .. ' '
+    .. int(prev) .. ' -')
+end
+
+local function clear(key, name)
+  call('HDEL', key, name)
+end
+
+-- After every decision of the call: one HSET and one PEXPIRE per charged hash, which expires
+-- once its largest debt is paid back.
+local args = {}
+local function finish()
+  for j = 1, n_hashes do
+    local h = hash_list[j]
+    local m, ttl = 0, 0
+    for i = 1, h.n do
+      local s = h[i]
+      if s.charged then
+        args[m + 1] = s.name
+        args[m + 2] = int(s.window) .. ' ' .. int(s.limit) .. ' ' .. now_s .. ' ' .. int(s.debt)
+          .. ' ' .. int(s.prev) .. ' ' .. s.member
+        m = m + 2
+        local paid = ceil(s.debt / s.limit)
+        if paid > ttl then ttl = paid end
+      end
+    end
+    if m > 0 then
+      call('HSET', h.key, unpack(args, 1, m))
+      call('PEXPIRE', h.key, int(ceil(ttl / 1000) + 1))
+    end
+  end
+end

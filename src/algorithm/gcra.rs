@@ -1,0 +1,200 @@
+//! `gcra` (generic cell rate algorithm, O(1) memory): `limit` per `window` as a steady rate with
+//! a burst of up to `burst` (the limit when unset), and an exact `Retry-After`. The state is one
+//! number per key and limit, the debt, in microseconds times the limit so that every step is
+//! whole-number arithmetic. `lua/gcra.lua` is the script's piece; [`GcraState`] its twin.
+
+use std::collections::HashMap;
+
+use super::{expiry_after, Algorithm, KeyState, LimitParams, EXACT_IN_A_DOUBLE};
+
+/// The generic cell rate algorithm.
+pub struct Gcra;
+
+impl Algorithm for Gcra {
+    fn name(&self) -> &'static str {
+        "gcra"
+    }
+
+    fn lua(&self) -> &'static str {
+        include_str!("../../lua/gcra.lua")
+    }
+
+    fn key_suffix(&self) -> &'static str {
+        "#gcra"
+    }
+
+    fn shares_charges(&self) -> bool {
+        false
+    }
+
+    fn takes_burst(&self) -> bool {
+        true
+    }
+
+    fn check(&self, limit: u64, window_us: u64, burst: Option<u64>) -> Result<(), String> {
+        let burst = burst.unwrap_or(limit);
+        if burst.max(limit) as u128 * window_us as u128 >= EXACT_IN_A_DOUBLE {
+            return Err(format!(
+                "burst (or limit) * window must stay below 2^53 microseconds for gcra's arithmetic to be exact (here {} * {window_us} µs); lower them",
+                burst.max(limit)
+            ));
+        }
+        Ok(())
+    }
+
+    fn new_state(&self) -> Box<dyn KeyState> {
+        Box::new(GcraState::default())
+    }
+}
+
+/// What a field holds: window, limit, time of the last charge, the debt then, the debt before
+/// that charge, and that charge's member.
+#[derive(Clone)]
+struct Field {
+    window: u64,
+    limit: u64,
+    at: u64,
+    debt: u64,
+    prev: u64,
+    member: String,
+}
+
+/// One hash of gcra fields, and the call's views.
+#[derive(Default)]
+pub struct GcraState {
+    fields: HashMap<String, Field>,
+    views: Vec<GcraView>,
+}
+
+struct GcraView {
+    name: String,
+    window: u64,
+    limit: u64,
+    burst: u64,
+    debt: u64,
+    prev: u64,
+    member: String,
+    charged: bool,
+}
+
+/// The debt at `now` of `debt` left at `at`: it pays back `limit` a microsecond.
+fn decayed(debt: u64, at: u64, limit: u64, now: u64) -> u64 {
+    if now <= at || debt == 0 {
+        return debt;
+    }
+    let elapsed = now - at;
+    if elapsed >= debt.div_ceil(limit) {
+        0
+    } else {
+        debt - elapsed * limit
+    }
+}
+
+impl KeyState for GcraState {
+    fn open(&mut self, _now: u64, _window: u64, _bound: u64) {
+        self.views.clear();
+    }
+
+    fn view(&mut self, limit: &LimitParams<'_>, now: u64) -> usize {
+        if let Some(i) = self.views.iter().position(|v| v.name == limit.name) {
+            return i;
+        }
+        let burst = if limit.param == 0 {
+            limit.limit
+        } else {
+            limit.param
+        };
+        let debt = match self.fields.get(limit.name) {
+            Some(f) if f.window == limit.window && f.limit == limit.limit => {
+                decayed(f.debt, f.at, f.limit, now)
+            }
+            _ => 0,
+        };
+        self.views.push(GcraView {
+            name: limit.name.to_string(),
+            window: limit.window,
+            limit: limit.limit,
+            burst,
+            debt,
+            prev: debt,
+            member: "-".to_string(),
+            charged: false,
+        });
+        self.views.len() - 1
+    }
+
+    fn fits(&self, view: usize, _limit: u64, cost: u64) -> bool {
+        let v = &self.views[view];
+        v.debt as u128 + cost as u128 * v.window as u128 <= v.burst as u128 * v.window as u128
+    }
+
+    fn wait(&self, view: usize, _limit: u64, cost: u64, _now: u64) -> i64 {
+        let v = &self.views[view];
+        if cost > v.burst {
+            return v.window as i64;
+        }
+        let over = v.debt as i128 + (cost as i128 - v.burst as i128) * v.window as i128;
+        (over.max(0) as u128).div_ceil(v.limit as u128).max(1) as i64
+    }
+
+    fn charge(&mut self, view: usize, cost: u64, member: &str, _d: u64) {
+        let v = &mut self.views[view];
+        v.prev = v.debt;
+        v.debt += cost * v.window;
+        v.member = member.to_string();
+        v.charged = true;
+    }
+
+    fn report(&self, view: usize, _now: u64) -> (i64, i64) {
+        let v = &self.views[view];
+        let (w, limit) = (v.window as i128, v.limit as i128);
+        let remaining = ((v.burst as i128 * w - v.debt as i128).div_euclid(w)).clamp(0, limit);
+        let used = limit - remaining;
+        if used == 0 {
+            return (0, 0);
+        }
+        let owed = v.debt as i128 - (v.burst as i128 - remaining - 1) * w;
+        let reset = if owed <= 0 {
+            0
+        } else {
+            (owed as u128).div_ceil(limit as u128) as i64
+        };
+        (used as i64, reset)
+    }
+
+    fn refund(&mut self, limit: &LimitParams<'_>, member: &str, _at: u64, _cost: u64) {
+        if let Some(f) = self.fields.get_mut(limit.name) {
+            if f.member == member && f.window == limit.window && f.limit == limit.limit {
+                f.debt = f.prev;
+                f.member = "-".to_string();
+            }
+        }
+    }
+
+    fn clear(&mut self, name: &str) {
+        self.fields.remove(name);
+    }
+
+    fn finish(&mut self, now: u64) -> Option<u64> {
+        let mut ttl = 0u64;
+        for v in self.views.iter().filter(|v| v.charged) {
+            self.fields.insert(
+                v.name.clone(),
+                Field {
+                    window: v.window,
+                    limit: v.limit,
+                    at: now,
+                    debt: v.debt,
+                    prev: v.prev,
+                    member: v.member.clone(),
+                },
+            );
+            ttl = ttl.max(v.debt.div_ceil(v.limit));
+        }
+        (ttl > 0).then(|| expiry_after(now, ttl) + 1000)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+}

@@ -1,0 +1,163 @@
+//! The algorithms a limit can count with, behind one seam: each is one Lua file (`lua/`) and one
+//! module here that registers it in [`REGISTRY`]: its config name, the bounds its arithmetic
+//! needs, the suffix of its Redis key, and its in-process twin ([`KeyState`]) that the memory
+//! store runs step for step as the script does. Nothing else in the request path names an
+//! algorithm: the config, the scripts and the stores find them here by [`AlgorithmId`].
+//!
+//! ```text
+//! lua/<name>.lua      open, view, fits, wait, charge, report, refund, clear, finish
+//! <name>.rs           Algorithm (name, bounds, key suffix) + KeyState (the same steps in Rust)
+//! ```
+
+mod gcra;
+mod sliding_log;
+mod sliding_window_counter;
+
+use std::fmt;
+
+/// The largest whole number a double holds exactly: the scripts' arithmetic stays below it.
+pub const EXACT_IN_A_DOUBLE: u128 = 1 << 53;
+
+/// What every algorithm provides.
+pub trait Algorithm: Send + Sync + 'static {
+    /// The name `algorithm = "..."` takes.
+    fn name(&self) -> &'static str;
+    /// Its Lua piece (`lua/<name>.lua`), wrapped in a scope of its own by the script builder.
+    fn lua(&self) -> &'static str;
+    /// What ends the Redis key of its state, after the key's base (`#log`, `#swc`, `#gcra`).
+    fn key_suffix(&self) -> &'static str;
+    /// Whether limits that count the same key differently (other `count_status`) need states
+    /// of their own. A state shared by several limits (the log's one sorted set) records a
+    /// request once for all of them, so a refund would take it from all of them.
+    fn shares_charges(&self) -> bool;
+    /// Checks a limit's numbers against what the algorithm can keep exact (`limit` per
+    /// `window_us`, with `burst` when set); the message names the fix.
+    fn check(&self, limit: u64, window_us: u64, burst: Option<u64>) -> Result<(), String>;
+    /// Whether `burst` means anything to it.
+    fn takes_burst(&self) -> bool {
+        false
+    }
+    /// An empty state of one key, for the memory store.
+    fn new_state(&self) -> Box<dyn KeyState>;
+}
+
+/// Every algorithm, by [`AlgorithmId`]: its place here is its code in the scripts (1-based).
+pub static REGISTRY: [&dyn Algorithm; 3] = [
+    &sliding_log::SlidingLog,
+    &sliding_window_counter::SlidingWindowCounter,
+    &gcra::Gcra,
+];
+
+/// An algorithm of [`REGISTRY`].
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AlgorithmId(u8);
+
+impl AlgorithmId {
+    /// `sliding_log`, the default.
+    pub const SLIDING_LOG: AlgorithmId = AlgorithmId(0);
+    /// `sliding_window_counter`.
+    pub const SLIDING_WINDOW_COUNTER: AlgorithmId = AlgorithmId(1);
+    /// `gcra`.
+    pub const GCRA: AlgorithmId = AlgorithmId(2);
+
+    /// The algorithm named `name` in the config.
+    pub fn by_name(name: &str) -> Option<AlgorithmId> {
+        REGISTRY
+            .iter()
+            .position(|a| a.name() == name)
+            .map(|i| AlgorithmId(i as u8))
+    }
+
+    /// Every algorithm, in registry order.
+    pub fn all() -> impl Iterator<Item = AlgorithmId> {
+        (0..REGISTRY.len()).map(|i| AlgorithmId(i as u8))
+    }
+
+    /// The algorithm itself.
+    pub fn get(self) -> &'static dyn Algorithm {
+        REGISTRY[self.0 as usize]
+    }
+
+    /// Its config name.
+    pub fn name(self) -> &'static str {
+        self.get().name()
+    }
+
+    /// Its code in the scripts' `ALG` table.
+    pub fn code(self) -> u8 {
+        self.0 + 1
+    }
+}
+
+impl fmt::Debug for AlgorithmId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl fmt::Display for AlgorithmId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One limit as a state sees it (the script's `name, limit, window, param`).
+#[derive(Debug, Clone, Copy)]
+pub struct LimitParams<'a> {
+    /// The limit's name (a field of a hash).
+    pub name: &'a str,
+    /// Units per window for this key.
+    pub limit: u64,
+    /// The window in microseconds.
+    pub window: u64,
+    /// `burst` for gcra (0: the limit); unused by the others.
+    pub param: u64,
+}
+
+/// The in-process twin of one Redis key of an algorithm: the same steps as its Lua file, on
+/// the same numbers, so both stores answer alike to the microsecond. A call (one instant
+/// `now`) opens the key once, makes views of it for its limits, and finishes it at the end.
+pub trait KeyState: Send + 'static {
+    /// Lua's `open`: the state at the start of a call at `now` (the log drops what left
+    /// `window`, its longest; `bound` is the most entries that window can hold).
+    fn open(&mut self, now: u64, window: u64, bound: u64);
+    /// Lua's `view`: one limit's view, found again by its index for the rest of the call.
+    fn view(&mut self, limit: &LimitParams<'_>, now: u64) -> usize;
+    /// Whether `cost` more units fit under `limit`.
+    fn fits(&self, view: usize, limit: u64, cost: u64) -> bool;
+    /// The exact wait until `cost` units would fit (at least 1 µs).
+    fn wait(&self, view: usize, limit: u64, cost: u64, now: u64) -> i64;
+    /// Charges `cost` units for decision `d` whose first unit is `member`.
+    fn charge(&mut self, view: usize, cost: u64, member: &str, d: u64);
+    /// Units used, and the time until the next one comes back.
+    fn report(&self, view: usize, now: u64) -> (i64, i64);
+    /// Takes back the charge of `member`, made at `at` for `cost` units.
+    fn refund(&mut self, limit: &LimitParams<'_>, member: &str, at: u64, cost: u64);
+    /// Forgets one limit's count.
+    fn clear(&mut self, name: &str);
+    /// Lua's `finish`: writes the call's charges; the key's new expiry when it set one.
+    fn finish(&mut self, now: u64) -> Option<u64>;
+    /// Whether the key holds nothing (Redis would have deleted it).
+    fn is_empty(&self) -> bool;
+}
+
+/// Microseconds rounded up to whole milliseconds, as `PEXPIRE` takes them, back in µs.
+pub(crate) fn expiry_after(now: u64, micros: u64) -> u64 {
+    now + micros.div_ceil(1000) * 1000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_find_their_algorithm_by_name_and_code() {
+        for id in AlgorithmId::all() {
+            assert_eq!(AlgorithmId::by_name(id.name()), Some(id));
+            assert_eq!(REGISTRY[id.code() as usize - 1].name(), id.name());
+        }
+        assert_eq!(AlgorithmId::SLIDING_LOG.name(), "sliding_log");
+        assert_eq!(AlgorithmId::GCRA.name(), "gcra");
+        assert!(AlgorithmId::by_name("leaky").is_none());
+    }
+}

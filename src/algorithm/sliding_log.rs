@@ -1,0 +1,179 @@
+//! `sliding_log` (exact, the default): one sorted set per (route, key, counting class) holds an
+//! entry per allowed unit; each limit counts the entries of its own window. `lua/sliding_log.lua`
+//! is the script's piece; [`LogState`] is its twin for the memory store.
+
+use std::collections::VecDeque;
+
+use super::{expiry_after, Algorithm, KeyState, LimitParams};
+
+/// A `sliding_log` limit stores one entry per counted unit: beyond this it would hold too much.
+pub const MAX_LIMIT: u64 = 10_000;
+
+/// The exact sliding log.
+pub struct SlidingLog;
+
+impl Algorithm for SlidingLog {
+    fn name(&self) -> &'static str {
+        "sliding_log"
+    }
+
+    fn lua(&self) -> &'static str {
+        include_str!("../../lua/sliding_log.lua")
+    }
+
+    fn key_suffix(&self) -> &'static str {
+        "#log"
+    }
+
+    fn shares_charges(&self) -> bool {
+        true
+    }
+
+    fn check(&self, limit: u64, _window_us: u64, _burst: Option<u64>) -> Result<(), String> {
+        if limit > MAX_LIMIT {
+            return Err(format!(
+                "a sliding_log limit holds at most {MAX_LIMIT} (it stores one entry per counted unit); for more, use algorithm = \"sliding_window_counter\" or \"gcra\""
+            ));
+        }
+        Ok(())
+    }
+
+    fn new_state(&self) -> Box<dyn KeyState> {
+        Box::new(LogState::default())
+    }
+}
+
+/// One sorted set: entries `(score, member)` in Redis order, and the call's pending members.
+#[derive(Default)]
+pub struct LogState {
+    entries: VecDeque<(u64, String)>,
+    /// The longest window of the call (`open`).
+    window: u64,
+    views: Vec<LogView>,
+    pending: Vec<String>,
+    charged: u64,
+}
+
+/// `stored` entries inside `window`, the first of them at rank `off`.
+struct LogView {
+    window: u64,
+    stored: usize,
+    off: usize,
+}
+
+impl LogState {
+    fn used(&self, v: &LogView) -> u64 {
+        (v.stored + self.pending.len()) as u64
+    }
+}
+
+impl KeyState for LogState {
+    fn open(&mut self, now: u64, window: u64, _bound: u64) {
+        self.window = window;
+        self.views.clear();
+        self.pending.clear();
+        self.charged = 0;
+        let horizon = now as i64 - window as i64;
+        while self
+            .entries
+            .front()
+            .is_some_and(|(score, _)| *score as i64 <= horizon)
+        {
+            self.entries.pop_front();
+        }
+    }
+
+    fn view(&mut self, limit: &LimitParams<'_>, now: u64) -> usize {
+        if let Some(i) = self.views.iter().position(|v| v.window == limit.window) {
+            return i;
+        }
+        let n = self.entries.len();
+        let stored = if limit.window < self.window && n > 0 {
+            let horizon = now as i64 - limit.window as i64;
+            self.entries
+                .iter()
+                .rev()
+                .take_while(|(score, _)| *score as i64 > horizon)
+                .count()
+        } else {
+            n
+        };
+        self.views.push(LogView {
+            window: limit.window,
+            stored,
+            off: n - stored,
+        });
+        self.views.len() - 1
+    }
+
+    fn fits(&self, view: usize, limit: u64, cost: u64) -> bool {
+        self.used(&self.views[view]) + cost <= limit
+    }
+
+    fn wait(&self, view: usize, limit: u64, cost: u64, now: u64) -> i64 {
+        let v = &self.views[view];
+        if cost > limit {
+            return v.window as i64;
+        }
+        let k = (self.used(v) + cost - limit - 1) as usize;
+        let mut w = v.window as i64;
+        if k < v.stored {
+            w = self.entries[v.off + k].0 as i64 + v.window as i64 - now as i64;
+        }
+        w.max(1)
+    }
+
+    fn charge(&mut self, _view: usize, cost: u64, member: &str, d: u64) {
+        if self.charged == d {
+            return;
+        }
+        self.charged = d;
+        self.pending.push(member.to_string());
+        for j in 2..=cost {
+            self.pending.push(format!("{member}.{j}"));
+        }
+    }
+
+    fn report(&self, view: usize, now: u64) -> (i64, i64) {
+        let v = &self.views[view];
+        let count = self.used(v) as i64;
+        if count == 0 {
+            return (0, 0);
+        }
+        let oldest = if v.stored > 0 {
+            self.entries[v.off].0
+        } else {
+            now
+        };
+        (count, (oldest as i64 + v.window as i64 - now as i64).max(0))
+    }
+
+    fn refund(&mut self, _limit: &LimitParams<'_>, member: &str, _at: u64, cost: u64) {
+        let members: Vec<String> = std::iter::once(member.to_string())
+            .chain((2..=cost).map(|j| format!("{member}.{j}")))
+            .collect();
+        self.entries.retain(|(_, m)| !members.contains(m));
+    }
+
+    fn clear(&mut self, _name: &str) {
+        self.entries.clear();
+    }
+
+    fn finish(&mut self, now: u64) -> Option<u64> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        for member in std::mem::take(&mut self.pending) {
+            // Redis orders equal scores by member.
+            let at = self
+                .entries
+                .partition_point(|(s, m)| (*s, m.as_str()) <= (now, member.as_str()));
+            self.entries.insert(at, (now, member));
+        }
+        Some(expiry_after(now, self.window))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.entries.is_empty() && self.pending.is_empty()
+    }
+}

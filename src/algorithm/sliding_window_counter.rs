@@ -1,0 +1,179 @@
+//! `sliding_window_counter` (approximate, constant memory): two fixed-window counters per limit,
+//! every counter limit of a key in one hash. `lua/sliding_window_counter.lua` is the script's
+//! piece; [`CounterState`] is its twin for the memory store, with the same floating-point steps.
+
+use std::collections::HashMap;
+
+use super::{expiry_after, Algorithm, KeyState, LimitParams, EXACT_IN_A_DOUBLE};
+
+/// The approximate sliding window.
+pub struct SlidingWindowCounter;
+
+impl Algorithm for SlidingWindowCounter {
+    fn name(&self) -> &'static str {
+        "sliding_window_counter"
+    }
+
+    fn lua(&self) -> &'static str {
+        include_str!("../../lua/sliding_window_counter.lua")
+    }
+
+    fn key_suffix(&self) -> &'static str {
+        "#swc"
+    }
+
+    fn shares_charges(&self) -> bool {
+        false
+    }
+
+    fn check(&self, limit: u64, window_us: u64, _burst: Option<u64>) -> Result<(), String> {
+        if limit as u128 * window_us as u128 >= EXACT_IN_A_DOUBLE {
+            return Err(format!(
+                "limit * window must stay below 2^53 microseconds for the counter's arithmetic to be exact (here {limit} * {window_us} µs); lower the limit or the window"
+            ));
+        }
+        Ok(())
+    }
+
+    fn new_state(&self) -> Box<dyn KeyState> {
+        Box::new(CounterState::default())
+    }
+}
+
+/// One hash: per limit `(index of the current fixed window, its count, the previous count,
+/// window length)`, and the call's views.
+#[derive(Default)]
+pub struct CounterState {
+    fields: HashMap<String, (u64, u64, u64, u64)>,
+    views: Vec<CounterView>,
+}
+
+/// A limit's counter at the call's instant (`view` in Lua).
+struct CounterView {
+    name: String,
+    window: f64,
+    index: u64,
+    elapsed: f64,
+    cur: f64,
+    prev: f64,
+    charged: bool,
+}
+
+impl CounterView {
+    /// The previous window's weight times the window (`base` in Lua).
+    fn base(&self) -> f64 {
+        self.prev * (self.window - self.elapsed)
+    }
+
+    /// Time from now until the estimate is at most `target` (`time_until` in Lua).
+    fn time_until(&self, target: f64) -> i64 {
+        let (w, e) = (self.window, self.elapsed);
+        if target < 0.0 {
+            return w as i64;
+        }
+        if self.cur <= target {
+            if self.prev == 0.0 {
+                return 0;
+            }
+            let t = (w - e) - (target - self.cur) * w / self.prev;
+            return if t < 0.0 { 0 } else { t.ceil() as i64 };
+        }
+        ((w - e) + w * (self.cur - target) / self.cur).ceil() as i64
+    }
+}
+
+impl KeyState for CounterState {
+    fn open(&mut self, _now: u64, _window: u64, _bound: u64) {
+        self.views.clear();
+    }
+
+    fn view(&mut self, limit: &LimitParams<'_>, now: u64) -> usize {
+        if let Some(i) = self.views.iter().position(|v| v.name == limit.name) {
+            return i;
+        }
+        let window = limit.window;
+        let index = now / window;
+        let (mut cur, mut prev) = (0, 0);
+        if let Some(&(w, c, p, l)) = self.fields.get(limit.name) {
+            if l == window {
+                if w == index {
+                    (cur, prev) = (c, p);
+                } else if w + 1 == index {
+                    prev = c;
+                }
+            }
+        }
+        self.views.push(CounterView {
+            name: limit.name.to_string(),
+            window: window as f64,
+            index,
+            elapsed: (now - index * window) as f64,
+            cur: cur as f64,
+            prev: prev as f64,
+            charged: false,
+        });
+        self.views.len() - 1
+    }
+
+    fn fits(&self, view: usize, limit: u64, cost: u64) -> bool {
+        let v = &self.views[view];
+        v.base() + (v.cur + cost as f64) * v.window <= limit as f64 * v.window
+    }
+
+    fn wait(&self, view: usize, limit: u64, cost: u64, _now: u64) -> i64 {
+        self.views[view]
+            .time_until(limit as f64 - cost as f64)
+            .max(1)
+    }
+
+    fn charge(&mut self, view: usize, cost: u64, _member: &str, _d: u64) {
+        let v = &mut self.views[view];
+        v.cur += cost as f64;
+        v.charged = true;
+    }
+
+    fn report(&self, view: usize, _now: u64) -> (i64, i64) {
+        let v = &self.views[view];
+        let used = ((v.base() + v.cur * v.window) / v.window).ceil() as i64;
+        if used <= 0 {
+            return (0, 0);
+        }
+        (used, v.time_until((used - 1) as f64))
+    }
+
+    fn refund(&mut self, limit: &LimitParams<'_>, _member: &str, at: u64, cost: u64) {
+        let Some((w, c, p, l)) = self.fields.get_mut(limit.name) else {
+            return;
+        };
+        if *l != limit.window {
+            return;
+        }
+        let index = at / limit.window;
+        if *w == index {
+            *c = c.saturating_sub(cost);
+        } else if *w == index + 1 {
+            *p = p.saturating_sub(cost);
+        }
+    }
+
+    fn clear(&mut self, name: &str) {
+        self.fields.remove(name);
+    }
+
+    fn finish(&mut self, now: u64) -> Option<u64> {
+        let mut ttl = 0u64;
+        for v in self.views.iter().filter(|v| v.charged) {
+            let window = v.window as u64;
+            self.fields.insert(
+                v.name.clone(),
+                (v.index, v.cur as u64, v.prev as u64, window),
+            );
+            ttl = ttl.max(2 * window);
+        }
+        (ttl > 0).then(|| expiry_after(now, ttl))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+}

@@ -1,0 +1,422 @@
+//! The sections around the routes: `[server]`, `[admin]`, `[store]`, `[upstreams.*]`, `[jwt]`,
+//! `[keys]`, `[segments.*]` and `[plans]`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use http::Uri;
+use toml::Spanned;
+
+use super::{Result, Validator};
+use crate::config::raw::{RawConfig, RawJwt, RawUpstream};
+use crate::config::{
+    redact_url, AdminConfig, Backend, ClientIpHeader, ClockSource, ConfigError, ConfigWarning,
+    HashSecret, JwtConfig, JwtKey, KeyPart, KeysConfig, OnError, PathCase, ServerConfig,
+    StoreConfig, TierFiles, UnknownPlan, UpstreamConfig, REDIS_URL_ENV,
+};
+use crate::tier::{self, Membership};
+
+/// Whether `url` has one of the Redis schemes the store takes, and a host.
+fn is_redis_url(url: &str) -> bool {
+    const SCHEMES: [&str; 6] = [
+        "redis://",
+        "rediss://",
+        "redis-cluster://",
+        "rediss-cluster://",
+        "redis-sentinel://",
+        "rediss-sentinel://",
+    ];
+    SCHEMES
+        .iter()
+        .find_map(|s| url.strip_prefix(s))
+        .is_some_and(|rest| {
+            let authority = rest.split(['/', '?']).next().unwrap_or("");
+            let hosts = authority.rsplit('@').next().unwrap_or("");
+            !hosts.is_empty() && !hosts.contains(char::is_whitespace)
+        })
+}
+
+const NOT_REDIS: &str =
+    "is not a Redis URL (redis://, rediss://, redis-cluster://, redis-sentinel://)";
+
+impl Validator<'_> {
+    pub(super) fn server(&self, raw: &RawConfig) -> Result<ServerConfig> {
+        let s = &raw.server;
+        Ok(ServerConfig {
+            listen: self.socket_addr(s.listen.as_ref(), "server.listen", "0.0.0.0:8080")?,
+            trusted_proxies: self
+                .networks(s.trusted_proxies.as_deref(), "server.trusted_proxies")?,
+            client_ip_header: self.choice(
+                s.client_ip_header.as_ref(),
+                "server.client_ip_header",
+                "header",
+                ClientIpHeader::NAMES,
+                ClientIpHeader::XForwardedFor,
+            )?,
+            shutdown_grace: self.duration_or(
+                s.shutdown_grace.as_ref(),
+                "server.shutdown_grace",
+                Duration::from_secs(10),
+            )?,
+            ipv6_prefix: self.integer_in(s.ipv6_prefix.as_ref(), "server.ipv6_prefix", 0, 128, 64)?
+                as u8,
+            header_read_timeout: match &s.header_read_timeout {
+                Some(d) => self.positive_duration(d, "server.header_read_timeout")?,
+                None => Duration::from_secs(10),
+            },
+            idle_timeout: match &s.idle_timeout {
+                Some(d) => self.positive_duration(d, "server.idle_timeout")?,
+                None => Duration::from_secs(60),
+            },
+            max_connections: self.integer_in(
+                s.max_connections.as_ref(),
+                "server.max_connections",
+                1,
+                10_000_000,
+                10_000,
+            )? as usize,
+            max_header_bytes: self.integer_in(
+                s.max_header_bytes.as_ref(),
+                "server.max_header_bytes",
+                1024,
+                1 << 20,
+                32 * 1024,
+            )? as usize,
+            max_headers: self.integer_in(
+                s.max_headers.as_ref(),
+                "server.max_headers",
+                8,
+                1000,
+                100,
+            )? as usize,
+            path_case: self.choice(
+                s.path_case.as_ref(),
+                "server.path_case",
+                "value",
+                PathCase::NAMES,
+                PathCase::Insensitive,
+            )?,
+        })
+    }
+
+    pub(super) fn admin(&self, raw: &RawConfig) -> Result<AdminConfig> {
+        let listen =
+            self.socket_addr(raw.admin.listen.as_ref(), "admin.listen", "127.0.0.1:9091")?;
+        let token_env = match &raw.admin.token_env {
+            Some(s) if s.get_ref().trim().is_empty() => {
+                return self.error(
+                    s.span(),
+                    "admin.token_env: must name an environment variable",
+                )
+            }
+            Some(s) => s.get_ref().clone(),
+            None => "SLIDEGATE_ADMIN_TOKEN".to_string(),
+        };
+        let token = (self.env)(&token_env).filter(|t| !t.is_empty());
+        Ok(AdminConfig {
+            listen,
+            token_env,
+            token,
+        })
+    }
+
+    pub(super) fn store(&self, raw: &RawConfig) -> Result<StoreConfig> {
+        let s = &raw.store;
+        let backend = self.choice(
+            s.backend.as_ref(),
+            "store.backend",
+            "backend",
+            Backend::NAMES,
+            Backend::Redis,
+        )?;
+        let url = match (self.env)(REDIS_URL_ENV).filter(|u| !u.is_empty()) {
+            Some(url) if !is_redis_url(&url) => {
+                let span = s.url.as_ref().map_or(0..0, |u| u.span());
+                return self.error(
+                    span,
+                    format!(
+                        "{REDIS_URL_ENV} (overrides store.url): `{}` {NOT_REDIS}",
+                        redact_url(&url)
+                    ),
+                );
+            }
+            Some(url) => url,
+            None => match &s.url {
+                Some(u) if !is_redis_url(u.get_ref()) => {
+                    return self.error(
+                        u.span(),
+                        format!("store.url: `{}` {NOT_REDIS}", redact_url(u.get_ref())),
+                    )
+                }
+                Some(u) => u.get_ref().clone(),
+                None => "redis://127.0.0.1:6379".to_string(),
+            },
+        };
+        let timeout = match &s.timeout {
+            Some(t) => self.positive_duration(t, "store.timeout")?,
+            None => Duration::from_millis(50),
+        };
+        let on_error = self.choice(
+            s.on_error.as_ref(),
+            "store.on_error",
+            "value",
+            OnError::NAMES,
+            OnError::Allow,
+        )?;
+        let key_prefix = match &s.key_prefix {
+            Some(p) => {
+                let valid = !p.get_ref().is_empty()
+                    && p.get_ref()
+                        .bytes()
+                        .all(|b| b.is_ascii_graphic() && !b"{}#".contains(&b));
+                if !valid {
+                    return self.error(
+                        p.span(),
+                        "store.key_prefix: must be non-empty printable ASCII without spaces, `{`, `}` or `#`",
+                    );
+                }
+                p.get_ref().clone()
+            }
+            None => "slidegate".to_string(),
+        };
+        Ok(StoreConfig {
+            backend,
+            url,
+            timeout,
+            on_error,
+            max_keys: self.integer_in(
+                s.max_keys.as_ref(),
+                "store.max_keys",
+                1,
+                1_000_000_000,
+                1_000_000,
+            )? as usize,
+            key_prefix,
+            clock: self.choice(
+                s.clock.as_ref(),
+                "store.clock",
+                "clock",
+                ClockSource::NAMES,
+                ClockSource::Redis,
+            )?,
+        })
+    }
+
+    pub(super) fn upstreams(
+        &self,
+        raw: &BTreeMap<String, Spanned<RawUpstream>>,
+    ) -> Result<BTreeMap<String, std::sync::Arc<UpstreamConfig>>> {
+        let mut out = BTreeMap::new();
+        for (name, u) in raw {
+            let u = u.get_ref();
+            let key = format!("upstreams.{name}");
+            let url = self.upstream_url(&u.url, &key)?;
+            let connect_timeout = match &u.connect_timeout {
+                Some(d) => self.positive_duration(d, &format!("{key}.connect_timeout"))?,
+                // Long enough to outlive one SYN retransmission (1 s) to a busy upstream.
+                None => Duration::from_secs(3),
+            };
+            let timeout = match &u.timeout {
+                Some(d) => self.positive_duration(d, &format!("{key}.timeout"))?,
+                None => Duration::from_secs(10),
+            };
+            out.insert(
+                name.clone(),
+                std::sync::Arc::new(UpstreamConfig {
+                    name: name.clone(),
+                    url,
+                    connect_timeout,
+                    timeout,
+                }),
+            );
+        }
+        Ok(out)
+    }
+
+    fn upstream_url(&self, v: &Spanned<String>, key: &str) -> Result<Uri> {
+        let shown = redact_url(v.get_ref());
+        let bad = |why: &str| self.error(v.span(), format!("{key}.url: `{shown}` {why}"));
+        let Ok(uri) = v.get_ref().parse::<Uri>() else {
+            return bad("is not a URL");
+        };
+        match uri.scheme_str() {
+            Some("http") | Some("https") => {}
+            _ => return bad("must start with http:// or https://"),
+        }
+        let Some(authority) = uri.authority() else {
+            return bad("has no host");
+        };
+        if authority.host().is_empty() {
+            return bad("has no host");
+        }
+        let host_port = authority.as_str().rsplit('@').next().unwrap_or("");
+        let after_host = host_port
+            .rsplit_once(']')
+            .map_or(host_port, |(_, rest)| rest);
+        if after_host.contains(':') && authority.port_u16().is_none_or(|p| p == 0) {
+            return bad("has an invalid port (expected 1-65535)");
+        }
+        if uri.query().is_some() {
+            return bad("must not have a query string");
+        }
+        Ok(uri)
+    }
+
+    /// `[jwt]`: required when a route has a `jwt:` key part; otherwise loaded when it can be,
+    /// else a warning (its secret's variable unset, say): nothing would verify a token with it.
+    pub(super) fn jwt_section(&mut self, raw: &RawConfig) -> Result<Option<JwtConfig>> {
+        let Some(j) = &raw.jwt else { return Ok(None) };
+        if uses_part(raw, |p| matches!(p, KeyPart::Jwt(_))) {
+            return self.jwt(j).map(Some);
+        }
+        match self.jwt(j) {
+            Ok(jwt) => Ok(Some(jwt)),
+            Err(ConfigError::Invalid { at, message }) => {
+                self.warnings.push(ConfigWarning {
+                    at,
+                    message: format!("{message}; ignored, since no route has a `jwt:` key part"),
+                });
+                Ok(None)
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    fn jwt(&self, raw: &Spanned<RawJwt>) -> Result<JwtConfig> {
+        let j = raw.get_ref();
+        let key = match (&j.hs256_secret_env, &j.public_key_file) {
+            (Some(_), Some(f)) => {
+                return self.error(
+                    f.span(),
+                    "jwt: set either hs256_secret_env or public_key_file, not both",
+                )
+            }
+            (None, None) => {
+                return self.error(raw.span(), "jwt: needs hs256_secret_env or public_key_file")
+            }
+            (Some(env), None) => match (self.env)(env.get_ref()).filter(|s| !s.is_empty()) {
+                Some(secret) => JwtKey::Hs256(secret.into_bytes()),
+                None => {
+                    return self.error(
+                        env.span(),
+                        format!(
+                            "jwt.hs256_secret_env: the environment variable `{}` is not set",
+                            env.get_ref()
+                        ),
+                    )
+                }
+            },
+            (None, Some(file)) => self.public_key(file)?,
+        };
+        Ok(JwtConfig {
+            key,
+            issuer: j.issuer.as_ref().map(|s| s.get_ref().clone()),
+            audience: j.audience.as_ref().map(|s| s.get_ref().clone()),
+            require_exp: j.require_exp.unwrap_or(false),
+        })
+    }
+
+    fn public_key(&self, file: &Spanned<String>) -> Result<JwtKey> {
+        let path = self.dir.join(file.get_ref());
+        let pem = match std::fs::read(&path) {
+            Ok(p) => p,
+            Err(e) => {
+                return self.error(
+                    file.span(),
+                    format!("jwt.public_key_file: cannot read `{}`: {e}", path.display()),
+                )
+            }
+        };
+        if jsonwebtoken::DecodingKey::from_rsa_pem(&pem).is_ok() {
+            Ok(JwtKey::Rs256(pem))
+        } else if jsonwebtoken::DecodingKey::from_ec_pem(&pem).is_ok() {
+            Ok(JwtKey::Es256(pem))
+        } else {
+            self.error(
+                file.span(),
+                format!(
+                    "jwt.public_key_file: `{}` is not an RSA or EC public key in PEM",
+                    path.display()
+                ),
+            )
+        }
+    }
+
+    /// `[keys]`: the HMAC secret of `hash = true` key parts, read from the named variable.
+    /// Whether a route needs it is checked where a part asks for it.
+    pub(super) fn keys_section(&self, raw: &RawConfig) -> Result<KeysConfig> {
+        let Some(k) = &raw.keys else {
+            return Ok(KeysConfig::default());
+        };
+        let Some(env) = &k.get_ref().hash_secret_env else {
+            return Ok(KeysConfig::default());
+        };
+        if env.get_ref().trim().is_empty() {
+            return self.error(
+                env.span(),
+                "keys.hash_secret_env: must name an environment variable",
+            );
+        }
+        let secret = (self.env)(env.get_ref())
+            .filter(|s| !s.is_empty())
+            .map(|s| HashSecret(s.into_bytes()));
+        Ok(KeysConfig {
+            hash_secret_env: Some(env.get_ref().clone()),
+            hash_secret: secret,
+        })
+    }
+
+    /// `[segments.*]` and `[plans]`: their files, read now, so `check` and a reload see every
+    /// problem in them.
+    pub(super) fn tiers(&self, raw: &RawConfig) -> Result<(TierFiles, Membership, UnknownPlan)> {
+        let mut files = TierFiles::default();
+        let mut segments = Vec::with_capacity(raw.segments.len());
+        // `[segments.*]` tables keep file order: sort by where they stand in the file.
+        let mut ordered: Vec<_> = raw.segments.iter().collect();
+        ordered.sort_by_key(|(_, s)| s.span().start);
+        for (name, segment) in ordered {
+            let key = format!("segments.{name}");
+            self.check_name(name, segment.span(), &key)?;
+            let file = &segment.get_ref().members_file;
+            let path = self.dir.join(file.get_ref());
+            let members = tier::read_segment(&path)
+                .or_else(|why| self.error(file.span(), format!("{key}.members_file: {why}")))?;
+            files.segments.push((name.clone(), path));
+            segments.push((name.clone(), members));
+        }
+        let mut plans = HashMap::new();
+        let mut unknown = UnknownPlan::Default;
+        if let Some(p) = &raw.plans {
+            let file = &p.get_ref().members_file;
+            let path = self.dir.join(file.get_ref());
+            plans = tier::read_plans(&path)
+                .or_else(|why| self.error(file.span(), format!("plans.members_file: {why}")))?;
+            files.plans = Some(path);
+            unknown = self.choice(
+                p.get_ref().unknown.as_ref(),
+                "plans.unknown",
+                "value",
+                UnknownPlan::NAMES,
+                UnknownPlan::Default,
+            )?;
+        }
+        Ok((files, Membership::new(segments, plans), unknown))
+    }
+}
+
+/// Whether any route or limit has a key part (as it parses) that `wanted` picks.
+pub(super) fn uses_part(raw: &RawConfig, wanted: impl Fn(&KeyPart) -> bool) -> bool {
+    use crate::config::raw::RawKeyPart;
+    let text = |p: &RawKeyPart| match p {
+        RawKeyPart::Text(t) => t.clone(),
+        RawKeyPart::Table(t) => t.part.get_ref().clone(),
+    };
+    raw.routes.iter().any(|r| {
+        let r = r.get_ref();
+        std::iter::once(&r.key)
+            .chain(r.limits.iter().map(|l| &l.get_ref().key))
+            .flatten()
+            .flat_map(|parts| parts.get_ref().iter())
+            .any(|p| KeyPart::parse(&text(p.get_ref())).is_ok_and(|part| wanted(&part)))
+    })
+}

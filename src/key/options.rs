@@ -1,0 +1,160 @@
+//! A key part's options, in order: `normalize` (one spelling of a phone number, an email
+//! address, or any text), `prefix` (the first N characters: one limit for a country or an
+//! operator's number range), `hash` (16 bytes of HMAC-SHA256 under the `[keys]` secret, in hex:
+//! the raw value then reaches neither Redis, nor logs, nor metrics, nor admin answers). Without
+//! `hash`, the value is escaped for the key.
+
+use hmac::{Hmac, Mac};
+use phonenumber::country::Id;
+use sha2::Sha256;
+
+use super::escape;
+use crate::config::{HashSecret, KeyPartSpec, Normalize};
+
+/// The part's value in the key, or `None` when the value is not valid for its normalisation
+/// (then the part counts as missing).
+pub fn apply(spec: &KeyPartSpec, raw: Vec<u8>, secret: Option<&HashSecret>) -> Option<String> {
+    let mut value = match spec.normalize {
+        None => raw,
+        Some(how) => normalize(how, std::str::from_utf8(&raw).ok()?, spec.region)?.into_bytes(),
+    };
+    if let Some(n) = spec.prefix {
+        value = prefix(value, n);
+    }
+    if value.is_empty() {
+        return None;
+    }
+    if spec.hash {
+        // The config refuses `hash = true` without a secret.
+        return Some(hash_value(secret?, &value));
+    }
+    Some(escape(&value))
+}
+
+fn normalize(how: Normalize, text: &str, region: Option<Id>) -> Option<String> {
+    match how {
+        Normalize::Phone => normalize_phone(text, region),
+        Normalize::Email => normalize_email(text),
+        Normalize::Lower => Some(text.trim().to_lowercase()),
+    }
+}
+
+/// A phone number in E.164 (`+6281234567890`) by libphonenumber's rules, read in `region` when
+/// written without a country code. Spaces, dashes, dots, brackets, a leading `00` and digits
+/// of other scripts do not make another key; anything that is not a valid number is `None`.
+pub fn normalize_phone(text: &str, region: Option<Id>) -> Option<String> {
+    let mut ascii = String::with_capacity(text.len());
+    for c in text.trim().chars() {
+        match other_script_digit(c) {
+            Some(d) => ascii.push(d),
+            None if c.is_ascii() => ascii.push(c),
+            None if c.is_whitespace() => ascii.push(' '),
+            None => return None,
+        }
+    }
+    let ascii = match ascii.trim_start().strip_prefix("00") {
+        Some(rest) => format!("+{rest}"),
+        None => ascii,
+    };
+    let number = phonenumber::parse(region, &ascii).ok()?;
+    if !number.is_valid() {
+        return None;
+    }
+    Some(
+        number
+            .format()
+            .mode(phonenumber::Mode::E164)
+            .to_string(),
+    )
+}
+
+/// A decimal digit of another script as its ASCII digit (the blocks where `0`-`9` are
+/// contiguous, as libphonenumber reads them).
+fn other_script_digit(c: char) -> Option<char> {
+    const ZEROS: [u32; 17] = [
+        0x0660, 0x06F0, 0x07C0, 0x0966, 0x09E6, 0x0A66, 0x0AE6, 0x0B66, 0x0BE6, 0x0C66, 0x0CE6,
+        0x0D66, 0x0E50, 0x0ED0, 0x0F20, 0x1040, 0xFF10,
+    ];
+    let code = c as u32;
+    ZEROS
+        .iter()
+        .find(|&&zero| (zero..zero + 10).contains(&code))
+        .map(|&zero| char::from(b'0' + (code - zero) as u8))
+}
+
+/// Trimmed, lower-cased, `+tag` dropped from the local part; `None` without exactly one `@`
+/// or with nothing on either side of it.
+fn normalize_email(text: &str) -> Option<String> {
+    let lower = text.trim().to_lowercase();
+    let (local, domain) = lower.split_once('@')?;
+    if domain.contains('@') || domain.is_empty() {
+        return None;
+    }
+    let local = local.split('+').next().unwrap_or("");
+    if local.is_empty() {
+        return None;
+    }
+    Some(format!("{local}@{domain}"))
+}
+
+/// The first `n` characters (bytes, for a value that is not UTF-8).
+fn prefix(mut value: Vec<u8>, n: usize) -> Vec<u8> {
+    match std::str::from_utf8(&value) {
+        Ok(text) => {
+            let end = text.char_indices().nth(n).map_or(text.len(), |(i, _)| i);
+            value.truncate(end);
+        }
+        Err(_) => value.truncate(n),
+    }
+    value
+}
+
+/// The first 16 bytes, in hex, of the HMAC-SHA256 of `value` under `secret`.
+pub fn hash_value(secret: &HashSecret, value: &[u8]) -> String {
+    let mut mac = <Hmac<Sha256>>::new_from_slice(&secret.0).expect("HMAC takes a key of any size");
+    mac.update(value);
+    let digest = mac.finalize().into_bytes();
+    let mut out = String::with_capacity(32);
+    crate::store::layout::push_hex(&mut out, &digest[..16]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phone_spellings_are_one_number() {
+        let id = Some(Id::ID);
+        let canonical = normalize_phone("+6281234567890", None).expect("valid");
+        assert_eq!(canonical, "+6281234567890");
+        for spelling in [
+            "0812-3456-7890",
+            "0812 3456 7890",
+            "(0812) 3456.7890",
+            "+62 812 3456 7890",
+            "006281234567890",
+            "٠٨١٢٣٤٥٦٧٨٩٠",
+        ] {
+            assert_eq!(normalize_phone(spelling, id).as_deref(), Some("+6281234567890"), "{spelling}");
+        }
+        for junk in ["", "hello", "123", "+62", &"9".repeat(40), "+999123456789"] {
+            assert_eq!(normalize_phone(junk, id), None, "{junk}");
+        }
+    }
+
+    #[test]
+    fn emails_lose_case_and_tags() {
+        assert_eq!(normalize_email(" Jo+promo@Example.COM ").as_deref(), Some("jo@example.com"));
+        for junk in ["no-at", "a@b@c", "@x", "x@", "+tag@x"] {
+            assert_eq!(normalize_email(junk), None, "{junk}");
+        }
+    }
+
+    #[test]
+    fn prefixes_count_characters() {
+        assert_eq!(prefix(b"+6281234".to_vec(), 6), b"+62812");
+        assert_eq!(prefix("jörg".as_bytes().to_vec(), 2), "jö".as_bytes());
+        assert_eq!(prefix(b"ab".to_vec(), 6), b"ab");
+    }
+}

@@ -1,0 +1,179 @@
+//! `slidegate::RateLimitLayer`: the limiter as a `tower::Layer` anyone can put in front of their
+//! own service (an axum `Router`, a tonic service), with the same decisions, 429 bodies,
+//! headers, metrics and exceed modes as the gateway, whose own request path is this layer in
+//! front of its proxy service: what is tested through one is tested through the other.
+//!
+//! ```text
+//! request -> route (normalise, match) -> client IP -> [body read] -> keys -> Deciding
+//!         -> forwarded to the inner service (reservation settled by its status) | 429 / 4xx
+//! ```
+//!
+//! Built from the same TOML as the gateway (`[store]`, `[keys]`, `[[routes]]` without
+//! `upstream`) or from a [`Builder`]. A layer of the gateway answers 404 to a request no route
+//! takes; an embedded layer passes it to its service unlimited.
+//!
+//! Differences from a stack of middleware (one layer per step): one future per request, a state
+//! machine with no boxed future in it (`future.rs`); the steps' results travel inside it rather
+//! than as request extensions. The inner service gets the matched route as a request extension
+//! ([`MatchedRoute`]), and the response carries what was decided ([`Decided`]) for an access log.
+
+mod body;
+mod builder;
+mod future;
+mod read;
+mod service;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+pub use body::{BoxError, RequestBody, ResponseBody};
+pub use builder::{Builder, RouteBuilder};
+pub use future::ResponseFuture;
+pub use service::RateLimit;
+
+use crate::config::{Config, Purpose};
+use crate::limit::Limiter;
+use crate::metrics::{DecisionLabel, Metrics};
+use crate::route::{Route, RouteTable};
+
+/// What a request that no route takes gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unmatched {
+    /// A 404 problem body (the gateway: every path it serves is a route).
+    NotFound,
+    /// Passed to the inner service unlimited (an embedded layer: the app has other paths).
+    PassThrough,
+}
+
+/// The client's address, as the server that accepted the connection saw it. The gateway sets
+/// it; under axum, `ConnectInfo<SocketAddr>` is read when it is absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddr(pub IpAddr);
+
+/// The route a request matched and the client it came from (after trusted proxies), for the
+/// inner service (request extension).
+#[derive(Clone)]
+pub struct MatchedRoute {
+    /// The route.
+    pub route: Arc<Route>,
+    /// The client IP its keys were derived with.
+    pub client_ip: IpAddr,
+}
+
+/// What the layer decided for a request (response extension), for an access log.
+#[derive(Debug, Clone, Default)]
+pub struct Decided {
+    /// The route's name.
+    pub route: Option<String>,
+    /// Whether the route's requests are logged (`access_log`), and the share of its allowed
+    /// requests that are (`access_log_sample`).
+    pub log: Option<(bool, f64)>,
+    /// The request's entry in `slidegate_requests_total`.
+    pub label: Option<DecisionLabel>,
+    /// The limit that decided (the rejecting one, else the tightest).
+    pub limit: Option<String>,
+    /// The derived key, as logs show it.
+    pub key: Option<String>,
+}
+
+/// Why a layer could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum LayerError {
+    /// The config does not validate.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// The store could not be set up, or the routes compiled.
+    #[error(transparent)]
+    Start(#[from] crate::app::StartError),
+}
+
+/// What every clone of the layer and its services shares: the route table in force (swapped
+/// on reload), the limiter (and through it the store and the deny cache).
+pub struct Shared {
+    /// The route table in force.
+    pub table: Arc<ArcSwap<RouteTable>>,
+    /// The limiter.
+    pub limiter: Arc<Limiter>,
+    /// What a request no route takes gets.
+    pub unmatched: Unmatched,
+}
+
+/// The rate-limit layer; cloning it (and the services it makes) shares one limiter.
+#[derive(Clone)]
+pub struct RateLimitLayer {
+    shared: Arc<Shared>,
+    metrics: Metrics,
+}
+
+impl RateLimitLayer {
+    /// A layer over a route table and limiter that already exist (the gateway's).
+    pub fn new(shared: Arc<Shared>, metrics: Metrics) -> RateLimitLayer {
+        RateLimitLayer { shared, metrics }
+    }
+
+    /// A layer from a config file (routes need no `upstream`): its store connected, its
+    /// routes compiled, requests no route takes passed through.
+    pub async fn from_file(path: &std::path::Path) -> Result<RateLimitLayer, LayerError> {
+        let config = Config::load_for(path, &|name| std::env::var(name).ok(), Purpose::Layer)?;
+        Self::from_config(config).await
+    }
+
+    /// A layer from a validated config.
+    pub async fn from_config(config: Config) -> Result<RateLimitLayer, LayerError> {
+        let metrics = Metrics::new();
+        let store = crate::app::build_store(&config, &metrics, &[]).await?;
+        let limiter = Arc::new(Limiter::new(store, config.store.max_keys, metrics.clone()));
+        let table = crate::route::RouteTable::build(
+            config,
+            &metrics,
+            limiter.store().backend(),
+            &Default::default(),
+        )
+        .map_err(crate::app::StartError::from)?;
+        let shared = Arc::new(Shared {
+            table: Arc::new(ArcSwap::from_pointee(table)),
+            limiter,
+            unmatched: Unmatched::PassThrough,
+        });
+        Ok(RateLimitLayer { shared, metrics })
+    }
+
+    /// A builder of a layer in code.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// The layer's metrics, to serve on `/metrics` (Prometheus text: [`Metrics::encode`]).
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// What its services share.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+}
+
+impl<S> tower::Layer<S> for RateLimitLayer {
+    type Service = RateLimit<S>;
+
+    fn layer(&self, inner: S) -> RateLimit<S> {
+        RateLimit::new(inner, self.shared.clone())
+    }
+}
+
+/// The client's address from the request's extensions: the gateway's [`ClientAddr`], else
+/// axum's `ConnectInfo`, else unspecified (every client one key).
+fn client_addr(extensions: &http::Extensions) -> IpAddr {
+    if let Some(ClientAddr(ip)) = extensions.get::<ClientAddr>() {
+        return *ip;
+    }
+    if let Some(axum::extract::ConnectInfo(addr)) =
+        extensions.get::<axum::extract::ConnectInfo<SocketAddr>>()
+    {
+        return addr.ip();
+    }
+    IpAddr::from([0, 0, 0, 0])
+}

@@ -1,0 +1,96 @@
+//! Reading a request body whole for `json:` / `form:` key parts: only on routes whose keys use
+//! them, at most `max_key_body_bytes` (413 beyond: padding must not dodge a limit), unencoded
+//! (415 for a `Content-Encoding` other than `identity`), and within `header_read_timeout` (408:
+//! a slow body must not hold a slot). What is read goes upstream byte for byte.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http::header::{CONTENT_ENCODING, CONTENT_LENGTH};
+use http::HeaderMap;
+use http_body::Body;
+use tokio::time::Sleep;
+
+use super::body::BoxError;
+use crate::error::GatewayError;
+
+/// Refuses before reading what can be refused from the head: an encoded body, or a length
+/// over the bound.
+pub fn check_head(headers: &HeaderMap, max: usize) -> Result<(), GatewayError> {
+    if let Some(encoding) = headers.get(CONTENT_ENCODING) {
+        let text = String::from_utf8_lossy(encoding.as_bytes());
+        if !text.split(',').all(|e| e.trim().eq_ignore_ascii_case("identity")) {
+            return Err(GatewayError::UnsupportedBodyEncoding {
+                encoding: text.into_owned(),
+            });
+        }
+    }
+    let announced = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if announced.is_some_and(|n| n > max as u64) {
+        return Err(GatewayError::BodyTooLarge { max });
+    }
+    Ok(())
+}
+
+/// A body being read whole, with its bound and its deadline.
+pub struct Reading<B> {
+    body: Pin<Box<B>>,
+    buf: BytesMut,
+    max: usize,
+    timeout: Duration,
+    deadline: Pin<Box<Sleep>>,
+}
+
+impl<B> Reading<B>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    /// Starts reading `body`: at most `max` bytes, all of it within `timeout`.
+    pub fn new(body: B, max: usize, timeout: Duration) -> Self {
+        Reading {
+            body: Box::pin(body),
+            buf: BytesMut::new(),
+            max,
+            timeout,
+            deadline: Box::pin(tokio::time::sleep(timeout)),
+        }
+    }
+
+    /// Ready with the whole body, or why it cannot be read.
+    pub fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<Result<Bytes, GatewayError>> {
+        loop {
+            match self.body.as_mut().poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        if self.buf.len() + data.len() > self.max {
+                            return Poll::Ready(Err(GatewayError::BodyTooLarge { max: self.max }));
+                        }
+                        self.buf.extend_from_slice(&data);
+                    }
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    let e: BoxError = e.into();
+                    return Poll::Ready(Err(GatewayError::BodyUnreadable(e.to_string())));
+                }
+                Poll::Ready(None) => {
+                    return Poll::Ready(Ok(std::mem::take(&mut self.buf).freeze()));
+                }
+                Poll::Pending => {
+                    if self.deadline.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(Err(GatewayError::BodyTimeout {
+                            timeout_ms: self.timeout.as_millis(),
+                        }));
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+}

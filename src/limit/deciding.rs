@@ -1,0 +1,212 @@
+//! [`Deciding`]: one request's decision as a future the request path polls: the deny cache, the
+//! store's answer, the route's `on_error`, and for `on_exceed = "delay"` the waits for room, each
+//! a state of its own (no boxed future per request). It is counted once when it finishes.
+//!
+//! A request whose client goes away while the store decides is still concluded and counted: the
+//! store may already have charged it. Dropping an unfinished `Deciding` hands its answer to a
+//! task of its own, which also takes the charge back when the route counts outcomes (the
+//! attempt never reached the upstream).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use super::delay::Delay;
+use super::keys::RequestKeys;
+use super::outcome::Reservation;
+use super::policy::{RoutePolicy, Tier};
+use super::{Limiter, Verdict};
+use crate::config::ExceedMode;
+use crate::metrics::DecisionLabel;
+use crate::store::{Answer, Decision, DecisionRequest, StoreError};
+
+/// One request's decision, from the deny cache or the store, waiting for room on a delay route.
+pub struct Deciding {
+    request: Request,
+    state: State,
+}
+
+/// What the decision is about, shared by every state (and by the task that finishes a dropped
+/// decision).
+struct Request {
+    limiter: Arc<Limiter>,
+    policy: Arc<RoutePolicy>,
+    tier: Arc<Tier>,
+    keys: Arc<RequestKeys>,
+    cost: u64,
+}
+
+enum State {
+    Start,
+    Asking {
+        answer: Answer,
+        started: Instant,
+        delay: Option<Delay>,
+    },
+    Sleeping(Delay),
+    Done,
+}
+
+impl Request {
+    fn store_request(&self, receipt: bool) -> DecisionRequest<'_> {
+        DecisionRequest {
+            limits: &self.tier.limits,
+            bases: &self.keys.bases,
+            cost: self.cost,
+            dry_run: false,
+            receipt,
+        }
+    }
+
+    fn ask(&self) -> Answer {
+        let receipt = self.policy.counts_outcomes();
+        self.limiter.store.submit(self.store_request(receipt))
+    }
+
+    fn conclude(&self, result: Result<Decision, StoreError>, started: Instant) -> Verdict {
+        let verdict = self.limiter.conclude(
+            &self.policy,
+            self.store_request(false),
+            &self.tier,
+            result,
+            started,
+            started.elapsed(),
+        );
+        self.limiter.note_blocks(&self.policy, &self.keys, &verdict);
+        verdict
+    }
+}
+
+impl Deciding {
+    /// Decides a request of `policy`'s route with `keys` and the values of `tier`.
+    pub fn new(
+        limiter: Arc<Limiter>,
+        policy: Arc<RoutePolicy>,
+        tier: Arc<Tier>,
+        keys: Arc<RequestKeys>,
+        cost: u64,
+    ) -> Deciding {
+        Deciding {
+            request: Request {
+                limiter,
+                policy,
+                tier,
+                keys,
+                cost,
+            },
+            state: State::Start,
+        }
+    }
+
+    fn finish(&mut self, verdict: Verdict) -> Poll<Verdict> {
+        self.state = State::Done;
+        let r = &self.request;
+        r.limiter.record(&r.policy, &verdict);
+        Poll::Ready(verdict)
+    }
+
+    /// What follows a store's verdict: the request path is done, or a delay route waits.
+    fn after(&mut self, verdict: Verdict, delay: Option<Delay>) -> Result<State, Verdict> {
+        match (delay, verdict.label) {
+            (None, DecisionLabel::Rejected) => match &self.request.policy.config.on_exceed {
+                ExceedMode::Delay {
+                    max_delay,
+                    max_waiting,
+                } => Delay::start(&self.request.policy, verdict, *max_delay, *max_waiting)
+                    .map(State::Sleeping),
+                _ => Err(verdict),
+            },
+            (None, _) => Err(verdict),
+            (Some(_), DecisionLabel::Allowed) => Err(Verdict {
+                label: DecisionLabel::Delayed,
+                ..verdict
+            }),
+            (Some(delay), DecisionLabel::Rejected) => delay.again(verdict).map(State::Sleeping),
+            (Some(_), _) => Err(verdict),
+        }
+    }
+}
+
+impl Future for Deciding {
+    type Output = Verdict;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Verdict> {
+        let this = self.get_mut();
+        loop {
+            match &mut this.state {
+                State::Start => {
+                    let r = &this.request;
+                    if let Some(verdict) = r.limiter.cached(&r.policy, &r.keys.bases, &r.tier, r.cost)
+                    {
+                        return this.finish(verdict);
+                    }
+                    this.state = State::Asking {
+                        answer: r.ask(),
+                        started: Instant::now(),
+                        delay: None,
+                    };
+                }
+                State::Asking { answer, started, .. } => {
+                    let result = std::task::ready!(Pin::new(answer).poll(cx));
+                    let verdict = this.request.conclude(result, *started);
+                    let State::Asking { delay, .. } = std::mem::replace(&mut this.state, State::Done)
+                    else {
+                        unreachable!("asking")
+                    };
+                    match this.after(verdict, delay) {
+                        Ok(next) => this.state = next,
+                        Err(verdict) => return this.finish(verdict),
+                    }
+                }
+                State::Sleeping(delay) => {
+                    std::task::ready!(delay.poll_sleep(cx));
+                    let State::Sleeping(delay) = std::mem::replace(&mut this.state, State::Done)
+                    else {
+                        unreachable!("sleeping")
+                    };
+                    this.state = State::Asking {
+                        answer: this.request.ask(),
+                        started: Instant::now(),
+                        delay: Some(delay),
+                    };
+                }
+                State::Done => panic!("Deciding polled after it finished"),
+            }
+        }
+    }
+}
+
+impl Drop for Deciding {
+    fn drop(&mut self) {
+        let State::Asking { answer, started, .. } = std::mem::replace(&mut self.state, State::Done)
+        else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let request = Request {
+            limiter: self.request.limiter.clone(),
+            policy: self.request.policy.clone(),
+            tier: self.request.tier.clone(),
+            keys: self.request.keys.clone(),
+            cost: self.request.cost,
+        };
+        runtime.spawn(async move {
+            let verdict = request.conclude(answer.await, started);
+            request.limiter.record(&request.policy, &verdict);
+            // Never reached the upstream: a reservation goes back at once.
+            if let Some(reservation) = Reservation::of(
+                &request.limiter,
+                &request.policy,
+                &request.tier,
+                &request.keys,
+                &verdict,
+            ) {
+                reservation.abandon();
+            }
+        });
+    }
+}

@@ -1,0 +1,76 @@
+//! The keys of one request: the derived key of each key slot its route's limits count, their
+//! storage bases, and the tier (segment or plan) the route's own key picks.
+
+use crate::config::OnMissingKey;
+use crate::key::{derive_key, KeyError, KeySource};
+use crate::store::layout;
+
+use super::policy::RoutePolicy;
+
+/// One request's keys, by slot.
+#[derive(Debug, Clone, Default)]
+pub struct RequestKeys {
+    /// The derived key of each slot.
+    pub keys: Vec<String>,
+    /// The storage base of each slot (`layout::base`).
+    pub bases: Vec<String>,
+    /// The route's own key (it picks the segment or plan), when it was derived.
+    pub route_key: Option<String>,
+}
+
+/// Why a request has no keys: a part it lacks or names twice, or a key on no plan.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeysError {
+    /// A key part is missing or ambiguous.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// `[plans] unknown = "reject"` and the key is on no plan.
+    #[error("the key is on no plan")]
+    UnknownKey,
+}
+
+impl RequestKeys {
+    /// Derives every slot's key from the request.
+    pub fn derive(policy: &RoutePolicy, src: &KeySource<'_>) -> Result<RequestKeys, KeysError> {
+        let on_missing = policy.config.on_missing_key;
+        let mut keys = Vec::with_capacity(policy.slots.len());
+        for slot in &policy.slots {
+            keys.push(derive_key(&slot.spec, on_missing, src)?);
+        }
+        let route_key = match policy.route_slot {
+            Some(i) => Some(keys[i].clone()),
+            // Limits that all count keys of their own: the route's key still picks the tier.
+            None if policy.has_tiers() => {
+                Some(derive_key(&policy.config.key, OnMissingKey::Ip, src)?)
+            }
+            None => None,
+        };
+        Ok(RequestKeys::from_keys(policy, keys, route_key))
+    }
+
+    /// The keys a batch call or an admin request names: `key` for every slot.
+    pub fn given(policy: &RoutePolicy, key: &str) -> RequestKeys {
+        let keys = vec![key.to_string(); policy.slots.len()];
+        RequestKeys::from_keys(policy, keys, Some(key.to_string()))
+    }
+
+    fn from_keys(policy: &RoutePolicy, keys: Vec<String>, route_key: Option<String>) -> Self {
+        let bases = keys
+            .iter()
+            .zip(&policy.slots)
+            .map(|(k, slot)| layout::base(&policy.key_prefix, policy.name(), &slot.tag, k))
+            .collect();
+        RequestKeys {
+            keys,
+            bases,
+            route_key,
+        }
+    }
+
+    /// The key logs and answers show for the decision: the route's own key, else the first.
+    pub fn shown(&self) -> Option<&str> {
+        self.route_key
+            .as_deref()
+            .or_else(|| self.keys.first().map(String::as_str))
+    }
+}

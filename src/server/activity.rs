@@ -1,0 +1,122 @@
+//! What one connection is doing, shared by its socket, its service and its watchdog: requests
+//! in flight, since when it has been idle, since when a request head has been arriving, and
+//! whether the next bytes written start a message (where hyper's own refusals can only be).
+//!
+//! The watchdog ([`Activity::due`]) closes a connection whose request head takes longer than
+//! `header_read_timeout`, and a connection with no request in flight for `idle_timeout`
+//! (HTTP/1.1 keep-alive, and HTTP/2 with no open stream).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+/// One connection's activity.
+pub struct Activity {
+    started: Instant,
+    in_flight: AtomicUsize,
+    /// Microseconds from `started` when the connection last had nothing in flight.
+    idle_since: AtomicU64,
+    /// Microseconds from `started`, plus one, when a new request head began to arrive; 0: none.
+    head_since: AtomicU64,
+    /// A response body ended; the message is over once hyper has flushed it.
+    response_done: AtomicBool,
+    /// The next write starts a message that no request of ours answers.
+    between_messages: AtomicBool,
+    /// Wakes the watchdog when the state changes.
+    pub changed: Notify,
+}
+
+/// Why the watchdog acts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Due {
+    /// Nothing yet; look again at this instant (or when woken).
+    At(Option<Instant>),
+    /// A request head took too long: close the connection.
+    HeadTimeout,
+    /// Idle for `idle_timeout`: shut it down gracefully.
+    Idle,
+}
+
+impl Activity {
+    /// A connection that starts now, with `head_arriving` when its first bytes are already in.
+    pub fn new(head_arriving: bool) -> Activity {
+        Activity {
+            started: Instant::now(),
+            in_flight: AtomicUsize::new(0),
+            idle_since: AtomicU64::new(0),
+            head_since: AtomicU64::new(u64::from(head_arriving)),
+            response_done: AtomicBool::new(false),
+            between_messages: AtomicBool::new(true),
+            changed: Notify::new(),
+        }
+    }
+
+    fn now_us(&self) -> u64 {
+        self.started.elapsed().as_micros() as u64
+    }
+
+    /// Bytes arrived from the client.
+    pub fn read(&self) {
+        if self.in_flight.load(Ordering::Acquire) == 0 && self.head_since.load(Ordering::Acquire) == 0
+        {
+            self.head_since.store(self.now_us() + 1, Ordering::Release);
+            self.changed.notify_one();
+        }
+    }
+
+    /// A request reached the service.
+    pub fn begin(&self) {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.head_since.store(0, Ordering::Release);
+        self.between_messages.store(false, Ordering::Release);
+        self.changed.notify_one();
+    }
+
+    /// A response ended (its body was dropped).
+    pub fn end(&self) {
+        if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.idle_since.store(self.now_us(), Ordering::Release);
+            self.response_done.store(true, Ordering::Release);
+        }
+        self.changed.notify_one();
+    }
+
+    /// hyper flushed what it had written: after the last response, the next write starts a
+    /// message.
+    pub fn flushed(&self) {
+        if self.in_flight.load(Ordering::Acquire) == 0
+            && self.response_done.swap(false, Ordering::AcqRel)
+        {
+            self.between_messages.store(true, Ordering::Release);
+        }
+    }
+
+    /// Whether a write now starts a message no request of ours answers.
+    pub fn between_messages(&self) -> bool {
+        self.between_messages.load(Ordering::Acquire)
+    }
+
+    /// What the watchdog should do now: `heads` is false for HTTP/2 (no request heads to time).
+    pub fn due(&self, header_read_timeout: Duration, idle_timeout: Duration, heads: bool) -> Due {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return Due::At(None);
+        }
+        let now = self.now_us();
+        let head = self.head_since.load(Ordering::Acquire);
+        if heads && head > 0 {
+            let end = head - 1 + header_read_timeout.as_micros() as u64;
+            return if now >= end {
+                Due::HeadTimeout
+            } else {
+                Due::At(Some(self.started + Duration::from_micros(end)))
+            };
+        }
+        let end = self.idle_since.load(Ordering::Acquire) + idle_timeout.as_micros() as u64;
+        if now >= end {
+            Due::Idle
+        } else {
+            Due::At(Some(self.started + Duration::from_micros(end)))
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! One client connection: its protocol told from the first bytes, served by hyper with the
+//! gateway's service, and watched ([`Activity`]) so that a slow request head, an idle
+//! keep-alive connection and an HTTP/2 connection with no open stream are closed in time, and
+//! the drain closes it gracefully.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tower::Service;
+
+use super::activity::{Activity, Due};
+use super::refusals::Refusals;
+use crate::config::ServerConfig;
+use crate::gateway::GatewayService;
+
+/// hyper's builders for both protocols, configured once per listener.
+#[derive(Clone)]
+pub struct Builders {
+    http1: hyper::server::conn::http1::Builder,
+    http2: hyper::server::conn::http2::Builder<TokioExecutor>,
+    header_read_timeout: Duration,
+    idle_timeout: Duration,
+}
+
+/// Most streams one HTTP/2 connection may have open at once.
+pub const MAX_CONCURRENT_STREAMS: u32 = 128;
+/// Streams a client may reset before the server has accepted them; beyond, the connection is
+/// closed (rapid-reset protection).
+pub const MAX_PENDING_RESETS: usize = 20;
+
+impl Builders {
+    /// The builders for `settings`.
+    pub fn new(settings: &ServerConfig) -> Builders {
+        let mut http1 = hyper::server::conn::http1::Builder::new();
+        http1
+            .timer(TokioTimer::new())
+            // The watchdog times request heads (hyper's own timer would also cut idle
+            // keep-alive connections at the head timeout).
+            .header_read_timeout(None)
+            // hyper's own bounds sit above the gateway's, which answer 431 with a problem body;
+            // beyond them hyper refuses by itself (re-written as a problem body too).
+            .max_headers(settings.max_headers * 2 + 16)
+            .max_buf_size((settings.max_header_bytes * 2).max(16 * 1024));
+        let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+        http2
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+            .max_pending_accept_reset_streams(MAX_PENDING_RESETS)
+            .max_local_error_reset_streams(1024)
+            .max_header_list_size(settings.max_header_bytes as u32 * 2)
+            .keep_alive_interval(Duration::from_secs(20))
+            .keep_alive_timeout(Duration::from_secs(20));
+        Builders {
+            http1,
+            http2,
+            header_read_timeout: settings.header_read_timeout,
+            idle_timeout: settings.idle_timeout,
+        }
+    }
+}
+
+/// The protocol a connection speaks.
+enum Protocol {
+    Http1,
+    Http2,
+}
+
+/// Serves one connection until it ends, is cut, or the drain closes it.
+pub async fn run(
+    stream: TcpStream,
+    service: GatewayService,
+    builders: Builders,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let protocol = tokio::select! {
+        protocol = sniff(&stream, builders.header_read_timeout) => protocol,
+        // A connection that has sent nothing when the drain starts has no request to finish
+        // (a client's spare pooled connection): the drain does not wait for it.
+        _ = stopping.wait_for(|stop| *stop) => None,
+    };
+    let Some(protocol) = protocol else { return };
+    let activity = Arc::new(Activity::new(matches!(protocol, Protocol::Http1)));
+    let service = Tracked {
+        inner: service,
+        activity: activity.clone(),
+    };
+    let served = match protocol {
+        Protocol::Http1 => {
+            let io = TokioIo::new(Refusals::new(stream, activity.clone()));
+            let conn = builders.http1.serve_connection(io, service);
+            let shut_down = |c: Pin<&mut _>| hyper::server::conn::http1::Connection::graceful_shutdown(c);
+            watch(conn, shut_down, &activity, &builders, true, stopping).await
+        }
+        Protocol::Http2 => {
+            let conn = builders.http2.serve_connection(TokioIo::new(stream), service);
+            let shut_down = |c: Pin<&mut _>| hyper::server::conn::http2::Connection::graceful_shutdown(c);
+            watch(conn, shut_down, &activity, &builders, false, stopping).await
+        }
+    };
+    if let Err(e) = served {
+        tracing::debug!(error = %e, "connection ended with an error");
+    }
+}
+
+/// Drives `conn` while watching it: a head past `header_read_timeout` closes it, `idle_timeout`
+/// with nothing in flight or the drain shut it down gracefully.
+async fn watch<C: Future<Output = Result<(), hyper::Error>>>(
+    conn: C,
+    shut_down: impl Fn(Pin<&mut C>),
+    activity: &Activity,
+    builders: &Builders,
+    heads: bool,
+    mut stopping: watch::Receiver<bool>,
+) -> Result<(), hyper::Error> {
+    let mut conn = std::pin::pin!(conn);
+    let mut shutting = false;
+    loop {
+        let due = activity.due(builders.header_read_timeout, builders.idle_timeout, heads);
+        let wake = match due {
+            Due::HeadTimeout => return Ok(()),
+            Due::Idle if !shutting => {
+                shut_down(conn.as_mut());
+                shutting = true;
+                None
+            }
+            Due::Idle => None,
+            Due::At(at) => at,
+        };
+        tokio::select! {
+            served = conn.as_mut() => return served,
+            _ = stopping.wait_for(|stop| *stop), if !shutting => {
+                shut_down(conn.as_mut());
+                shutting = true;
+            }
+            _ = sleep_until(wake), if wake.is_some() => {}
+            _ = activity.changed.notified() => {}
+        }
+    }
+}
+
+async fn sleep_until(at: Option<std::time::Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(at.into()).await;
+    }
+}
+
+/// Tells h2 (prior knowledge: it starts with the `PRI * HTTP/2.0` preface) from HTTP/1 by the
+/// first bytes, waiting for them at most `within`; `None` when none came or the client left.
+async fn sniff(stream: &TcpStream, within: Duration) -> Option<Protocol> {
+    const PREFACE: &[u8] = b"PRI ";
+    let look = async {
+        let mut first = [0u8; 4];
+        loop {
+            let n = stream.peek(&mut first).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            if !PREFACE.starts_with(&first[..n]) {
+                return Some(Protocol::Http1);
+            }
+            if n == PREFACE.len() {
+                return Some(Protocol::Http2);
+            }
+            // A preface cut short: the rest is on its way.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    };
+    tokio::time::timeout(within, look).await.ok().flatten()
+}
+
+/// The gateway's service, telling the connection's [`Activity`] when a request begins and when
+/// its response body ends.
+#[derive(Clone)]
+struct Tracked {
+    inner: GatewayService,
+    activity: Arc<Activity>,
+}
+
+impl hyper::service::Service<Request<Incoming>> for Tracked {
+    type Response = Response<TrackedBody>;
+    type Error = Infallible;
+    type Future = TrackedFuture;
+
+    fn call(&self, req: Request<Incoming>) -> TrackedFuture {
+        self.activity.begin();
+        // The gateway's service is always ready, and cloning it clones a few `Arc`s.
+        let mut inner = self.inner.clone();
+        TrackedFuture {
+            inner: inner.call(req),
+            activity: Some(End(self.activity.clone())),
+        }
+    }
+}
+
+/// Ends the request's activity when dropped (with its response body, or unanswered).
+struct End(Arc<Activity>);
+
+impl Drop for End {
+    fn drop(&mut self) {
+        self.0.end();
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The gateway's future, handing its [`End`] to the response body.
+    struct TrackedFuture {
+        #[pin]
+        inner: crate::gateway::GatewayFuture,
+        activity: Option<End>,
+    }
+}
+
+type GatewayBody = crate::layer::ResponseBody<axum::body::Body>;
+
+impl Future for TrackedFuture {
+    type Output = Result<Response<TrackedBody>, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let response = std::task::ready!(this.inner.poll(cx))?;
+        let end = this.activity.take();
+        Poll::Ready(Ok(response.map(|inner| TrackedBody { inner, _end: end })))
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A response body whose drop ends its request's activity.
+    struct TrackedBody {
+        #[pin]
+        inner: GatewayBody,
+        _end: Option<End>,
+    }
+}
+
+impl http_body::Body for TrackedBody {
+    type Data = bytes::Bytes;
+    type Error = crate::layer::BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        self.project().inner.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -1,0 +1,302 @@
+//! The twin of `lua/decide.lua`: one decision (or settlement) on keys taken out of the memory
+//! store's keyspace, step for step as the script takes them, answering in the script's reply
+//! layout. Each algorithm's own steps are its [`KeyState`]; what is here is the shared part:
+//! the block check and start, all-or-nothing charging, the reply, refunds and resets.
+
+use std::collections::HashMap;
+
+use crate::algorithm::{KeyState, LimitParams};
+use crate::store::{BlockSpec, LimitSet};
+
+/// A block marker: the limit that started it, its end (µs) and its level.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marker {
+    /// The limit named in the 429s of the block.
+    pub name: String,
+    /// When the block ends.
+    pub until: u64,
+    /// The how-many-th block within `block_forget` of the last.
+    pub level: u64,
+}
+
+/// What a key holds.
+pub enum Value {
+    /// An algorithm's state.
+    State(Box<dyn KeyState>),
+    /// A block marker.
+    Marker(Marker),
+}
+
+/// A key's value and when it expires (µs; `u64::MAX`: never).
+pub struct Slot {
+    /// What it holds.
+    pub value: Value,
+    /// When Redis would drop it.
+    pub expires_at: u64,
+}
+
+/// The keys one call works on, taken out of the keyspace (`None`: absent or expired).
+pub type Keys = HashMap<String, Option<Slot>>;
+
+fn state_mut<'k>(
+    keys: &'k mut Keys,
+    key: &str,
+    make: impl FnOnce() -> Box<dyn KeyState>,
+) -> &'k mut Box<dyn KeyState> {
+    let slot = keys.get_mut(key).expect("the call took every key it uses");
+    if !matches!(slot, Some(Slot { value: Value::State(_), .. })) {
+        *slot = Some(Slot {
+            value: Value::State(make()),
+            expires_at: u64::MAX,
+        });
+    }
+    match slot {
+        Some(Slot {
+            value: Value::State(state),
+            ..
+        }) => state,
+        _ => unreachable!("just made"),
+    }
+}
+
+fn marker(keys: &Keys, key: &str) -> Option<Marker> {
+    match keys.get(key)? {
+        Some(Slot {
+            value: Value::Marker(m),
+            ..
+        }) => Some(m.clone()),
+        _ => None,
+    }
+}
+
+fn params(set: &LimitSet, i: usize) -> LimitParams<'_> {
+    let l = &set.limits[i];
+    LimitParams {
+        name: &l.name,
+        limit: l.limit,
+        window: l.window_us,
+        param: l.param,
+    }
+}
+
+/// Each state's longest window and the limit of that window (`swin`, `sbound` in Lua).
+fn state_windows(set: &LimitSet) -> Vec<(u64, u64)> {
+    let mut out = vec![(0u64, 0u64); set.states.len()];
+    for l in &set.limits {
+        let (w, b) = &mut out[l.state];
+        if l.window_us > *w || (l.window_us == *w && l.limit < *b) {
+            (*w, *b) = (l.window_us, l.limit);
+        }
+    }
+    out
+}
+
+/// One decision, as the loop body of `decide.lua`: `cost` 0 reads, a negative cost is a dry
+/// run. `keys_of` are the decision's keys in script order; `member` its first unit's member.
+pub fn decide(
+    keys: &mut Keys,
+    set: &LimitSet,
+    keys_of: &[String],
+    cost: i64,
+    member: &str,
+    d: u64,
+    now: u64,
+) -> Vec<i64> {
+    let commit = cost > 0;
+    let cost = cost.unsigned_abs();
+    let windows = state_windows(set);
+    for (q, spec) in set.states.iter().enumerate() {
+        let state = state_mut(keys, &keys_of[q], || spec.algorithm.get().new_state());
+        state.open(now, windows[q].0, windows[q].1);
+    }
+    let views: Vec<usize> = (0..set.limits.len())
+        .map(|i| {
+            let state = state_mut(keys, &keys_of[set.limits[i].state], || unreachable!());
+            state.view(&params(set, i), now)
+        })
+        .collect();
+    let n = set.limits.len();
+    let q = set.states.len();
+    let mut per_limit = vec![0i64; n];
+    let (mut blocked, mut level): (Option<Marker>, u64) = (None, 0);
+    if set.block.is_some() {
+        for s in 0..set.slots {
+            if let Some(m) = marker(keys, &keys_of[q + s]) {
+                if m.until > now && blocked.as_ref().is_none_or(|b| m.until > b.until) {
+                    blocked = Some(m.clone());
+                }
+                level = level.max(m.level);
+            }
+        }
+    }
+    let reply = if let Some(b) = blocked {
+        let remaining = (b.until - now) as i64;
+        let named = (0..n).rev().find(|&i| set.limits[i].name == b.name).unwrap_or(0);
+        per_limit[named] = remaining;
+        reply(keys, set, keys_of, &views, 2, remaining, b.level, &per_limit, now)
+    } else {
+        let mut retry = 0i64;
+        for i in 0..n {
+            let l = &set.limits[i];
+            let state = state_mut(keys, &keys_of[l.state], || unreachable!());
+            if !state.fits(views[i], l.limit, cost) {
+                let w = state.wait(views[i], l.limit, cost, now);
+                per_limit[i] = w;
+                retry = retry.max(w);
+            }
+        }
+        if retry > 0 {
+            if let (Some(block), true) = (set.block, commit) {
+                let mut levels = vec![None; set.slots];
+                for (s, level_of) in levels.iter_mut().enumerate() {
+                    let refusing = (0..n).filter(|&i| per_limit[i] > 0 && set.slot_of(i) == s);
+                    let named = refusing.fold(None, |best: Option<usize>, i| match best {
+                        Some(b) if per_limit[b] >= per_limit[i] => Some(b),
+                        _ => Some(i),
+                    });
+                    if let Some(i) = named {
+                        let (length, lvl) = start_block(
+                            keys,
+                            &keys_of[q + s],
+                            &block,
+                            &set.limits[i].name,
+                            per_limit[i],
+                            now,
+                        );
+                        per_limit[i] = length;
+                        *level_of = Some(lvl);
+                    }
+                }
+                let mut worst = 0;
+                retry = 0;
+                for (i, &w) in per_limit.iter().enumerate() {
+                    if w > retry {
+                        (retry, worst) = (w, i);
+                    }
+                }
+                level = levels[set.slot_of(worst)].unwrap_or(level);
+            }
+            reply(keys, set, keys_of, &views, 0, retry, level, &per_limit, now)
+        } else {
+            if commit {
+                for (i, l) in set.limits.iter().enumerate() {
+                    let state = state_mut(keys, &keys_of[l.state], || unreachable!());
+                    state.charge(views[i], cost, member, d);
+                }
+            }
+            reply(keys, set, keys_of, &views, 1, 0, level, &per_limit, now)
+        }
+    };
+    for key in &keys_of[..q] {
+        finish(keys, key, now);
+    }
+    reply
+}
+
+/// Lua's `start_block`: the n-th block within `block_forget` of the last lasts
+/// `min(block_for * growth^(n-1), block_max)`, and at least the refusing limit's wait.
+fn start_block(
+    keys: &mut Keys,
+    key: &str,
+    block: &BlockSpec,
+    name: &str,
+    wait: i64,
+    now: u64,
+) -> (i64, u64) {
+    let level = marker(keys, key).map_or(1, |m| m.level + 1);
+    let grown = (block.block_ms as f64 * block.growth.powi((level - 1) as i32)).floor();
+    let ms = if grown.is_nan() || grown > block.max_ms as f64 {
+        block.max_ms
+    } else {
+        grown as u64
+    };
+    let length = (ms as i64 * 1000).max(wait);
+    let until = now + length as u64;
+    let ttl_ms = (length as u64).div_ceil(1000) + block.forget_ms;
+    keys.insert(
+        key.to_string(),
+        Some(Slot {
+            value: Value::Marker(Marker {
+                name: name.to_string(),
+                until,
+                level,
+            }),
+            expires_at: now + ttl_ms * 1000,
+        }),
+    );
+    (length, level)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn reply(
+    keys: &mut Keys,
+    set: &LimitSet,
+    keys_of: &[String],
+    views: &[usize],
+    code: i64,
+    retry: i64,
+    level: u64,
+    per_limit: &[i64],
+    now: u64,
+) -> Vec<i64> {
+    let mut out = Vec::with_capacity(3 + 3 * set.limits.len());
+    out.extend([code, retry, level as i64]);
+    for (i, l) in set.limits.iter().enumerate() {
+        let state = state_mut(keys, &keys_of[l.state], || unreachable!());
+        let (used, reset) = state.report(views[i], now);
+        out.extend([used, reset, per_limit[i]]);
+    }
+    out
+}
+
+/// Lua's `finish` for one key: writes its charges and sets the new expiry; an empty state
+/// leaves the keyspace, as Redis deletes an empty key.
+fn finish(keys: &mut Keys, key: &str, now: u64) {
+    let Some(slot) = keys.get_mut(key).and_then(Option::as_mut) else {
+        return;
+    };
+    if let Value::State(state) = &mut slot.value {
+        if let Some(expires_at) = state.finish(now) {
+            slot.expires_at = expires_at;
+        }
+        if state.is_empty() {
+            keys.insert(key.to_string(), None);
+        }
+    }
+}
+
+/// A settlement, as the settlement loop of `decide.lua`: refunds (`reset` false) or resets of
+/// limits `limits` of `set`, on the keys `keys_of`.
+pub fn settle(
+    keys: &mut Keys,
+    set: &LimitSet,
+    keys_of: &[String],
+    reset: bool,
+    limits: &[usize],
+    member: &str,
+    at: u64,
+    cost: u64,
+) {
+    let q = set.states.len();
+    for &i in limits {
+        let l = &set.limits[i];
+        let key = &keys_of[l.state];
+        if let Some(Some(Slot {
+            value: Value::State(state),
+            ..
+        })) = keys.get_mut(key)
+        {
+            if reset {
+                state.clear(&l.name);
+            } else {
+                state.refund(&params(set, i), member, at, cost);
+            }
+            if state.is_empty() {
+                keys.insert(key.clone(), None);
+            }
+        }
+        if reset && set.block.is_some() {
+            keys.insert(keys_of[q + set.slot_of(i)].clone(), None);
+        }
+    }
+}

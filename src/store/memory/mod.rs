@@ -1,0 +1,292 @@
+//! The embedded store (`store.backend = "memory"`, and the `on_error = "local"` fallback): a
+//! small keyspace laid out as Redis lays it out, on which [`call`] runs the steps of the
+//! script, so both stores answer alike. Keys are sharded by their hash tag, so the keys of one
+//! key slot share a shard and a decision locks only the shards of its own keys.
+//!
+//! Bounded: it never holds more than `max_keys` live keys. Expired keys are dropped first; when
+//! it is full of live keys, a decision that needs a key it does not hold fails with
+//! [`StoreError::Full`] (its route's `on_error` decides), while keys it holds keep exact counts,
+//! so flooding it with new keys frees no one's quota.
+
+mod call;
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+pub use call::Marker;
+use call::{Keys, Slot, Value};
+
+use super::{
+    local_now_us, Decision, DecisionRequest, Receipt, ReceiptPart, Settlement, StoreError,
+};
+
+const SHARDS: usize = 32;
+/// A shard drops its expired keys once every this many operations.
+const SWEEP_EVERY: u64 = 4096;
+/// Most entries a route's block index keeps.
+const MAX_BLOCK_INDEX: usize = 10_000;
+/// A full store looks through every shard for expired keys at most this often (µs).
+const FULL_SWEEP_EVERY_US: u64 = 100_000;
+
+/// In-process limiter state, cheap to clone (all clones share it).
+#[derive(Clone)]
+pub struct MemoryStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shards: Box<[Mutex<Shard>]>,
+    hasher: RandomState,
+    max_keys: usize,
+    live: AtomicUsize,
+    sequence: AtomicU64,
+    last_full_sweep: AtomicU64,
+    /// Each route's recent blocks, newest first (`/admin/blocked`).
+    blocks: Mutex<HashMap<String, VecDeque<String>>>,
+}
+
+#[derive(Default)]
+struct Shard {
+    keys: HashMap<String, Slot>,
+    ops: u64,
+}
+
+impl Shard {
+    /// Drops expired keys; returns how many went.
+    fn sweep(&mut self, now: u64) -> usize {
+        let before = self.keys.len();
+        self.keys.retain(|_, s| s.expires_at > now);
+        before - self.keys.len()
+    }
+}
+
+/// The hash tag of a key (between its first `{` and the next `}`), as Redis Cluster hashes it.
+fn hash_tag(key: &str) -> &str {
+    let Some(open) = key.find('{') else {
+        return key;
+    };
+    match key[open + 1..].find('}') {
+        Some(len) if len > 0 => &key[open + 1..open + 1 + len],
+        _ => key,
+    }
+}
+
+impl MemoryStore {
+    /// An empty store holding at most `max_keys` live keys.
+    pub fn new(max_keys: usize) -> MemoryStore {
+        MemoryStore {
+            inner: Arc::new(Inner {
+                shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+                hasher: RandomState::new(),
+                max_keys,
+                live: AtomicUsize::new(0),
+                sequence: AtomicU64::new(0),
+                last_full_sweep: AtomicU64::new(0),
+                blocks: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    fn shard_of(&self, key: &str) -> usize {
+        (self.inner.hasher.hash_one(hash_tag(key)) as usize) % SHARDS
+    }
+
+    /// Locks the shards of `keys` (in shard order, so two calls never wait on each other in a
+    /// cycle) and takes the keys out of them.
+    fn take(&self, keys: &[String], now: u64) -> (Vec<(usize, MutexGuard<'_, Shard>)>, Keys) {
+        let mut indexes: Vec<usize> = keys.iter().map(|k| self.shard_of(k)).collect();
+        indexes.sort_unstable();
+        indexes.dedup();
+        let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> = indexes
+            .into_iter()
+            .map(|i| {
+                let mut shard = self.inner.shards[i]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                shard.ops += 1;
+                if shard.ops % SWEEP_EVERY == 0 {
+                    let gone = shard.sweep(now);
+                    self.inner.live.fetch_sub(gone, Ordering::Relaxed);
+                }
+                (i, shard)
+            })
+            .collect();
+        let mut taken = Keys::with_capacity(keys.len());
+        for key in keys {
+            if taken.contains_key(key) {
+                continue;
+            }
+            let i = self.shard_of(key);
+            let shard = &mut guards.iter_mut().find(|(j, _)| *j == i).expect("locked").1;
+            let slot = match shard.keys.remove(key) {
+                Some(slot) if slot.expires_at > now => Some(slot),
+                Some(_) => {
+                    self.inner.live.fetch_sub(1, Ordering::Relaxed);
+                    None
+                }
+                None => None,
+            };
+            if slot.is_some() {
+                self.inner.live.fetch_sub(1, Ordering::Relaxed);
+            }
+            taken.insert(key.clone(), slot);
+        }
+        (guards, taken)
+    }
+
+    /// Puts the keys of a call back into their (still locked) shards.
+    fn put_back(&self, guards: &mut [(usize, MutexGuard<'_, Shard>)], keys: Keys) {
+        for (key, slot) in keys {
+            let Some(slot) = slot else { continue };
+            let i = self.shard_of(&key);
+            let shard = &mut guards.iter_mut().find(|(j, _)| *j == i).expect("locked").1;
+            shard.keys.insert(key, slot);
+            self.inner.live.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether `more` keys fit; when the store is full, expired keys anywhere are dropped first
+    /// (every shard but the ones this call holds, at most every 100 ms).
+    fn room_for(&self, more: usize, held: &[(usize, MutexGuard<'_, Shard>)], now: u64) -> bool {
+        if more == 0 || self.inner.live.load(Ordering::Relaxed) + more <= self.inner.max_keys {
+            return true;
+        }
+        let last = self.inner.last_full_sweep.load(Ordering::Relaxed);
+        if now >= last + FULL_SWEEP_EVERY_US
+            && self
+                .inner
+                .last_full_sweep
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            for (i, shard) in self.inner.shards.iter().enumerate() {
+                if held.iter().any(|(j, _)| *j == i) {
+                    continue;
+                }
+                let gone = shard.lock().unwrap_or_else(|e| e.into_inner()).sweep(now);
+                self.inner.live.fetch_sub(gone, Ordering::Relaxed);
+            }
+        }
+        self.inner.live.load(Ordering::Relaxed) + more <= self.inner.max_keys
+    }
+
+    /// A member unique to this store, for one decision's first unit.
+    fn member(&self) -> String {
+        format!("m{}.1", self.inner.sequence.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Decides one request at `now_us` (the gateway's clock when `None`).
+    pub fn decide(
+        &self,
+        request: DecisionRequest<'_>,
+        now_us: Option<u64>,
+    ) -> Result<Decision, StoreError> {
+        let now = now_us.unwrap_or_else(local_now_us);
+        let set = request.limits;
+        if set.limits.is_empty() {
+            return Ok(Decision::unlimited());
+        }
+        let keys_of = set.keys(request.bases);
+        let (mut guards, mut keys) = self.take(&keys_of, now);
+        let absent = keys.values().filter(|s| s.is_none()).count();
+        let commits = request.cost > 0 && !request.dry_run;
+        if commits && !self.room_for(absent, &guards, now) {
+            self.put_back(&mut guards, keys);
+            return Err(StoreError::Full(self.inner.max_keys));
+        }
+        let member = self.member();
+        let cost = if request.dry_run {
+            -(request.cost as i64)
+        } else {
+            request.cost as i64
+        };
+        let reply = call::decide(&mut keys, set, &keys_of, cost, &member, 1, now);
+        self.put_back(&mut guards, keys);
+        drop(guards);
+        let mut decision = Decision::from_reply(set, &reply, now)?;
+        if decision.allowed() && commits && request.receipt {
+            decision.receipt = Some(Receipt {
+                parts: vec![ReceiptPart {
+                    slot: None,
+                    member,
+                    decided_at_us: now,
+                }],
+                cost: request.cost,
+            });
+        }
+        Ok(decision)
+    }
+
+    /// Decides requests in order, all at one instant, as one script call does.
+    pub fn decide_many(
+        &self,
+        requests: &[DecisionRequest<'_>],
+        now_us: Option<u64>,
+    ) -> Vec<Result<Decision, StoreError>> {
+        let now = now_us.unwrap_or_else(local_now_us);
+        requests.iter().map(|r| self.decide(*r, Some(now))).collect()
+    }
+
+    /// Applies a settlement: refunds and resets of one decision's limits.
+    pub fn settle(&self, settlement: &Settlement) {
+        let set = &settlement.limits;
+        let keys_of = set.keys(&settlement.bases);
+        let now = local_now_us();
+        let (mut guards, mut keys) = self.take(&keys_of, now);
+        for part in &settlement.receipt.parts {
+            let only = |i: &usize| part.slot.is_none_or(|s| set.slot_of(*i) == s);
+            let refund: Vec<usize> = settlement.refund.iter().copied().filter(only).collect();
+            let reset: Vec<usize> = settlement.reset.iter().copied().filter(only).collect();
+            let cost = settlement.receipt.cost;
+            let (member, at) = (&part.member, part.decided_at_us);
+            call::settle(&mut keys, set, &keys_of, false, &refund, member, at, cost);
+            call::settle(&mut keys, set, &keys_of, true, &reset, member, at, cost);
+        }
+        self.put_back(&mut guards, keys);
+    }
+
+    /// Forgets these keys (an admin reset).
+    pub fn forget(&self, keys: &[String]) {
+        let (mut guards, _) = self.take(keys, local_now_us());
+        self.put_back(&mut guards, Keys::new());
+    }
+
+    /// The block marker at `key`, if one is live.
+    pub fn marker(&self, key: &str) -> Option<Marker> {
+        let shard = self.inner.shards[self.shard_of(key)]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match shard.keys.get(key) {
+            Some(Slot {
+                value: Value::Marker(m),
+                expires_at,
+            }) if *expires_at > local_now_us() => Some(m.clone()),
+            _ => None,
+        }
+    }
+
+    /// Adds `member` to the front of the block index `index` (keeping the newest entries).
+    pub fn note_block(&self, index: &str, member: &str) {
+        let mut blocks = self.inner.blocks.lock().unwrap_or_else(|e| e.into_inner());
+        let list = blocks.entry(index.to_string()).or_default();
+        list.retain(|m| m != member);
+        list.push_front(member.to_string());
+        list.truncate(MAX_BLOCK_INDEX);
+    }
+
+    /// The newest `n` members of the block index `index`.
+    pub fn recent_blocks(&self, index: &str, n: usize) -> Vec<String> {
+        let blocks = self.inner.blocks.lock().unwrap_or_else(|e| e.into_inner());
+        blocks
+            .get(index)
+            .map(|l| l.iter().take(n).cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Live keys held now.
+    pub fn live_keys(&self) -> usize {
+        self.inner.live.load(Ordering::Relaxed)
+    }
+}

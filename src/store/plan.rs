@@ -1,0 +1,191 @@
+//! What a store is asked to decide with: a [`LimitSet`], the limits of one route with one tier's
+//! values, laid out as the script takes them. Each limit counts one key slot (the route's key,
+//! or the limit's own) in one state (a Redis key: the log's sorted set, a counter or gcra hash);
+//! limits of one slot and algorithm share a state, and the log's share it only when they count
+//! the same way. A blocking route keeps a block marker per key slot. The layout of the keys
+//! themselves is [`super::layout`].
+
+use std::sync::{Arc, OnceLock};
+
+use crate::algorithm::AlgorithmId;
+
+/// One limit as a store applies it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limit {
+    /// The limit's name (a hash field, a block marker's text).
+    pub name: String,
+    /// Units allowed per window for this key (a segment or plan may change it).
+    pub limit: u64,
+    /// The window in microseconds.
+    pub window_us: u64,
+    /// `burst` for gcra (0: the limit); 0 for the others.
+    pub param: u64,
+    /// The index of its state in [`LimitSet::states`].
+    pub state: usize,
+}
+
+/// One Redis key of a decision's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateSpec {
+    /// The algorithm keeping it.
+    pub algorithm: AlgorithmId,
+    /// The key slot it counts (an index into the request's bases).
+    pub slot: usize,
+    /// What follows the slot's base in its key (`#log`, `#log.<class>`, `#swc`, `#gcra`).
+    pub suffix: String,
+}
+
+/// How a blocking route blocks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BlockSpec {
+    /// The first block, in milliseconds.
+    pub block_ms: u64,
+    /// Each next block is this many times longer.
+    pub growth: f64,
+    /// The longest block, in milliseconds.
+    pub max_ms: u64,
+    /// Quiet time after a block's end after which the next block is the first again, in ms.
+    pub forget_ms: u64,
+}
+
+/// Every limit of a key, decided together: all charged or none.
+#[derive(Debug)]
+pub struct LimitSet {
+    /// Whether and how the route blocks.
+    pub block: Option<BlockSpec>,
+    /// The limits in the route's order.
+    pub limits: Vec<Limit>,
+    /// The states the limits count in.
+    pub states: Vec<StateSpec>,
+    /// How many key slots a request brings (bases, in slot order).
+    pub slots: usize,
+    /// The set cut to one slot each, made on first use (cluster decisions whose keys live in
+    /// several slots are decided one part per slot).
+    parts: OnceLock<Vec<Arc<LimitSet>>>,
+}
+
+impl PartialEq for LimitSet {
+    fn eq(&self, other: &LimitSet) -> bool {
+        self.block == other.block
+            && self.limits == other.limits
+            && self.states == other.states
+            && self.slots == other.slots
+    }
+}
+
+impl LimitSet {
+    /// A set of `limits` counting in `states` over `slots` key slots.
+    pub fn new(
+        block: Option<BlockSpec>,
+        limits: Vec<Limit>,
+        states: Vec<StateSpec>,
+        slots: usize,
+    ) -> LimitSet {
+        LimitSet {
+            block,
+            limits,
+            states,
+            slots,
+            parts: OnceLock::new(),
+        }
+    }
+
+    /// One `sliding_log`-style set for tests and tools: every limit in its own state of
+    /// `algorithm`s, one key slot, no block.
+    pub fn simple(limits: &[(&str, u64, u64, AlgorithmId)]) -> LimitSet {
+        let mut states: Vec<StateSpec> = Vec::new();
+        let limits = limits
+            .iter()
+            .map(|&(name, limit, window_us, algorithm)| {
+                let state = match states.iter().position(|s| s.algorithm == algorithm) {
+                    Some(i) => i,
+                    None => {
+                        states.push(StateSpec {
+                            algorithm,
+                            slot: 0,
+                            suffix: algorithm.get().key_suffix().to_string(),
+                        });
+                        states.len() - 1
+                    }
+                };
+                Limit {
+                    name: name.to_string(),
+                    limit,
+                    window_us,
+                    param: 0,
+                    state,
+                }
+            })
+            .collect();
+        LimitSet::new(None, limits, states, 1)
+    }
+
+    /// The key slot limit `i` counts.
+    pub fn slot_of(&self, i: usize) -> usize {
+        self.states[self.limits[i].state].slot
+    }
+
+    /// The algorithm of limit `i`.
+    pub fn algorithm_of(&self, i: usize) -> AlgorithmId {
+        self.states[self.limits[i].state].algorithm
+    }
+
+    /// Every key one decision touches, from the bases of its slots (layout in
+    /// `lua/README.md`): one per state, then a block marker per slot when the route blocks.
+    pub fn keys(&self, bases: &[String]) -> Vec<String> {
+        let mut keys: Vec<String> = self
+            .states
+            .iter()
+            .map(|s| super::layout::state_key(&bases[s.slot], &s.suffix))
+            .collect();
+        if self.block.is_some() {
+            keys.extend(bases.iter().map(|b| super::layout::block_key(b)));
+        }
+        keys
+    }
+
+    /// The slots any limit counts (a set whose limits share one key has one).
+    pub fn used_slots(&self) -> Vec<usize> {
+        let mut slots: Vec<usize> = self.states.iter().map(|s| s.slot).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        slots
+    }
+
+    /// The part of this set counting slot `slot` alone (its limits keep their order), and the
+    /// index in this set of each of its limits.
+    pub fn part(&self, slot: usize) -> (Arc<LimitSet>, Vec<usize>) {
+        let parts = self.parts.get_or_init(|| {
+            (0..self.slots)
+                .map(|s| Arc::new(self.cut_to(s)))
+                .collect()
+        });
+        let indexes = (0..self.limits.len())
+            .filter(|&i| self.slot_of(i) == slot)
+            .collect();
+        (parts[slot].clone(), indexes)
+    }
+
+    fn cut_to(&self, slot: usize) -> LimitSet {
+        let kept: Vec<usize> = (0..self.states.len())
+            .filter(|&q| self.states[q].slot == slot)
+            .collect();
+        let states = kept
+            .iter()
+            .map(|&q| StateSpec {
+                slot: 0,
+                ..self.states[q].clone()
+            })
+            .collect();
+        let limits = self
+            .limits
+            .iter()
+            .filter(|l| self.states[l.state].slot == slot)
+            .map(|l| Limit {
+                state: kept.iter().position(|&q| q == l.state).expect("kept"),
+                ..l.clone()
+            })
+            .collect();
+        LimitSet::new(self.block, limits, states, 1)
+    }
+}
