@@ -132,15 +132,14 @@ end
 a = first_decision
 
 -- Starts (or raises) the block of one key slot: its n-th block lasts
--- min(block_for * growth^(n-1), block_max), and at least the refusing limit's own wait.
-local function start_block(plan, key, name, wait)
+-- min(block_for * growth^(n-1), block_max).
+local function start_block(plan, key, name)
   local b = block_of(key)
   local level = 1
   if b then level = b.level + 1 end
   local ms = floor(plan.block_ms * plan.growth ^ (level - 1))
   if ms > plan.max_ms or ms ~= ms then ms = plan.max_ms end
   local length = ms * 1000
-  if wait > length then length = wait end
   local untl = now + length
   call('SET', key, name .. ' ' .. int(untl) .. ' ' .. int(level), 'PX',
     int(ceil(length / 1000) + plan.forget_ms))
@@ -193,13 +192,20 @@ for d = 1, decisions do
   k = k + plan.keys
 
   if blocked then
-    local remaining = blocked.untl - now
+    -- Retry-After is the remaining block time, or a limit's own wait if later: a client that
+    -- waits it is allowed, whichever instance answers.
+    local retry = blocked.untl - now
     local named = 1
     for i = 1, n do
       if names[i] == blocked.name then named = i end
+      if not alg[lstate[i]].fits(v[i], limits[i], cost) then
+        local w = alg[lstate[i]].wait(v[i], limits[i], cost)
+        per_limit[i] = w
+        if w > retry then retry = w end
+      end
     end
-    per_limit[named] = remaining
-    reply(2, remaining, blocked.level, plan, v, per_limit)
+    if (per_limit[named] or 0) < blocked.untl - now then per_limit[named] = blocked.untl - now end
+    reply(2, retry, blocked.level, plan, v, per_limit)
   else
     local retry, worst = 0, 1
     for i = 1, n do
@@ -220,8 +226,8 @@ for d = 1, decisions do
             if w and plan.sslot[lstate[i]] == s and w > longest then named, longest = i, w end
           end
           if named then
-            local length, lvl = start_block(plan, keys[markers + s], names[named], longest)
-            per_limit[named] = length
+            local length, lvl = start_block(plan, keys[markers + s], names[named])
+            if length > longest then per_limit[named] = length end
             levels[s] = lvl
           end
         end

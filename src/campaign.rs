@@ -1,10 +1,14 @@
 //! `slidegate campaign`: sends a campaign's user ids through the batch decision API of a running
-//! gateway in chunks, with several calls in flight, and prints how many were allowed and denied
-//! (by decision and by segment or plan) and the rate. The ids come from a text file (one per
-//! line, `-` for standard input) or a portable roaring bitmap (`.roaring`).
+//! gateway in chunks, with several calls in flight, and answers the operator's question: who
+//! may be messaged. It writes the ids it allowed (`--allowed FILE`, one per line, in input
+//! order) and the refused ones with their reason (`--refused FILE`), prints how many were
+//! allowed and denied (by decision and by segment or plan) and the rate, and shows its progress.
+//! `--dry-run` decides every id as the campaign would but charges nothing (a preview). The ids
+//! come from a text file (one u32 per line, `-` for standard input) or a portable roaring
+//! bitmap (`.roaring`); a line that is not a user id stops the campaign before anything is sent.
 
-use std::collections::BTreeMap;
-use std::io::BufRead;
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -29,6 +33,8 @@ pub struct Campaign {
     pub chunk: usize,
     /// Calls in flight at once.
     pub in_flight: usize,
+    /// Decide without charging.
+    pub dry_run: bool,
 }
 
 /// Why a campaign stopped.
@@ -40,6 +46,9 @@ pub enum CampaignError {
     /// A call failed or was refused.
     #[error("{0}")]
     Call(String),
+    /// An output file could not be written.
+    #[error("{0}")]
+    Output(String),
 }
 
 /// The tally of a campaign.
@@ -51,10 +60,12 @@ pub struct Tally {
     pub allowed: u64,
     /// Count per decision label (`allowed`, `rejected`, `blocked`, `store_error_allowed`...).
     pub by_decision: BTreeMap<String, u64>,
-    /// Allowed and denied per segment or plan (`-` for the route's own values).
+    /// Allowed and denied per segment or plan.
     pub by_tier: BTreeMap<String, (u64, u64)>,
     /// Wall time of the whole run.
     pub elapsed: Duration,
+    /// Whether nothing was charged.
+    pub dry_run: bool,
 }
 
 impl Tally {
@@ -65,8 +76,13 @@ impl Tally {
 
     /// The printed report.
     pub fn report(&self) -> String {
+        let preview = if self.dry_run {
+            " (dry run: nothing was charged)"
+        } else {
+            ""
+        };
         let mut out = format!(
-            "decided {} keys in {:.2} s ({:.0} decisions/s): {} allowed, {} denied\n",
+            "decided {} keys in {:.2} s ({:.0} decisions/s): {} allowed, {} denied{preview}\n",
             self.decided,
             self.elapsed.as_secs_f64(),
             self.rate(),
@@ -83,6 +99,23 @@ impl Tally {
         }
         out
     }
+
+    fn count(&mut self, r: &KeyResult) {
+        self.decided += 1;
+        self.allowed += u64::from(r.allowed);
+        *self.by_decision.entry(r.decision.clone()).or_default() += 1;
+        let tier = match (&r.segment, &r.plan) {
+            (Some(s), _) => format!("segment {s}"),
+            (_, Some(p)) => format!("plan {p}"),
+            _ => "no segment or plan".to_string(),
+        };
+        let entry = self.by_tier.entry(tier).or_default();
+        if r.allowed {
+            entry.0 += 1;
+        } else {
+            entry.1 += 1;
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -94,15 +127,27 @@ struct Results {
 struct KeyResult {
     allowed: bool,
     decision: String,
+    #[serde(default)]
+    retry_after_ms: u64,
     segment: Option<String>,
     plan: Option<String>,
 }
 
-/// Reads the ids of a campaign.
-pub fn read_ids(path: &Path) -> Result<Vec<String>, CampaignError> {
+/// Where the allowed and refused ids go (either may be off).
+#[derive(Default)]
+pub struct Outputs {
+    /// `--allowed FILE`: one id per line.
+    pub allowed: Option<Box<dyn Write + Send>>,
+    /// `--refused FILE`: `id<TAB>decision<TAB>retry_after_ms` per line.
+    pub refused: Option<Box<dyn Write + Send>>,
+}
+
+/// Reads the ids of a campaign: a `.roaring` bitmap, or text with one u32 per line (blank
+/// lines skipped); a line that is not one names its number.
+pub fn read_ids(path: &Path) -> Result<Vec<u32>, CampaignError> {
     if path.extension().is_some_and(|e| e == "roaring") {
         let members = crate::tier::read_segment(path).map_err(CampaignError::Ids)?;
-        return Ok(members.iter().map(|id| id.to_string()).collect());
+        return Ok(members.iter().collect());
     }
     let reader: Box<dyn BufRead> = if path.as_os_str() == "-" {
         Box::new(std::io::stdin().lock())
@@ -111,54 +156,57 @@ pub fn read_ids(path: &Path) -> Result<Vec<String>, CampaignError> {
             .map_err(|e| CampaignError::Ids(format!("cannot read `{}`: {e}", path.display())))?;
         Box::new(std::io::BufReader::new(file))
     };
-    let mut ids = Vec::new();
-    for line in reader.lines() {
-        let line = line.map_err(|e| CampaignError::Ids(e.to_string()))?;
-        let id = line.trim();
-        if !id.is_empty() {
-            ids.push(id.to_string());
-        }
-    }
-    Ok(ids)
+    crate::tier::parse_ids(reader, &path.display().to_string()).map_err(CampaignError::Ids)
 }
 
 impl Campaign {
-    /// Sends every id, `chunk` per call, `in_flight` calls at once; stops at the first failed call.
-    pub async fn run(&self, ids: &[String]) -> Result<Tally, CampaignError> {
+    /// Sends every id, `chunk` per call, `in_flight` calls at once, writing the outputs in
+    /// input order; stops at the first failed call.
+    pub async fn run(&self, ids: &[u32], mut outputs: Outputs) -> Result<Tally, CampaignError> {
         let client: Client<HttpConnector, Full<Bytes>> =
             Client::builder(TokioExecutor::new()).build_http();
         let url: Uri = format!("{}v1/decisions", with_slash(&self.admin))
             .parse()
             .map_err(|e| CampaignError::Call(format!("admin URL: {e}")))?;
         let started = Instant::now();
-        let mut tally = Tally::default();
-        let mut chunks = ids.chunks(self.chunk.clamp(1, 10_000));
+        let mut tally = Tally {
+            dry_run: self.dry_run,
+            ..Tally::default()
+        };
+        let mut progress = Progress::new(ids.len() as u64);
+        let chunk = self.chunk.clamp(1, 10_000);
+        let mut chunks = ids.chunks(chunk).enumerate();
         let mut calls = FuturesUnordered::new();
+        // Answers that came back before an earlier chunk's, kept until it is written.
+        let mut waiting: HashMap<usize, (&[u32], Results)> = HashMap::new();
+        let mut next_to_write = 0;
         loop {
             while calls.len() < self.in_flight.max(1) {
-                let Some(chunk) = chunks.next() else { break };
-                calls.push(self.call(&client, url.clone(), chunk));
+                let Some((i, ids)) = chunks.next() else { break };
+                let call = self.call(&client, url.clone(), ids);
+                calls.push(async move { (i, ids, call.await) });
             }
-            let Some(result) = calls.next().await else {
+            let Some((i, ids, result)) = calls.next().await else {
                 break;
             };
-            for r in result?.results {
-                tally.decided += 1;
-                tally.allowed += u64::from(r.allowed);
-                *tally.by_decision.entry(r.decision).or_default() += 1;
-                let tier = match (r.segment, r.plan) {
-                    (Some(s), _) => format!("segment {s}"),
-                    (_, Some(p)) => format!("plan {p}"),
-                    _ => "no segment or plan".to_string(),
-                };
-                let entry = tally.by_tier.entry(tier).or_default();
-                if r.allowed {
-                    entry.0 += 1;
-                } else {
-                    entry.1 += 1;
+            waiting.insert(i, (ids, result?));
+            while let Some((ids, results)) = waiting.remove(&next_to_write) {
+                for (id, r) in ids.iter().zip(&results.results) {
+                    tally.count(r);
+                    write_result(&mut outputs, *id, r)?;
                 }
+                next_to_write += 1;
+                progress.show(tally.decided, started.elapsed());
             }
         }
+        for out in [&mut outputs.allowed, &mut outputs.refused]
+            .into_iter()
+            .flatten()
+        {
+            out.flush()
+                .map_err(|e| CampaignError::Output(e.to_string()))?;
+        }
+        progress.done();
         tally.elapsed = started.elapsed();
         Ok(tally)
     }
@@ -167,9 +215,13 @@ impl Campaign {
         &self,
         client: &Client<HttpConnector, Full<Bytes>>,
         url: Uri,
-        keys: &[String],
+        ids: &[u32],
     ) -> Result<Results, CampaignError> {
-        let body = serde_json::json!({ "route": self.route, "keys": keys, "cost": 1 }).to_string();
+        let keys: Vec<String> = ids.iter().map(u32::to_string).collect();
+        let body = serde_json::json!({
+            "route": self.route, "keys": keys, "cost": 1, "dry_run": self.dry_run,
+        })
+        .to_string();
         let req = Request::builder()
             .method(Method::POST)
             .uri(url)
@@ -196,6 +248,71 @@ impl Campaign {
         }
         serde_json::from_slice(&bytes)
             .map_err(|e| CampaignError::Call(format!("unexpected answer: {e}")))
+    }
+}
+
+fn write_result(outputs: &mut Outputs, id: u32, r: &KeyResult) -> Result<(), CampaignError> {
+    let written = match (r.allowed, &mut outputs.allowed, &mut outputs.refused) {
+        (true, Some(out), _) => writeln!(out, "{id}"),
+        (false, _, Some(out)) => writeln!(out, "{id}\t{}\t{}", r.decision, r.retry_after_ms),
+        _ => Ok(()),
+    };
+    written.map_err(|e| CampaignError::Output(e.to_string()))
+}
+
+/// Progress on standard error: a bar redrawn in place on a terminal, a plain line every few
+/// seconds otherwise (a log file or a pipe).
+struct Progress {
+    total: u64,
+    terminal: bool,
+    last: Instant,
+}
+
+impl Progress {
+    const EVERY: Duration = Duration::from_secs(5);
+
+    fn new(total: u64) -> Progress {
+        Progress {
+            total,
+            terminal: std::io::stderr().is_terminal(),
+            last: Instant::now(),
+        }
+    }
+
+    fn show(&mut self, done: u64, elapsed: Duration) {
+        let due = if self.terminal {
+            Duration::from_millis(100)
+        } else {
+            Self::EVERY
+        };
+        if self.last.elapsed() < due && done < self.total {
+            return;
+        }
+        self.last = Instant::now();
+        let share = done as f64 / self.total.max(1) as f64;
+        let rate = done as f64 / elapsed.as_secs_f64().max(1e-9);
+        if self.terminal {
+            let filled = (share * 30.0) as usize;
+            eprint!(
+                "\r[{}{}] {:>3.0}% {done}/{} ids {rate:.0}/s ",
+                "#".repeat(filled),
+                ".".repeat(30 - filled),
+                share * 100.0,
+                self.total
+            );
+        } else {
+            eprintln!(
+                "campaign: {done} of {} ids decided ({:.0}%), {rate:.0}/s",
+                self.total,
+                share * 100.0
+            );
+        }
+    }
+
+    fn done(&self) {
+        if self.terminal {
+            eprintln!();
+        }
     }
 }
 

@@ -28,7 +28,9 @@ pub enum GatewayError {
     #[error("the key is on no plan of this API")]
     UnknownKey,
     /// A body read for key parts is larger than `max_key_body_bytes`.
-    #[error("the request body is over {max} bytes, the most this route reads for its rate-limit key")]
+    #[error(
+        "the request body is over {max} bytes, the most this route reads for its rate-limit key"
+    )]
     BodyTooLarge {
         /// The bound.
         max: usize,

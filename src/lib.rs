@@ -27,6 +27,7 @@ pub mod gateway;
 pub mod key;
 pub mod layer;
 pub mod limit;
+pub mod logging;
 pub mod metrics;
 pub mod proxy;
 pub mod request_id;

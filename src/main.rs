@@ -1,15 +1,15 @@
-//! The `slidegate` command: `slidegate [--config FILE]` runs the gateway; `slidegate check
-//! [--config FILE]` validates the file and prints a summary; `slidegate campaign --route R --ids
-//! FILE` sends a campaign's ids through a running gateway's batch API. Exit codes: 0 success, 1
-//! an invalid config, a failed start or a failed campaign, 2 a usage error.
+//! The `slidegate` command: `slidegate [--config FILE]` runs the gateway; `check` validates the
+//! file and prints a summary; `key` prints a limit's derived key for raw values; `campaign`
+//! sends a campaign's ids through a running gateway's batch API; `segment build` writes a
+//! segment's bitmap. Exit codes: 0 success, 1 an invalid config, a failed start or a failed
+//! command, 2 a usage error.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use slidegate::config::{Config, ConfigError, CONFIG_ENV, DEFAULT_CONFIG_FILE};
 use slidegate::workers::Workers;
-use tracing_subscriber::EnvFilter;
 
 // The proxy path allocates small, short-lived buffers on every request; mimalloc's thread-local
 // free lists make that noticeably cheaper than glibc malloc under load (see bench/).
@@ -31,24 +31,65 @@ struct Cli {
 enum Command {
     /// Validate the config file, print a summary of routes and limits, and exit.
     Check,
-    /// Send a campaign's user ids through the batch decision API of a running gateway.
-    Campaign {
-        /// The route whose limits apply.
+    /// Print the derived key of a limit for raw part values (normalised, cut, hashed), as
+    /// /admin/usage takes it.
+    Key {
+        /// The route.
         #[arg(long)]
         route: String,
-        /// User ids: a text file with one per line (`-` for standard input), or a `.roaring`
-        /// bitmap.
-        #[arg(long, value_name = "FILE")]
+        /// The limit (default: the route's own key).
+        #[arg(long)]
+        limit: Option<String>,
+        /// One raw value per key part, in the key's order.
+        #[arg(required = true)]
+        values: Vec<String>,
+    },
+    /// Send a campaign's user ids through the batch decision API of a running gateway.
+    Campaign(CampaignArgs),
+    /// Segments: the user ids a limit's per-segment values apply to.
+    Segment {
+        #[command(subcommand)]
+        command: SegmentCommand,
+    },
+}
+
+#[derive(clap::Args)]
+struct CampaignArgs {
+    /// The route whose limits apply.
+    #[arg(long)]
+    route: String,
+    /// User ids: a text file with one u32 per line (`-` for standard input), or a `.roaring`
+    /// bitmap.
+    #[arg(long, value_name = "FILE")]
+    ids: PathBuf,
+    /// Write the allowed ids here, one per line, in input order.
+    #[arg(long, value_name = "FILE")]
+    allowed: Option<PathBuf>,
+    /// Write the refused ids here with their reason (`id<TAB>decision<TAB>retry_after_ms`).
+    #[arg(long, value_name = "FILE")]
+    refused: Option<PathBuf>,
+    /// Decide every id as the campaign would, but charge nothing (a preview).
+    #[arg(long)]
+    dry_run: bool,
+    /// The admin listener (default: `admin.listen` of the config file).
+    #[arg(long, value_name = "URL")]
+    admin: Option<String>,
+    /// Keys per call (at most 10,000).
+    #[arg(long, default_value_t = 10_000)]
+    chunk: usize,
+    /// Calls in flight at once.
+    #[arg(long, default_value_t = 4)]
+    in_flight: usize,
+}
+
+#[derive(Subcommand)]
+enum SegmentCommand {
+    /// Write a segment (a portable roaring bitmap) from a file of user ids, one per line.
+    Build {
+        /// The ids (`-` for standard input).
         ids: PathBuf,
-        /// The admin listener (default: `admin.listen` of the config file).
-        #[arg(long, value_name = "URL")]
-        admin: Option<String>,
-        /// Keys per call (at most 10,000).
-        #[arg(long, default_value_t = 10_000)]
-        chunk: usize,
-        /// Calls in flight at once.
-        #[arg(long, default_value_t = 4)]
-        in_flight: usize,
+        /// The `.roaring` file to write.
+        out: PathBuf,
     },
 }
 
@@ -59,33 +100,83 @@ fn main() -> ExitCode {
         .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_FILE));
     match cli.command {
         Some(Command::Check) => check(&path),
-        Some(Command::Campaign {
+        Some(Command::Key {
             route,
-            ids,
-            admin,
-            chunk,
-            in_flight,
-        }) => campaign(&path, route, &ids, admin, chunk, in_flight),
+            limit,
+            values,
+        }) => key(&path, &route, limit.as_deref(), &values),
+        Some(Command::Campaign(args)) => campaign(&path, args),
+        Some(Command::Segment {
+            command: SegmentCommand::Build { ids, out },
+        }) => segment_build(&ids, &out),
         None => run(&path),
+    }
+}
+
+/// Loads the config, or reports why not.
+fn load(path: &Path) -> Result<Config, ExitCode> {
+    Config::load(path).map_err(|e| {
+        report_config_error(&e);
+        ExitCode::FAILURE
+    })
+}
+
+fn check(path: &Path) -> ExitCode {
+    match load(path) {
+        Ok(config) => {
+            for w in &config.warnings {
+                eprintln!("{w}");
+            }
+            print!("{}", config.summary());
+            ExitCode::SUCCESS
+        }
+        Err(code) => code,
+    }
+}
+
+fn key(path: &Path, route: &str, limit: Option<&str>, values: &[String]) -> ExitCode {
+    let config = match load(path) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let Some(r) = config.route(route) else {
+        eprintln!("slidegate key: no route `{route}` in {}", path.display());
+        return ExitCode::from(2);
+    };
+    let spec = match limit {
+        None => &r.key,
+        Some(name) => match r.limits.iter().find(|l| l.name == name) {
+            Some(l) => l.key.as_ref().unwrap_or(&r.key),
+            None => {
+                eprintln!("slidegate key: route `{route}` has no limit `{name}`");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let ctx = slidegate::key::ValueContext {
+        secret: config.keys.hash_secret.as_ref(),
+        ipv6_prefix: config.server.ipv6_prefix,
+        path_case: config.server.path_case,
+    };
+    let values: Vec<&str> = values.iter().map(String::as_str).collect();
+    match slidegate::key::key_of_values(spec, &values, &ctx) {
+        Ok(key) => {
+            println!("{key}");
+            ExitCode::SUCCESS
+        }
+        Err(why) => {
+            eprintln!("slidegate key: {why}");
+            ExitCode::FAILURE
+        }
     }
 }
 
 /// Reads the admin address and token from the config (unless `--admin` is given) and runs the
 /// campaign.
-fn campaign(
-    config_path: &std::path::Path,
-    route: String,
-    ids: &std::path::Path,
-    admin: Option<String>,
-    chunk: usize,
-    in_flight: usize,
-) -> ExitCode {
-    let config = match Config::load(config_path) {
+fn campaign(config_path: &Path, args: CampaignArgs) -> ExitCode {
+    let config = match load(config_path) {
         Ok(c) => c,
-        Err(e) => {
-            report_config_error(&e);
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let Some(token) = config.admin.token.clone() else {
         eprintln!(
@@ -94,7 +185,9 @@ fn campaign(
         );
         return ExitCode::FAILURE;
     };
-    let admin = admin.unwrap_or_else(|| format!("http://{}", config.admin.listen));
+    let admin = args
+        .admin
+        .unwrap_or_else(|| format!("http://{}", config.admin.listen));
     let admin = match admin.parse() {
         Ok(uri) => uri,
         Err(e) => {
@@ -102,8 +195,15 @@ fn campaign(
             return ExitCode::from(2);
         }
     };
-    let ids = match slidegate::campaign::read_ids(ids) {
+    let ids = match slidegate::campaign::read_ids(&args.ids) {
         Ok(ids) => ids,
+        Err(e) => {
+            eprintln!("slidegate campaign: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outputs = match outputs(args.allowed.as_deref(), args.refused.as_deref()) {
+        Ok(o) => o,
         Err(e) => {
             eprintln!("slidegate campaign: {e}");
             return ExitCode::FAILURE;
@@ -112,9 +212,10 @@ fn campaign(
     let campaign = slidegate::campaign::Campaign {
         admin,
         token,
-        route,
-        chunk,
-        in_flight,
+        route: args.route,
+        chunk: args.chunk,
+        in_flight: args.in_flight,
+        dry_run: args.dry_run,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -126,7 +227,7 @@ fn campaign(
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(campaign.run(&ids)) {
+    match runtime.block_on(campaign.run(&ids, outputs)) {
         Ok(tally) => {
             print!("{}", tally.report());
             ExitCode::SUCCESS
@@ -138,17 +239,32 @@ fn campaign(
     }
 }
 
-fn check(path: &std::path::Path) -> ExitCode {
-    match Config::load(path) {
-        Ok(config) => {
-            for w in &config.warnings {
-                eprintln!("{w}");
-            }
-            print!("{}", config.summary());
+/// The campaign's output files, created before anything is sent.
+fn outputs(
+    allowed: Option<&Path>,
+    refused: Option<&Path>,
+) -> Result<slidegate::campaign::Outputs, String> {
+    let open = |path: Option<&Path>| -> Result<Option<Box<dyn std::io::Write + Send>>, String> {
+        let Some(path) = path else { return Ok(None) };
+        let file = std::fs::File::create(path)
+            .map_err(|e| format!("cannot create `{}`: {e}", path.display()))?;
+        Ok(Some(Box::new(std::io::BufWriter::new(file))))
+    };
+    Ok(slidegate::campaign::Outputs {
+        allowed: open(allowed)?,
+        refused: open(refused)?,
+    })
+}
+
+fn segment_build(ids: &Path, out: &Path) -> ExitCode {
+    let read = slidegate::campaign::read_ids(ids).map_err(|e| e.to_string());
+    match read.and_then(|ids| slidegate::tier::write_segment(ids, out)) {
+        Ok(n) => {
+            println!("{}: {n} ids", out.display());
             ExitCode::SUCCESS
         }
         Err(e) => {
-            report_config_error(&e);
+            eprintln!("slidegate segment build: {e}");
             ExitCode::FAILURE
         }
     }
@@ -161,21 +277,18 @@ fn report_config_error(e: &ConfigError) {
     if matches!(e, ConfigError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
     {
         eprintln!(
-            "slidegate: no config file: name one with --config FILE or {CONFIG_ENV}=FILE \
+            "slidegate: name a config file with --config FILE or {CONFIG_ENV}=FILE \
              (default ./{DEFAULT_CONFIG_FILE}; config.toml in the repository is a working example)"
         );
     }
 }
 
-fn run(path: &std::path::Path) -> ExitCode {
-    init_tracing();
+fn run(path: &Path) -> ExitCode {
+    slidegate::logging::init();
     slidegate::server::raise_open_file_limit();
-    let config = match Config::load(path) {
+    let config = match load(path) {
         Ok(c) => c,
-        Err(e) => {
-            report_config_error(&e);
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let workers = match Workers::new(Workers::default_count()) {
         Ok(w) => w,
@@ -192,23 +305,5 @@ fn run(path: &std::path::Path) -> ExitCode {
             eprintln!("slidegate: {e}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// Logs to stderr; `SLIDEGATE_LOG` is an `EnvFilter` (default `info`), and
-/// `SLIDEGATE_LOG_FORMAT=json` switches to JSON lines.
-fn init_tracing() {
-    let filter =
-        EnvFilter::try_from_env("SLIDEGATE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let json = std::env::var("SLIDEGATE_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi);
-    if json {
-        builder.json().init();
-    } else {
-        builder.init();
     }
 }

@@ -263,7 +263,11 @@ impl Metrics {
                 let _ = self.limit_exceeded.remove_label_values(&[route, l, mode]);
             }
             let _ = self.limit_utilization.remove_label_values(&[route, l]);
-            for counter in [&self.outcome_refunds, &self.outcome_resets, &self.blocks_started] {
+            for counter in [
+                &self.outcome_refunds,
+                &self.outcome_resets,
+                &self.blocks_started,
+            ] {
                 let _ = counter.remove_label_values(&[route, l]);
             }
         }

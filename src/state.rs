@@ -50,7 +50,9 @@ pub static RESTART_ONLY: [RestartOnly; 13] = [
     restart_only!("server.listen", |c| c.server.listen),
     restart_only!("admin.listen", |c| c.admin.listen),
     restart_only!("server.max_connections", |c| c.server.max_connections),
-    restart_only!("server.header_read_timeout", |c| c.server.header_read_timeout),
+    restart_only!("server.header_read_timeout", |c| c
+        .server
+        .header_read_timeout),
     restart_only!("server.idle_timeout", |c| c.server.idle_timeout),
     restart_only!("server.shutdown_grace", |c| c.server.shutdown_grace),
     restart_only!("server.max_header_bytes", |c| c.server.max_header_bytes),
@@ -65,13 +67,20 @@ pub static RESTART_ONLY: [RestartOnly; 13] = [
 /// `store.url` and `store.max_keys` are read only at start too; the URL shows redacted.
 fn store_url_and_bound(running: &Config, configured: &Config) -> Vec<PendingSetting> {
     let mut out = Vec::new();
-    let (r, c) = (redact_url(&running.store.url), redact_url(&configured.store.url));
+    let (r, c) = (
+        redact_url(&running.store.url),
+        redact_url(&configured.store.url),
+    );
     if r != c {
         out.push(PendingSetting::new("store.url", r, c));
     }
     let (r, c) = (running.store.max_keys, configured.store.max_keys);
     if r != c {
-        out.push(PendingSetting::new("store.max_keys", r.to_string(), c.to_string()));
+        out.push(PendingSetting::new(
+            "store.max_keys",
+            r.to_string(),
+            c.to_string(),
+        ));
     }
     out
 }

@@ -130,6 +130,41 @@ pub fn parse_user_id(key: &str) -> Option<u32> {
     key.parse().ok()
 }
 
+/// Reads user ids, one per line (blank lines skipped), from `reader` (named `name` in
+/// errors): each a whole number from 0 to 4294967295, or an error naming the line.
+pub fn parse_ids(reader: impl std::io::BufRead, name: &str) -> Result<Vec<u32>, String> {
+    let mut ids = Vec::new();
+    for (i, line) in reader.lines().enumerate() {
+        let line = line.map_err(|e| format!("{name}: {e}"))?;
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        match parse_user_id(text) {
+            Some(id) => ids.push(id),
+            None => {
+                return Err(format!(
+                    "{name}:{}: `{text}` is not a user id (a whole number from 0 to 4294967295)",
+                    i + 1
+                ))
+            }
+        }
+    }
+    Ok(ids)
+}
+
+/// Writes `ids` as a segment: a portable roaring bitmap at `out`; returns how many distinct
+/// ids it holds.
+pub fn write_segment(ids: impl IntoIterator<Item = u32>, out: &Path) -> Result<u64, String> {
+    let bitmap: RoaringBitmap = ids.into_iter().collect();
+    let mut bytes = Vec::with_capacity(bitmap.serialized_size());
+    bitmap
+        .serialize_into(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    std::fs::write(out, bytes).map_err(|e| format!("cannot write `{}`: {e}", out.display()))?;
+    Ok(bitmap.len())
+}
+
 /// Reads a portable roaring bitmap file.
 pub fn read_segment(path: &Path) -> Result<RoaringBitmap, String> {
     let bytes =

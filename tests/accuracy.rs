@@ -17,20 +17,19 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestCaseResult, TestRunner};
 use slidegate::config::ClockSource;
-use slidegate::key::decision_base;
-use slidegate::store::{Decision, DecisionRequest, LimitSet, MemoryStore, Store};
+use slidegate::store::{Decision, LimitSet, MemoryStore, Store};
 use support::redis::RedisServer;
 use support::reference::Reference;
-use support::store::{algorithm_of_limit, limit_sets, redis_store};
+use support::store::{algorithm_of_limit, bases, decide_at, limit_sets, redis_store};
 use support::unique_prefix;
 
 const T0: u64 = 1_700_000_000_000_000;
 const SEC: u64 = 1_000_000;
 const MS: u64 = 1_000;
 
-const ALGORITHMS: [&str; 3] = ["sliding_log", "sliding_window_counter", "mixed"];
+const ALGORITHMS: [&str; 4] = ["sliding_log", "sliding_window_counter", "gcra", "mixed"];
 
-/// A route of one or two limits (`limit`, `window`) under one algorithm (or both, `"mixed"`),
+/// A route of one or two limits (`limit`, `window`) under one algorithm (or several, `"mixed"`),
 /// as the gateway compiles it.
 fn limit_set(route_algorithm: &str, limits: &[(u64, &str)]) -> Arc<LimitSet> {
     let mut toml = "[[routes]]\nname = \"r\"\npath = \"/*\"\nupstream = \"up\"\n".to_string();
@@ -47,17 +46,11 @@ fn limit_set(route_algorithm: &str, limits: &[(u64, &str)]) -> Arc<LimitSet> {
 async fn decide(
     store: &Store,
     limits: &Arc<LimitSet>,
-    base: &str,
+    bases: &[String],
     now_us: Option<u64>,
     cost: u64,
 ) -> Decision {
-    let request = DecisionRequest { limits, base, cost };
-    store
-        .decide_many(&[request], now_us)
-        .await
-        .pop()
-        .expect("one answer")
-        .expect("the store decides")
+    decide_at(store, limits, bases, now_us, cost).await
 }
 
 /// Runs `test` on `cases` values of `strategy`, shrinking a failure to a smaller trace in at
@@ -133,7 +126,7 @@ fn trace() -> impl Strategy<Value = Trace> {
 /// refused) and then exactly on it (allowed): the wait is exact for both algorithms.
 async fn follows_the_reference(store: &Store, trace: &Trace) -> TestCaseResult {
     let set = limit_set(trace.algorithm, &trace.limits);
-    let base = decision_base(&unique_prefix("acc"), "r", "k");
+    let base = bases(&unique_prefix("acc"), "r", "k");
     let mut model = Reference::of(&set);
     let smallest = set.limits.iter().map(|l| l.limit).min().unwrap_or(0);
     let mut now = T0 + trace.start;
@@ -165,7 +158,7 @@ async fn follows_the_reference(store: &Store, trace: &Trace) -> TestCaseResult {
 #[test]
 fn memory_store_decides_as_the_reference() {
     let rt = runtime();
-    let store = Store::Memory(MemoryStore::new());
+    let store = Store::Memory(MemoryStore::new(1_000_000));
     check(256, 4096, trace(), |t| {
         rt.block_on(follows_the_reference(&store, &t))
     });
@@ -218,7 +211,7 @@ async fn follows_the_reference_on_the_redis_clock(
     trace: &LiveTrace,
 ) -> TestCaseResult {
     let set = limit_set(algorithm, &trace.limits);
-    let base = decision_base(&unique_prefix("live"), "r", "k");
+    let base = bases(&unique_prefix("live"), "r", "k");
     let mut model = Reference::of(&set);
     let mut budget = LIVE_BUDGET;
     let mut last: Option<(Decision, u64)> = None;
@@ -287,6 +280,11 @@ fn sliding_window_counter_on_the_redis_clock_decides_as_the_reference() {
 }
 
 #[test]
-fn a_route_mixing_both_algorithms_on_the_redis_clock_decides_as_the_reference() {
+fn a_route_mixing_the_algorithms_on_the_redis_clock_decides_as_the_reference() {
     on_the_redis_clock("mixed");
+}
+
+#[test]
+fn gcra_on_the_redis_clock_decides_as_the_reference() {
+    on_the_redis_clock("gcra");
 }

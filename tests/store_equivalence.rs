@@ -98,8 +98,9 @@ async fn scripted_sequences_agree_on_both_stores() {
     )
     .await;
 
-    // Block mode: the exceed starts a block of 30 s, stretched to the window's own wait (60 s):
-    // every instance answers the true wait, so a client that waits it is allowed.
+    // Block mode: the exceed starts a 30 s block; its Retry-After is the window's own wait
+    // (later), on every answer. A client that comes back after the block but before that wait
+    // exceeds again and starts the next block, twice as long (60 s, so still on at +61 s).
     let r = route("sliding_log", &[(2, "1m")], Some("30s"));
     let d = same_answers(
         &redis,
@@ -115,13 +116,25 @@ async fn scripted_sequences_agree_on_both_stores() {
     )
     .await;
     let outcomes: Vec<Outcome> = d.iter().map(|d| d.outcome).collect();
+    let wait = 60 * SEC - 2;
+    assert_eq!(
+        d[2].retry_after.as_micros() as u64,
+        wait,
+        "the window's wait, not the block's"
+    );
+    assert_eq!(
+        d[3].retry_after.as_micros() as u64,
+        59 * SEC,
+        "the same wait, seen later"
+    );
+    assert_eq!(d[4].block_level, 2);
     assert_eq!(
         outcomes[2..],
         [
             Outcome::Rejected,
             Outcome::Blocked,
-            Outcome::Blocked,
-            Outcome::Allowed
+            Outcome::Rejected,
+            Outcome::Blocked
         ]
     );
 
@@ -145,7 +158,10 @@ async fn scripted_sequences_agree_on_both_stores() {
     .await;
     assert_eq!(d[1].block_level, 1);
     assert_eq!(d[1].retry_after.as_micros() as u64, SEC);
-    assert_eq!(d[3].block_level, 2, "the second block within block_forget is one level up");
+    assert_eq!(
+        d[3].block_level, 2,
+        "the second block within block_forget is one level up"
+    );
     assert_eq!(d[3].retry_after.as_micros() as u64, 2 * SEC);
 }
 

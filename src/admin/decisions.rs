@@ -106,11 +106,17 @@ pub(super) async fn decide(
     };
     // Decided in a task of its own: a caller that hangs up mid-batch does not cancel decisions
     // the store is already making, and every one of them is counted.
-    let (limiter, policy, dry_run) = (state.limiter().clone(), route.policy.clone(), request.dry_run);
+    let (limiter, policy, dry_run) = (
+        state.limiter().clone(),
+        route.policy.clone(),
+        request.dry_run,
+    );
     let keys = request.keys;
     let decided = tokio::spawn(async move {
-        let request_keys: Vec<RequestKeys> =
-            keys.iter().map(|k| RequestKeys::given(&policy, k)).collect();
+        let request_keys: Vec<RequestKeys> = keys
+            .iter()
+            .map(|k| RequestKeys::given(&policy, k))
+            .collect();
         let verdicts = limiter
             .decide_many(&policy, &request_keys, cost, dry_run)
             .await;

@@ -22,9 +22,8 @@ pub use key_spec::{KeyPart, KeyPartSpec, KeySpec, Normalize};
 pub use route::{BlockPolicy, ExceedMode, LimitConfig, PathPattern, RouteConfig, StatusSet};
 pub use secrets::{redact_secrets, redact_url};
 pub use settings::{
-    AdminConfig, Backend, ClientIpHeader, ClockSource, HashSecret, JwtConfig, JwtKey,
-    KeysConfig, OnError, OnMissingKey, PathCase, ServerConfig, StoreConfig, UnknownPlan,
-    UpstreamConfig,
+    AdminConfig, Backend, ClientIpHeader, ClockSource, HashSecret, JwtConfig, JwtKey, KeysConfig,
+    OnError, OnMissingKey, PathCase, ServerConfig, StoreConfig, UnknownPlan, UpstreamConfig,
 };
 
 use crate::tier::Membership;

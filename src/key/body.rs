@@ -185,15 +185,13 @@ fn decode(bytes: &[u8]) -> Vec<u8> {
     while i < bytes.len() {
         match bytes[i] {
             b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                    (Some(h), Some(l)) => {
-                        out.push(h << 4 | l);
-                        i += 2;
-                    }
-                    _ => out.push(b'%'),
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push(h << 4 | l);
+                    i += 2;
                 }
-            }
+                _ => out.push(b'%'),
+            },
             b => out.push(b),
         }
         i += 1;
@@ -214,16 +212,36 @@ mod tests {
 
     #[test]
     fn json_values_follow_the_path() {
-        assert_eq!(at(r#"{"phone":"+62 812"}"#, "phone"), Ok(Some("+62 812".into())));
-        assert_eq!(at(r#"{"phone":"\u002b62"}"#, "phone"), Ok(Some("+62".into())));
-        assert_eq!(at(r#"{"user":{"phone":6281}}"#, "user.phone"), Ok(Some("6281".into())));
+        assert_eq!(
+            at(r#"{"phone":"+62 812"}"#, "phone"),
+            Ok(Some("+62 812".into()))
+        );
+        assert_eq!(
+            at(r#"{"phone":"\u002b62"}"#, "phone"),
+            Ok(Some("+62".into()))
+        );
+        assert_eq!(
+            at(r#"{"user":{"phone":6281}}"#, "user.phone"),
+            Ok(Some("6281".into()))
+        );
         assert_eq!(at(r#"{"to":["a","b"]}"#, "to.1"), Ok(Some("b".into())));
         assert_eq!(at(r#"{"n":1.50e3}"#, "n"), Ok(Some("1.50e3".into())));
         assert_eq!(at(r#"{"b":true}"#, "b"), Ok(Some("true".into())));
-        for missing in [r#"{"phone":null}"#, r#"{"phone":{}}"#, r#"{"x":1}"#, "[1]", "{", "{\"phone\":\"1\"} x", ""] {
+        for missing in [
+            r#"{"phone":null}"#,
+            r#"{"phone":{}}"#,
+            r#"{"x":1}"#,
+            "[1]",
+            "{",
+            "{\"phone\":\"1\"} x",
+            "",
+        ] {
             assert_eq!(at(missing, "phone"), Ok(None), "{missing}");
         }
-        assert_eq!(at("\u{feff}{\"phone\":\"1\"}", "phone"), Ok(Some("1".into())));
+        assert_eq!(
+            at("\u{feff}{\"phone\":\"1\"}", "phone"),
+            Ok(Some("1".into()))
+        );
         let deep = "[".repeat(10_000) + &"]".repeat(10_000);
         assert_eq!(at(&deep, "phone"), Ok(None));
     }
@@ -232,7 +250,10 @@ mod tests {
     fn a_duplicate_on_the_path_is_ambiguous_elsewhere_not() {
         assert_eq!(at(r#"{"phone":"A","phone":"B"}"#, "phone"), Err(()));
         assert_eq!(at(r#"{"u":{"p":"A","p":"B"}}"#, "u.p"), Err(()));
-        assert_eq!(at(r#"{"x":{"p":1,"p":2},"phone":"A"}"#, "phone"), Ok(Some("A".into())));
+        assert_eq!(
+            at(r#"{"x":{"p":1,"p":2},"phone":"A"}"#, "phone"),
+            Ok(Some("A".into()))
+        );
     }
 
     #[test]

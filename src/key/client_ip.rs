@@ -38,11 +38,19 @@ pub fn client_ip(
     let hops: Vec<String> = match header {
         ClientIpHeader::XForwardedFor => lines(&X_FORWARDED_FOR)
             .iter()
-            .flat_map(|l| l.split(',').map(|s| s.trim().to_string()).collect::<Vec<_>>())
+            .flat_map(|l| {
+                l.split(',')
+                    .map(|s| s.trim().to_string())
+                    .collect::<Vec<_>>()
+            })
             .collect(),
         ClientIpHeader::XRealIp => lines(&X_REAL_IP)
             .iter()
-            .flat_map(|l| l.split(',').map(|s| s.trim().to_string()).collect::<Vec<_>>())
+            .flat_map(|l| {
+                l.split(',')
+                    .map(|s| s.trim().to_string())
+                    .collect::<Vec<_>>()
+            })
             .collect(),
         ClientIpHeader::Forwarded => lines(&FORWARDED)
             .iter()
@@ -125,7 +133,12 @@ mod tests {
     #[test]
     fn untrusted_peer_is_the_client_whatever_it_sends() {
         let h = headers("x-forwarded-for", "1.1.1.1");
-        let ip = client_ip("203.0.113.7".parse().unwrap(), &h, &nets(&["10.0.0.0/8"]), XFF);
+        let ip = client_ip(
+            "203.0.113.7".parse().unwrap(),
+            &h,
+            &nets(&["10.0.0.0/8"]),
+            XFF,
+        );
         assert_eq!(ip, "203.0.113.7".parse::<IpAddr>().unwrap());
     }
 
@@ -154,7 +167,10 @@ mod tests {
         let trusted = nets(&["10.0.0.0/8"]);
         let ip = client_ip(peer, &h, &trusted, ClientIpHeader::Forwarded);
         assert_eq!(ip, "2001:db8::1".parse::<IpAddr>().unwrap());
-        assert_eq!(client_ip(peer, &h, &trusted, XFF), "6.6.6.6".parse::<IpAddr>().unwrap());
+        assert_eq!(
+            client_ip(peer, &h, &trusted, XFF),
+            "6.6.6.6".parse::<IpAddr>().unwrap()
+        );
         let real = headers("x-real-ip", "198.51.100.9");
         let ip = client_ip(peer, &real, &trusted, ClientIpHeader::XRealIp);
         assert_eq!(ip, "198.51.100.9".parse::<IpAddr>().unwrap());
@@ -164,7 +180,10 @@ mod tests {
     fn every_line_of_the_header_counts_in_order() {
         let mut h = HeaderMap::new();
         h.append("x-forwarded-for", HeaderValue::from_static("6.6.6.6"));
-        h.append("x-forwarded-for", HeaderValue::from_static("198.51.100.1, 10.0.0.2"));
+        h.append(
+            "x-forwarded-for",
+            HeaderValue::from_static("198.51.100.1, 10.0.0.2"),
+        );
         let ip = client_ip("10.0.0.1".parse().unwrap(), &h, &nets(&["10.0.0.0/8"]), XFF);
         assert_eq!(ip, "198.51.100.1".parse::<IpAddr>().unwrap());
     }

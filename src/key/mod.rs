@@ -111,22 +111,59 @@ fn part_value(
     Ok(options::apply(spec, raw, src.hash_secret))
 }
 
-/// The derived key of `spec` for raw part values given one per part (`slidegate key`): each
-/// normalised, cut, hashed and escaped as a request's would be. `None` when a value is not
-/// valid for its part (not a phone number, say).
+/// What a key derived from given values needs besides them: the secret of hashed parts, and
+/// how `ip` and `path` parts read.
+#[derive(Debug, Clone, Copy)]
+pub struct ValueContext<'a> {
+    /// The `[keys]` secret.
+    pub secret: Option<&'a HashSecret>,
+    /// `server.ipv6_prefix`.
+    pub ipv6_prefix: u8,
+    /// `server.path_case`.
+    pub path_case: PathCase,
+}
+
+/// The derived key of `spec` for raw part values given one per part (`slidegate key`, plans
+/// of hashed keys): each read, normalised, cut, hashed and escaped as a request's would be.
+/// An error names the part whose value does not fit it.
 pub fn key_of_values(
     spec: &KeySpec,
     values: &[&str],
-    secret: Option<&HashSecret>,
-) -> Option<String> {
+    ctx: &ValueContext<'_>,
+) -> Result<String, String> {
+    if values.len() != spec.parts.len() {
+        return Err(format!(
+            "the key {spec} has {} part(s); {} value(s) given",
+            spec.parts.len(),
+            values.len()
+        ));
+    }
     let mut key = String::new();
     for (i, (part, value)) in spec.parts.iter().zip(values).enumerate() {
         if i > 0 {
             key.push('|');
         }
-        key.push_str(&options::apply(part, value.as_bytes().to_vec(), secret)?);
+        let raw = match &part.part {
+            crate::config::KeyPart::Ip => match value.parse::<IpAddr>() {
+                Ok(ip) => ip_key(ip, ctx.ipv6_prefix),
+                Err(_) => return Err(format!("`{value}` is not an IP address (part `ip`)")),
+            },
+            crate::config::KeyPart::Method => value.to_ascii_uppercase(),
+            crate::config::KeyPart::Path if ctx.path_case == PathCase::Insensitive => {
+                value.to_ascii_lowercase()
+            }
+            _ => value.to_string(),
+        };
+        match options::apply(part, raw.into_bytes(), ctx.secret) {
+            Some(v) => key.push_str(&v),
+            None => {
+                return Err(format!(
+                    "`{value}` is not a valid value for the part {part} (it would count as missing)"
+                ))
+            }
+        }
     }
-    Some(key)
+    Ok(key)
 }
 
 /// Appends the client IP as a fallback value: `%ip:203.0.113.7`.

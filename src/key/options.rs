@@ -60,12 +60,7 @@ pub fn normalize_phone(text: &str, region: Option<Id>) -> Option<String> {
     if !number.is_valid() {
         return None;
     }
-    Some(
-        number
-            .format()
-            .mode(phonenumber::Mode::E164)
-            .to_string(),
-    )
+    Some(number.format().mode(phonenumber::Mode::E164).to_string())
 }
 
 /// A decimal digit of another script as its ASCII digit (the blocks where `0`-`9` are
@@ -136,7 +131,11 @@ mod tests {
             "006281234567890",
             "٠٨١٢٣٤٥٦٧٨٩٠",
         ] {
-            assert_eq!(normalize_phone(spelling, id).as_deref(), Some("+6281234567890"), "{spelling}");
+            assert_eq!(
+                normalize_phone(spelling, id).as_deref(),
+                Some("+6281234567890"),
+                "{spelling}"
+            );
         }
         for junk in ["", "hello", "123", "+62", &"9".repeat(40), "+999123456789"] {
             assert_eq!(normalize_phone(junk, id), None, "{junk}");
@@ -145,7 +144,10 @@ mod tests {
 
     #[test]
     fn emails_lose_case_and_tags() {
-        assert_eq!(normalize_email(" Jo+promo@Example.COM ").as_deref(), Some("jo@example.com"));
+        assert_eq!(
+            normalize_email(" Jo+promo@Example.COM ").as_deref(),
+            Some("jo@example.com")
+        );
         for junk in ["no-at", "a@b@c", "@x", "x@", "+tag@x"] {
             assert_eq!(normalize_email(junk), None, "{junk}");
         }

@@ -104,13 +104,19 @@ fn head_reads_as_get() {
         method: &Method::HEAD,
         ..source(&h, None)
     };
-    assert_eq!(derive_key(&spec, OnMissingKey::Reject, &head).unwrap(), "GET");
+    assert_eq!(
+        derive_key(&spec, OnMissingKey::Reject, &head).unwrap(),
+        "GET"
+    );
 }
 
 #[test]
 fn body_parts_read_json_and_forms() {
     let mut h = HeaderMap::new();
-    h.insert("content-type", HeaderValue::from_static("application/json; charset=utf-8"));
+    h.insert(
+        "content-type",
+        HeaderValue::from_static("application/json; charset=utf-8"),
+    );
     let body = br#"{"phone":"0812-3456-7890","user":"A"}"#;
     let spec = KeySpec {
         parts: vec![KeyPartSpec {
@@ -177,7 +183,13 @@ fn hashed_parts_never_show_the_raw_value() {
     let key = derive_key(&spec, OnMissingKey::Reject, &src).unwrap();
     assert_eq!(key.len(), 32);
     assert!(!key.contains("abc123"));
-    assert_eq!(key_of_values(&spec, &["live_abc123"], Some(&secret)), Some(key));
+    let ctx = ValueContext {
+        secret: Some(&secret),
+        ipv6_prefix: 64,
+        path_case: PathCase::Insensitive,
+    };
+    assert_eq!(key_of_values(&spec, &["live_abc123"], &ctx), Ok(key));
+    assert!(key_of_values(&spec, &["a", "b"], &ctx).is_err());
 }
 
 #[test]
@@ -197,7 +209,14 @@ fn ipv6_clients_group_by_prefix() {
 
 /// A tuple of raw header values (any bytes a header may carry), `None` for a missing header.
 fn tuples() -> impl Strategy<Value = Vec<Option<Vec<u8>>>> {
-    let byte = prop_oneof![Just(b'|'), Just(b'%'), Just(b'a'), Just(0x80u8), Just(0xffu8), 0x20u8..0x7f];
+    let byte = prop_oneof![
+        Just(b'|'),
+        Just(b'%'),
+        Just(b'a'),
+        Just(0x80u8),
+        Just(0xffu8),
+        0x20u8..0x7f
+    ];
     let value = proptest::collection::vec(byte, 1..6);
     proptest::collection::vec(proptest::option::of(value), 1..4)
 }

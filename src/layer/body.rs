@@ -51,7 +51,9 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.project() {
             RequestBodyProj::Stream { body } => body.poll_frame(cx).map_err(Into::into),
-            RequestBodyProj::Buffered { bytes } => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            RequestBodyProj::Buffered { bytes } => {
+                Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b))))
+            }
         }
     }
 

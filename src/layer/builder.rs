@@ -86,7 +86,11 @@ impl Builder {
     /// The config text the builder stands for.
     pub fn to_toml(&self) -> String {
         let mut doc = Table::new();
-        for (name, table) in [("server", &self.server), ("store", &self.store), ("keys", &self.keys)] {
+        for (name, table) in [
+            ("server", &self.server),
+            ("store", &self.store),
+            ("keys", &self.keys),
+        ] {
             if !table.is_empty() {
                 doc.insert(name.into(), Value::Table(table.clone()));
             }

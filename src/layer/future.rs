@@ -193,7 +193,10 @@ where
             Ok(keys) => Arc::new(keys),
             Err(e) => return self.refuse(e.into()),
         };
-        let Some(tier) = policy.tier_for(keys.route_key.as_deref().unwrap_or("")).cloned() else {
+        let Some(tier) = policy
+            .tier_for(keys.route_key.as_deref().unwrap_or(""))
+            .cloned()
+        else {
             return self.refuse(GatewayError::UnknownKey);
         };
         let deciding = Deciding::new(
@@ -228,13 +231,9 @@ where
     fn conclude(self: Box<Self>, verdict: Verdict) -> State<S, B> {
         if verdict.forwards() {
             let reservation = match (&self.tier, &self.keys) {
-                (Some(tier), Some(keys)) => Reservation::of(
-                    &self.limiter,
-                    &self.route.policy,
-                    tier,
-                    keys,
-                    &verdict,
-                ),
+                (Some(tier), Some(keys)) => {
+                    Reservation::of(&self.limiter, &self.route.policy, tier, keys, &verdict)
+                }
                 _ => None,
             };
             return self.forward(verdict, reservation);
@@ -293,7 +292,11 @@ where
             key: self
                 .keys
                 .as_ref()
-                .and_then(|k| limit_index.map_or(k.shown(), |i| k.keys.get(self.route.policy.slot_of(i)).map(String::as_str)))
+                .and_then(|k| {
+                    limit_index.map_or(k.shown(), |i| {
+                        k.keys.get(self.route.policy.slot_of(i)).map(String::as_str)
+                    })
+                })
                 .map(|k| crate::store::layout::logged_key(k).into_owned()),
         }
     }
@@ -355,7 +358,9 @@ where
                 }
                 StateProj::Deciding { step, deciding } => {
                     let verdict = std::task::ready!(Pin::new(deciding).poll(cx));
-                    step.take().expect("deciding has its step").conclude(verdict)
+                    step.take()
+                        .expect("deciding has its step")
+                        .conclude(verdict)
                 }
                 StateProj::Calling { future, after } => {
                     let response = std::task::ready!(future.poll(cx))?;

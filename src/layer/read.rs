@@ -22,7 +22,10 @@ use crate::error::GatewayError;
 pub fn check_head(headers: &HeaderMap, max: usize) -> Result<(), GatewayError> {
     if let Some(encoding) = headers.get(CONTENT_ENCODING) {
         let text = String::from_utf8_lossy(encoding.as_bytes());
-        if !text.split(',').all(|e| e.trim().eq_ignore_ascii_case("identity")) {
+        if !text
+            .split(',')
+            .all(|e| e.trim().eq_ignore_ascii_case("identity"))
+        {
             return Err(GatewayError::UnsupportedBodyEncoding {
                 encoding: text.into_owned(),
             });

@@ -136,7 +136,10 @@ impl Limiter {
     /// The keys of a route blocked now, newest first, at most [`MAX_BLOCKED_LISTED`].
     pub async fn blocked(&self, policy: &RoutePolicy) -> Result<Vec<BlockedKey>, StoreError> {
         let index = layout::blocked_index(&policy.key_prefix, policy.name());
-        let members = self.store.recent_blocks(&index, MAX_BLOCKED_LISTED * 4).await?;
+        let members = self
+            .store
+            .recent_blocks(&index, MAX_BLOCKED_LISTED * 4)
+            .await?;
         let mut candidates: Vec<(String, String)> = Vec::new();
         let mut markers: Vec<String> = Vec::new();
         for member in members {

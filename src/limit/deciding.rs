@@ -138,7 +138,8 @@ impl Future for Deciding {
             match &mut this.state {
                 State::Start => {
                     let r = &this.request;
-                    if let Some(verdict) = r.limiter.cached(&r.policy, &r.keys.bases, &r.tier, r.cost)
+                    if let Some(verdict) =
+                        r.limiter.cached(&r.policy, &r.keys.bases, &r.tier, r.cost)
                     {
                         return this.finish(verdict);
                     }
@@ -148,10 +149,13 @@ impl Future for Deciding {
                         delay: None,
                     };
                 }
-                State::Asking { answer, started, .. } => {
+                State::Asking {
+                    answer, started, ..
+                } => {
                     let result = std::task::ready!(Pin::new(answer).poll(cx));
                     let verdict = this.request.conclude(result, *started);
-                    let State::Asking { delay, .. } = std::mem::replace(&mut this.state, State::Done)
+                    let State::Asking { delay, .. } =
+                        std::mem::replace(&mut this.state, State::Done)
                     else {
                         unreachable!("asking")
                     };
@@ -180,7 +184,9 @@ impl Future for Deciding {
 
 impl Drop for Deciding {
     fn drop(&mut self) {
-        let State::Asking { answer, started, .. } = std::mem::replace(&mut self.state, State::Done)
+        let State::Asking {
+            answer, started, ..
+        } = std::mem::replace(&mut self.state, State::Done)
         else {
             return;
         };

@@ -14,7 +14,6 @@ use crate::config::LimitConfig;
 use crate::request_id::{RequestId, X_REQUEST_ID};
 use crate::store::{Decision, LimitSet};
 
-
 /// `RateLimit-Policy`
 pub static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 /// `RateLimit`
@@ -266,7 +265,12 @@ mod tests {
         assert_eq!(h["content-type"], "application/problem+json");
         let quiet = too_many_requests("otp-send", &tier(), &d, &RequestId::generate(), false);
         assert_eq!(quiet.headers()["retry-after"], "42");
-        for name in ["ratelimit", "ratelimit-policy", "x-ratelimit-limit", "x-ratelimit-remaining"] {
+        for name in [
+            "ratelimit",
+            "ratelimit-policy",
+            "x-ratelimit-limit",
+            "x-ratelimit-remaining",
+        ] {
             assert!(quiet.headers().get(name).is_none(), "{name}");
         }
     }

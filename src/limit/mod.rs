@@ -23,7 +23,6 @@ mod keys;
 mod outcome;
 mod policy;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -108,6 +107,7 @@ pub struct Limiter {
     fallback: MemoryStore,
     deny_cache: DenyCache,
     metrics: Metrics,
+    health: crate::logging::StoreHealth,
 }
 
 impl Limiter {
@@ -119,6 +119,7 @@ impl Limiter {
             fallback: MemoryStore::new(max_keys),
             deny_cache: DenyCache::new(max_keys),
             metrics,
+            health: Default::default(),
         }
     }
 
@@ -242,6 +243,7 @@ impl Limiter {
         let tier_name = tier.name.as_ref();
         let decision = match result {
             Ok(d) => {
+                self.health.answered();
                 let histogram = &policy.metrics.decision_duration.store;
                 histogram.observe(elapsed.as_secs_f64());
                 d
@@ -288,7 +290,7 @@ impl Limiter {
             // Redis failures are counted once per call by the store itself.
             self.metrics.count_store_error(&error);
         }
-        log_store_error(policy.name(), &error);
+        self.health.failed(&error);
         match policy.on_error {
             OnError::Allow => Err(DecisionLabel::StoreErrorAllowed),
             OnError::Deny => Err(DecisionLabel::StoreErrorDenied),
@@ -395,14 +397,5 @@ fn label_of_denial(outcome: Outcome) -> DecisionLabel {
     match outcome {
         Outcome::Blocked => DecisionLabel::Blocked,
         _ => DecisionLabel::Rejected,
-    }
-}
-
-/// Logs a store failure at most once a second (an outage would otherwise flood the log).
-fn log_store_error(route: &str, error: &StoreError) {
-    static LAST: AtomicU64 = AtomicU64::new(0);
-    let second = local_now_us() / 1_000_000;
-    if LAST.swap(second, Ordering::Relaxed) != second {
-        tracing::warn!(route, error = %error, "rate-limit store failed; applying on_error");
     }
 }

@@ -105,7 +105,11 @@ impl Reservation {
     fn abandoned(&self) -> Settled {
         Settled {
             refunded: (0..self.policy.outcomes.len())
-                .filter(|&i| self.policy.outcomes[i].as_ref().is_some_and(|r| r.count.is_some()))
+                .filter(|&i| {
+                    self.policy.outcomes[i]
+                        .as_ref()
+                        .is_some_and(|r| r.count.is_some())
+                })
                 .collect(),
             reset: Vec::new(),
             cost: self.receipt.as_ref().map_or(0, |r| r.cost),

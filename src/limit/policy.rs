@@ -14,8 +14,7 @@ use sha2::{Digest, Sha256};
 
 use super::headers::policy_header;
 use crate::config::{
-    Config, ExceedMode, HashSecret, KeySpec, OnError, PathCase, RouteConfig, StatusSet,
-    UnknownPlan,
+    Config, ExceedMode, HashSecret, KeySpec, OnError, PathCase, RouteConfig, StatusSet, UnknownPlan,
 };
 use crate::key::JwtVerifier;
 use crate::metrics::RouteMetrics;
@@ -126,8 +125,13 @@ impl RoutePolicy {
             })
             .collect();
         let hash_secret = config.keys.hash_secret.clone();
+        let ctx = crate::key::ValueContext {
+            secret: hash_secret.as_ref(),
+            ipv6_prefix: config.server.ipv6_prefix,
+            path_case: config.server.path_case,
+        };
         let plan_keys = (!plans.is_empty())
-            .then(|| transformed_plan_keys(&route.key, &membership, hash_secret.as_ref()))
+            .then(|| transformed_plan_keys(&route.key, &membership, &ctx))
             .flatten();
         let outcomes = route
             .limits
@@ -236,14 +240,17 @@ impl RoutePolicy {
 /// that call a store directly).
 pub fn limit_set(route: &RouteConfig) -> Arc<LimitSet> {
     let layout = Layout::of(route);
-    layout.tier(None, route, |i| route.limits[i].limit).limits.clone()
+    layout
+        .tier(None, route, |i| route.limits[i].limit)
+        .limits
+        .clone()
 }
 
 /// The plans file's raw keys as the route derives them, when its key is one part with options.
 fn transformed_plan_keys(
     key: &KeySpec,
     membership: &Membership,
-    secret: Option<&HashSecret>,
+    ctx: &crate::key::ValueContext<'_>,
 ) -> Option<HashMap<String, String>> {
     let [part] = key.parts.as_slice() else {
         return None;
@@ -255,7 +262,7 @@ fn transformed_plan_keys(
         membership
             .plans()
             .filter_map(|(raw, plan)| {
-                let derived = crate::key::key_of_values(key, &[raw], secret)?;
+                let derived = crate::key::key_of_values(key, &[raw], ctx).ok()?;
                 Some((derived, plan.to_string()))
             })
             .collect(),
@@ -298,8 +305,12 @@ impl Layout {
             if algorithm.get().shares_charges() && l.counts_outcomes() {
                 let class = format!(
                     "{}/{}",
-                    l.count_status.as_ref().map_or(String::new(), |s| s.to_string()),
-                    l.reset_status.as_ref().map_or(String::new(), |s| s.to_string())
+                    l.count_status
+                        .as_ref()
+                        .map_or(String::new(), |s| s.to_string()),
+                    l.reset_status
+                        .as_ref()
+                        .map_or(String::new(), |s| s.to_string())
                 );
                 suffix.push('.');
                 suffix.push_str(&short_hash(&class));

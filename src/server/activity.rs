@@ -58,7 +58,8 @@ impl Activity {
 
     /// Bytes arrived from the client.
     pub fn read(&self) {
-        if self.in_flight.load(Ordering::Acquire) == 0 && self.head_since.load(Ordering::Acquire) == 0
+        if self.in_flight.load(Ordering::Acquire) == 0
+            && self.head_since.load(Ordering::Acquire) == 0
         {
             self.head_since.store(self.now_us() + 1, Ordering::Release);
             self.changed.notify_one();

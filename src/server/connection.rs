@@ -97,12 +97,16 @@ pub async fn run(
         Protocol::Http1 => {
             let io = TokioIo::new(Refusals::new(stream, activity.clone()));
             let conn = builders.http1.serve_connection(io, service);
-            let shut_down = |c: Pin<&mut _>| hyper::server::conn::http1::Connection::graceful_shutdown(c);
+            let shut_down =
+                |c: Pin<&mut _>| hyper::server::conn::http1::Connection::graceful_shutdown(c);
             watch(conn, shut_down, &activity, &builders, true, stopping).await
         }
         Protocol::Http2 => {
-            let conn = builders.http2.serve_connection(TokioIo::new(stream), service);
-            let shut_down = |c: Pin<&mut _>| hyper::server::conn::http2::Connection::graceful_shutdown(c);
+            let conn = builders
+                .http2
+                .serve_connection(TokioIo::new(stream), service);
+            let shut_down =
+                |c: Pin<&mut _>| hyper::server::conn::http2::Connection::graceful_shutdown(c);
             watch(conn, shut_down, &activity, &builders, false, stopping).await
         }
     };

@@ -120,7 +120,10 @@ pub async fn serve(
             closed.await;
         }
     };
-    if tokio::time::timeout(settings.shutdown_grace, drained).await.is_err() {
+    if tokio::time::timeout(settings.shutdown_grace, drained)
+        .await
+        .is_err()
+    {
         tracing::warn!("shutdown grace elapsed with requests still in flight");
     }
 }

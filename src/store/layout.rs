@@ -72,9 +72,7 @@ pub fn base(prefix: &str, route: &str, spec: &str, key: &str) -> String {
 
 /// Whether `text` is a key as stored when long: `#` and 32 hex digits.
 pub fn is_hashed(text: &str) -> bool {
-    text.len() == 33
-        && text.starts_with('#')
-        && text[1..].bytes().all(|b| b.is_ascii_hexdigit())
+    text.len() == 33 && text.starts_with('#') && text[1..].bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// [`base`] from a key's material itself (a logged key that is already hashed).

@@ -155,11 +155,9 @@ impl LimitSet {
     /// The part of this set counting slot `slot` alone (its limits keep their order), and the
     /// index in this set of each of its limits.
     pub fn part(&self, slot: usize) -> (Arc<LimitSet>, Vec<usize>) {
-        let parts = self.parts.get_or_init(|| {
-            (0..self.slots)
-                .map(|s| Arc::new(self.cut_to(s)))
-                .collect()
-        });
+        let parts = self
+            .parts
+            .get_or_init(|| (0..self.slots).map(|s| Arc::new(self.cut_to(s))).collect());
         let indexes = (0..self.limits.len())
             .filter(|&i| self.slot_of(i) == slot)
             .collect();

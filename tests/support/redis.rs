@@ -40,18 +40,30 @@ impl RedisServer {
     }
 
     /// Starts a server with extra arguments (e.g. `--cluster-enabled yes`).
+    ///
+    /// The port comes from [`super::free_port`], which releases it before `redis-server` binds
+    /// it, so another process may take it in between (or, in cluster mode, the bus port 10000
+    /// above it). A start that fails that way (the server exits, or the port answers for another
+    /// process) is retried on a fresh port, a few times at most.
     pub fn start_with(extra: &[&str]) -> RedisServer {
-        let mut server = RedisServer {
-            port: super::free_port(),
-            child: None,
-            dir: tempfile::tempdir().expect("temp dir"),
-            extra: extra.iter().map(|s| s.to_string()).collect(),
-        };
-        server.spawn();
-        server
+        const ATTEMPTS: usize = 5;
+        let mut failures = Vec::new();
+        for _ in 0..ATTEMPTS {
+            let mut server = RedisServer {
+                port: super::free_port(),
+                child: None,
+                dir: tempfile::tempdir().expect("temp dir"),
+                extra: extra.iter().map(|s| s.to_string()).collect(),
+            };
+            match server.try_spawn() {
+                Ok(()) => return server,
+                Err(why) => failures.push(why),
+            }
+        }
+        panic!("redis-server did not start in {ATTEMPTS} attempts: {failures:?}");
     }
 
-    /// Starts a server on a chosen port.
+    /// Starts a server on a chosen port (panics if the port is taken).
     pub fn start_on(port: u16) -> RedisServer {
         let mut server = RedisServer {
             port,
@@ -74,7 +86,16 @@ impl RedisServer {
     }
 
     fn spawn(&mut self) {
-        let child = Command::new("redis-server")
+        if let Err(why) = self.try_spawn() {
+            panic!("{why}");
+        }
+    }
+
+    /// Spawns `redis-server` on `self.port` and waits (10 s at most) until it answers PING as
+    /// itself: the `process_id` of `INFO server` is the child's, so a port some other process
+    /// took in the meantime is never mistaken for ours. On failure the child is gone.
+    fn try_spawn(&mut self) -> Result<(), String> {
+        let mut child = Command::new("redis-server")
             .args([
                 "--port",
                 &self.port.to_string(),
@@ -92,17 +113,51 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server must be installed (the test command installs it)");
-        self.child = Some(child);
+        let pid = child.id().to_string();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
+        let outcome = loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                break Err(format!(
+                    "redis-server on port {} exited ({status}): port taken?",
+                    self.port
+                ));
+            }
             if let Ok(Resp::Simple(s)) = self.try_cmd(&["PING"]) {
                 if s == "PONG" {
-                    return;
+                    break match self.try_cmd(&["INFO", "server"]) {
+                        Ok(Resp::Bulk(Some(info)))
+                            if info
+                                .lines()
+                                .any(|l| l.trim_end() == format!("process_id:{pid}")) =>
+                        {
+                            Ok(())
+                        }
+                        _ => Err(format!(
+                            "port {} answers for another process than redis-server {pid}",
+                            self.port
+                        )),
+                    };
                 }
             }
+            if Instant::now() >= deadline {
+                break Err(format!(
+                    "redis-server on port {} did not answer within 10 s",
+                    self.port
+                ));
+            }
             std::thread::sleep(Duration::from_millis(20));
+        };
+        match outcome {
+            Ok(()) => {
+                self.child = Some(child);
+                Ok(())
+            }
+            Err(why) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(why)
+            }
         }
-        panic!("redis-server on port {} did not start", self.port);
     }
 
     /// `redis://127.0.0.1:PORT`

@@ -34,7 +34,10 @@ impl Validator<'_> {
             if matches!(spec.part, KeyPart::Jwt(_)) && !context.has_jwt {
                 return self.error(
                     p.span(),
-                    format!("{key}: `{}` needs a [jwt] section to verify tokens", spec.part),
+                    format!(
+                        "{key}: `{}` needs a [jwt] section to verify tokens",
+                        spec.part
+                    ),
                 );
             }
             parts.push(spec);
@@ -100,8 +103,13 @@ impl Validator<'_> {
         let hash = t.hash.unwrap_or(false);
         if hash && context.keys.hash_secret.is_none() {
             let why = match &context.keys.hash_secret_env {
-                Some(env) => format!("the environment variable `{env}` ([keys] hash_secret_env) is not set"),
-                None => "set [keys] hash_secret_env to the environment variable holding the HMAC secret".to_string(),
+                Some(env) => {
+                    format!("the environment variable `{env}` ([keys] hash_secret_env) is not set")
+                }
+                None => {
+                    "set [keys] hash_secret_env to the environment variable holding the HMAC secret"
+                        .to_string()
+                }
             };
             return self.error(
                 t.part.span(),

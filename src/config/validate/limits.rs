@@ -29,7 +29,10 @@ impl Validator<'_> {
             if !names.insert(limit.name.clone()) {
                 return self.error(
                     l.name.span(),
-                    format!("{key}.name: duplicate limit name `{}` in this route", limit.name),
+                    format!(
+                        "{key}.name: duplicate limit name `{}` in this route",
+                        limit.name
+                    ),
                 );
             }
             limits.push(limit);
@@ -63,7 +66,9 @@ impl Validator<'_> {
             l.algorithm.as_ref(),
             &format!("{key}.algorithm"),
             "algorithm",
-            &AlgorithmId::all().map(|a| (a.name(), a)).collect::<Vec<_>>(),
+            &AlgorithmId::all()
+                .map(|a| (a.name(), a))
+                .collect::<Vec<_>>(),
             AlgorithmId::SLIDING_LOG,
         )?;
         let burst = self.burst(l, key, algorithm)?;
@@ -75,12 +80,16 @@ impl Validator<'_> {
         let segments = self.tier_values(&l.segments, &format!("{key}.segments"), |s| {
             known_segment(&context.tiers, s)
         })?;
-        let plans = self.tier_values(&l.plans, &format!("{key}.plans"), |_| {
-            context.tiers.plans.as_ref().map(|_| ()).ok_or_else(|| {
-                "plan values need a [plans] section with a members_file".to_string()
-            })
-        })?;
-        for (values, raw, what) in [(&segments, &l.segments, "segments"), (&plans, &l.plans, "plans")] {
+        let plans =
+            self.tier_values(&l.plans, &format!("{key}.plans"), |_| {
+                context.tiers.plans.as_ref().map(|_| ()).ok_or_else(|| {
+                    "plan values need a [plans] section with a members_file".to_string()
+                })
+            })?;
+        for (values, raw, what) in [
+            (&segments, &l.segments, "segments"),
+            (&plans, &l.plans, "plans"),
+        ] {
             for (tier, &value) in values {
                 if let Err(why) = bounds(value) {
                     return self.error(raw[tier].span(), format!("{key}.{what}.{tier}: {why}"));
@@ -101,8 +110,10 @@ impl Validator<'_> {
             Some(k) => Some(self.key_spec(k, &format!("{key}.key"), context)?),
             None => None,
         };
-        let count_status = self.statuses(l.count_status.as_ref(), &format!("{key}.count_status"))?;
-        let reset_status = self.statuses(l.reset_status.as_ref(), &format!("{key}.reset_status"))?;
+        let count_status =
+            self.statuses(l.count_status.as_ref(), &format!("{key}.count_status"))?;
+        let reset_status =
+            self.statuses(l.reset_status.as_ref(), &format!("{key}.reset_status"))?;
         if let (Some(s), ExceedMode::Delay { .. }) = (&l.count_status, mode) {
             return self.error(
                 s.span(),

@@ -120,7 +120,10 @@ impl Validator<'_> {
         let quoted: Vec<String> = choices.iter().map(|(n, _)| format!("\"{n}\"")).collect();
         self.error(
             v.span(),
-            format!("{key}: unknown {what} `{name}`, expected {}", one_of(&quoted)),
+            format!(
+                "{key}: unknown {what} `{name}`, expected {}",
+                one_of(&quoted)
+            ),
         )
     }
 

@@ -366,7 +366,9 @@ impl Validator<'_> {
                 if let Some(span) = span {
                     self.warn(
                         span,
-                        format!("{at}.{setting} is ignored: on_exceed is \"{name}\", not \"block\""),
+                        format!(
+                            "{at}.{setting} is ignored: on_exceed is \"{name}\", not \"block\""
+                        ),
                     );
                 }
             }

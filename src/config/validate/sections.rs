@@ -58,8 +58,13 @@ impl Validator<'_> {
                 "server.shutdown_grace",
                 Duration::from_secs(10),
             )?,
-            ipv6_prefix: self.integer_in(s.ipv6_prefix.as_ref(), "server.ipv6_prefix", 0, 128, 64)?
-                as u8,
+            ipv6_prefix: self.integer_in(
+                s.ipv6_prefix.as_ref(),
+                "server.ipv6_prefix",
+                0,
+                128,
+                64,
+            )? as u8,
             header_read_timeout: match &s.header_read_timeout {
                 Some(d) => self.positive_duration(d, "server.header_read_timeout")?,
                 None => Duration::from_secs(10),

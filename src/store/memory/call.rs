@@ -44,7 +44,13 @@ fn state_mut<'k>(
     make: impl FnOnce() -> Box<dyn KeyState>,
 ) -> &'k mut Box<dyn KeyState> {
     let slot = keys.get_mut(key).expect("the call took every key it uses");
-    if !matches!(slot, Some(Slot { value: Value::State(_), .. })) {
+    if !matches!(
+        slot,
+        Some(Slot {
+            value: Value::State(_),
+            ..
+        })
+    ) {
         *slot = Some(Slot {
             value: Value::State(make()),
             expires_at: u64::MAX,
@@ -130,10 +136,25 @@ pub fn decide(
         }
     }
     let reply = if let Some(b) = blocked {
+        // Retry-After is the remaining block time, or a limit's own wait if later.
         let remaining = (b.until - now) as i64;
-        let named = (0..n).rev().find(|&i| set.limits[i].name == b.name).unwrap_or(0);
-        per_limit[named] = remaining;
-        reply(keys, set, keys_of, &views, 2, remaining, b.level, &per_limit, now)
+        let mut retry = remaining;
+        for i in 0..n {
+            let l = &set.limits[i];
+            let state = state_mut(keys, &keys_of[l.state], || unreachable!());
+            if !state.fits(views[i], l.limit, cost) {
+                per_limit[i] = state.wait(views[i], l.limit, cost, now);
+                retry = retry.max(per_limit[i]);
+            }
+        }
+        let named = (0..n)
+            .rev()
+            .find(|&i| set.limits[i].name == b.name)
+            .unwrap_or(0);
+        per_limit[named] = per_limit[named].max(remaining);
+        reply(
+            keys, set, keys_of, &views, 2, retry, b.level, &per_limit, now,
+        )
     } else {
         let mut retry = 0i64;
         for i in 0..n {
@@ -155,15 +176,9 @@ pub fn decide(
                         _ => Some(i),
                     });
                     if let Some(i) = named {
-                        let (length, lvl) = start_block(
-                            keys,
-                            &keys_of[q + s],
-                            &block,
-                            &set.limits[i].name,
-                            per_limit[i],
-                            now,
-                        );
-                        per_limit[i] = length;
+                        let name = &set.limits[i].name;
+                        let (length, lvl) = start_block(keys, &keys_of[q + s], &block, name, now);
+                        per_limit[i] = per_limit[i].max(length);
                         *level_of = Some(lvl);
                     }
                 }
@@ -194,15 +209,8 @@ pub fn decide(
 }
 
 /// Lua's `start_block`: the n-th block within `block_forget` of the last lasts
-/// `min(block_for * growth^(n-1), block_max)`, and at least the refusing limit's wait.
-fn start_block(
-    keys: &mut Keys,
-    key: &str,
-    block: &BlockSpec,
-    name: &str,
-    wait: i64,
-    now: u64,
-) -> (i64, u64) {
+/// `min(block_for * growth^(n-1), block_max)`.
+fn start_block(keys: &mut Keys, key: &str, block: &BlockSpec, name: &str, now: u64) -> (i64, u64) {
     let level = marker(keys, key).map_or(1, |m| m.level + 1);
     let grown = (block.block_ms as f64 * block.growth.powi((level - 1) as i32)).floor();
     let ms = if grown.is_nan() || grown > block.max_ms as f64 {
@@ -210,7 +218,7 @@ fn start_block(
     } else {
         grown as u64
     };
-    let length = (ms as i64 * 1000).max(wait);
+    let length = ms as i64 * 1000;
     let until = now + length as u64;
     let ttl_ms = (length as u64).div_ceil(1000) + block.forget_ms;
     keys.insert(

@@ -226,7 +226,10 @@ impl MemoryStore {
         now_us: Option<u64>,
     ) -> Vec<Result<Decision, StoreError>> {
         let now = now_us.unwrap_or_else(local_now_us);
-        requests.iter().map(|r| self.decide(*r, Some(now))).collect()
+        requests
+            .iter()
+            .map(|r| self.decide(*r, Some(now)))
+            .collect()
     }
 
     /// Applies a settlement: refunds and resets of one decision's limits.

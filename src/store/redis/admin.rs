@@ -81,11 +81,16 @@ impl RedisStore {
     pub async fn markers(&self, keys: &[String]) -> Result<Vec<Option<Marker>>, StoreError> {
         self.admin_deadline()
             .run(async {
-                let reads = keys.iter().map(|k| self.client().get::<Option<String>, _>(k.as_str()));
+                let reads = keys
+                    .iter()
+                    .map(|k| self.client().get::<Option<String>, _>(k.as_str()));
                 let values = futures_util::future::join_all(reads).await;
                 values
                     .into_iter()
-                    .map(|v| v.map(|v| v.and_then(|text| parse_marker(&text))).map_err(map_error))
+                    .map(|v| {
+                        v.map(|v| v.and_then(|text| parse_marker(&text)))
+                            .map_err(map_error)
+                    })
                     .collect()
             })
             .await

@@ -104,7 +104,10 @@ impl Caller {
 
     /// A token unique to one call.
     fn token(&self) -> String {
-        call_token(&self.instance, self.sequence.fetch_add(1, Ordering::Relaxed))
+        call_token(
+            &self.instance,
+            self.sequence.fetch_add(1, Ordering::Relaxed),
+        )
     }
 
     /// Runs one call for `batch` and answers everything in it.
@@ -147,13 +150,24 @@ impl Caller {
     /// at once and may each load a flushed script again, so together they keep the contents'
     /// own deadline.
     async fn call_per_slot(&self, batch: Batch, deadline: Deadline) {
-        let slot_of = |keys: &[Key]| keys.first().map_or(0, |k| ClusterRouting::hash_key(k.as_bytes()));
+        let slot_of = |keys: &[Key]| {
+            keys.first()
+                .map_or(0, |k| ClusterRouting::hash_key(k.as_bytes()))
+        };
         let mut by_slot: HashMap<u16, Batch> = HashMap::new();
         for s in batch.settlements {
-            by_slot.entry(slot_of(&s.keys)).or_default().settlements.push(s);
+            by_slot
+                .entry(slot_of(&s.keys))
+                .or_default()
+                .settlements
+                .push(s);
         }
         for d in batch.decisions {
-            by_slot.entry(slot_of(&d.keys)).or_default().decisions.push(d);
+            by_slot
+                .entry(slot_of(&d.keys))
+                .or_default()
+                .decisions
+                .push(d);
         }
         let calls = by_slot.into_values().map(|group| async move {
             let token = self.token();

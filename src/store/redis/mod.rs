@@ -205,8 +205,7 @@ impl RedisStore {
         let mut by_lane: Vec<(Lane, Vec<Pending>)> = Vec::new();
         let mut answers: Vec<Answer> = Vec::with_capacity(requests.len());
         for request in requests {
-            if request.limits.limits.is_empty()
-                || (split && request.limits.used_slots().len() > 1)
+            if request.limits.limits.is_empty() || (split && request.limits.used_slots().len() > 1)
             {
                 answers.push(self.submit(*request, now_us));
                 continue;

@@ -1,0 +1,71 @@
+//! Logging: everything goes to stderr through `tracing`. `SLIDEGATE_LOG` is an `EnvFilter`
+//! (`info` by default); `SLIDEGATE_LOG_FORMAT=json` switches to JSON lines. The Redis client's
+//! own lines (`fred`) are filtered out unless the filter names them: while Redis is down it
+//! logs every reconnect attempt, and the gateway says once itself that the store is unreachable
+//! and once when it is back ([`StoreHealth`]).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tracing_subscriber::EnvFilter;
+
+use crate::store::{local_now_us, StoreError};
+
+/// Installs the subscriber for the gateway.
+pub fn init() {
+    let wanted = std::env::var("SLIDEGATE_LOG").unwrap_or_else(|_| "info".to_string());
+    let directives = if wanted.contains("fred") {
+        wanted
+    } else {
+        format!("{wanted},fred=off")
+    };
+    let filter =
+        EnvFilter::try_new(&directives).unwrap_or_else(|_| EnvFilter::new("info,fred=off"));
+    let json = std::env::var("SLIDEGATE_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// Whether the store answers, as the decisions see it: each change is logged once ("store
+/// unreachable: ...", "store is back after 3.2 s"), not every failed call.
+#[derive(Default)]
+pub struct StoreHealth {
+    /// When the store stopped answering (µs since the epoch); 0 while it answers.
+    down_since: AtomicU64,
+}
+
+impl StoreHealth {
+    /// A decision failed with `error`: the first failure of an outage is logged.
+    pub fn failed(&self, error: &StoreError) {
+        if matches!(error, StoreError::Full(_)) {
+            return;
+        }
+        let now = local_now_us().max(1);
+        if self
+            .down_since
+            .compare_exchange(0, now, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            tracing::warn!(error = %error, "store unreachable: {error}; routes follow their on_error until it answers");
+        }
+    }
+
+    /// A decision succeeded: the end of an outage is logged with its length.
+    pub fn answered(&self) {
+        if self.down_since.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let since = self.down_since.swap(0, Ordering::AcqRel);
+        if since > 0 {
+            let secs = local_now_us().saturating_sub(since) as f64 / 1e6;
+            tracing::info!(down_s = %format!("{secs:.1}"), "store is back after {secs:.1} s");
+        }
+    }
+}
