@@ -1,20 +1,58 @@
 #![warn(missing_docs)]
 //! slidegate: an HTTP reverse proxy that enforces exact sliding-window rate limits shared by
-//! every gateway instance, because each decision runs atomically as a Lua script in Redis.
+//! every gateway instance, because each decision runs atomically as a Lua script in Redis; and
+//! the same limiter as a `tower` layer for your own service ([`RateLimitLayer`]).
 //!
-//! The request path, outermost first; data flows one way, each step handing the next what it
-//! needs as a request extension:
+//! The request path, outermost first; data flows one way:
 //!
 //! ```text
-//! accept (server) -> route (route: normalise the path, match, request id, access log)
-//!   -> key (key: client IP behind trusted proxies, header, query, verified JWT claim, ...)
-//!   -> limiter (limit: deny cache -> store: Redis script, coalesced per node | memory;
-//!               on_error; reject | delay | block | shadow; metrics)
+//! accept (server: connection bounds, head and idle timeouts)
+//!   -> request id, access log (gateway)
+//!   -> RateLimitLayer (layer):
+//!        route (route: normalise the path, match ignoring case)
+//!        -> key (key: client IP behind trusted proxies, header, query, verified JWT claim,
+//!                JSON body member, form field; normalised, cut, hashed, escaped)
+//!        -> limiter (limit: deny cache -> store: one Redis script, coalesced per node | memory;
+//!                    on_error; reject | delay | block | shadow; outcome reservations; metrics)
 //!   -> proxy (proxy: upstream, streamed both ways) -> response + rate-limit headers
 //! ```
 //!
-//! The admin listener (`admin`) serves metrics, health, usage, reload and the batch decision
-//! API, which calls the same limiter as the proxy path.
+//! The admin listener (`admin`) serves metrics, health, usage, blocks, reload and the batch
+//! decision API, which calls the same limiter as the proxy path.
+//!
+//! # Embedding
+//!
+//! The limiter in front of an axum app, built in code (or from a config file with
+//! [`RateLimitLayer::from_file`]); requests no route takes pass through unlimited:
+//!
+//! ```no_run
+//! use axum::{routing::post, Router};
+//! use slidegate::layer::RouteBuilder;
+//! use slidegate::RateLimitLayer;
+//!
+//! # async fn app() -> Result<(), Box<dyn std::error::Error>> {
+//! let limits = RateLimitLayer::builder()
+//!     .memory()
+//!     .route(
+//!         RouteBuilder::new("login", "/login")
+//!             .methods(&["POST"])
+//!             .key(&["json:username"])
+//!             .limit("per-minute", 5, "1m"),
+//!     )
+//!     .build()
+//!     .await?;
+//! let app: Router = Router::new()
+//!     .route("/login", post(|| async { "welcome" }))
+//!     .layer(limits);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//! axum::serve(
+//!     listener,
+//!     app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+//! )
+//! .await?;
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod access_log;
 pub mod admin;

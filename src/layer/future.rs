@@ -142,7 +142,7 @@ where
             };
             let verdict = step.limiter.uncounted(policy, label);
             step.body = Some(RequestBody::stream(body));
-            return Self::state(step.forward(verdict, None));
+            return Self::state((*step).forward(verdict, None));
         }
         let config = &step.route.config;
         if config.reads_body() {
@@ -216,7 +216,7 @@ where
 
     /// The gateway's own answer to a request it refuses for what the client sent (counted as
     /// `bad_request`) or could not read.
-    fn refuse(self: Box<Self>, error: GatewayError) -> State<S, B> {
+    fn refuse(&self, error: GatewayError) -> State<S, B> {
         let mut decided = self.decided(None);
         if error.is_bad_request() {
             let policy = &self.route.policy;
@@ -228,7 +228,7 @@ where
 
     /// After the decision: forwarded, or answered with a 429 (or a 503 when the store failed
     /// and the route fails closed).
-    fn conclude(self: Box<Self>, verdict: Verdict) -> State<S, B> {
+    fn conclude(self, verdict: Verdict) -> State<S, B> {
         if verdict.forwards() {
             let reservation = match (&self.tier, &self.keys) {
                 (Some(tier), Some(keys)) => {
@@ -250,7 +250,7 @@ where
     }
 
     /// Calls the inner service with the request, the matched route in its extensions.
-    fn forward(self: Box<Self>, verdict: Verdict, reservation: Option<Reservation>) -> State<S, B> {
+    fn forward(self, verdict: Verdict, reservation: Option<Reservation>) -> State<S, B> {
         let decided = self.decided(Some(&verdict));
         let Step {
             mut inner,
@@ -260,7 +260,7 @@ where
             client_ip,
             tier,
             ..
-        } = *self;
+        } = self;
         head.extensions.insert(MatchedRoute {
             route: route.clone(),
             client_ip,

@@ -107,24 +107,24 @@ impl Deciding {
         Poll::Ready(verdict)
     }
 
-    /// What follows a store's verdict: the request path is done, or a delay route waits.
-    fn after(&mut self, verdict: Verdict, delay: Option<Delay>) -> Result<State, Verdict> {
+    /// What follows a store's verdict: a delay route waits (`Some`), or the request path is
+    /// done with the verdict (`None`; a delayed request that now fits is `delayed`).
+    fn after(&self, verdict: &mut Verdict, delay: Option<Delay>) -> Option<Delay> {
+        let wait = verdict.retry_after();
         match (delay, verdict.label) {
             (None, DecisionLabel::Rejected) => match &self.request.policy.config.on_exceed {
                 ExceedMode::Delay {
                     max_delay,
                     max_waiting,
-                } => Delay::start(&self.request.policy, verdict, *max_delay, *max_waiting)
-                    .map(State::Sleeping),
-                _ => Err(verdict),
+                } => Delay::start(&self.request.policy, wait, *max_delay, *max_waiting),
+                _ => None,
             },
-            (None, _) => Err(verdict),
-            (Some(_), DecisionLabel::Allowed) => Err(Verdict {
-                label: DecisionLabel::Delayed,
-                ..verdict
-            }),
-            (Some(delay), DecisionLabel::Rejected) => delay.again(verdict).map(State::Sleeping),
-            (Some(_), _) => Err(verdict),
+            (Some(_), DecisionLabel::Allowed) => {
+                verdict.label = DecisionLabel::Delayed;
+                None
+            }
+            (Some(delay), DecisionLabel::Rejected) => delay.again(wait),
+            _ => None,
         }
     }
 }
@@ -153,15 +153,15 @@ impl Future for Deciding {
                     answer, started, ..
                 } => {
                     let result = std::task::ready!(Pin::new(answer).poll(cx));
-                    let verdict = this.request.conclude(result, *started);
+                    let mut verdict = this.request.conclude(result, *started);
                     let State::Asking { delay, .. } =
                         std::mem::replace(&mut this.state, State::Done)
                     else {
                         unreachable!("asking")
                     };
-                    match this.after(verdict, delay) {
-                        Ok(next) => this.state = next,
-                        Err(verdict) => return this.finish(verdict),
+                    match this.after(&mut verdict, delay) {
+                        Some(delay) => this.state = State::Sleeping(delay),
+                        None => return this.finish(verdict),
                     }
                 }
                 State::Sleeping(delay) => {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use prometheus::IntGauge;
 use tokio::time::Sleep;
 
-use super::{RoutePolicy, Verdict};
+use super::RoutePolicy;
 
 /// One request's place in its route's waiting room, and its next wake-up.
 pub struct Delay {
@@ -24,40 +24,39 @@ pub struct Delay {
 }
 
 impl Delay {
-    /// Starts waiting after the rejection `first`, when its wait ends within `max_delay` and
-    /// the room has a place; otherwise `first` stands.
+    /// Starts waiting after a rejection whose wait is `first_wait`, when it ends within
+    /// `max_delay` and the room has a place; `None` when the rejection stands.
     pub fn start(
         policy: &RoutePolicy,
-        first: Verdict,
+        first_wait: Duration,
         max_delay: Duration,
         max_waiting: usize,
-    ) -> Result<Delay, Verdict> {
+    ) -> Option<Delay> {
         let deadline = Instant::now() + max_delay;
-        if Instant::now() + first.retry_after() > deadline {
-            return Err(first);
+        if Instant::now() + first_wait > deadline {
+            return None;
         }
-        let Some(slot) = WaitingSlot::take(
+        let slot = WaitingSlot::take(
             policy.waiting.clone(),
             policy.metrics.delay_waiting.clone(),
             max_waiting,
-        ) else {
-            return Err(first);
-        };
-        Ok(Delay {
+        )?;
+        Some(Delay {
             deadline,
             _slot: slot,
-            sleep: Box::pin(tokio::time::sleep(first.retry_after())),
+            sleep: Box::pin(tokio::time::sleep(first_wait)),
         })
     }
 
-    /// Waits again after another rejection, if its wait still ends within the deadline.
-    pub fn again(mut self, verdict: Verdict) -> Result<Delay, Verdict> {
-        let wake = Instant::now() + verdict.retry_after();
+    /// Waits again after another rejection whose wait is `wait`, if it still ends within the
+    /// deadline; `None` when the rejection stands.
+    pub fn again(mut self, wait: Duration) -> Option<Delay> {
+        let wake = Instant::now() + wait;
         if wake > self.deadline {
-            return Err(verdict);
+            return None;
         }
         self.sleep.as_mut().reset(wake.into());
-        Ok(self)
+        Some(self)
     }
 
     /// Ready once it is time to ask again.

@@ -84,7 +84,7 @@ pub fn base_of_material(prefix: &str, route: &str, spec: &str, material: &str) -
     base.push_str(route);
     base.push_str(spec);
     base.push('|');
-    base.push_str(&material);
+    base.push_str(material);
     base.push('}');
     base
 }

@@ -273,6 +273,16 @@ fn finish(keys: &mut Keys, key: &str, now: u64) {
     }
 }
 
+/// The charge a settlement takes back: its first member, when it was made, its units.
+pub struct Charge<'a> {
+    /// The member of its first unit.
+    pub member: &'a str,
+    /// When it was charged (µs).
+    pub at: u64,
+    /// Units charged.
+    pub cost: u64,
+}
+
 /// A settlement, as the settlement loop of `decide.lua`: refunds (`reset` false) or resets of
 /// limits `limits` of `set`, on the keys `keys_of`.
 pub fn settle(
@@ -281,9 +291,7 @@ pub fn settle(
     keys_of: &[String],
     reset: bool,
     limits: &[usize],
-    member: &str,
-    at: u64,
-    cost: u64,
+    charge: &Charge<'_>,
 ) {
     let q = set.states.len();
     for &i in limits {
@@ -297,7 +305,7 @@ pub fn settle(
             if reset {
                 state.clear(&l.name);
             } else {
-                state.refund(&params(set, i), member, at, cost);
+                state.refund(&params(set, i), charge.member, charge.at, charge.cost);
             }
             if state.is_empty() {
                 keys.insert(key.clone(), None);

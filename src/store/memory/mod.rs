@@ -242,10 +242,13 @@ impl MemoryStore {
             let only = |i: &usize| part.slot.is_none_or(|s| set.slot_of(*i) == s);
             let refund: Vec<usize> = settlement.refund.iter().copied().filter(only).collect();
             let reset: Vec<usize> = settlement.reset.iter().copied().filter(only).collect();
-            let cost = settlement.receipt.cost;
-            let (member, at) = (&part.member, part.decided_at_us);
-            call::settle(&mut keys, set, &keys_of, false, &refund, member, at, cost);
-            call::settle(&mut keys, set, &keys_of, true, &reset, member, at, cost);
+            let charge = call::Charge {
+                member: &part.member,
+                at: part.decided_at_us,
+                cost: settlement.receipt.cost,
+            };
+            call::settle(&mut keys, set, &keys_of, false, &refund, &charge);
+            call::settle(&mut keys, set, &keys_of, true, &reset, &charge);
         }
         self.put_back(&mut guards, keys);
     }

@@ -20,11 +20,12 @@ use fred::types::config::{Options, Server};
 use fred::types::{ClusterHash, CustomCommand, Key, Value};
 
 use super::deadline::Deadline;
-use super::lane::{Answer, Batch, PendingSettlement};
+use super::encode::{call_token, encode, instance_id};
+use super::lane::{Answer, Batch};
 use super::script::{Script, Scripts};
 use super::{is_noscript, map_error};
 use crate::config::ClockSource;
-use crate::store::{local_now_us, Decision, LimitSet, StoreError};
+use crate::store::{Decision, StoreError};
 
 /// Where a lane's calls go.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -190,7 +191,7 @@ impl Caller {
             Target::Node(_) => &self.scripts.cross_slot,
             Target::ByKey | Target::PerSlot => &self.scripts.plain,
         };
-        let (keys, args) = self.encode(batch, token);
+        let (keys, args) = encode(batch, token, self.clock);
         match self
             .evalsha(target, script, keys.clone(), args.clone())
             .await
@@ -251,60 +252,6 @@ impl Caller {
         Box::pin(self.client.with_options(&options).custom(evalsha, command)).await
     }
 
-    /// KEYS and ARGV of one call, in the layout `lua/decide.lua` documents.
-    fn encode(&self, batch: &Batch, token: &str) -> (Vec<Key>, Vec<Value>) {
-        let fixed = batch.decisions.first().and_then(|d| d.fixed_now);
-        let now = match (fixed, self.clock) {
-            (Some(now), _) => Value::from(now as i64),
-            (None, ClockSource::Local) => Value::from(local_now_us() as i64),
-            (None, ClockSource::Redis) => Value::from(""),
-        };
-        let mut plans: Vec<&Arc<LimitSet>> = Vec::new();
-        // A settlement that refunds some limits and resets others is two entries, one per kind.
-        let settlements: Vec<(i64, &str, &PendingSettlement, &Vec<usize>)> = batch
-            .settlements
-            .iter()
-            .flat_map(|s| [("r", &s.refund), ("x", &s.reset)].map(|(kind, l)| (s, kind, l)))
-            .filter(|(_, _, limits)| !limits.is_empty())
-            .collect::<Vec<_>>()
-            .into_iter()
-            .map(|(s, kind, limits)| (plan_index(&mut plans, &s.limits), kind, s, limits))
-            .collect();
-        let decide_plans: Vec<i64> = batch
-            .decisions
-            .iter()
-            .map(|d| plan_index(&mut plans, &d.limits))
-            .collect();
-        let mut args = Vec::with_capacity(8 + plans.len() * 12 + batch.decisions.len() * 2);
-        args.push(now);
-        args.push(Value::from(token));
-        args.push(Value::from(plans.len() as i64));
-        for plan in &plans {
-            encode_plan(plan, &mut args);
-        }
-        let mut keys = Vec::new();
-        args.push(Value::from(settlements.len() as i64));
-        for (plan, kind, s, limits) in settlements {
-            args.extend([
-                Value::from(plan),
-                Value::from(kind),
-                Value::from(s.member.as_str()),
-                Value::from(s.at as i64),
-                Value::from(s.cost as i64),
-                Value::from(limits.len() as i64),
-            ]);
-            args.extend(limits.iter().map(|&i| Value::from(i as i64 + 1)));
-            keys.extend(s.keys.iter().cloned());
-        }
-        args.push(Value::from(batch.decisions.len() as i64));
-        for (d, plan) in batch.decisions.iter().zip(decide_plans) {
-            args.push(Value::from(plan));
-            args.push(Value::from(d.cost));
-            keys.extend(d.keys.iter().cloned());
-        }
-        (keys, args)
-    }
-
     /// Hands each decision its part of the reply and tells each settlement it is done (or
     /// gives everything the call's error, counted once).
     fn answer(&self, batch: Batch, result: Result<Vec<i64>, StoreError>, token: &str) {
@@ -340,97 +287,5 @@ impl Caller {
                 member: p.receipt.then(|| format!("{token}{}", d + 1)),
             }));
         }
-    }
-}
-
-/// The 1-based index of `set` among the call's plans, adding it when new.
-fn plan_index<'a>(plans: &mut Vec<&'a Arc<LimitSet>>, set: &'a Arc<LimitSet>) -> i64 {
-    match plans.iter().position(|q| Arc::ptr_eq(q, set)) {
-        Some(i) => i as i64 + 1,
-        None => {
-            plans.push(set);
-            plans.len() as i64
-        }
-    }
-}
-
-/// One plan's arguments: block settings, key slots, states, limits.
-fn encode_plan(plan: &LimitSet, args: &mut Vec<Value>) {
-    let block = plan.block.unwrap_or(crate::store::BlockSpec {
-        block_ms: 0,
-        growth: 1.0,
-        max_ms: 0,
-        forget_ms: 0,
-    });
-    args.extend([
-        Value::from(block.block_ms as i64),
-        Value::from(block.growth.to_string()),
-        Value::from(block.max_ms as i64),
-        Value::from(block.forget_ms as i64),
-        Value::from(plan.slots as i64),
-        Value::from(plan.states.len() as i64),
-    ]);
-    for s in &plan.states {
-        args.push(Value::from(s.algorithm.code() as i64));
-        args.push(Value::from(s.slot as i64 + 1));
-    }
-    args.push(Value::from(plan.limits.len() as i64));
-    for l in &plan.limits {
-        args.push(Value::from(l.state as i64 + 1));
-        args.push(Value::from(l.name.as_str()));
-        args.push(Value::from(l.limit as i64));
-        args.push(Value::from(l.window_us as i64));
-        args.push(Value::from(l.param as i64));
-    }
-}
-
-/// A prefix unique to this process (eight base-62 characters, about 2^47 values), so members
-/// written by different gateways never collide.
-fn instance_id() -> String {
-    let pid = std::process::id() as u64;
-    let random = std::collections::hash_map::RandomState::new();
-    let mut mixed = std::hash::BuildHasher::hash_one(&random, (local_now_us(), pid));
-    let mut id = String::with_capacity(8);
-    for _ in 0..8 {
-        id.push(BASE62[(mixed % 62) as usize] as char);
-        mixed /= 62;
-    }
-    id
-}
-
-const BASE62: &[u8; 62] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
-
-/// The token of one call: the instance id, the call's sequence number in base 62, and a `.`
-/// before the decision index the script appends (members stay short: Redis keeps one per unit).
-fn call_token(instance: &str, mut sequence: u64) -> String {
-    let mut digits = Vec::with_capacity(11);
-    loop {
-        digits.push(BASE62[(sequence % 62) as usize]);
-        sequence /= 62;
-        if sequence == 0 {
-            break;
-        }
-    }
-    let mut token = String::with_capacity(instance.len() + digits.len() + 1);
-    token.push_str(instance);
-    token.extend(digits.iter().rev().map(|&b| b as char));
-    token.push('.');
-    token
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn call_tokens_are_short_and_distinct() {
-        let id = instance_id();
-        assert_eq!(id.len(), 8);
-        assert_eq!(call_token("abcdefgh", 0), "abcdefgh0.");
-        assert_eq!(call_token("abcdefgh", 61), "abcdefghZ.");
-        assert_eq!(call_token("abcdefgh", 62), "abcdefgh10.");
-        let tokens: std::collections::HashSet<String> =
-            (0..10_000).map(|s| call_token(&id, s)).collect();
-        assert_eq!(tokens.len(), 10_000);
     }
 }

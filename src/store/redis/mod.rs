@@ -6,42 +6,43 @@
 //! it. Commands fail fast while disconnected instead of queueing, so a dead Redis costs a
 //! request at most `store.timeout`.
 //!
-//! `lane.rs` queues, `call.rs` packs and sends one call, `split.rs` decides a cluster request
+//! `lane.rs` queues, `call.rs` packs and sends one call, `answer.rs` decodes its reply and
+//! sorts its errors, `split.rs` decides a cluster request
 //! whose keys live in several slots one part per slot, `admin.rs` resets, pings, blocks and the
 //! reset channel, `script.rs` the script, `url.rs` the URL forms, `deadline.rs` the deadline.
 
 mod admin;
+mod answer;
 mod call;
 mod deadline;
+mod encode;
 mod lane;
 mod script;
 mod split;
 mod url;
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
 use fred::clients::Client;
-use fred::error::{Error as FredError, ErrorKind};
 use fred::interfaces::{ClientLike, ClusterInterface};
 use fred::types::cluster::ClusterRouting;
 use fred::types::config::{Config as FredConfig, ConnectionConfig, ReconnectPolicy, Server};
 use fred::types::{Builder, Key};
 use tokio::sync::oneshot;
 
+pub use answer::RedisAnswer;
+use answer::{is_noscript, map_error, Single};
 use call::{Caller, Target};
 pub use deadline::Deadline;
 use lane::{Lane, Pending, PendingSettlement, MAX_PER_CALL};
 pub use script::decision_script;
 pub use url::fred_url;
 
-use super::{Answer, Decision, DecisionRequest, Receipt, ReceiptPart, Settlement, StoreError};
+use super::{Answer, Decision, DecisionRequest, Settlement, StoreError};
 use crate::config::StoreConfig;
 use crate::workers::PerWorker;
 
@@ -359,94 +360,5 @@ impl RedisStore {
             }
         }
         cached
-    }
-}
-
-/// A decision queued on a lane, decoded when its call's reply arrives.
-pub enum RedisAnswer {
-    /// One call decides it.
-    Single(Single),
-    /// A cluster request decided one part per slot.
-    Split(Pin<Box<dyn Future<Output = Result<Decision, StoreError>> + Send>>),
-}
-
-/// One decision waiting for its call.
-pub struct Single {
-    limits: Arc<super::LimitSet>,
-    receiver: oneshot::Receiver<Result<lane::Answer, StoreError>>,
-    cost: u64,
-}
-
-impl Future for RedisAnswer {
-    type Output = Result<Decision, StoreError>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.get_mut() {
-            RedisAnswer::Single(s) => {
-                let reply = std::task::ready!(Pin::new(&mut s.receiver).poll(cx));
-                Poll::Ready(decode(&s.limits, reply, s.cost))
-            }
-            RedisAnswer::Split(future) => future.as_mut().poll(cx),
-        }
-    }
-}
-
-/// A decision from its part of a call's reply (or the call's error, or a lane that stopped).
-fn decode(
-    limits: &super::LimitSet,
-    reply: Result<Result<lane::Answer, StoreError>, oneshot::error::RecvError>,
-    cost: u64,
-) -> Result<Decision, StoreError> {
-    match reply {
-        Ok(Ok(a)) => {
-            let mut decision = Decision::from_reply(limits, &a.values, a.decided_at_us)?;
-            if let (Some(member), true) = (a.member, decision.allowed()) {
-                decision.receipt = Some(Receipt {
-                    parts: vec![ReceiptPart {
-                        slot: None,
-                        member,
-                        decided_at_us: a.decided_at_us,
-                    }],
-                    cost,
-                });
-            }
-            Ok(decision)
-        }
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(StoreError::Other("the decision lane stopped".into())),
-    }
-}
-
-/// Whether Redis answered that it does not know the script.
-fn is_noscript(e: &FredError) -> bool {
-    e.details().starts_with("NOSCRIPT")
-}
-
-/// Sorts a client error into the `kind` label of `slidegate_store_errors_total`.
-fn map_error(e: FredError) -> StoreError {
-    let details = e.details();
-    if details.starts_with("NOSCRIPT")
-        || details.starts_with("ERR")
-        || details.starts_with("WRONGTYPE")
-        || details.starts_with("MOVED")
-        || details.starts_with("ASK")
-        || details.starts_with("CROSSSLOT")
-    {
-        return StoreError::Script(e.to_string());
-    }
-    match e.kind() {
-        ErrorKind::Timeout => StoreError::Timeout(Duration::ZERO),
-        ErrorKind::IO
-        | ErrorKind::Canceled
-        | ErrorKind::Backpressure
-        | ErrorKind::Sentinel
-        | ErrorKind::Tls
-        | ErrorKind::Auth => StoreError::Connection(e.to_string()),
-        ErrorKind::Routing | ErrorKind::Cluster => StoreError::Script(e.to_string()),
-        ErrorKind::Parse
-        | ErrorKind::Protocol
-        | ErrorKind::InvalidArgument
-        | ErrorKind::InvalidCommand => StoreError::Script(e.to_string()),
-        _ => StoreError::Other(e.to_string()),
     }
 }

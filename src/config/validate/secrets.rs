@@ -1,0 +1,118 @@
+//! The sections that hold secrets: `[jwt]` (the key `jwt:` parts are verified with) and
+//! `[keys]` (the HMAC secret of `hash = true` parts), each read from the environment variable
+//! or file the config names, never from the config itself.
+
+use toml::Spanned;
+
+use super::sections::uses_part;
+use super::{Result, Validator};
+use crate::config::raw::{RawConfig, RawJwt};
+use crate::config::{
+    ConfigError, ConfigWarning, HashSecret, JwtConfig, JwtKey, KeyPart, KeysConfig,
+};
+
+impl Validator<'_> {
+    /// `[jwt]`: required when a route has a `jwt:` key part; otherwise loaded when it can be,
+    /// else a warning (its secret's variable unset, say): nothing would verify a token with it.
+    pub(super) fn jwt_section(&mut self, raw: &RawConfig) -> Result<Option<JwtConfig>> {
+        let Some(j) = &raw.jwt else { return Ok(None) };
+        if uses_part(raw, |p| matches!(p, KeyPart::Jwt(_))) {
+            return self.jwt(j).map(Some);
+        }
+        match self.jwt(j) {
+            Ok(jwt) => Ok(Some(jwt)),
+            Err(ConfigError::Invalid { at, message }) => {
+                self.warnings.push(ConfigWarning {
+                    at,
+                    message: format!("{message}; ignored, since no route has a `jwt:` key part"),
+                });
+                Ok(None)
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    fn jwt(&self, raw: &Spanned<RawJwt>) -> Result<JwtConfig> {
+        let j = raw.get_ref();
+        let key = match (&j.hs256_secret_env, &j.public_key_file) {
+            (Some(_), Some(f)) => {
+                return self.error(
+                    f.span(),
+                    "jwt: set either hs256_secret_env or public_key_file, not both",
+                )
+            }
+            (None, None) => {
+                return self.error(raw.span(), "jwt: needs hs256_secret_env or public_key_file")
+            }
+            (Some(env), None) => match (self.env)(env.get_ref()).filter(|s| !s.is_empty()) {
+                Some(secret) => JwtKey::Hs256(secret.into_bytes()),
+                None => {
+                    return self.error(
+                        env.span(),
+                        format!(
+                            "jwt.hs256_secret_env: the environment variable `{}` is not set",
+                            env.get_ref()
+                        ),
+                    )
+                }
+            },
+            (None, Some(file)) => self.public_key(file)?,
+        };
+        Ok(JwtConfig {
+            key,
+            issuer: j.issuer.as_ref().map(|s| s.get_ref().clone()),
+            audience: j.audience.as_ref().map(|s| s.get_ref().clone()),
+            require_exp: j.require_exp.unwrap_or(false),
+        })
+    }
+
+    fn public_key(&self, file: &Spanned<String>) -> Result<JwtKey> {
+        let path = self.dir.join(file.get_ref());
+        let pem = match std::fs::read(&path) {
+            Ok(p) => p,
+            Err(e) => {
+                return self.error(
+                    file.span(),
+                    format!("jwt.public_key_file: cannot read `{}`: {e}", path.display()),
+                )
+            }
+        };
+        if jsonwebtoken::DecodingKey::from_rsa_pem(&pem).is_ok() {
+            Ok(JwtKey::Rs256(pem))
+        } else if jsonwebtoken::DecodingKey::from_ec_pem(&pem).is_ok() {
+            Ok(JwtKey::Es256(pem))
+        } else {
+            self.error(
+                file.span(),
+                format!(
+                    "jwt.public_key_file: `{}` is not an RSA or EC public key in PEM",
+                    path.display()
+                ),
+            )
+        }
+    }
+
+    /// `[keys]`: the HMAC secret of `hash = true` key parts, read from the named variable.
+    /// Whether a route needs it is checked where a part asks for it.
+    pub(super) fn keys_section(&self, raw: &RawConfig) -> Result<KeysConfig> {
+        let Some(k) = &raw.keys else {
+            return Ok(KeysConfig::default());
+        };
+        let Some(env) = &k.get_ref().hash_secret_env else {
+            return Ok(KeysConfig::default());
+        };
+        if env.get_ref().trim().is_empty() {
+            return self.error(
+                env.span(),
+                "keys.hash_secret_env: must name an environment variable",
+            );
+        }
+        let secret = (self.env)(env.get_ref())
+            .filter(|s| !s.is_empty())
+            .map(|s| HashSecret(s.into_bytes()));
+        Ok(KeysConfig {
+            hash_secret_env: Some(env.get_ref().clone()),
+            hash_secret: secret,
+        })
+    }
+}
