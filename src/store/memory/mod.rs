@@ -232,11 +232,13 @@ impl MemoryStore {
             .collect()
     }
 
-    /// Applies a settlement: refunds and resets of one decision's limits.
+    /// Applies a settlement: refunds and resets of one decision's limits. Keys expire on the
+    /// clock the decision was made on (its instant), as they were written.
     pub fn settle(&self, settlement: &Settlement) {
         let set = &settlement.limits;
         let keys_of = set.keys(&settlement.bases);
-        let now = local_now_us();
+        let parts = &settlement.receipt.parts;
+        let now = parts.iter().map(|p| p.decided_at_us).max().unwrap_or_else(local_now_us);
         let (mut guards, mut keys) = self.take(&keys_of, now);
         for part in &settlement.receipt.parts {
             let only = |i: &usize| part.slot.is_none_or(|s| set.slot_of(*i) == s);

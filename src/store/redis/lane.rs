@@ -35,6 +35,9 @@ pub const MAX_BATCH_IN_FLIGHT: usize = 2;
 pub const MAX_PER_CALL: usize = 256;
 /// Most settlements one call carries ahead of its decisions.
 pub const MAX_SETTLEMENTS_PER_CALL: usize = 64;
+/// Most units one call charges (beyond its first decision): a sliding log writes a member per
+/// unit, so a batch of large costs is spread over calls that each hold Redis for a few ms.
+pub const MAX_UNITS_PER_CALL: u64 = 20_000;
 
 /// One decision waiting for its call.
 pub struct Pending {
@@ -265,16 +268,21 @@ impl Queue {
     }
 }
 
-/// Moves decisions from the front of `queue` into `batch` while they fit in it.
+/// Moves decisions from the front of `queue` into `batch` while they fit in it (by count, by
+/// units, and sharing one explicit instant).
 fn take_into(batch: &mut Vec<Pending>, queue: &mut VecDeque<Pending>) {
+    let mut units: u64 = batch.iter().map(|p| p.cost.unsigned_abs()).sum();
     while let Some(p) = queue.front() {
+        let cost = p.cost.unsigned_abs();
         if batch.len() == MAX_PER_CALL
+            || (!batch.is_empty() && units + cost > MAX_UNITS_PER_CALL)
             || batch
                 .first()
                 .is_some_and(|f: &Pending| f.fixed_now != p.fixed_now)
         {
             break;
         }
+        units += cost;
         let p = queue.pop_front().expect("front exists");
         if p.deadline.passed() {
             let error = p.deadline.timeout();

@@ -1,0 +1,205 @@
+//! Counting outcomes (SPEC section 9) at the store: an attempt is charged when admitted (a
+//! reservation) and settled later: kept when its status counts, refunded when it does not or
+//! when its client left, or the whole count cleared when its status resets. For random traces
+//! of overlapping attempts and outcomes, on the memory store and on Redis (at given instants,
+//! and on the Redis clock), every decision matches a plain model in which reservations count
+//! until answered, and no window ever holds more than `limit` counted attempts.
+
+mod support;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config as RunnerConfig, TestRunner};
+use slidegate::config::ClockSource;
+use slidegate::store::{Decision, DecisionRequest, LimitSet, MemoryStore, Settlement, Store};
+use support::redis::RedisServer;
+use support::store::{bases, limit_sets, redis_store};
+use support::unique_prefix;
+
+const T0: u64 = 1_700_000_000_000_000;
+const LIMIT: u64 = 3;
+const WINDOW: u64 = 2_000_000;
+
+/// What happens to an admitted attempt when it is settled.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Outcome {
+    /// Its status counts: the charge stays.
+    Counted,
+    /// Its status does not count: refunded.
+    Uncounted,
+    /// Its status resets the count.
+    Reset,
+    /// Its client left first: refunded.
+    Gone,
+}
+
+/// One step: after `gap` µs, a new attempt; and settle the oldest attempt in flight with
+/// `outcome` when `settle` says so (attempts overlap: several may be in flight).
+#[derive(Debug, Clone)]
+struct Step {
+    gap: u64,
+    settle: Option<Outcome>,
+}
+
+fn steps() -> impl Strategy<Value = Vec<Step>> {
+    let outcome = prop_oneof![
+        3 => Just(Outcome::Counted),
+        3 => Just(Outcome::Uncounted),
+        1 => Just(Outcome::Reset),
+        1 => Just(Outcome::Gone),
+    ];
+    let step = (0u64..700_000, proptest::option::weighted(0.7, outcome))
+        .prop_map(|(gap, settle)| Step { gap, settle });
+    proptest::collection::vec(step, 1..50)
+}
+
+/// The plain model: the instants of the attempts that count now (kept and in flight); a refund
+/// takes one out, a reset empties it; an attempt is admitted while fewer than `LIMIT` count in
+/// `(now - WINDOW, now]`.
+#[derive(Default)]
+struct Model {
+    counting: Vec<(u64, u64)>,
+}
+
+impl Model {
+    fn in_window(&self, now: u64) -> usize {
+        self.counting
+            .iter()
+            .filter(|(t, _)| now < t + WINDOW && *t <= now)
+            .count()
+    }
+
+    fn admit(&mut self, id: u64, now: u64) -> bool {
+        let fits = (self.in_window(now) as u64) < LIMIT;
+        if fits {
+            self.counting.push((now, id));
+        }
+        fits
+    }
+
+    fn settle(&mut self, id: u64, outcome: Outcome) {
+        match outcome {
+            Outcome::Counted => {}
+            Outcome::Uncounted | Outcome::Gone => self.counting.retain(|(_, i)| *i != id),
+            Outcome::Reset => self.counting.clear(),
+        }
+    }
+}
+
+fn route() -> Arc<LimitSet> {
+    limit_sets(
+        "[[routes]]\nname = \"login\"\npath = \"/login\"\nupstream = \"up\"\n\
+         [[routes.limits]]\nname = \"failed\"\nlimit = 3\nwindow = \"2s\"\n\
+         count_status = [401]\nreset_status = [200]\n",
+    )
+    .remove(0)
+}
+
+async fn decide(store: &Store, set: &Arc<LimitSet>, bases: &[String], now: Option<u64>) -> Decision {
+    let request = DecisionRequest {
+        limits: set,
+        bases,
+        cost: 1,
+        dry_run: false,
+        receipt: true,
+    };
+    store
+        .decide_many(&[request], now)
+        .await
+        .pop()
+        .unwrap()
+        .expect("the store decides")
+}
+
+async fn settle(store: &Store, set: &Arc<LimitSet>, bases: &[String], d: &Decision, outcome: Outcome) {
+    let receipt = d.receipt.clone().expect("an admitted attempt has a receipt");
+    let (refund, reset) = match outcome {
+        Outcome::Counted => return,
+        Outcome::Uncounted | Outcome::Gone => (vec![0], vec![]),
+        Outcome::Reset => (vec![], vec![0]),
+    };
+    let settlement = Settlement {
+        limits: set.clone(),
+        bases: bases.to_vec(),
+        receipt,
+        refund,
+        reset,
+    };
+    store.settle(settlement).await.expect("the store settles");
+}
+
+/// Plays `steps` on `store` (at chosen instants when `clock` is false, else on the store's own
+/// clock) and holds every decision to the model's.
+async fn follows_the_model(store: &Store, steps: &[Step], chosen_instants: bool) -> Result<(), TestCaseError> {
+    let set = route();
+    let bases = bases(&unique_prefix("outcomes"), "login", "ann");
+    let mut model = Model::default();
+    let mut in_flight: VecDeque<(u64, Decision)> = VecDeque::new();
+    let mut now = T0;
+    for (id, step) in steps.iter().enumerate() {
+        now += step.gap;
+        if !chosen_instants {
+            tokio::time::sleep(Duration::from_micros(step.gap.min(50_000))).await;
+        }
+        let d = decide(store, &set, &bases, chosen_instants.then_some(now)).await;
+        let at = if chosen_instants { now } else { d.decided_at_us };
+        let expected = model.admit(id as u64, at);
+        prop_assert_eq!(d.allowed(), expected, "attempt {} at +{} µs", id, at.saturating_sub(T0));
+        prop_assert!(model.in_window(at) as u64 <= LIMIT);
+        if d.allowed() {
+            in_flight.push_back((id as u64, d));
+        }
+        if let Some(outcome) = step.settle {
+            if let Some((oldest, d)) = in_flight.pop_front() {
+                settle(store, &set, &bases, &d, outcome).await;
+                model.settle(oldest, outcome);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn check(cases: u32, store: &Store, rt: &tokio::runtime::Runtime, chosen_instants: bool) {
+    let mut runner = TestRunner::new(RunnerConfig {
+        cases,
+        max_shrink_iters: 256,
+        failure_persistence: None,
+        ..RunnerConfig::default()
+    });
+    runner
+        .run(&steps(), |s| rt.block_on(follows_the_model(store, &s, chosen_instants)))
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn outcome_counting_on_the_memory_store_follows_the_model() {
+    let rt = runtime();
+    check(128, &Store::Memory(MemoryStore::new(1_000_000)), &rt, true);
+}
+
+#[test]
+fn outcome_counting_on_redis_at_given_instants_follows_the_model() {
+    let server = RedisServer::start();
+    let rt = runtime();
+    let store = rt.block_on(redis_store(&server, Duration::from_secs(2), ClockSource::Local));
+    check(48, &store, &rt, true);
+}
+
+#[test]
+fn outcome_counting_on_the_redis_clock_follows_the_model() {
+    let server = RedisServer::start();
+    let rt = runtime();
+    let store = rt.block_on(redis_store(&server, Duration::from_secs(2), ClockSource::Redis));
+    check(6, &store, &rt, false);
+}
