@@ -117,7 +117,10 @@ async fn gateway_on(redis: &RedisServer, upstream: &AuthUpstream, routes: &str) 
         &config(&store, &upstream.url(), routes),
         "trusted_proxies = [\"127.0.0.1/32\"]\nheader_read_timeout = \"500ms\"",
     );
-    gateway::start(&format!("[keys]\nhash_secret_env = \"SLIDEGATE_ADMIN_TOKEN\"\n{toml}")).await
+    gateway::start(&format!(
+        "[keys]\nhash_secret_env = \"SLIDEGATE_ADMIN_TOKEN\"\n{toml}"
+    ))
+    .await
 }
 
 const OTP_ROUTE: &str = r#"
@@ -147,7 +150,10 @@ async fn post(client: &HttpClient, url: &str, headers: &[(&str, &str)], body: &s
 }
 
 async fn scrape(gw: &Gateway) -> String {
-    HttpClient::default().get(&gw.admin("/metrics"), &[]).await.body
+    HttpClient::default()
+        .get(&gw.admin("/metrics"), &[])
+        .await
+        .body
 }
 
 fn requests(metrics: &str, route: &str, decision: &str) -> f64 {
@@ -178,8 +184,17 @@ async fn a_thousand_otp_requests_through_rotating_ips_send_three_codes() {
     let mut allowed = 0;
     for i in 0..1000u32 {
         let ip = format!("198.51.{}.{}", i / 250, i % 250 + 1);
-        let body = format!("{{\"phone\":\"{}\"}}", spellings[i as usize % spellings.len()]);
-        let r = post(&client, &gw.url("/api/otp/send"), &[("x-forwarded-for", &ip)], &body).await;
+        let body = format!(
+            "{{\"phone\":\"{}\"}}",
+            spellings[i as usize % spellings.len()]
+        );
+        let r = post(
+            &client,
+            &gw.url("/api/otp/send"),
+            &[("x-forwarded-for", &ip)],
+            &body,
+        )
+        .await;
         match r.status.as_u16() {
             200 => allowed += 1,
             429 => assert_eq!(r.json()["limit"], "per-phone"),
@@ -198,7 +213,10 @@ async fn a_thousand_otp_requests_through_rotating_ips_send_three_codes() {
             _ => None,
         })
         .collect();
-    assert!(keys.iter().all(|k| !k.contains("812")), "a raw number reached Redis: {keys:?}");
+    assert!(
+        keys.iter().all(|k| !k.contains("812")),
+        "a raw number reached Redis: {keys:?}"
+    );
     // a rejected request is charged nowhere: 3 entries for the number, 3 for the three IPs
     let metrics = scrape(&gw).await;
     assert_eq!(requests(&metrics, "otp-send", "allowed"), 3.0);
@@ -218,13 +236,55 @@ async fn bodies_that_cannot_key_a_limit_are_refused_and_counted() {
     let client = HttpClient::default();
     let url = gw.url("/api/otp/send");
     let cases: Vec<(&str, Vec<(&str, &str)>, String, u16, &str)> = vec![
-        ("duplicate", vec![], r#"{"phone":"081234567890","phone":"081299999999"}"#.into(), 400, "ambiguous_key"),
-        ("gzip", vec![("content-encoding", "gzip")], r#"{"phone":"081234567890"}"#.into(), 415, "unsupported_body_encoding"),
-        ("too large", vec![], format!(r#"{{"phone":"081234567890","pad":"{}"}}"#, "x".repeat(100)), 413, "body_too_large"),
-        ("truncated", vec![], r#"{"phone":"0812345"#.into(), 400, "missing_key"),
-        ("null", vec![], r#"{"phone":null}"#.into(), 400, "missing_key"),
-        ("not a number", vec![], r#"{"phone":"call me"}"#.into(), 400, "missing_key"),
-        ("deep", vec![], format!("{}{}", "[".repeat(30), "]".repeat(30)), 400, "missing_key"),
+        (
+            "duplicate",
+            vec![],
+            r#"{"phone":"081234567890","phone":"081299999999"}"#.into(),
+            400,
+            "ambiguous_key",
+        ),
+        (
+            "gzip",
+            vec![("content-encoding", "gzip")],
+            r#"{"phone":"081234567890"}"#.into(),
+            415,
+            "unsupported_body_encoding",
+        ),
+        (
+            "too large",
+            vec![],
+            format!(r#"{{"phone":"081234567890","pad":"{}"}}"#, "x".repeat(100)),
+            413,
+            "body_too_large",
+        ),
+        (
+            "truncated",
+            vec![],
+            r#"{"phone":"0812345"#.into(),
+            400,
+            "missing_key",
+        ),
+        (
+            "null",
+            vec![],
+            r#"{"phone":null}"#.into(),
+            400,
+            "missing_key",
+        ),
+        (
+            "not a number",
+            vec![],
+            r#"{"phone":"call me"}"#.into(),
+            400,
+            "missing_key",
+        ),
+        (
+            "deep",
+            vec![],
+            format!("{}{}", "[".repeat(30), "]".repeat(30)),
+            400,
+            "missing_key",
+        ),
     ];
     for (name, headers, body, status, code) in &cases {
         let r = post(&client, &url, headers, body).await;
@@ -248,9 +308,15 @@ async fn bodies_that_cannot_key_a_limit_are_refused_and_counted() {
     let r = raw::send(addr, &invalid).await;
     assert_eq!(r.status, 400);
     assert_eq!(r.json()["error"], "missing_key");
-    assert!(upstream.bodies("/api/otp/send").is_empty(), "nothing refused reached the upstream");
+    assert!(
+        upstream.bodies("/api/otp/send").is_empty(),
+        "nothing refused reached the upstream"
+    );
     let metrics = scrape(&gw).await;
-    assert_eq!(requests(&metrics, "otp-send", "bad_request"), cases.len() as f64 + 2.0);
+    assert_eq!(
+        requests(&metrics, "otp-send", "bad_request"),
+        cases.len() as f64 + 2.0
+    );
     gw.stop().await;
 }
 
@@ -283,7 +349,10 @@ async fn read_bodies_go_upstream_byte_for_byte_and_slow_ones_are_cut() {
     let reply = raw::parse(&buf);
     assert_eq!(reply.status, 408, "{}", reply.head);
     assert_eq!(reply.json()["error"], "body_timeout");
-    assert!(started.elapsed() >= Duration::from_millis(400), "cut before header_read_timeout");
+    assert!(
+        started.elapsed() >= Duration::from_millis(400),
+        "cut before header_read_timeout"
+    );
     gw.stop().await;
 }
 
@@ -338,14 +407,25 @@ async fn failed_logins_block_escalating_and_successes_do_not_count() {
     assert_eq!(usage(&gw, "ann").await["limits"][0]["used"], 0);
     // two failures, then a success forgives them
     for _ in 0..2 {
-        assert_eq!(post(&client, &url, &[], &login("ann", "x")).await.status, 401);
+        assert_eq!(
+            post(&client, &url, &[], &login("ann", "x")).await.status,
+            401
+        );
     }
     assert_eq!(usage(&gw, "ann").await["limits"][0]["used"], 2);
-    assert_eq!(post(&client, &url, &[], &login("ann", "right")).await.status, 200);
+    assert_eq!(
+        post(&client, &url, &[], &login("ann", "right"))
+            .await
+            .status,
+        200
+    );
     assert_eq!(usage(&gw, "ann").await["limits"][0]["used"], 0);
     // three failures; the fourth attempt is refused without reaching the upstream
     for _ in 0..3 {
-        assert_eq!(post(&client, &url, &[], &login("ANN", "x")).await.status, 401);
+        assert_eq!(
+            post(&client, &url, &[], &login("ANN", "x")).await.status,
+            401
+        );
     }
     let sent = upstream.bodies("/api/login").len();
     let r = post(&client, &url, &[], &login("ann", "right")).await;
@@ -361,7 +441,10 @@ async fn failed_logins_block_escalating_and_successes_do_not_count() {
     assert!(u["blocked_ms"].as_u64().unwrap() > 0);
     let auth = format!("Bearer {TOKEN}");
     let blocked = client
-        .get(&gw.admin("/admin/blocked?route=login"), &[("authorization", &auth)])
+        .get(
+            &gw.admin("/admin/blocked?route=login"),
+            &[("authorization", &auth)],
+        )
         .await
         .json();
     assert_eq!(blocked["blocked"][0]["key"], "ann");
@@ -378,7 +461,10 @@ async fn failed_logins_block_escalating_and_successes_do_not_count() {
         .await;
     assert_eq!(reset.status, 200);
     let u = usage(&gw, "ann").await;
-    assert_eq!((u["block_level"].as_u64(), u["blocked_ms"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(
+        (u["block_level"].as_u64(), u["blocked_ms"].as_u64()),
+        (Some(0), Some(0))
+    );
     let metrics = scrape(&gw).await;
     let started = value(
         &metrics,
@@ -391,7 +477,11 @@ async fn failed_logins_block_escalating_and_successes_do_not_count() {
         "slidegate_outcome_resets_total",
         &[("route", "login"), ("limit", "failed-logins")],
     );
-    assert_eq!(resets, Some(11.0), "every success cleared the count (its own charge with it)");
+    assert_eq!(
+        resets,
+        Some(11.0),
+        "every success cleared the count (its own charge with it)"
+    );
     gw.stop().await;
 }
 
@@ -420,17 +510,26 @@ async fn a_client_that_leaves_mid_attempt_leaves_no_reservation() {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert_eq!(usage(&gw, "bob").await["limits"][0]["used"], 1, "reserved while in flight");
+        assert_eq!(
+            usage(&gw, "bob").await["limits"][0]["used"],
+            1,
+            "reserved while in flight"
+        );
     } // the client hangs up
     let mut used = 1;
     for _ in 0..100 {
-        used = usage(&gw, "bob").await["limits"][0]["used"].as_u64().unwrap();
+        used = usage(&gw, "bob").await["limits"][0]["used"]
+            .as_u64()
+            .unwrap();
         if used == 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(used, 0, "the reservation of an attempt whose client left stayed");
+    assert_eq!(
+        used, 0,
+        "the reservation of an attempt whose client left stayed"
+    );
     let metrics = scrape(&gw).await;
     let refunds = value(
         &metrics,

@@ -98,7 +98,12 @@ fn route() -> Arc<LimitSet> {
     .remove(0)
 }
 
-async fn decide(store: &Store, set: &Arc<LimitSet>, bases: &[String], now: Option<u64>) -> Decision {
+async fn decide(
+    store: &Store,
+    set: &Arc<LimitSet>,
+    bases: &[String],
+    now: Option<u64>,
+) -> Decision {
     let request = DecisionRequest {
         limits: set,
         bases,
@@ -114,8 +119,17 @@ async fn decide(store: &Store, set: &Arc<LimitSet>, bases: &[String], now: Optio
         .expect("the store decides")
 }
 
-async fn settle(store: &Store, set: &Arc<LimitSet>, bases: &[String], d: &Decision, outcome: Outcome) {
-    let receipt = d.receipt.clone().expect("an admitted attempt has a receipt");
+async fn settle(
+    store: &Store,
+    set: &Arc<LimitSet>,
+    bases: &[String],
+    d: &Decision,
+    outcome: Outcome,
+) {
+    let receipt = d
+        .receipt
+        .clone()
+        .expect("an admitted attempt has a receipt");
     let (refund, reset) = match outcome {
         Outcome::Counted => return,
         Outcome::Uncounted | Outcome::Gone => (vec![0], vec![]),
@@ -133,7 +147,11 @@ async fn settle(store: &Store, set: &Arc<LimitSet>, bases: &[String], d: &Decisi
 
 /// Plays `steps` on `store` (at chosen instants when `clock` is false, else on the store's own
 /// clock) and holds every decision to the model's.
-async fn follows_the_model(store: &Store, steps: &[Step], chosen_instants: bool) -> Result<(), TestCaseError> {
+async fn follows_the_model(
+    store: &Store,
+    steps: &[Step],
+    chosen_instants: bool,
+) -> Result<(), TestCaseError> {
     let set = route();
     let bases = bases(&unique_prefix("outcomes"), "login", "ann");
     let mut model = Model::default();
@@ -145,9 +163,19 @@ async fn follows_the_model(store: &Store, steps: &[Step], chosen_instants: bool)
             tokio::time::sleep(Duration::from_micros(step.gap.min(50_000))).await;
         }
         let d = decide(store, &set, &bases, chosen_instants.then_some(now)).await;
-        let at = if chosen_instants { now } else { d.decided_at_us };
+        let at = if chosen_instants {
+            now
+        } else {
+            d.decided_at_us
+        };
         let expected = model.admit(id as u64, at);
-        prop_assert_eq!(d.allowed(), expected, "attempt {} at +{} µs", id, at.saturating_sub(T0));
+        prop_assert_eq!(
+            d.allowed(),
+            expected,
+            "attempt {} at +{} µs",
+            id,
+            at.saturating_sub(T0)
+        );
         prop_assert!(model.in_window(at) as u64 <= LIMIT);
         if d.allowed() {
             in_flight.push_back((id as u64, d));
@@ -178,7 +206,9 @@ fn check(cases: u32, store: &Store, rt: &tokio::runtime::Runtime, chosen_instant
         ..RunnerConfig::default()
     });
     runner
-        .run(&steps(), |s| rt.block_on(follows_the_model(store, &s, chosen_instants)))
+        .run(&steps(), |s| {
+            rt.block_on(follows_the_model(store, &s, chosen_instants))
+        })
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
@@ -192,7 +222,11 @@ fn outcome_counting_on_the_memory_store_follows_the_model() {
 fn outcome_counting_on_redis_at_given_instants_follows_the_model() {
     let server = RedisServer::start();
     let rt = runtime();
-    let store = rt.block_on(redis_store(&server, Duration::from_secs(2), ClockSource::Local));
+    let store = rt.block_on(redis_store(
+        &server,
+        Duration::from_secs(2),
+        ClockSource::Local,
+    ));
     check(48, &store, &rt, true);
 }
 
@@ -200,6 +234,10 @@ fn outcome_counting_on_redis_at_given_instants_follows_the_model() {
 fn outcome_counting_on_the_redis_clock_follows_the_model() {
     let server = RedisServer::start();
     let rt = runtime();
-    let store = rt.block_on(redis_store(&server, Duration::from_secs(2), ClockSource::Redis));
+    let store = rt.block_on(redis_store(
+        &server,
+        Duration::from_secs(2),
+        ClockSource::Redis,
+    ));
     check(6, &store, &rt, false);
 }

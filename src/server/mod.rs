@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify, Semaphore};
 
 pub use connection::{MAX_CONCURRENT_STREAMS, MAX_PENDING_RESETS};
@@ -72,7 +72,13 @@ pub async fn serve(
     slots: Arc<Semaphore>,
     mut stopped: watch::Receiver<bool>,
 ) {
-    let listener = match TcpListener::from_std(listener) {
+    // Readiness first, then a slot, then the accept: a worker idle on its listener holds no
+    // slot, so with several workers the bound is the whole process's, and a connection beyond
+    // it waits in the kernel's backlog until a slot frees.
+    // SAFETY: the AsyncFd owns the listener for as long as it is registered, so its
+    // descriptor is neither closed nor reused while the runtime watches it.
+    let registered = unsafe { tokio::io::unix::AsyncFd::register(listener) };
+    let listener = match registered {
         Ok(l) => l,
         Err(e) => {
             tracing::error!(error = %e, "cannot serve the proxy listener");
@@ -82,21 +88,43 @@ pub async fn serve(
     let builders = connection::Builders::new(&settings);
     let open = Arc::new(Open::default());
     loop {
-        let slot = tokio::select! {
-            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
-            _ = stopped.changed() => break,
-        };
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(conn) => conn,
+        let mut ready = tokio::select! {
+            ready = listener.readable() => match ready {
+                Ok(r) => r,
                 Err(e) => {
-                    // Out of descriptors and the like: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
+                    tracing::warn!(error = %e, "the proxy listener failed");
                     tokio::time::sleep(Duration::from_millis(20)).await;
                     continue;
                 }
             },
             _ = stopped.changed() => break,
+        };
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+            _ = stopped.changed() => break,
+        };
+        let (stream, peer) = match listener.get_ref().accept() {
+            Ok(accepted) => accepted,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                ready.clear_ready();
+                continue;
+            }
+            Err(e) => {
+                // Out of descriptors and the like: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let stream = match stream
+            .set_nonblocking(true)
+            .and_then(|()| TcpStream::from_std(stream))
+        {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot take an accepted connection");
+                continue;
+            }
         };
         let _ = stream.set_nodelay(true);
         let service = gateway.service(peer.ip());

@@ -238,7 +238,11 @@ impl MemoryStore {
         let set = &settlement.limits;
         let keys_of = set.keys(&settlement.bases);
         let parts = &settlement.receipt.parts;
-        let now = parts.iter().map(|p| p.decided_at_us).max().unwrap_or_else(local_now_us);
+        let now = parts
+            .iter()
+            .map(|p| p.decided_at_us)
+            .max()
+            .unwrap_or_else(local_now_us);
         let (mut guards, mut keys) = self.take(&keys_of, now);
         for part in &settlement.receipt.parts {
             let only = |i: &usize| part.slot.is_none_or(|s| set.slot_of(*i) == s);
