@@ -14,15 +14,16 @@
 --
 -- ARGV[1]   now in microseconds since the epoch, or "" to read the Redis server clock (TIME)
 -- ARGV[2]   a token unique to this call; a decision's member is "<token><d>" (its first unit)
---           and "<token><d>.<j>" (unit j), unique across calls and gateways
+--           and "<token><d>.<j>" (unit j), unique across calls and gateways. An empty token
+--           makes the call a dry run: decided exactly as it would be (a key met again sees the
+--           charges and blocks of the decisions before it), but nothing is written
 -- ARGV[3]   P, the number of plans; per plan:
 --             block_ms (0: the route does not block), block_growth, block_max_ms,
 --             block_forget_ms, S (key slots), Q (states), Q pairs: algorithm code, slot,
 --             N (limits), N quintuples: state, name, limit, window in µs, param (gcra: burst)
 -- then      R, the number of settlements; per settlement:
 --             plan, kind ("r" refund, "x" reset), member, decided-at µs, cost, M, M limit indexes
--- then      D, the number of decisions; per decision: plan, cost (0 reads usage; a negative
---           cost is a dry run: decided as if, nothing charged, no block started)
+-- then      D, the number of decisions; per decision: plan, cost (0 reads usage)
 -- KEYS      per settlement, then per decision: its plan's Q state keys, then its S block
 --           markers when the plan blocks. A cluster call that spans slots of one node declares
 --           no KEYS and passes the same list at the end of ARGV instead.
@@ -38,6 +39,7 @@
 -- so the next block of the key is one level up while it exists.
 
 local token = ARGV[2]
+local dry = token == ''
 
 local plans = {}
 local a = 3
@@ -141,8 +143,10 @@ local function start_block(plan, key, name)
   if ms > plan.max_ms or ms ~= ms then ms = plan.max_ms end
   local length = ms * 1000
   local untl = now + length
-  call('SET', key, name .. ' ' .. int(untl) .. ' ' .. int(level), 'PX',
-    int(ceil(length / 1000) + plan.forget_ms))
+  if not dry then
+    call('SET', key, name .. ' ' .. int(untl) .. ' ' .. int(level), 'PX',
+      int(ceil(length / 1000) + plan.forget_ms))
+  end
   blocks[key] = { name = name, untl = untl, level = level }
   return length, level
 end
@@ -168,7 +172,6 @@ for d = 1, decisions do
   local plan = plans[parsed[plan_text] or num(plan_text)]
   local cost = parsed[cost_text] or num(cost_text)
   local commit = cost > 0
-  if cost < 0 then cost = -cost end
   local n, limits, names, windows, lstate, alg = plan.n, plan.limits, plan.names, plan.windows,
     plan.lstate, plan.alg
   for q = 1, plan.q do st[q] = alg[q].open(keys[k + q], plan.swin[q], plan.sbound[q]) end
@@ -249,5 +252,7 @@ for d = 1, decisions do
   end
 end
 
-for _, algorithm in ipairs(ALG) do algorithm.finish() end
+if not dry then
+  for _, algorithm in ipairs(ALG) do algorithm.finish() end
+end
 return out

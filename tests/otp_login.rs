@@ -25,9 +25,12 @@ use support::{raw, unique_prefix};
 /// An upstream that answers `POST /api/login` with 200 for the password `right` and 401 for
 /// anything else (after `?ms=N` milliseconds when asked), `POST /api/otp/send` with 200, and
 /// `POST /echo` with the body it got; it records every body it was sent.
+/// The bodies an upstream was sent, with their paths, in arrival order.
+type SeenBodies = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
 struct AuthUpstream {
     addr: SocketAddr,
-    bodies: Arc<Mutex<Vec<(String, Vec<u8>)>>>,
+    bodies: SeenBodies,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -41,7 +44,7 @@ impl AuthUpstream {
     async fn start() -> AuthUpstream {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let bodies: Arc<Mutex<Vec<(String, Vec<u8>)>>> = Arc::default();
+        let bodies: SeenBodies = Arc::default();
         let seen = bodies.clone();
         let task = tokio::spawn(async move {
             loop {
@@ -235,7 +238,9 @@ async fn bodies_that_cannot_key_a_limit_are_refused_and_counted() {
     let gw = gateway_on(&redis, &upstream, &routes).await;
     let client = HttpClient::default();
     let url = gw.url("/api/otp/send");
-    let cases: Vec<(&str, Vec<(&str, &str)>, String, u16, &str)> = vec![
+    // (what, extra headers, body, status, problem error)
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, String, u16, &'a str);
+    let cases: Vec<Case> = vec![
         (
             "duplicate",
             vec![],
@@ -491,8 +496,7 @@ async fn failed_logins_block_escalating_and_successes_do_not_count() {
 async fn a_client_that_leaves_mid_attempt_leaves_no_reservation() {
     let redis = RedisServer::start_async().await;
     let upstream = AuthUpstream::start().await;
-    let routes = LOGIN_ROUTE.replace("path = \"/api/login\"", "path = \"/api/login\"");
-    let gw = gateway_on(&redis, &upstream, &routes).await;
+    let gw = gateway_on(&redis, &upstream, LOGIN_ROUTE).await;
     let addr: SocketAddr = gw.url("").trim_start_matches("http://").parse().unwrap();
     let body = login("bob", "x");
     let request = format!(

@@ -230,3 +230,85 @@ async fn random_sequences_agree_on_both_stores() {
         same_answers(&redis, &r, &steps).await;
     }
 }
+
+/// A dry run answers exactly as the real batch then does at the same instant (a key met again
+/// sees the charges and blocks of the earlier ones), on both stores, and writes nothing: the
+/// real batch that follows it still finds the store as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_answers_as_the_real_batch_and_writes_nothing() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    use slidegate::store::DecisionRequest;
+    let server = RedisServer::start();
+    let redis = redis_store(&server).await;
+    let mut runner = TestRunner::deterministic();
+    let strategy = (
+        1u64..5,
+        2u64..9,
+        proptest::collection::vec(0usize..3, 0..8),
+        proptest::collection::vec(0usize..3, 1..30),
+        1u64..3,
+    );
+    let mut refused_by_the_batch_itself = 0;
+    for case in 0..24 {
+        let (a, b, before, batch, cost) = strategy.new_tree(&mut runner).unwrap().current();
+        let algorithm = ["sliding_log", "sliding_window_counter", "gcra", "mixed"][case % 4];
+        let block = (case % 2 == 0).then_some("5s");
+        let r = route(algorithm, &[(a, "4s"), (b, "1m")], block);
+        let prefix = unique_prefix("dry");
+        let keys: Vec<Vec<String>> = (0..3)
+            .map(|k| bases(&prefix, "r", &format!("k{k}")))
+            .collect();
+        let memory = Store::Memory(MemoryStore::new(1_000_000));
+        for store in [&memory, &redis] {
+            for (i, &k) in before.iter().enumerate() {
+                decide(store, &r, &keys[k], T0 + i as u64 * 1000, 1).await;
+            }
+        }
+        let now = T0 + SEC;
+        let requests = |dry_run: bool| -> Vec<DecisionRequest<'_>> {
+            batch
+                .iter()
+                .map(|&k| DecisionRequest {
+                    dry_run,
+                    ..DecisionRequest::charge(&r, &keys[k], cost)
+                })
+                .collect()
+        };
+        let mut answers = Vec::new();
+        for store in [&memory, &redis] {
+            let dry: Vec<Decision> = store
+                .decide_many(&requests(true), Some(now))
+                .await
+                .into_iter()
+                .map(|d| d.expect("decided"))
+                .collect();
+            let real: Vec<Decision> = store
+                .decide_many(&requests(false), Some(now))
+                .await
+                .into_iter()
+                .map(|d| d.expect("decided"))
+                .collect();
+            assert_eq!(
+                dry, real,
+                "case {case} ({algorithm}): the dry run differs from the real batch"
+            );
+            answers.push(real);
+        }
+        assert_eq!(
+            answers[0], answers[1],
+            "case {case}: memory and Redis disagree"
+        );
+        // a refusal that only the batch's own earlier charges explain
+        let first = batch
+            .iter()
+            .position(|&k| !answers[0][batch.iter().position(|&j| j == k).unwrap()].allowed());
+        if answers[0].iter().any(|d| !d.allowed()) && first.is_none() {
+            refused_by_the_batch_itself += 1;
+        }
+    }
+    assert!(
+        refused_by_the_batch_itself > 3,
+        "too few cases where a key's earlier decisions in the batch refuse a later one"
+    );
+}

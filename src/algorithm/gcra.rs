@@ -60,12 +60,13 @@ struct Field {
 }
 
 /// One hash of gcra fields, and the call's views.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct GcraState {
     fields: HashMap<String, Field>,
     views: Vec<GcraView>,
 }
 
+#[derive(Clone)]
 struct GcraView {
     name: String,
     window: u64,
@@ -91,6 +92,10 @@ fn decayed(debt: u64, at: u64, limit: u64, now: u64) -> u64 {
 }
 
 impl KeyState for GcraState {
+    fn duplicate(&self) -> Box<dyn KeyState> {
+        Box::new(self.clone())
+    }
+
     fn open(&mut self, _now: u64, _window: u64, _bound: u64) {
         self.views.clear();
     }

@@ -118,6 +118,8 @@ pub struct LimitParams<'a> {
 /// the same numbers, so both stores answer alike to the microsecond. A call (one instant
 /// `now`) opens the key once, makes views of it for its limits, and finishes it at the end.
 pub trait KeyState: Send + 'static {
+    /// A copy of the key's state (a dry run decides on copies and throws them away).
+    fn duplicate(&self) -> Box<dyn KeyState>;
     /// Lua's `open`: the state at the start of a call at `now` (the log drops what left
     /// `window`, its longest; `bound` is the most entries that window can hold).
     fn open(&mut self, now: u64, window: u64, bound: u64);

@@ -44,7 +44,7 @@ impl Algorithm for SlidingLog {
 }
 
 /// One sorted set: entries `(score, member)` in Redis order, and the call's pending members.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct LogState {
     entries: VecDeque<(u64, String)>,
     /// The longest window of the call (`open`).
@@ -55,6 +55,7 @@ pub struct LogState {
 }
 
 /// `stored` entries inside `window`, the first of them at rank `off`.
+#[derive(Clone)]
 struct LogView {
     window: u64,
     stored: usize,
@@ -68,6 +69,10 @@ impl LogState {
 }
 
 impl KeyState for LogState {
+    fn duplicate(&self) -> Box<dyn KeyState> {
+        Box::new(self.clone())
+    }
+
     fn open(&mut self, now: u64, window: u64, _bound: u64) {
         self.window = window;
         self.views.clear();

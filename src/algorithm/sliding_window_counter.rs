@@ -42,13 +42,14 @@ impl Algorithm for SlidingWindowCounter {
 
 /// One hash: per limit `(index of the current fixed window, its count, the previous count,
 /// window length)`, and the call's views.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct CounterState {
     fields: HashMap<String, (u64, u64, u64, u64)>,
     views: Vec<CounterView>,
 }
 
 /// A limit's counter at the call's instant (`view` in Lua).
+#[derive(Clone)]
 struct CounterView {
     name: String,
     window: f64,
@@ -83,6 +84,10 @@ impl CounterView {
 }
 
 impl KeyState for CounterState {
+    fn duplicate(&self) -> Box<dyn KeyState> {
+        Box::new(self.clone())
+    }
+
     fn open(&mut self, _now: u64, _window: u64, _bound: u64) {
         self.views.clear();
     }

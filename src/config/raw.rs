@@ -158,7 +158,7 @@ pub struct RawKeyPartTable {
     pub normalize: Option<Spanned<String>>,
     pub region: Option<Spanned<String>>,
     pub prefix: Option<Spanned<i64>>,
-    pub hash: Option<bool>,
+    pub hash: Option<Spanned<bool>>,
 }
 
 impl<'de> Deserialize<'de> for RawKeyPart {

@@ -73,7 +73,7 @@ impl Limiter {
             Some(s) if s == slot => policy.tier_for(key).unwrap_or(policy.default_tier()),
             _ => policy.default_tier(),
         };
-        let keys = RequestKeys::given(policy, key);
+        let keys = RequestKeys::named(policy, key);
         let (part, indexes) = tier.limits.part(slot);
         let bases = vec![keys.bases[slot].clone()];
         let request = DecisionRequest {
@@ -120,7 +120,7 @@ impl Limiter {
         let Some((slot, _)) = slot_and_limits(policy, limit) else {
             return Ok(Vec::new());
         };
-        let keys = RequestKeys::given(policy, key);
+        let keys = RequestKeys::named(policy, key);
         let (part, _) = policy.default_tier().limits.part(slot);
         let bases = vec![keys.bases[slot].clone()];
         self.store.reset(&part, &bases).await?;
@@ -150,11 +150,7 @@ impl Limiter {
                 continue;
             };
             let tag = &policy.slots[policy.slot_of(i)].tag;
-            let base = if layout::is_hashed(key) {
-                layout::base_of_material(&policy.key_prefix, policy.name(), tag, key)
-            } else {
-                layout::base(&policy.key_prefix, policy.name(), tag, key)
-            };
+            let base = layout::base_of_named(&policy.key_prefix, policy.name(), tag, key);
             let marker = layout::block_key(&base);
             if markers.contains(&marker) {
                 continue;

@@ -54,6 +54,21 @@ impl RequestKeys {
         RequestKeys::from_keys(policy, keys, Some(key.to_string()))
     }
 
+    /// The keys an operator names in `/admin/usage`: `key` for every slot, where a key shown
+    /// hashed (`#` and 32 hex digits) names the key it stands for.
+    pub fn named(policy: &RoutePolicy, key: &str) -> RequestKeys {
+        let bases = policy
+            .slots
+            .iter()
+            .map(|slot| layout::base_of_named(&policy.key_prefix, policy.name(), &slot.tag, key))
+            .collect();
+        RequestKeys {
+            keys: vec![key.to_string(); policy.slots.len()],
+            bases,
+            route_key: Some(key.to_string()),
+        }
+    }
+
     fn from_keys(policy: &RoutePolicy, keys: Vec<String>, route_key: Option<String>) -> Self {
         let bases = keys
             .iter()

@@ -70,6 +70,16 @@ pub fn base(prefix: &str, route: &str, spec: &str, key: &str) -> String {
     base_of_material(prefix, route, spec, &material(key))
 }
 
+/// [`base`] of a key an operator names: a key as logs and `/admin/blocked` show it, so `#` and
+/// 32 hex digits is taken as already hashed (the form shown for a key too long to print).
+pub fn base_of_named(prefix: &str, route: &str, spec: &str, key: &str) -> String {
+    if is_hashed(key) {
+        base_of_material(prefix, route, spec, key)
+    } else {
+        base(prefix, route, spec, key)
+    }
+}
+
 /// Whether `text` is a key as stored when long: `#` and 32 hex digits.
 pub fn is_hashed(text: &str) -> bool {
     text.len() == 33 && text.starts_with('#') && text[1..].bytes().all(|b| b.is_ascii_hexdigit())

@@ -34,7 +34,8 @@ pub struct DecisionRequest<'a> {
     pub bases: &'a [String],
     /// Units this request spends; 0 only reads usage.
     pub cost: u64,
-    /// Decide as if, but charge nothing and start no block.
+    /// Decide as the request would be, but write nothing (no charge, no block); within one
+    /// `decide_many`, a dry run's later requests see the earlier ones' charges and blocks.
     pub dry_run: bool,
     /// Whether the caller may take the charge back (a [`Receipt`] comes with it).
     pub receipt: bool,

@@ -100,7 +100,7 @@ impl Validator<'_> {
             Some(p) => Some(*p.get_ref() as usize),
             None => None,
         };
-        let hash = t.hash.unwrap_or(false);
+        let hash = t.hash.as_ref().is_some_and(|h| *h.get_ref());
         if hash && context.keys.hash_secret.is_none() {
             let why = match &context.keys.hash_secret_env {
                 Some(env) => {
@@ -111,8 +111,9 @@ impl Validator<'_> {
                         .to_string()
                 }
             };
+            let span = t.hash.as_ref().map_or(t.part.span(), |h| h.span());
             return self.error(
-                t.part.span(),
+                span,
                 format!("{at}.hash: `hash = true` needs a secret: {why}"),
             );
         }

@@ -296,7 +296,15 @@ fn one_of(quoted: &[String]) -> String {
     }
 }
 
+/// A duration as an operator wrote it: whole days as days (humantime would print 366 days as
+/// "1year 18h", counting a year as 365.25 days), the rest in humantime's units.
 fn show(d: Duration) -> String {
+    const DAY: u64 = 86_400;
+    let secs = d.as_secs();
+    if secs >= DAY && secs % DAY == 0 && d.subsec_nanos() == 0 {
+        let days = secs / DAY;
+        return format!("{days}{}", if days == 1 { "day" } else { "days" });
+    }
     humantime::format_duration(d).to_string()
 }
 

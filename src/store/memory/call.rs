@@ -35,6 +35,20 @@ pub struct Slot {
     pub expires_at: u64,
 }
 
+impl Slot {
+    /// A copy of the key (a dry run decides on copies).
+    pub fn duplicate(&self) -> Slot {
+        let value = match &self.value {
+            Value::State(state) => Value::State(state.duplicate()),
+            Value::Marker(marker) => Value::Marker(marker.clone()),
+        };
+        Slot {
+            value,
+            expires_at: self.expires_at,
+        }
+    }
+}
+
 /// The keys one call works on, taken out of the keyspace (`None`: absent or expired).
 pub type Keys = HashMap<String, Option<Slot>>;
 
@@ -97,19 +111,18 @@ fn state_windows(set: &LimitSet) -> Vec<(u64, u64)> {
     out
 }
 
-/// One decision, as the loop body of `decide.lua`: `cost` 0 reads, a negative cost is a dry
-/// run. `keys_of` are the decision's keys in script order; `member` its first unit's member.
+/// One decision, as the loop body of `decide.lua`: `cost` 0 reads. `keys_of` are the
+/// decision's keys in script order; `member` its first unit's member.
 pub fn decide(
     keys: &mut Keys,
     set: &LimitSet,
     keys_of: &[String],
-    cost: i64,
+    cost: u64,
     member: &str,
     d: u64,
     now: u64,
 ) -> Vec<i64> {
     let commit = cost > 0;
-    let cost = cost.unsigned_abs();
     let windows = state_windows(set);
     for (q, spec) in set.states.iter().enumerate() {
         let state = state_mut(keys, &keys_of[q], || spec.algorithm.get().new_state());

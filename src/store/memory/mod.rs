@@ -188,21 +188,20 @@ impl MemoryStore {
         if set.limits.is_empty() {
             return Ok(Decision::unlimited());
         }
+        if request.dry_run {
+            let mut scratch = Keys::new();
+            return self.decide_dry(&mut scratch, request, now);
+        }
         let keys_of = set.keys(request.bases);
         let (mut guards, mut keys) = self.take(&keys_of, now);
         let absent = keys.values().filter(|s| s.is_none()).count();
-        let commits = request.cost > 0 && !request.dry_run;
+        let commits = request.cost > 0;
         if commits && !self.room_for(absent, &guards, now) {
             self.put_back(&mut guards, keys);
             return Err(StoreError::Full(self.inner.max_keys));
         }
         let member = self.member();
-        let cost = if request.dry_run {
-            -(request.cost as i64)
-        } else {
-            request.cost as i64
-        };
-        let reply = call::decide(&mut keys, set, &keys_of, cost, &member, 1, now);
+        let reply = call::decide(&mut keys, set, &keys_of, request.cost, &member, 1, now);
         self.put_back(&mut guards, keys);
         drop(guards);
         let mut decision = Decision::from_reply(set, &reply, now)?;
@@ -219,17 +218,51 @@ impl MemoryStore {
         Ok(decision)
     }
 
-    /// Decides requests in order, all at one instant, as one script call does.
+    /// Decides requests in order, all at one instant, as one script call does. A dry run's
+    /// decisions share one scratch copy of the keys they touch, so each sees the ones before it.
     pub fn decide_many(
         &self,
         requests: &[DecisionRequest<'_>],
         now_us: Option<u64>,
     ) -> Vec<Result<Decision, StoreError>> {
         let now = now_us.unwrap_or_else(local_now_us);
+        let mut scratch = Keys::new();
         requests
             .iter()
-            .map(|r| self.decide(*r, Some(now)))
+            .map(|r| match r.dry_run {
+                true => self.decide_dry(&mut scratch, *r, now),
+                false => self.decide(*r, Some(now)),
+            })
             .collect()
+    }
+
+    /// Decides a dry run's request on `scratch`, copies of the keys taken on first use: made
+    /// exactly as it would be, charging and blocking the copies only.
+    fn decide_dry(
+        &self,
+        scratch: &mut Keys,
+        request: DecisionRequest<'_>,
+        now: u64,
+    ) -> Result<Decision, StoreError> {
+        let set = request.limits;
+        if set.limits.is_empty() {
+            return Ok(Decision::unlimited());
+        }
+        let keys_of = set.keys(request.bases);
+        let missing: Vec<String> = keys_of
+            .iter()
+            .filter(|k| !scratch.contains_key(*k))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            let (mut guards, keys) = self.take(&missing, now);
+            for (key, slot) in &keys {
+                scratch.insert(key.clone(), slot.as_ref().map(call::Slot::duplicate));
+            }
+            self.put_back(&mut guards, keys);
+        }
+        let reply = call::decide(scratch, set, &keys_of, request.cost, "dry", 1, now);
+        Decision::from_reply(set, &reply, now)
     }
 
     /// Applies a settlement: refunds and resets of one decision's limits. Keys expire on the

@@ -155,6 +155,7 @@ impl Caller {
             keys.first()
                 .map_or(0, |k| ClusterRouting::hash_key(k.as_bytes()))
         };
+        let dry = batch.dry;
         let mut by_slot: HashMap<u16, Batch> = HashMap::new();
         for s in batch.settlements {
             by_slot
@@ -170,7 +171,8 @@ impl Caller {
                 .decisions
                 .push(d);
         }
-        let calls = by_slot.into_values().map(|group| async move {
+        let calls = by_slot.into_values().map(|mut group| async move {
+            group.dry = dry;
             let token = self.token();
             let result = deadline
                 .run(self.attempt(&Target::ByKey, &group, &token))

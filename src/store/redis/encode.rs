@@ -36,7 +36,8 @@ pub fn encode(batch: &Batch, token: &str, clock: ClockSource) -> (Vec<Key>, Vec<
         .collect();
     let mut args = Vec::with_capacity(8 + plans.len() * 12 + batch.decisions.len() * 2);
     args.push(now);
-    args.push(Value::from(token));
+    // an empty token is the script's mark of a dry run
+    args.push(Value::from(if batch.dry { "" } else { token }));
     args.push(Value::from(plans.len() as i64));
     for plan in &plans {
         encode_plan(plan, &mut args);
@@ -58,7 +59,7 @@ pub fn encode(batch: &Batch, token: &str, clock: ClockSource) -> (Vec<Key>, Vec<
     args.push(Value::from(batch.decisions.len() as i64));
     for (d, plan) in batch.decisions.iter().zip(decide_plans) {
         args.push(Value::from(plan));
-        args.push(Value::from(d.cost));
+        args.push(Value::from(d.cost as i64));
         keys.extend(d.keys.iter().cloned());
     }
     (keys, args)

@@ -13,7 +13,8 @@
 //! starts on it as soon as it finishes the first instead of idling for a round trip. Single
 //! decisions (the proxy path) go ahead of a batch's, so a request waits at most for the calls in
 //! flight, never for a whole batch. Settlements (refunds, resets) ride in the next call, ahead
-//! of its decisions, so a refund rarely costs a call of its own.
+//! of its decisions, so a refund rarely costs a call of its own. A dry run's decisions come
+//! already cut into calls of their own ([`dry_calls`]), never mixed with charging ones.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -45,8 +46,10 @@ pub struct Pending {
     pub limits: Arc<LimitSet>,
     /// Its keys: one per state, then the block markers when it blocks.
     pub keys: Vec<Key>,
-    /// Units to spend: 0 reads, negative is a dry run.
-    pub cost: i64,
+    /// Units to spend: 0 reads.
+    pub cost: u64,
+    /// Whether it belongs to a dry run (decided in a call that writes nothing).
+    pub dry: bool,
     /// Whether the answer carries the decision's member (to take its charge back).
     pub receipt: bool,
     /// An explicit instant (tests, replays), or `None` for the configured clock.
@@ -96,6 +99,8 @@ pub struct Batch {
     pub settlements: Vec<PendingSettlement>,
     /// Decisions, in arrival order.
     pub decisions: Vec<Pending>,
+    /// Whether the call is a dry run: its decisions are made, nothing is written.
+    pub dry: bool,
 }
 
 impl Batch {
@@ -129,6 +134,7 @@ enum Job {
     One(Pending),
     Many(Vec<Pending>),
     Settle(PendingSettlement),
+    Dry(Vec<Vec<Pending>>),
 }
 
 /// The queue of one node; its driver task runs until the store is dropped.
@@ -160,6 +166,11 @@ impl Lane {
         self.send(Job::Many(pendings));
     }
 
+    /// Queues a dry run's decisions, already cut into calls ([`dry_calls`]).
+    pub fn submit_dry(&self, calls: Vec<Vec<Pending>>) {
+        self.send(Job::Dry(calls));
+    }
+
     /// Queues a settlement for the next call.
     pub fn settle(&self, settlement: PendingSettlement) {
         self.send(Job::Settle(settlement));
@@ -172,6 +183,7 @@ impl Lane {
                 Job::One(p) => batch.decisions.push(p),
                 Job::Many(v) => batch.decisions = v,
                 Job::Settle(s) => batch.settlements.push(s),
+                Job::Dry(calls) => batch.decisions = calls.into_iter().flatten().collect(),
             }
             batch.fail(StoreError::Other("decision lane stopped".into()));
         }
@@ -213,12 +225,14 @@ async fn drive(caller: Arc<Caller>, target: Target, mut jobs: mpsc::UnboundedRec
 /// What waits for a call: single decisions (a request on the proxy path) go ahead of batches
 /// (`/v1/decisions`), so a request never waits behind the thousands of decisions of a batch
 /// queued before it, only for a call in flight; settlements go first of all. Each kind keeps its
-/// arrival order, and a batch's decisions stay in its order.
+/// arrival order, and a batch's decisions stay in its order. A dry run's calls go out whole,
+/// after everything that charges.
 #[derive(Default)]
 struct Queue {
     settlements: VecDeque<PendingSettlement>,
     single: VecDeque<Pending>,
     batches: VecDeque<Pending>,
+    dry: VecDeque<Vec<Pending>>,
 }
 
 impl Queue {
@@ -227,6 +241,7 @@ impl Queue {
             Job::One(p) => self.single.push_back(p),
             Job::Many(v) => self.batches.extend(v),
             Job::Settle(s) => self.settlements.push_back(s),
+            Job::Dry(calls) => self.dry.extend(calls),
         }
     }
 
@@ -244,6 +259,10 @@ impl Queue {
     }
 
     fn is_empty(&self) -> bool {
+        self.charging_is_empty() && self.dry.is_empty()
+    }
+
+    fn charging_is_empty(&self) -> bool {
         self.single.is_empty() && self.batches.is_empty() && self.settlements.is_empty()
     }
 
@@ -252,6 +271,14 @@ impl Queue {
     /// a timeout instead.
     fn next_call(&mut self) -> Batch {
         let mut batch = Batch::default();
+        if self.charging_is_empty() {
+            if let Some(mut decisions) = self.dry.pop_front() {
+                decisions.retain_mut(|p| !answer_if_late(p));
+                batch.decisions = decisions;
+                batch.dry = true;
+                return batch;
+            }
+        }
         while batch.settlements.len() < MAX_SETTLEMENTS_PER_CALL {
             let Some(s) = self.settlements.pop_front() else {
                 break;
@@ -271,9 +298,9 @@ impl Queue {
 /// Moves decisions from the front of `queue` into `batch` while they fit in it (by count, by
 /// units, and sharing one explicit instant).
 fn take_into(batch: &mut Vec<Pending>, queue: &mut VecDeque<Pending>) {
-    let mut units: u64 = batch.iter().map(|p| p.cost.unsigned_abs()).sum();
+    let mut units: u64 = batch.iter().map(|p| p.cost).sum();
     while let Some(p) = queue.front() {
-        let cost = p.cost.unsigned_abs();
+        let cost = p.cost;
         if batch.len() == MAX_PER_CALL
             || (!batch.is_empty() && units + cost > MAX_UNITS_PER_CALL)
             || batch
@@ -283,14 +310,58 @@ fn take_into(batch: &mut Vec<Pending>, queue: &mut VecDeque<Pending>) {
             break;
         }
         units += cost;
-        let p = queue.pop_front().expect("front exists");
-        if p.deadline.passed() {
-            let error = p.deadline.timeout();
-            let _ = p.reply.send(Err(error));
-            continue;
+        let mut p = queue.pop_front().expect("front exists");
+        if !answer_if_late(&mut p) {
+            batch.push(p);
         }
-        batch.push(p);
     }
+}
+
+/// Answers a decision whose deadline passed with a timeout (its sender is then spent); tells
+/// whether it did.
+fn answer_if_late(p: &mut Pending) -> bool {
+    if !p.deadline.passed() {
+        return false;
+    }
+    let (spent, _) = oneshot::channel();
+    let reply = std::mem::replace(&mut p.reply, spent);
+    let _ = reply.send(Err(p.deadline.timeout()));
+    true
+}
+
+/// A dry run's decisions cut into calls: every decision of one key (the same keys) in the same
+/// call, so a key met again sees the charges of its earlier decisions as in the real run; a call
+/// takes whole keys up to [`MAX_PER_CALL`] decisions and [`MAX_UNITS_PER_CALL`] units (one key's
+/// decisions are never cut, whatever their number). Each decision keeps its own reply, so the
+/// order between keys does not matter.
+pub fn dry_calls(pendings: Vec<Pending>) -> Vec<Vec<Pending>> {
+    let mut groups: Vec<Vec<Pending>> = Vec::new();
+    let mut index: std::collections::HashMap<Vec<Key>, usize> = std::collections::HashMap::new();
+    for p in pendings {
+        match index.get(&p.keys) {
+            Some(&g) => groups[g].push(p),
+            None => {
+                index.insert(p.keys.clone(), groups.len());
+                groups.push(vec![p]);
+            }
+        }
+    }
+    let mut calls: Vec<Vec<Pending>> = Vec::new();
+    let mut units = 0;
+    for group in groups {
+        let group_units: u64 = group.iter().map(|p| p.cost).sum();
+        let fits = calls.last().is_some_and(|call| {
+            call.len() + group.len() <= MAX_PER_CALL && units + group_units <= MAX_UNITS_PER_CALL
+        });
+        if fits {
+            calls.last_mut().expect("checked").extend(group);
+            units += group_units;
+        } else {
+            calls.push(group);
+            units = group_units;
+        }
+    }
+    calls
 }
 
 #[cfg(test)]
@@ -304,6 +375,7 @@ mod tests {
             limits: Arc::new(LimitSet::new(None, Vec::new(), Vec::new(), 1)),
             keys: Vec::new(),
             cost: 1,
+            dry: false,
             receipt: false,
             fixed_now: None,
             deadline: Deadline::after(Duration::from_secs(60)),

@@ -185,7 +185,12 @@ impl RedisStore {
         }
         let (pending, receiver) =
             self.pending(request, now_us, Deadline::after(self.inner.timeout));
-        self.lane_for(&pending.keys).submit(pending);
+        let lane = self.lane_for(&pending.keys);
+        if pending.dry {
+            lane.submit_dry(vec![vec![pending]]);
+        } else {
+            lane.submit(pending);
+        }
         Answer::Redis(RedisAnswer::Single(Single {
             limits: request.limits.clone(),
             receiver,
@@ -224,7 +229,11 @@ impl RedisStore {
             })));
         }
         for (lane, group) in by_lane {
-            lane.submit_many(group);
+            if group.first().is_some_and(|p| p.dry) {
+                lane.submit_dry(lane::dry_calls(group));
+            } else {
+                lane.submit_many(group);
+            }
         }
         let mut out = Vec::with_capacity(requests.len());
         for answer in answers {
@@ -293,15 +302,11 @@ impl RedisStore {
             .into_iter()
             .map(Key::from)
             .collect();
-        let cost = if request.dry_run {
-            -(request.cost as i64)
-        } else {
-            request.cost as i64
-        };
         let pending = Pending {
             limits: request.limits.clone(),
             keys,
-            cost,
+            cost: request.cost,
+            dry: request.dry_run,
             receipt: request.receipt && request.cost > 0 && !request.dry_run,
             fixed_now: now_us,
             deadline,
