@@ -1,17 +1,20 @@
 //! Config validation, fixture by fixture: every file under `tests/fixtures/config/` that is
 //! refused has a test pinning the exact `FILE:LINE:COLUMN: message` an operator sees (in the
-//! style of envoyproxy/ratelimit's `test/config` fixtures). The positive tests check the shipped
-//! `config.toml`, defaults, warnings and the `SLIDEGATE_REDIS_URL` override, and the last tests
-//! run `slidegate check` itself.
+//! style of envoyproxy/ratelimit's `test/config` fixtures), the location being the offending
+//! value's and the message naming its key path. The positive tests check the shipped
+//! `config.toml`, defaults, the bounds of SPEC section 2 at their edges (a sliding_log limit of
+//! 10,000, a counter's limit * window just below 2^53 µs, windows of 1 ms and 366 days, a block
+//! of 1 s), warnings and the `SLIDEGATE_REDIS_URL` override, and the last tests run
+//! `slidegate check` itself.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use slidegate::config::KeyPart;
+use slidegate::algorithm::AlgorithmId;
 use slidegate::config::{
-    Algorithm, Backend, ClockSource, Config, ExceedMode, OnError, OnMissingKey, CONFIG_ENV,
-    REDIS_URL_ENV,
+    Backend, BlockPolicy, ClientIpHeader, ClockSource, Config, ExceedMode, KeyPart, KeySpec,
+    OnError, OnMissingKey, PathCase, Purpose, UnknownPlan, CONFIG_ENV, REDIS_URL_ENV,
 };
 
 /// Where the fixtures live, relative to the crate root.
@@ -62,7 +65,7 @@ fn load_ok(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Config {
 fn unknown_key_top_level() {
     assert_eq!(
         load_err("unknown_key_top_level.toml"),
-        "unknown_key_top_level.toml:2:2: unknown field `sever`, expected one of `server`, `admin`, `store`, `upstreams`, `routes`, `jwt`, `segments`, `plans`"
+        "unknown_key_top_level.toml:2:2: unknown field `sever`, expected one of `server`, `admin`, `store`, `upstreams`, `routes`, `jwt`, `keys`, `segments`, `plans`"
     );
 }
 
@@ -70,7 +73,7 @@ fn unknown_key_top_level() {
 fn unknown_key_server() {
     assert_eq!(
         load_err("unknown_key_server.toml"),
-        "unknown_key_server.toml:4:1: unknown field `port`, expected one of `listen`, `trusted_proxies`, `shutdown_grace`, `ipv6_prefix`, `header_read_timeout`, `max_connections`, `max_header_bytes`, `max_headers`"
+        "unknown_key_server.toml:4:1: server: unknown field `port`, expected one of `listen`, `trusted_proxies`, `client_ip_header`, `shutdown_grace`, `ipv6_prefix`, `header_read_timeout`, `idle_timeout`, `max_connections`, `max_header_bytes`, `max_headers`, `path_case`"
     );
 }
 
@@ -78,7 +81,7 @@ fn unknown_key_server() {
 fn unknown_key_route() {
     assert_eq!(
         load_err("unknown_key_route.toml"),
-        "unknown_key_route.toml:8:1: unknown field `method`, expected one of `name`, `path`, `methods`, `upstream`, `key`, `on_missing_key`, `on_exceed`, `max_delay`, `max_waiting`, `block_for`, `on_error`, `headers`, `exempt`, `access_log`, `access_log_sample`, `limits`"
+        "unknown_key_route.toml:8:1: routes[0]: unknown field `method`, expected one of `name`, `path`, `methods`, `upstream`, `key`, `on_missing_key`, `max_key_body_bytes`, `on_exceed`, `max_delay`, `max_waiting`, `block_for`, `block_growth`, `block_max`, `block_forget`, `on_error`, `headers`, `exempt`, `access_log`, `access_log_sample`, `limits`"
     );
 }
 
@@ -86,7 +89,7 @@ fn unknown_key_route() {
 fn unknown_key_limit() {
     assert_eq!(
         load_err("unknown_key_limit.toml"),
-        "unknown_key_limit.toml:14:3: unknown field `burst`, expected one of `name`, `limit`, `window`, `algorithm`, `segments`, `plans`"
+        "unknown_key_limit.toml:14:3: routes[0].limits[0]: unknown field `cost`, expected one of `name`, `limit`, `window`, `algorithm`, `burst`, `key`, `count_status`, `reset_status`, `segments`, `plans`"
     );
 }
 
@@ -104,7 +107,7 @@ fn toml_syntax_error() {
 fn wrong_type_limit() {
     assert_eq!(
         load_err("wrong_type_limit.toml"),
-        "wrong_type_limit.toml:12:11: invalid type: string \"five\", expected an integer"
+        "wrong_type_limit.toml:12:11: routes[0].limits[0].limit: invalid type: string \"5\", expected an integer"
     );
 }
 
@@ -112,7 +115,7 @@ fn wrong_type_limit() {
 fn missing_route_upstream() {
     assert_eq!(
         load_err("missing_route_upstream.toml"),
-        "missing_route_upstream.toml:5:1: missing field `upstream`"
+        "missing_route_upstream.toml:5:1: routes[0]: missing field `upstream`"
     );
 }
 
@@ -154,7 +157,7 @@ fn negative_limit() {
 fn zero_window() {
     assert_eq!(
         load_err("zero_window.toml"),
-        "zero_window.toml:13:12: routes[0].limits[0].window: must be between 1ms and 366d"
+        "zero_window.toml:13:12: routes[0].limits[0].window: must be between 1ms and 366days, got 0s"
     );
 }
 
@@ -170,7 +173,66 @@ fn duplicate_limit_name() {
 fn unknown_algorithm() {
     assert_eq!(
         load_err("unknown_algorithm.toml"),
-        "unknown_algorithm.toml:14:15: routes[0].limits[0].algorithm: unknown algorithm `token_bucket`, expected \"sliding_log\" or \"sliding_window_counter\""
+        "unknown_algorithm.toml:14:15: routes[0].limits[0].algorithm: unknown algorithm `token_bucket`, expected \"sliding_log\", \"sliding_window_counter\" or \"gcra\""
+    );
+}
+
+#[test]
+fn sliding_log_over_10000() {
+    assert_eq!(
+        load_err("sliding_log_over_10000.toml"),
+        "sliding_log_over_10000.toml:12:11: routes[0].limits[0].limit: a sliding_log limit holds at most 10000 (it stores one entry per counted unit); for more, use algorithm = \"sliding_window_counter\" or \"gcra\""
+    );
+}
+
+#[test]
+fn counter_limit_times_window_2_53() {
+    assert_eq!(
+        load_err("counter_limit_times_window_2_53.toml"),
+        "counter_limit_times_window_2_53.toml:13:11: routes[0].limits[0].limit: limit * window must stay below 2^53 microseconds for the counter's arithmetic to be exact (here 9007199255 * 1000000 µs); lower the limit or the window"
+    );
+}
+
+/// `text` (a fixture's, edited) loaded as if it were the fixture `name`.
+fn load_text(name: &str, text: &str) -> Result<Config, slidegate::config::ConfigError> {
+    Config::from_toml(&fixture(name), text, &no_env, Purpose::Gateway)
+}
+
+/// The bounds are inclusive where SPEC says so and the refusals above are exactly at them:
+/// 10,000 for a sliding_log limit, limit * window just below 2^53 µs for a counter, windows of
+/// 1 ms and 366 days.
+#[test]
+fn limits_and_windows_at_their_bounds_load() {
+    let log = std::fs::read_to_string(fixture("sliding_log_over_10000.toml")).unwrap();
+    let at_most = log.replace("limit = 10001", "limit = 10000");
+    assert_ne!(at_most, log);
+    let config = load_text("sliding_log_over_10000.toml", &at_most).unwrap();
+    assert_eq!(config.routes[0].limits[0].limit, 10_000);
+
+    let counter = std::fs::read_to_string(fixture("counter_limit_times_window_2_53.toml")).unwrap();
+    let below = counter.replace("limit = 9007199255", "limit = 9007199254");
+    assert_ne!(below, counter);
+    let config = load_text("counter_limit_times_window_2_53.toml", &below).unwrap();
+    assert_eq!(config.routes[0].limits[0].limit, 9_007_199_254);
+
+    let window = std::fs::read_to_string(fixture("zero_window.toml")).unwrap();
+    for (written, length) in [
+        ("1ms", Duration::from_millis(1)),
+        ("366d", Duration::from_secs(366 * 24 * 3600)),
+    ] {
+        let text = window.replace("window = \"0s\"", &format!("window = \"{written}\""));
+        assert_ne!(text, window);
+        let config = load_text("zero_window.toml", &text)
+            .unwrap_or_else(|e| panic!("a window of {written} loads: {e}"));
+        assert_eq!(config.routes[0].limits[0].window, length);
+    }
+    let too_long = window.replace("window = \"0s\"", "window = \"367d\"");
+    let err = load_text("zero_window.toml", &too_long).unwrap_err();
+    assert!(
+        err.to_string().ends_with(
+            ":13:12: routes[0].limits[0].window: must be between 1ms and 366days, got 367days"
+        ),
+        "{err}"
     );
 }
 
@@ -185,8 +247,8 @@ fn one_route_may_mix_the_algorithms_and_a_limit_without_one_is_a_sliding_log() {
     assert_eq!(
         algorithms,
         [
-            ("per-day", Algorithm::SlidingWindowCounter),
-            ("per-second", Algorithm::SlidingLog)
+            ("per-day", AlgorithmId::SLIDING_WINDOW_COUNTER),
+            ("per-second", AlgorithmId::SLIDING_LOG)
         ]
     );
 }
@@ -245,7 +307,7 @@ fn bad_method() {
 fn bad_key_part() {
     assert_eq!(
         load_err("bad_key_part.toml"),
-        "bad_key_part.toml:9:14: routes[0].key: unknown key part `cookie:x`, expected \"ip\", \"header:NAME\", \"query:NAME\", \"jwt:CLAIM\", \"route\", \"method\" or \"path\""
+        "bad_key_part.toml:9:14: routes[0].key: unknown key part `cookie:x`, expected \"ip\", \"header:NAME\", \"query:NAME\", \"jwt:CLAIM\", \"route\", \"method\", \"path\", \"json:PATH\" or \"form:NAME\""
     );
 }
 
@@ -254,6 +316,31 @@ fn empty_key() {
     assert_eq!(
         load_err("empty_key.toml"),
         "empty_key.toml:9:7: routes[0].key: needs at least one part (for one shared limit, use [\"route\"])"
+    );
+}
+
+#[test]
+fn unknown_normalize() {
+    assert_eq!(
+        load_err("unknown_normalize.toml"),
+        "unknown_normalize.toml:9:43: routes[0].key[0].normalize: unknown normalization `digits`, expected \"phone\", \"email\" or \"lower\""
+    );
+}
+
+#[test]
+fn zero_prefix() {
+    assert_eq!(
+        load_err("zero_prefix.toml"),
+        "zero_prefix.toml:13:78: routes[0].limits[0].key[0].prefix: must be between 1 and 1024 characters, got 0"
+    );
+}
+
+/// The error names `hash` and points at its value (`true`, line 9 column 74).
+#[test]
+fn hash_without_secret() {
+    assert_eq!(
+        load_err("hash_without_secret.toml"),
+        "hash_without_secret.toml:9:74: routes[0].key[0].hash: `hash = true` needs a secret: set [keys] hash_secret_env to the environment variable holding the HMAC secret"
     );
 }
 
@@ -282,10 +369,46 @@ fn block_without_block_for() {
 }
 
 #[test]
+fn block_for_1ns() {
+    assert_eq!(
+        load_err("block_for_1ns.toml"),
+        "block_for_1ns.toml:10:13: routes[0].block_for: must be between 1s and 366days, got 1ns"
+    );
+}
+
+#[test]
+fn block_for_500ms() {
+    assert_eq!(
+        load_err("block_for_500ms.toml"),
+        "block_for_500ms.toml:10:13: routes[0].block_for: must be between 1s and 366days, got 500ms"
+    );
+}
+
+#[test]
+fn a_block_of_one_second_loads() {
+    let text = std::fs::read_to_string(fixture("block_for_1ns.toml")).unwrap();
+    let second = text.replace("block_for = \"1ns\"", "block_for = \"1s\"");
+    assert_ne!(second, text);
+    let config = load_text("block_for_1ns.toml", &second).unwrap();
+    let ExceedMode::Block(policy) = &config.routes[0].on_exceed else {
+        panic!("{:?}", config.routes[0].on_exceed)
+    };
+    assert_eq!(policy.block_for, Duration::from_secs(1));
+}
+
+#[test]
+fn count_status_on_delay() {
+    assert_eq!(
+        load_err("count_status_on_delay.toml"),
+        "count_status_on_delay.toml:16:18: routes[0].limits[0].count_status: cannot be used on a \"delay\" route (a delayed request would hold its reservation while it waits; use \"reject\" or \"block\")"
+    );
+}
+
+#[test]
 fn zero_max_waiting() {
     assert_eq!(
         load_err("zero_max_waiting.toml"),
-        "zero_max_waiting.toml:10:15: routes[0].max_waiting: must be at least 1"
+        "zero_max_waiting.toml:10:15: routes[0].max_waiting: must be between 1 and 1000000, got 0"
     );
 }
 
@@ -373,9 +496,12 @@ fn shipped_config_loads() {
     assert!(config.warnings.is_empty(), "{:?}", config.warnings);
     assert_eq!(
         config.route("otp-send").unwrap().on_exceed,
-        ExceedMode::Block {
-            block_for: Duration::from_secs(15 * 60)
-        }
+        ExceedMode::Block(BlockPolicy {
+            block_for: Duration::from_secs(15 * 60),
+            growth: 1.0,
+            max: Duration::from_secs(15 * 60 * 64),
+            forget: Duration::from_secs(24 * 3600),
+        })
     );
     assert_eq!(
         config.route("payments").unwrap().on_exceed,
@@ -514,10 +640,19 @@ fn defaults_when_server_admin_store_are_absent() {
     assert_eq!(config.server.ipv6_prefix, 64);
     assert_eq!(config.server.header_read_timeout, Duration::from_secs(10));
     assert_eq!(config.server.max_connections, 10_000);
+    assert_eq!(
+        config.server.client_ip_header,
+        ClientIpHeader::XForwardedFor
+    );
+    assert_eq!(config.server.idle_timeout, Duration::from_secs(60));
+    assert_eq!(config.server.path_case, PathCase::Insensitive);
+    assert_eq!(config.store.max_keys, 1_000_000);
+    assert!(config.keys.hash_secret.is_none());
+    assert_eq!(config.unknown_plan, UnknownPlan::Default);
 
     let route = &config.routes[0];
     assert_eq!(route.methods, None);
-    assert_eq!(route.key, [KeyPart::Ip]);
+    assert_eq!(route.key, KeySpec::of([KeyPart::Ip]));
     assert_eq!(route.on_missing_key, OnMissingKey::Reject);
     assert_eq!(route.on_exceed, ExceedMode::Reject);
     assert_eq!(route.on_error, None);
@@ -525,7 +660,19 @@ fn defaults_when_server_admin_store_are_absent() {
     assert!(route.exempt.is_empty());
     assert!(route.access_log);
     assert!(route.headers);
-    assert_eq!(route.limits[0].algorithm, Algorithm::SlidingLog);
+    assert_eq!(route.max_key_body_bytes, 65_536);
+    let limit = &route.limits[0];
+    assert_eq!(limit.algorithm, AlgorithmId::SLIDING_LOG);
+    assert_eq!(
+        (
+            &limit.key,
+            &limit.burst,
+            &limit.count_status,
+            &limit.reset_status
+        ),
+        (&None, &None, &None, &None),
+        "a limit counts the route's key, every answer, with no burst of its own"
+    );
     assert!(config.warnings.is_empty());
 }
 
@@ -596,7 +743,7 @@ fn check_refuses_a_toml_error_with_its_location_on_stderr() {
     assert_eq!(out.status.code(), Some(1), "stderr: {}", text(&out.stderr));
     assert!(
         text(&out.stderr).starts_with(
-            "tests/fixtures/config/unknown_key_limit.toml:14:3: unknown field `burst`"
+            "tests/fixtures/config/unknown_key_limit.toml:14:3: routes[0].limits[0]: unknown field `cost`"
         ),
         "stderr: {}",
         text(&out.stderr)
@@ -717,27 +864,29 @@ fn check_reads_the_config_env_var_without_a_flag() {
 }
 
 /// A container started without its config mounted: the gateway (and `check`) exit 1 at once,
-/// naming the missing file and how to name one.
+/// saying the file does not exist and how to name one.
 #[test]
 fn a_missing_config_file_is_named_with_how_to_give_one() {
     let missing = "tests/fixtures/config/does-not-exist.toml";
-    let hint = "slidegate: no config file: name one with --config FILE or SLIDEGATE_CONFIG=FILE \
+    let hint = "slidegate: name a config file with --config FILE or SLIDEGATE_CONFIG=FILE \
                 (default ./config.toml; config.toml in the repository is a working example)\n";
+    let named =
+        |file: &str| format!("{file}: no such file: the config file does not exist\n{hint}");
     for args in [&[][..], &["check"][..]] {
         let out = slidegate(args, &[(CONFIG_ENV, missing)]);
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: stderr: {stderr}");
-        assert!(
-            stderr.starts_with(&format!("{missing}: cannot read the file: ")),
-            "{args:?}: stderr: {stderr}"
-        );
-        assert!(stderr.ends_with(hint), "{args:?}: stderr: {stderr}");
+        assert_eq!(stderr, named(missing), "{args:?}");
     }
+    let out = slidegate(&["check", "--config", "/nonexistent"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(text(&out.stderr), named("/nonexistent"));
+    assert_eq!(text(&out.stdout), "");
     // A file that exists but cannot be read as one gets no such hint.
     let out = slidegate(&["check", "--config", "tests/fixtures"], &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        !text(&out.stderr).contains("no config file"),
+        !text(&out.stderr).contains("name a config file"),
         "stderr: {}",
         text(&out.stderr)
     );

@@ -1,5 +1,7 @@
-//! The traffic path: rate-limit headers and 429 bodies, client IP and spoofing, routing, key
-//! errors, and the proxy itself (streaming, hop-by-hop headers, X-Forwarded-*, 502, 504).
+//! The traffic path: rate-limit headers and 429 bodies (and `headers = false`, which removes
+//! them from every response but keeps `Retry-After`), client IP and spoofing, routing, key
+//! errors (400 counted as `bad_request`, the client IP fallback no client value can equal), and
+//! the proxy itself (streaming, hop-by-hop headers, X-Forwarded-*, 502, 504).
 
 mod support;
 
@@ -91,20 +93,67 @@ key = ["ip"]
     );
 }
 
+/// The rate-limit headers a route can turn off (SPEC section 9, "Quiet headers").
+const RATE_LIMIT_HEADERS: [&str; 5] = [
+    "ratelimit-policy",
+    "ratelimit",
+    "x-ratelimit-limit",
+    "x-ratelimit-remaining",
+    "x-ratelimit-reset",
+];
+
+/// `headers = false` tells a client nothing of the quota: no rate-limit header on allowed
+/// responses nor on 429s, which keep `Retry-After` and their problem body.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn headers_false_leaves_allowed_responses_alone() {
+async fn headers_false_removes_the_rate_limit_headers_from_every_response() {
     let up = upstream::start().await;
-    let routes = "[[routes]]\nname = \"quiet\"\npath = \"/*\"\nupstream = \"up\"\nheaders = false\n  [[routes.limits]]\n  name = \"m\"\n  limit = 1\n  window = \"1m\"\n";
-    let gw = gateway::start(&config(MEMORY, &up.url(), routes)).await;
+    let route = |name: &str, path: &str, headers: &str| {
+        format!("[[routes]]\nname = \"{name}\"\npath = \"{path}\"\nupstream = \"up\"\n{headers}\n  [[routes.limits]]\n  name = \"m\"\n  limit = 1\n  window = \"1m\"\n")
+    };
+    let routes = route("quiet", "/quiet", "headers = false") + &route("loud", "/loud", "");
+    let gw = gateway::start(&config(MEMORY, &up.url(), &routes)).await;
     let client = HttpClient::default();
-    let ok = client.get(&gw.url("/x"), &[]).await;
+    let shown = |r: &support::http::Reply| -> Vec<&str> {
+        RATE_LIMIT_HEADERS
+            .into_iter()
+            .filter(|h| r.header(h).is_some())
+            .collect()
+    };
+    let ok = client.get(&gw.url("/quiet"), &[]).await;
     assert_eq!(ok.status, 200);
-    assert!(ok.header("ratelimit").is_none() && ok.header("x-ratelimit-limit").is_none());
-    let rejected = client.get(&gw.url("/x"), &[]).await;
+    assert_eq!(shown(&ok), Vec::<&str>::new(), "{:?}", ok.headers);
+    let rejected = client.get(&gw.url("/quiet"), &[]).await;
     assert_eq!(rejected.status, 429);
-    assert!(
-        rejected.header("ratelimit").is_some(),
-        "a 429 always explains itself"
+    assert_eq!(
+        shown(&rejected),
+        Vec::<&str>::new(),
+        "no quota on a quiet route's 429 either: {:?}",
+        rejected.headers
+    );
+    let retry_after: u64 = rejected.header("retry-after").unwrap().parse().unwrap();
+    assert!((59..=60).contains(&retry_after), "{retry_after}");
+    let body = rejected.json();
+    assert_eq!(body["error"], "rate_limited");
+    assert_eq!(
+        body["retry_after_ms"].as_u64().unwrap().div_ceil(1000),
+        retry_after
+    );
+    // Deny-cached 429s are as quiet.
+    let again = client.get(&gw.url("/quiet"), &[]).await;
+    assert_eq!(again.status, 429);
+    assert_eq!(shown(&again), Vec::<&str>::new(), "{:?}", again.headers);
+    assert!(again.header("retry-after").is_some());
+
+    // The same route with the default (`headers = true`) shows them all, both ways.
+    let ok = client.get(&gw.url("/loud"), &[]).await;
+    assert_eq!(shown(&ok), RATE_LIMIT_HEADERS, "{:?}", ok.headers);
+    let rejected = client.get(&gw.url("/loud"), &[]).await;
+    assert_eq!(rejected.status, 429);
+    assert_eq!(
+        shown(&rejected),
+        RATE_LIMIT_HEADERS,
+        "{:?}",
+        rejected.headers
     );
 }
 
@@ -299,6 +348,28 @@ on_missing_key = "ip"
         "both fell back to 127.0.0.1|GET"
     );
     assert_eq!(client.status(&gw.url("/lenient?user=ann"), &[]).await, 200);
+    // The fallback is marked: no value a client sends is the fallback's key.
+    for spoof in ["127.0.0.1", "%25ip%3A127.0.0.1"] {
+        assert_eq!(
+            client
+                .status(&gw.url(&format!("/lenient?user={spoof}")), &[])
+                .await,
+            200,
+            "user={spoof} is not the client IP's fallback key"
+        );
+    }
+    // A route's 400 for a missing key counts, so bots sending junk show on the dashboard.
+    let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
+    let count = |route: &str, decision: &str| {
+        support::observe::metric(
+            &metrics,
+            "slidegate_requests_total",
+            &[("route", route), ("decision", decision)],
+        )
+    };
+    assert_eq!(count("strict", "bad_request"), 1.0, "{metrics}");
+    assert_eq!(count("strict", "allowed"), 2.0, "{metrics}");
+    assert_eq!(count("lenient", "bad_request"), 0.0, "{metrics}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

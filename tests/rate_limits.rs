@@ -1,13 +1,17 @@
-//! Rate limiting end to end: real redis-server, real upstream, real gateways, real HTTP.
+//! Rate limiting end to end: real redis-server, real upstream, real gateways, real HTTP. Where a
+//! test reads Redis itself it reads the documented layout (`src/store/layout.rs`): one sorted set
+//! `<prefix>:{<route>|<key>}#log` for a route's `sliding_log` limits that count the same key (a
+//! limit with a key of its own has its own, `{<route>~<hex>|<key>}`), one hash `...#swc` for its
+//! counters.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
-use support::gateway::{self, config, redis_store, Gateway};
+use support::gateway::{self, config, redis_store, Gateway, TOKEN};
 use support::http::HttpClient;
 use support::redis::{RedisServer, Resp};
-use support::{unique_prefix, upstream};
+use support::{observe, unique_prefix, upstream};
 
 fn route(name: &str, key: &str, extra: &str, limits: &[(&str, u64, &str)]) -> String {
     let mut out = format!(
@@ -96,22 +100,28 @@ async fn retry_after_is_exact() {
     );
 }
 
+/// A request is charged to every limit of its route or to none. `r1`'s limits count two keys
+/// (the route's `ip`, and `big`'s own `method`), so they live in two sorted sets: the requests
+/// `small` refuses must leave `big`'s set alone. `r2`'s two limits count the same key, so they
+/// share ONE sorted set, which records each allowed request once whatever the number of limits
+/// and the refused ones not at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_rejected_by_one_limit_charges_none_of_the_others() {
     let redis = RedisServer::start();
     let up = upstream::start().await;
     let prefix = unique_prefix("atomic");
-    let routes = route("r1", "\"ip\"", "", &[("small", 2, "1m"), ("big", 5, "1h")])
-        + "\n"
-        + &route(
-            "r2",
-            "\"ip\"",
-            "",
-            &[("roomy", 10, "1m"), ("tight", 3, "1h")],
-        )
-        .replace("path = \"/*\"", "path = \"/two/*\"");
+    let r1 = route("r1", "\"ip\"", "", &[("small", 2, "1m"), ("big", 5, "1h")]).replace(
+        "  name = \"big\"\n",
+        "  name = \"big\"\n  key = [\"method\"]\n",
+    );
     // r2 must match before the catch-all r1.
-    let (r1, r2) = routes.split_at(routes.find("[[routes]]\nname = \"r2\"").unwrap());
+    let r2 = route(
+        "r2",
+        "\"ip\"",
+        "",
+        &[("roomy", 10, "1m"), ("tight", 3, "1h")],
+    )
+    .replace("path = \"/*\"", "path = \"/two/*\"");
     let gw = on_redis(&redis, &prefix, &up.url(), &format!("{r2}\n{r1}")).await;
     let client = HttpClient::default();
     let mut statuses = Vec::new();
@@ -119,25 +129,63 @@ async fn a_request_rejected_by_one_limit_charges_none_of_the_others() {
         statuses.push(client.get(&gw.url("/one"), &[]).await.status.as_u16());
     }
     assert_eq!(statuses, [200, 200, 429, 429, 429, 429]);
-    let zcard = |limit: &str, route: &str| {
-        redis
-            .cmd(&["ZCARD", &format!("{prefix}:{{{route}|127.0.0.1}}:{limit}")])
-            .int()
-    };
-    assert_eq!(zcard("small", "r1"), 2);
+    let zcard = |key: &str| redis.cmd(&["ZCARD", key]).int();
+    let r1_sets = observe::keys(&redis, &prefix);
+    let route_set = format!("{prefix}:{{r1|127.0.0.1}}#log");
+    let big_set = r1_sets
+        .iter()
+        .find(|k| k.starts_with(&format!("{prefix}:{{r1~")) && k.ends_with("|GET}#log"))
+        .unwrap_or_else(|| panic!("no sorted set for `big`'s own key: {r1_sets:?}"));
+    assert_eq!(zcard(&route_set), 2, "{r1_sets:?}");
     assert_eq!(
-        zcard("big", "r1"),
+        zcard(big_set),
         2,
-        "rejections must not charge the other limit"
+        "rejections by `small` must not charge `big`"
     );
+    let usage = client
+        .get(
+            &gw.admin("/admin/usage?route=r1&limit=big&key=GET"),
+            &[("authorization", &format!("Bearer {TOKEN}"))],
+        )
+        .await
+        .json();
+    assert_eq!(usage["limits"][0]["name"], "big", "{usage}");
+    assert_eq!(usage["limits"][0]["used"], 2, "{usage}");
 
     for _ in 0..5 {
         client.get(&gw.url("/two/x"), &[]).await;
     }
-    assert_eq!(zcard("tight", "r2"), 3);
+    let r2_set = format!("{prefix}:{{r2|127.0.0.1}}#log");
+    let r2_keys: Vec<String> = observe::keys(&redis, &prefix)
+        .into_iter()
+        .filter(|k| k.starts_with(&format!("{prefix}:{{r2")))
+        .collect();
     assert_eq!(
-        zcard("roomy", "r2"),
+        r2_keys,
+        std::slice::from_ref(&r2_set),
+        "both limits of r2 count the same key: one sorted set"
+    );
+    assert_eq!(
+        zcard(&r2_set),
         3,
+        "each allowed request recorded once, the 2 refused by `tight` not at all"
+    );
+    let usage = client
+        .get(
+            &gw.admin("/admin/usage?route=r2&key=127.0.0.1"),
+            &[("authorization", &format!("Bearer {TOKEN}"))],
+        )
+        .await
+        .json();
+    let used: Vec<(&str, u64)> = usage["limits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l["name"].as_str().unwrap(), l["used"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        used,
+        [("roomy", 3), ("tight", 3)],
         "rejections by `tight` must not charge `roomy`"
     );
 }
@@ -151,7 +199,7 @@ async fn script_flush_during_traffic_causes_no_5xx() {
         "busy",
         "\"route\"",
         "on_error = \"deny\"",
-        &[("huge", 1_000_000, "1m")],
+        &[("roomy", 10_000, "1m")],
     );
     let gw = on_redis(&redis, &unique_prefix("flush"), &up.url(), &routes).await;
     let client = HttpClient::default();
@@ -193,6 +241,7 @@ async fn block_mode_rejects_the_key_for_block_for() {
     let started = Instant::now();
     assert_eq!(first_block.header("retry-after"), Some("2"));
     assert!(first_block.json()["retry_after_ms"].as_u64().unwrap() > 1500);
+    assert_eq!(first_block.json()["block_level"], 1, "{}", first_block.body);
     // The window (1s) has room again long before the block (2s) lapses: still rejected.
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let during = client.get(&gw.url("/otp"), &[]).await;
@@ -219,6 +268,107 @@ async fn block_mode_rejects_the_key_for_block_for() {
     );
     assert!(
         metrics.contains("slidegate_limit_exceeded_total{limit=\"per-second\",mode=\"enforced\",route=\"otp\"} 4"),
+        "{metrics}"
+    );
+}
+
+/// Waits until `ms` milliseconds (plus a margin) after `from`: a retry at the time a 429 named.
+async fn wait_after(from: Instant, ms: u64) {
+    tokio::time::sleep_until((from + Duration::from_millis(ms + 60)).into()).await;
+}
+
+/// `Retry-After` on a blocking route is the remaining block time, or the window's wait if later
+/// (SPEC section 5): when the window keeps the key out longer than `block_for`, `Retry-After`
+/// says so, the key stays refused past `block_for`, and a client that waits it is let in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_after_of_a_block_is_the_window_wait_when_that_is_later() {
+    let redis = RedisServer::start();
+    let up = upstream::start().await;
+    let routes = route(
+        "slow",
+        "\"ip\"",
+        "on_exceed = \"block\"\nblock_for = \"1s\"",
+        &[("per-3s", 1, "3s")],
+    );
+    let gw = on_redis(&redis, &unique_prefix("longwait"), &up.url(), &routes).await;
+    let client = HttpClient::default();
+    assert_eq!(client.get(&gw.url("/x"), &[]).await.status, 200);
+    let refused = client.get(&gw.url("/x"), &[]).await;
+    let received = Instant::now();
+    assert_eq!(refused.status, 429);
+    assert_eq!(
+        refused.header("retry-after"),
+        Some("3"),
+        "the window's wait"
+    );
+    let retry_ms = refused.json()["retry_after_ms"].as_u64().unwrap();
+    assert!((2_500..=3_000).contains(&retry_ms), "{}", refused.body);
+    // Past block_for, before the window has room: still refused, counting down to one instant.
+    wait_after(received, 1_200).await;
+    let during = client.get(&gw.url("/x"), &[]).await;
+    assert_eq!(during.status, 429);
+    assert_eq!(during.header("retry-after"), Some("2"), "{}", during.body);
+    wait_after(received, retry_ms).await;
+    assert_eq!(
+        client.get(&gw.url("/x"), &[]).await.status,
+        200,
+        "a client that waited Retry-After is allowed"
+    );
+}
+
+/// Escalating blocks: the n-th block of a key lasts `block_for * block_growth^(n-1)`, at most
+/// `block_max`, its level in the 429 body; after `block_forget` of quiet past a block's end the
+/// next block is the first again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_grow_up_to_block_max_and_are_forgotten_after_block_forget() {
+    let redis = RedisServer::start();
+    let up = upstream::start().await;
+    let routes = route(
+        "login",
+        "\"ip\"",
+        "on_exceed = \"block\"\nblock_for = \"1s\"\nblock_growth = 2\nblock_max = \"2s\"\nblock_forget = \"1s\"",
+        &[("per-second", 1, "1s")],
+    );
+    let gw = on_redis(&redis, &unique_prefix("grow"), &up.url(), &routes).await;
+    let client = HttpClient::default();
+    // Each round: one allowed request, then the exceed that starts the next block.
+    let mut blocks = Vec::new();
+    let mut ends = Instant::now();
+    for round in 0..3 {
+        wait_after(ends, 0).await;
+        let allowed = client.get(&gw.url("/login"), &[]).await;
+        assert_eq!(allowed.status, 200, "round {round}: {}", allowed.body);
+        let refused = client.get(&gw.url("/login"), &[]).await;
+        ends = Instant::now();
+        assert_eq!(refused.status, 429, "round {round}");
+        let body = refused.json();
+        let retry_ms = body["retry_after_ms"].as_u64().unwrap();
+        ends += Duration::from_millis(retry_ms);
+        blocks.push((
+            body["block_level"].as_u64().unwrap(),
+            refused.header("retry-after").unwrap().to_string(),
+        ));
+    }
+    assert_eq!(
+        blocks,
+        [(1, "1".into()), (2, "2".into()), (3, "2".into())],
+        "1 s, then 2 s, then capped at block_max (2 s)"
+    );
+    // Quiet for block_forget past the last block's end: the next block is the first again.
+    wait_after(ends, 1_000).await;
+    assert_eq!(client.get(&gw.url("/login"), &[]).await.status, 200);
+    let refused = client.get(&gw.url("/login"), &[]).await;
+    assert_eq!(refused.status, 429);
+    assert_eq!(refused.json()["block_level"], 1, "{}", refused.body);
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
+    assert_eq!(
+        support::metrics::value(
+            &metrics,
+            "slidegate_blocks_started_total",
+            &[("route", "login"), ("limit", "per-second")],
+        ),
+        Some(4.0),
         "{metrics}"
     );
 }
@@ -358,7 +508,7 @@ async fn one_route_mixes_a_sliding_log_and_a_counter_in_one_decision() {
     );
     let base = format!("{prefix}:{{mixed|127.0.0.1}}");
     assert_eq!(
-        redis.cmd(&["ZCARD", &format!("{base}:per-minute")]).int(),
+        redis.cmd(&["ZCARD", &format!("{base}#log")]).int(),
         2,
         "the log records the two allowed requests only: the refused ones charged neither limit"
     );
@@ -504,7 +654,7 @@ async fn a_decision_whose_client_gave_up_is_still_counted() {
     }
     freezer.join().unwrap();
     let client = HttpClient::default();
-    let key = format!("{prefix}:{{r|r}}:per-hour");
+    let key = format!("{prefix}:{{r|r}}#log");
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
