@@ -1,13 +1,20 @@
-//! Redis Cluster: every key of one decision shares a hash tag (no CROSSSLOT), keys spread over
-//! the nodes, limits stay exact, scripts come back after a flush on one node, and batch
-//! decisions are pipelined across nodes.
+//! Redis Cluster (SPEC sections 2 and 9): every key of one decision shares a hash tag (no
+//! CROSSSLOT), keys spread over the nodes, limits stay exact, the script comes back after a flush,
+//! and batch decisions are pipelined across nodes. A request whose limits count keys of their
+//! own that live on different nodes is decided one part per slot: a rejection by either limit
+//! leaves no charge on any node, an allowed request is charged under both keys, and each limit
+//! stays exact for its own key.
 
 mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use http::Method;
 use support::cluster::RedisCluster;
 use support::gateway::{self, config, TOKEN};
 use support::http::HttpClient;
+use support::observe::keys;
 use support::{unique_prefix, upstream};
 
 const ROUTES: &str = r#"
@@ -26,14 +33,24 @@ key = ["ip", "method"]
   window = "1h"
 "#;
 
+/// A `[store]` on `cluster`, failing closed (a store error is a 503, never a pass).
+fn store(cluster: &RedisCluster, prefix: &str) -> String {
+    format!(
+        "backend = \"redis\"\nurl = \"{}\"\nkey_prefix = \"{prefix}\"\ntimeout = \"500ms\"\non_error = \"deny\"",
+        cluster.url()
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_are_exact_across_cluster_nodes() {
-    let cluster = RedisCluster::start();
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
     let up = upstream::start().await;
-    let store = format!("backend = \"redis\"\nurl = \"{}\"\nkey_prefix = \"{}\"\ntimeout = \"500ms\"\non_error = \"deny\"", cluster.url(), unique_prefix("cluster"));
-    let cfg = config(&store, &up.url(), ROUTES).replace(
-        "listen = \"127.0.0.1:0\"\n\n[admin]",
-        "listen = \"127.0.0.1:0\"\ntrusted_proxies = [\"127.0.0.1/32\"]\n\n[admin]",
+    let prefix = unique_prefix("cluster");
+    let cfg = gateway::with_server(
+        &config(&store(&cluster, &prefix), &up.url(), ROUTES),
+        "trusted_proxies = [\"127.0.0.1/32\"]",
     );
     let gw = gateway::start(&cfg).await;
     let client = HttpClient::default();
@@ -51,22 +68,35 @@ async fn limits_are_exact_across_cluster_nodes() {
         }
         assert_eq!(codes, [200, 200, 200, 429, 429], "client {ip}");
     }
-    let per_node: Vec<i64> = cluster
+    // Both limits count the client's key with sliding_log: ONE sorted set per client, on the
+    // node serving its hash tag, holding each allowed request once.
+    let mut per_node = [0; 3];
+    for client_no in 0..20 {
+        let key = format!("{prefix}:{{per-client|198.51.100.{client_no}|GET}}#log");
+        let node = cluster.node_of(&key);
+        per_node[node] += 1;
+        assert_eq!(
+            cluster.nodes[node].cmd(&["ZCARD", &key]).int(),
+            3,
+            "{key} on node {node}"
+        );
+    }
+    let dbsize: Vec<i64> = cluster
         .nodes
         .iter()
         .map(|n| n.cmd(&["DBSIZE"]).int())
         .collect();
     assert_eq!(
-        per_node.iter().sum::<i64>(),
-        40,
-        "two sorted sets per client: {per_node:?}"
+        dbsize.to_vec(),
+        per_node.to_vec(),
+        "one sorted set per client and nothing else"
     );
     assert!(
         per_node.iter().all(|&n| n > 0),
         "keys spread over every node: {per_node:?}"
     );
 
-    // A flushed script on one node is loaded again, invisibly.
+    // A flushed script on every node is loaded again, invisibly.
     for node in &cluster.nodes {
         node.cmd(&["SCRIPT", "FLUSH"]);
     }
@@ -101,4 +131,209 @@ async fn limits_are_exact_across_cluster_nodes() {
         assert_eq!(r["allowed"], true, "{r}");
         assert_eq!(r["remaining"], 2);
     }
+}
+
+/// SPEC section 9's "a key per limit": per user (the route's key) and per phone (a key of its
+/// own), failing closed.
+const PER_USER_AND_PHONE: &str = r#"
+[[routes]]
+name = "otp"
+path = "/*"
+upstream = "up"
+key = ["header:X-User"]
+on_error = "deny"
+  [[routes.limits]]
+  name = "per-user"
+  limit = 3
+  window = "1m"
+  [[routes.limits]]
+  name = "per-phone"
+  key = ["header:X-Phone"]
+  limit = 2
+  window = "1m"
+"#;
+
+/// One OTP request: its status and, for a 429, the limit its body names.
+async fn otp(client: &HttpClient, url: &str, user: &str, phone: &str) -> (u16, Option<String>) {
+    let r = client
+        .get(url, &[("x-user", user), ("x-phone", phone)])
+        .await;
+    let status = r.status.as_u16();
+    assert!(status == 200 || status == 429, "{status}: {}", r.body);
+    let limit = (status == 429).then(|| r.json()["limit"].as_str().unwrap().to_string());
+    (status, limit)
+}
+
+/// Every `sliding_log` set under `prefix` on every node, with its units; each is on the node
+/// serving its slot and on no other.
+fn log_sets(cluster: &RedisCluster, prefix: &str) -> BTreeMap<String, i64> {
+    let mut sets = BTreeMap::new();
+    for (i, node) in cluster.nodes.iter().enumerate() {
+        for key in keys(node, prefix) {
+            assert!(key.ends_with("#log"), "only sorted sets of the log: {key}");
+            assert_eq!(cluster.node_of(&key), i, "{key} lives on its slot's node");
+            let units = node.cmd(&["ZCARD", &key]).int();
+            assert!(sets.insert(key, units).is_none(), "one node holds it");
+        }
+    }
+    sets
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_split_over_nodes_is_charged_everywhere_or_nowhere() {
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
+    let up = upstream::start().await;
+    let prefix = unique_prefix("split");
+    let gw = gateway::start(&config(
+        &store(&cluster, &prefix),
+        &up.url(),
+        PER_USER_AND_PHONE,
+    ))
+    .await;
+    let client = HttpClient::default();
+    let url = gw.url("/otp");
+
+    // One probe shows the two keys of a request: the route's `{otp|<user>}` and the phone
+    // limit's `{otp~<spec>|<phone>}`.
+    assert_eq!(otp(&client, &url, "probe-user", "probe-phone").await.0, 200);
+    let probe = log_sets(&cluster, &prefix);
+    let user_key = |user: &str| format!("{prefix}:{{otp|{user}}}#log");
+    let phone_tag = probe
+        .keys()
+        .find_map(|k| k.strip_suffix("|probe-phone}#log"))
+        .unwrap_or_else(|| panic!("no set of the phone limit: {probe:?}"))
+        .to_string();
+    let phone_key = |phone: &str| format!("{phone_tag}|{phone}}}#log");
+    assert_eq!(
+        probe,
+        BTreeMap::from([(user_key("probe-user"), 1), (phone_key("probe-phone"), 1)]),
+        "an allowed request is charged under both keys, once each"
+    );
+
+    // Values whose key lives on another node than `other`'s.
+    let elsewhere = |make: &dyn Fn(usize) -> String, key: &dyn Fn(&str) -> String, other: &str| {
+        let node = cluster.node_of(other);
+        let found: Vec<String> = (0..1000)
+            .map(make)
+            .filter(|v| cluster.node_of(&key(v)) != node)
+            .take(12)
+            .collect();
+        assert_eq!(found.len(), 12);
+        found
+    };
+    // Every charge each key must hold at the end.
+    let mut expected: BTreeMap<String, i64> = probe.clone();
+    let mut expect = |key: String, units: i64| {
+        if units > 0 {
+            expected.insert(key, units);
+        }
+    };
+
+    // One phone, four users in turn: the phone limit refuses the last two, whose user parts
+    // (decided on other nodes) are taken back.
+    let phone = "phone-a";
+    let users = elsewhere(&|i| format!("user-a{i}"), &user_key, &phone_key(phone));
+    let mut seen = Vec::new();
+    for user in &users[..4] {
+        seen.push(otp(&client, &url, user, phone).await);
+    }
+    let phone_limit = Some("per-phone".to_string());
+    assert_eq!(
+        seen,
+        [
+            (200, None),
+            (200, None),
+            (429, phone_limit.clone()),
+            (429, phone_limit.clone())
+        ]
+    );
+    expect(phone_key(phone), 2);
+    for (user, (status, _)) in users.iter().zip(&seen) {
+        expect(user_key(user), (*status == 200) as i64);
+    }
+
+    // One user, five phones in turn: the user limit refuses the last two, whose phone parts
+    // are taken back.
+    let user = "user-b";
+    let phones = elsewhere(&|i| format!("phone-b{i}"), &phone_key, &user_key(user));
+    let mut seen = Vec::new();
+    for phone in &phones[..5] {
+        seen.push(otp(&client, &url, user, phone).await);
+    }
+    let user_limit = Some("per-user".to_string());
+    assert_eq!(
+        seen,
+        [
+            (200, None),
+            (200, None),
+            (200, None),
+            (429, user_limit.clone()),
+            (429, user_limit.clone())
+        ]
+    );
+    expect(user_key(user), 3);
+    for (phone, (status, _)) in phones.iter().zip(&seen) {
+        expect(phone_key(phone), (*status == 200) as i64);
+    }
+
+    // At once: one phone with twelve users, and one user with twelve phones. Each limit stays
+    // exact for its own key: exactly its limit gets through.
+    let phone = "phone-c";
+    let users = elsewhere(&|i| format!("user-c{i}"), &user_key, &phone_key(phone));
+    let user = "user-d";
+    let phones = elsewhere(&|i| format!("phone-d{i}"), &phone_key, &user_key(user));
+    let mut burst = tokio::task::JoinSet::new();
+    for (u, p) in users
+        .iter()
+        .map(|u| (u.clone(), phone.to_string()))
+        .chain(phones.iter().map(|p| (user.to_string(), p.clone())))
+    {
+        let (client, url) = (client.clone(), url.clone());
+        burst.spawn(async move {
+            let (status, _) = otp(&client, &url, &u, &p).await;
+            (u, p, status)
+        });
+    }
+    let (mut by_phone_c, mut by_user_d) = (0, 0);
+    while let Some(done) = burst.join_next().await {
+        let (u, p, status) = done.unwrap();
+        let allowed = (status == 200) as i64;
+        if p == phone {
+            by_phone_c += allowed;
+            expect(user_key(&u), allowed);
+        } else {
+            by_user_d += allowed;
+            expect(phone_key(&p), allowed);
+        }
+    }
+    assert_eq!(
+        (by_phone_c, by_user_d),
+        (2, 3),
+        "twelve users on one phone (limit 2), twelve phones for one user (limit 3)"
+    );
+    expect(phone_key(phone), 2);
+    expect(user_key(user), 3);
+
+    // The charges of refused requests are taken back in the background: wait (5 s at most)
+    // until every node holds exactly the allowed requests' charges, and nothing else.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let held = log_sets(&cluster, &prefix);
+        if held == expected {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "charges held across the nodes differ from the allowed requests':\nheld     {held:?}\nexpected {expected:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let allowed = 1 + 2 + 3 + 2 + 3;
+    assert_eq!(
+        expected.values().sum::<i64>(),
+        2 * allowed,
+        "every allowed request charged under both of its keys"
+    );
 }

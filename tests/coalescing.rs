@@ -3,9 +3,10 @@
 //! exactly as its requests would one call each.
 //!
 //! Every test on gateways shows that coalescing really happened (Redis counted fewer `EVALSHA`
-//! calls than decisions) and that `/metrics` counts exactly the units Redis holds. The timing
-//! promises (a lone request, a killed Redis) are in `coalescing_timing.rs`, a binary of its own
-//! so that these bursts do not disturb its clocks.
+//! calls than decisions) and that `/metrics` counts exactly the units Redis holds (one member
+//! per allowed unit in the key's one sorted set, whatever the number of limits). The timing
+//! promises (a lone request, a request beside a batch, a killed Redis) are in
+//! `coalescing_timing.rs`, asserted through the order in which Redis decides.
 
 mod support;
 
@@ -14,8 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use slidegate::config::ClockSource;
-use slidegate::key::decision_base;
-use slidegate::store::{Decision, DecisionRequest, LimitSet, MemoryStore, Store};
+use slidegate::store::{layout, Decision, DecisionRequest, LimitSet, MemoryStore, Store};
 use support::cluster::RedisCluster;
 use support::gateway::{self, config, Gateway};
 use support::http::HttpClient;
@@ -221,9 +221,9 @@ async fn many_keys_on_two_instances_are_exact_per_key() {
     assert_exact_per_user(&by_user, LIMIT);
 
     let evalsha = command_calls(&redis, "evalsha") - before;
-    // Redis holds exactly min(limit, sent) units per user.
+    // Redis holds exactly min(limit, sent) units per user, in the user's one sorted set.
     for k in 0..50 {
-        let key = format!("{prefix}:{{users|user-{k}}}:per-minute");
+        let key = format!("{prefix}:{{users|user-{k}}}#log");
         assert_eq!(
             redis.cmd(&["ZCARD", &key]).int() as usize,
             LIMIT.min(sent_by(k)),
@@ -246,8 +246,9 @@ async fn many_keys_over_three_cluster_nodes_are_exact_per_key() {
         .unwrap();
     let up = upstream::start().await;
     let prefix = unique_prefix("spread");
-    // The route mixes the algorithms, so the calls run the mixed script with the cross-slot
-    // flag: a counter per day, never reached, beside the exact per-minute log.
+    // The route mixes the algorithms (one script decides every algorithm), and each call spans
+    // several slots of its node (the cross-slot flag): a counter per day, never reached, beside
+    // the exact per-minute log.
     let route = format!(
         "{}  [[routes.limits]]\n  name = \"per-day\"\n  limit = 100000\n  window = \"1d\"\n  algorithm = \"sliding_window_counter\"\n",
         per_user_route(LIMIT as u64)
@@ -262,23 +263,18 @@ async fn many_keys_over_three_cluster_nodes_are_exact_per_key() {
     assert_exact_per_user(&by_user, LIMIT);
     let calls = evalsha(&cluster) - before;
 
-    // Which node holds each user's key: the one serving its slot (the support cluster gives
-    // node i the i-th third of the slots). Every node holds some, and each holds them exactly.
-    let ranges = [(0, 5460), (5461, 10922), (10923, 16383)];
+    // Which node holds each user's keys: the one serving their slot. Every node holds some,
+    // and each holds them exactly.
     let mut per_node = [0; 3];
     for k in 0..50 {
-        let key = format!("{prefix}:{{users|user-{k}}}:per-minute");
-        let slot = cluster.nodes[0].cmd(&["CLUSTER", "KEYSLOT", &key]).int();
-        let node = ranges
-            .iter()
-            .position(|&(from, to)| (from..=to).contains(&slot))
-            .unwrap();
+        let key = format!("{prefix}:{{users|user-{k}}}#log");
+        let node = cluster.node_of(&key);
         per_node[node] += 1;
         let owner = &cluster.nodes[node];
         assert_eq!(
             owner.cmd(&["ZCARD", &key]).int() as usize,
             LIMIT.min(sent_by(k)),
-            "{key} on node {node} (slot {slot})"
+            "{key} on node {node}"
         );
         let counter = format!("{prefix}:{{users|user-{k}}}#swc");
         let Resp::Bulk(Some(day)) = owner.cmd(&["HGET", &counter, "per-day"]) else {
@@ -316,18 +312,15 @@ async fn many_keys_over_three_cluster_nodes_are_exact_per_key() {
     assert_eq!(held as usize, expected);
 }
 
-/// The six routes of the property test: each algorithm and both mixed on one route, each plain
-/// and blocking, each with two limits (`a` per 10 s and `b` per minute).
-fn six_routes(a: u64, b: u64) -> Vec<Arc<LimitSet>> {
+/// Algorithms of the property test's routes: each alone, and all three on one route.
+const ALGORITHMS: [&str; 4] = ["sliding_log", "sliding_window_counter", "gcra", "mixed"];
+
+/// The routes of the property test: each of [`ALGORITHMS`], plain and blocking, each with three
+/// limits (`a` per 10 s, `a + b` per 30 s, `b` per minute; "mixed" gives them the counter, the
+/// log and gcra, in that order).
+fn routes(a: u64, b: u64) -> Vec<Arc<LimitSet>> {
     let mut toml = String::new();
-    for (i, algorithm) in ["sliding_log", "sliding_window_counter", "mixed"]
-        .iter()
-        .enumerate()
-    {
-        let (short, long) = (
-            algorithm_of_limit(algorithm, 0),
-            algorithm_of_limit(algorithm, 1),
-        );
+    for (i, algorithm) in ALGORITHMS.iter().enumerate() {
         for block in [false, true] {
             let mode = if block {
                 "on_exceed = \"block\"\nblock_for = \"20s\"\n"
@@ -335,10 +328,19 @@ fn six_routes(a: u64, b: u64) -> Vec<Arc<LimitSet>> {
                 ""
             };
             toml.push_str(&format!(
-                "[[routes]]\nname = \"r{i}{block}\"\npath = \"/{i}{block}\"\nupstream = \"up\"\n{mode}\
-                 [[routes.limits]]\nname = \"short\"\nlimit = {a}\nwindow = \"10s\"\nalgorithm = \"{short}\"\n\
-                 [[routes.limits]]\nname = \"long\"\nlimit = {b}\nwindow = \"1m\"\nalgorithm = \"{long}\"\n"
+                "[[routes]]\nname = \"r{i}{block}\"\npath = \"/{i}{block}\"\nupstream = \"up\"\n{mode}"
             ));
+            let limits = [
+                ("short", a, "10s"),
+                ("mid", a + b, "30s"),
+                ("long", b, "1m"),
+            ];
+            for (j, (name, limit, window)) in limits.into_iter().enumerate() {
+                let algorithm = algorithm_of_limit(algorithm, j);
+                toml.push_str(&format!(
+                    "[[routes.limits]]\nname = \"{name}\"\nlimit = {limit}\nwindow = \"{window}\"\nalgorithm = \"{algorithm}\"\n"
+                ));
+            }
         }
     }
     limit_sets(&toml)
@@ -358,36 +360,34 @@ async fn batched_and_alone(
     batches: &[(u64, Vec<Step>)],
 ) -> (Vec<Decision>, Vec<Decision>) {
     let (together, alone) = (unique_prefix("together"), unique_prefix("alone"));
-    let base = |prefix: &str, route: usize, key: usize| {
-        decision_base(prefix, &format!("r{route}"), &format!("k{key}"))
+    // A one-slot request's bases: the route's key slot alone.
+    let bases = |prefix: &str, route: usize, key: usize| {
+        vec![layout::base(
+            prefix,
+            &format!("r{route}"),
+            "",
+            &format!("k{key}"),
+        )]
     };
     let (mut batched, mut single) = (Vec::new(), Vec::new());
     let mut now = T0;
     for (gap, steps) in batches {
         now += gap;
-        let bases: Vec<String> = steps
+        let step_bases: Vec<Vec<String>> = steps
             .iter()
-            .map(|&(r, k, _)| base(&together, r, k))
+            .map(|&(r, k, _)| bases(&together, r, k))
             .collect();
         let requests: Vec<DecisionRequest<'_>> = steps
             .iter()
-            .zip(&bases)
-            .map(|(&(r, _, cost), base)| DecisionRequest {
-                limits: &sets[r],
-                base,
-                cost,
-            })
+            .zip(&step_bases)
+            .map(|(&(r, _, cost), bases)| DecisionRequest::charge(&sets[r], bases, cost))
             .collect();
         for answer in store.decide_many(&requests, Some(now)).await {
             batched.push(answer.expect("the store decides"));
         }
         for &(r, k, cost) in steps {
-            let base = base(&alone, r, k);
-            let request = DecisionRequest {
-                limits: &sets[r],
-                base: &base,
-                cost,
-            };
+            let bases = bases(&alone, r, k);
+            let request = DecisionRequest::charge(&sets[r], &bases, cost);
             let mut answer = store.decide_many(&[request], Some(now)).await;
             single.push(answer.pop().unwrap().expect("the store decides"));
         }
@@ -396,10 +396,10 @@ async fn batched_and_alone(
 }
 
 /// Random batches decided in one coalesced call give exactly the answers of the same requests
-/// decided one call each at the same instants, in the same order: on Redis (the multi-decision
-/// script) and on the memory store, which must also agree with each other. Batches repeat keys
-/// (key 0 is hot), spend 0 to 3 units, and mix both algorithms (also within one route), blocking
-/// routes and two limits.
+/// decided one call each at the same instants, in the same order: on Redis (one script call
+/// deciding many requests) and on the memory store, which must also agree with each other.
+/// Batches repeat keys (key 0 is hot), spend 0 to 3 units, and mix every algorithm (also within
+/// one route), blocking routes and three limits.
 #[test]
 fn a_batch_decides_exactly_like_its_requests_one_by_one() {
     use proptest::prelude::*;
@@ -417,7 +417,7 @@ fn a_batch_decides_exactly_like_its_requests_one_by_one() {
         ClockSource::Local,
     ));
     let key = prop_oneof![3 => Just(0usize), 2 => 1usize..6];
-    let step = (0usize..6, key, 0u64..=3);
+    let step = (0..2 * ALGORITHMS.len(), key, 0u64..=3);
     let batch = (0u64..6_000_000, proptest::collection::vec(step, 1..40));
     let strategy = (1u64..6, 2u64..12, proptest::collection::vec(batch, 1..6));
     let mut runner = TestRunner::new(RunnerConfig {
@@ -427,10 +427,10 @@ fn a_batch_decides_exactly_like_its_requests_one_by_one() {
     });
     runner
         .run(&strategy, |(a, b, batches)| {
-            let sets = six_routes(a, b);
+            let sets = routes(a, b);
             runtime.block_on(async {
                 let (redis_batched, redis_alone) = batched_and_alone(&redis, &sets, &batches).await;
-                let memory = Store::Memory(MemoryStore::new());
+                let memory = Store::Memory(MemoryStore::new(1_000_000));
                 let (memory_batched, memory_alone) =
                     batched_and_alone(&memory, &sets, &batches).await;
                 let answers = redis_batched.len();

@@ -1,5 +1,7 @@
-//! A dead or slow Redis never hangs a request: `on_error` decides within `store.timeout`, every
-//! failure is counted, `/readyz` tells, and decisions resume (scripts reloaded) after a restart.
+//! A dead or slow Redis never hangs a request (SPEC section 5): `on_error` decides within
+//! `store.timeout`, every failure is counted, `/readyz` tells, and decisions resume (the script
+//! loaded again) after a restart. A Redis slower than the timeout is a paused one (`CLIENT PAUSE
+//! WRITE`), so the test knows that Redis had not answered when the gateway did, without a clock.
 
 mod support;
 
@@ -7,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use support::gateway::{self, config};
 use support::http::HttpClient;
-use support::redis::RedisServer;
+use support::observe::{command_calls, metric};
+use support::redis::{RedisServer, Resp};
 use support::{unique_prefix, upstream};
 
 fn routes(on_error: &str) -> String {
@@ -18,16 +21,22 @@ fn routes(on_error: &str) -> String {
 
 fn store(url: &str, test: &str) -> String {
     format!(
-        "backend = \"redis\"\nurl = \"{url}\"\ntimeout = \"100ms\"\nkey_prefix = \"{}\"",
+        "backend = \"redis\"\nurl = \"{url}\"\ntimeout = \"{}ms\"\nkey_prefix = \"{}\"",
+        TIMEOUT.as_millis(),
         unique_prefix(test)
     )
 }
 
-const MARGIN: Duration = Duration::from_millis(400);
+/// `store.timeout` of [`store`].
+const TIMEOUT: Duration = Duration::from_millis(100);
+
+/// How long a request may take at most when Redis is dead: `store.timeout` and a generous
+/// margin for a loaded machine. A liveness bound: a request that waited for Redis would hang.
+const BOUND: Duration = Duration::from_millis(100 + 1000);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_redis_fails_open_within_the_timeout_and_recovers() {
-    let mut redis = RedisServer::start();
+    let mut redis = RedisServer::start_async().await;
     let up = upstream::start().await;
     let gw = gateway::start(&config(
         &store(&redis.url(), "open"),
@@ -42,11 +51,7 @@ async fn killed_redis_fails_open_within_the_timeout_and_recovers() {
         let started = Instant::now();
         let r = client.get(&gw.url("/x"), &[]).await;
         assert_eq!(r.status, 200);
-        assert!(
-            started.elapsed() < Duration::from_millis(100) + MARGIN,
-            "took {:?}",
-            started.elapsed()
-        );
+        assert!(started.elapsed() < BOUND, "took {:?}", started.elapsed());
     }
     let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
     assert!(
@@ -81,7 +86,7 @@ async fn killed_redis_fails_open_within_the_timeout_and_recovers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_redis_fails_closed_with_503_and_retry_after() {
-    let mut redis = RedisServer::start();
+    let mut redis = RedisServer::start_async().await;
     let up = upstream::start().await;
     let gw = gateway::start(&config(
         &store(&redis.url(), "closed"),
@@ -94,11 +99,7 @@ async fn killed_redis_fails_closed_with_503_and_retry_after() {
     redis.kill();
     let started = Instant::now();
     let r = client.get(&gw.url("/x"), &[]).await;
-    assert!(
-        started.elapsed() < Duration::from_millis(100) + MARGIN,
-        "took {:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < BOUND, "took {:?}", started.elapsed());
     assert_eq!(r.status, 503);
     assert_eq!(r.header("retry-after"), Some("1"));
     assert_eq!(r.json()["error"], "store_unavailable");
@@ -121,9 +122,11 @@ async fn killed_redis_fails_closed_with_503_and_retry_after() {
     assert_eq!(failures, 1, "{errors:?}");
 }
 
+/// A Redis that holds the call past `store.timeout`: the request gets the route's `on_error`
+/// (deny: 503) while Redis still holds its call, and the failure counts as a timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_slower_than_the_timeout_is_a_timeout() {
-    let redis = RedisServer::start_with(&["--enable-debug-command", "yes"]);
+    let redis = RedisServer::start_async().await;
     let up = upstream::start().await;
     let gw = gateway::start(&config(
         &store(&redis.url(), "slow"),
@@ -133,32 +136,45 @@ async fn a_redis_slower_than_the_timeout_is_a_timeout() {
     .await;
     let client = HttpClient::default();
     assert_eq!(client.status(&gw.url("/x"), &[]).await, 200);
-    // Freeze the server for a second, from another connection.
-    let port = redis.port;
-    let sleeper = std::thread::spawn(move || {
-        let r = RedisServer::attach(port);
-        let _ = r.try_cmd(&["DEBUG", "SLEEP", "1"]);
-    });
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let started = Instant::now();
-    let r = client.get(&gw.url("/x"), &[]).await;
-    assert!(
-        started.elapsed() < Duration::from_millis(100) + MARGIN,
-        "took {:?}",
-        started.elapsed()
+    // From now on Redis runs no script until it is resumed (60 s at most).
+    assert_eq!(
+        redis.cmd(&["CLIENT", "PAUSE", "60000", "WRITE"]),
+        Resp::Simple("OK".into())
     );
-    assert_eq!(r.status, 503);
-    sleeper.join().unwrap();
+    let ran = command_calls(&redis, "evalsha");
+    let r = client.get(&gw.url("/x"), &[]).await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(r.json()["error"], "store_unavailable");
+    assert_eq!(
+        command_calls(&redis, "evalsha"),
+        ran,
+        "answered while Redis still held the call"
+    );
+    redis.cmd(&["CLIENT", "UNPAUSE"]);
     let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
-    assert!(
-        metrics.contains("slidegate_store_errors_total{kind=\"timeout\"} 1"),
+    assert_eq!(
+        metric(
+            &metrics,
+            "slidegate_store_errors_total",
+            &[("kind", "timeout")]
+        ),
+        1.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        metric(
+            &metrics,
+            "slidegate_requests_total",
+            &[("route", "r"), ("decision", "store_error_denied")]
+        ),
+        1.0,
         "{metrics}"
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_fallback_keeps_limiting_while_redis_is_down() {
-    let mut redis = RedisServer::start();
+    let mut redis = RedisServer::start_async().await;
     let up = upstream::start().await;
     let gw = gateway::start(&config(
         &store(&redis.url(), "local"),
@@ -177,28 +193,35 @@ async fn local_fallback_keeps_limiting_while_redis_is_down() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gateway_starts_while_redis_is_down() {
-    let port = support::free_port();
+    // The port is held (bound, not listening: connects are refused) until Redis starts there.
+    let (hold, port) = support::reserved_port();
     let up = upstream::start().await;
     let url = format!("redis://127.0.0.1:{port}");
     let started = Instant::now();
     let gw = gateway::start(&config(&store(&url, "down"), &up.url(), &routes("allow"))).await;
-    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the gateway waited for the dead Redis to start"
+    );
     let client = HttpClient::default();
     assert_eq!(client.status(&gw.url("/x"), &[]).await, 200);
-    let redis = RedisServer::start_on(port);
+    drop(hold);
+    let redis = tokio::task::spawn_blocking(move || RedisServer::start_on(port))
+        .await
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let codes: Vec<u16> = {
-            let mut v = Vec::new();
-            for _ in 0..4 {
-                v.push(client.get(&gw.url("/x"), &[]).await.status.as_u16());
-            }
-            v
-        };
+        let mut codes = Vec::new();
+        for _ in 0..4 {
+            codes.push(client.get(&gw.url("/x"), &[]).await.status.as_u16());
+        }
         if codes.contains(&429) {
             break;
         }
-        assert!(Instant::now() < deadline, "Redis never took over");
+        assert!(
+            Instant::now() < deadline,
+            "Redis never took over: {codes:?}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     drop(redis);

@@ -1,7 +1,10 @@
 //! Connecting to upstreams: a connect that fails is retried until the upstream's
-//! `connect_timeout` is spent (nothing of the request has been sent, so a retry is safe), and the
-//! default `connect_timeout` (3 s) outlives one SYN retransmission, so a burst against an
-//! upstream whose listen backlog overflows is slowed down, not answered with 502s.
+//! `connect_timeout` is spent (nothing of the request has been sent, so a retry is safe), then
+//! the request gets 502; and the default `connect_timeout` (3 s) outlives one SYN
+//! retransmission, so a burst against an upstream whose listen backlog overflows is slowed down,
+//! not answered with 502s. An upstream that is not up yet is a port held by a socket that does
+//! not listen (connects are refused) and later listens on it, so no other process can take the
+//! port in between.
 
 mod support;
 
@@ -10,7 +13,7 @@ use std::time::Duration;
 use support::gateway::{self, config};
 use support::http::HttpClient;
 use support::upstream;
-use tokio::net::{TcpListener, TcpSocket};
+use tokio::net::TcpSocket;
 
 const MEMORY: &str = "backend = \"memory\"";
 const ALL: &str = "[[routes]]\nname = \"all\"\npath = \"/*\"\nupstream = \"up\"\n";
@@ -23,43 +26,57 @@ fn with_upstream_timeouts(upstream_url: &str, timeouts: &str) -> String {
     cfg.replace(SUPPORT_TIMEOUTS, timeouts)
 }
 
-/// Sends a GET for `path` to a gateway whose upstream listens only from 300 ms later on, and
-/// returns its status and what the upstream then received.
-async fn request_before_the_upstream_listens(
+/// A gateway whose upstream port is held but not listened on yet (a connect is refused, as to
+/// an upstream that is not up), with `connect_timeout`; the port's socket, to listen on later.
+async fn gateway_before_the_upstream_listens(
     connect_timeout: &str,
-    path: &str,
-) -> (u16, Vec<String>) {
-    let port = support::free_port();
+) -> (gateway::Gateway, tokio::net::TcpSocket) {
+    let (socket, port) = support::reserved_port();
     let gw = gateway::start(&with_upstream_timeouts(
         &format!("http://127.0.0.1:{port}"),
         &format!("connect_timeout = \"{connect_timeout}\"\n"),
     ))
     .await;
+    (gw, socket)
+}
+
+/// Sends a GET for `path` through the gateway in a task of its own.
+fn send(gw: &gateway::Gateway, path: &str) -> tokio::task::JoinHandle<u16> {
     let client = HttpClient::default();
     let url = gw.url(path);
-    let request = tokio::spawn(async move { client.get(&url, &[]).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let listener = TcpListener::bind(("127.0.0.1", port)).await.unwrap();
-    let up = upstream::serve(listener, Duration::ZERO);
-    let reply = request.await.unwrap();
-    (reply.status.as_u16(), up.seen())
+    tokio::spawn(async move { client.get(&url, &[]).await.status.as_u16() })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_that_starts_listening_late_still_answers_within_connect_timeout() {
-    let (status, seen) = request_before_the_upstream_listens("3s", "/late").await;
+    let (gw, socket) = gateway_before_the_upstream_listens("3s").await;
+    let request = send(&gw, "/late");
+    // Refused for 300 ms, then the upstream listens on the same socket.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let up = upstream::serve(socket.listen(1024).unwrap(), Duration::ZERO);
     assert_eq!(
-        status, 200,
+        request.await.unwrap(),
+        200,
         "the connect was retried until the upstream listened"
     );
-    assert_eq!(seen, ["/late"]);
+    assert_eq!(up.seen(), ["/late"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_that_starts_after_connect_timeout_is_a_502() {
-    let (status, seen) = request_before_the_upstream_listens("100ms", "/too-late").await;
+    let (gw, socket) = gateway_before_the_upstream_listens("100ms").await;
+    // The upstream listens only once the gateway has given up: the retries stop when
+    // connect_timeout is spent. 2 s is a liveness bound, twenty times connect_timeout and less
+    // than the default 3 s, which a gateway ignoring the setting would wait.
+    let status = tokio::time::timeout(Duration::from_secs(2), send(&gw, "/too-late"))
+        .await
+        .expect("the gateway gave up connecting")
+        .unwrap();
     assert_eq!(status, 502);
-    assert!(seen.is_empty(), "{seen:?}");
+    let up = upstream::serve(socket.listen(1024).unwrap(), Duration::ZERO);
+    // It answers now, and never received the request that gave up.
+    assert_eq!(send(&gw, "/now").await.unwrap(), 200);
+    assert_eq!(up.seen(), ["/now"]);
 }
 
 /// An upstream with a listen backlog of 1 that accepts nothing for its first 200 ms: a burst

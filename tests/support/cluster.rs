@@ -5,6 +5,9 @@ use std::time::{Duration, Instant};
 
 use super::redis::{RedisServer, Resp};
 
+/// The slots each node serves, in node order.
+pub const SLOTS: [(i64, i64); 3] = [(0, 5460), (5461, 10922), (10923, 16383)];
+
 /// Three masters sharing the 16384 slots.
 pub struct RedisCluster {
     pub nodes: Vec<RedisServer>,
@@ -23,8 +26,7 @@ impl RedisCluster {
                 ])
             })
             .collect();
-        let ranges = [(0, 5460), (5461, 10922), (10923, 16383)];
-        for (node, (from, to)) in nodes.iter().zip(ranges) {
+        for (node, (from, to)) in nodes.iter().zip(SLOTS) {
             let reply = node.cmd(&[
                 "CLUSTER",
                 "ADDSLOTSRANGE",
@@ -66,6 +68,16 @@ impl RedisCluster {
             .map(|n| format!("127.0.0.1:{}", n.port))
             .collect();
         format!("redis-cluster://{}", hosts.join(","))
+    }
+
+    /// The index of the node serving `key`'s slot (`CLUSTER KEYSLOT`, which hashes the hash
+    /// tag when the key has one).
+    pub fn node_of(&self, key: &str) -> usize {
+        let slot = self.nodes[0].cmd(&["CLUSTER", "KEYSLOT", key]).int();
+        SLOTS
+            .iter()
+            .position(|&(from, to)| (from..=to).contains(&slot))
+            .expect("every slot is served")
     }
 
     /// Total keys over every node.

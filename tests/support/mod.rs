@@ -17,12 +17,27 @@ pub mod resp;
 pub mod store;
 pub mod upstream;
 
-/// A loopback port nobody listens on right now.
+/// A loopback port nobody listens on right now. It is released before the caller uses it, so
+/// another process may take it in between: [`redis::RedisServer::start`] retries on a fresh port
+/// when that happens, and a test that must hold a port until it listens there uses
+/// [`reserved_port`].
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free loopback port")
+}
+
+/// A loopback port held by a socket that is bound but not listening: no one else can take it,
+/// and a connect to it is refused as if nothing were there. `listen` on the socket later serves
+/// on that very port, with no moment in which it is free.
+pub fn reserved_port() -> (tokio::net::TcpSocket, u16) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket
+        .bind("127.0.0.1:0".parse().unwrap())
+        .expect("a loopback port");
+    let port = socket.local_addr().expect("its address").port();
+    (socket, port)
 }
 
 /// A key prefix unique to one test, so tests sharing a Redis never see each other's keys.

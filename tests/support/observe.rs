@@ -1,6 +1,7 @@
 //! What tests read back from the outside: series of a gateway's `/metrics` (Prometheus text),
 //! Redis's own command counts (`INFO commandstats`), and the units a key prefix holds in Redis
-//! (`ZCARD` sums), so a test can compare what the gateway says with what Redis recorded.
+//! (`ZCARD` sums over its `sliding_log` sets), so a test can compare what the gateway says with
+//! what Redis recorded.
 
 use super::redis::{RedisServer, Resp};
 
@@ -77,12 +78,15 @@ pub fn keys(redis: &RedisServer, prefix: &str) -> Vec<String> {
     }
 }
 
-/// The units recorded under `prefix` on one server: the sum of `ZCARD` over its sorted sets
-/// (block markers and other types are skipped).
+/// The units recorded under `prefix` on one server: the sum of `ZCARD` over its `sliding_log`
+/// sets (`...}#log`, and `...}#log.<class>` for outcome-counted limits), where every allowed
+/// request leaves one member per unit it spent, once whatever the number of limits sharing the
+/// set. Counters, gcra hashes, block markers and a route's block index (`<prefix>:blocked:{..}`,
+/// also a sorted set) are skipped.
 pub fn units(redis: &RedisServer, prefix: &str) -> i64 {
     keys(redis, prefix)
         .iter()
-        .filter(|k| redis.cmd(&["TYPE", k]) == Resp::Simple("zset".into()))
+        .filter(|k| k.ends_with("}#log") || k.contains("}#log."))
         .map(|k| redis.cmd(&["ZCARD", k]).int())
         .sum()
 }
