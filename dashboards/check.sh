@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Checks that every query in a Grafana dashboard uses only slidegate's metrics (SPEC section 7)
-# with their real labels and label values, and that every panel query follows the dashboard's
-# `instance` variable.
+# Checks that every query in a Grafana dashboard uses only slidegate's metrics (the contract of
+# README.md, "Metrics"; src/metrics.rs registers them) with their real labels and label values,
+# and that every panel query follows the dashboard's `instance` variable.
 #
 #   dashboards/check.sh [DASHBOARD.json]      (default: slidegate.json next to this script)
 #   dashboards/check.sh RULES.yml             (Prometheus rule file: every `expr` is checked
@@ -12,8 +12,11 @@
 # selectors and in by/without/on/ignoring clauses, fixed label values (decision, status, kind,
 # result, backend, mode), that every contract metric is used somewhere, that every metric
 # selector of a panel carries instance=~"$instance", that the `route` and `instance` variables
-# exist, and that every panel and query uses the provisioned datasource uid. Without python3 it falls back to grep and checks
-# metric names only. Exit 0 when everything passes, 1 otherwise.
+# exist, and that every panel and query uses the provisioned datasource uid. It also checks the
+# contract itself against src/metrics.rs (when the script sits in the repository): the
+# slidegate_* names registered there and the values of decision, kind, status and mode. Without
+# python3 it falls back to grep and checks metric names only. Exit 0 when everything passes, 1
+# otherwise. dashboards/live_check.sh runs the same queries against a real Prometheus.
 
 set -euo pipefail
 
@@ -26,9 +29,10 @@ if [[ ! -f "$dashboard" ]]; then
     exit 1
 fi
 
-# The contract. Keep in sync with SPEC.md section 7 and src/metrics.rs.
+# The contract. Keep in sync with README.md ("Metrics") and src/metrics.rs, the truth.
 counters="slidegate_requests_total slidegate_limit_exceeded_total slidegate_store_errors_total
-slidegate_deny_cache_hits_total slidegate_upstream_requests_total slidegate_config_reloads_total"
+slidegate_deny_cache_hits_total slidegate_upstream_requests_total slidegate_config_reloads_total
+slidegate_outcome_refunds_total slidegate_outcome_resets_total slidegate_blocks_started_total"
 histograms="slidegate_limit_utilization_ratio slidegate_decision_duration_seconds
 slidegate_upstream_duration_seconds"
 gauges="slidegate_build_info slidegate_delay_waiting slidegate_deny_cache_entries process_cpu_seconds_total
@@ -72,25 +76,29 @@ if ! command -v python3 >/dev/null 2>&1; then
     exit $status
 fi
 
-exec python3 - "$dashboard" "$datasource_uid" <<'PY'
+exec python3 - "$dashboard" "$datasource_uid" "$here/../src/metrics.rs" <<'PY'
 import ast
 import json
 import re
 import sys
 
-path, ds_uid = sys.argv[1], sys.argv[2]
+path, ds_uid, metrics_rs = sys.argv[1], sys.argv[2], sys.argv[3]
 
 # metric -> {label: allowed values or None (any value, e.g. config names)}
 ROUTE = {"route": None}
 COUNTERS = {
     "slidegate_requests_total": {**ROUTE, "decision": {
         "allowed", "rejected", "delayed", "blocked", "shadow_rejected",
-        "store_error_allowed", "store_error_denied", "exempt"}},
+        "store_error_allowed", "store_error_denied", "exempt", "bad_request"}},
     "slidegate_limit_exceeded_total": {**ROUTE, "limit": None, "mode": {"enforced", "shadow"}},
-    "slidegate_store_errors_total": {"kind": {"timeout", "connection", "script", "other"}},
+    "slidegate_store_errors_total": {"kind": {"timeout", "connection", "script", "full", "other"}},
     "slidegate_deny_cache_hits_total": dict(ROUTE),
     "slidegate_upstream_requests_total": {**ROUTE, "status": {"2xx", "3xx", "4xx", "5xx", "error"}},
     "slidegate_config_reloads_total": {"result": {"success", "failure"}},
+    # Outcome counting and blocks (count_status / reset_status / on_exceed = "block"), per limit.
+    "slidegate_outcome_refunds_total": {**ROUTE, "limit": None},
+    "slidegate_outcome_resets_total": {**ROUTE, "limit": None},
+    "slidegate_blocks_started_total": {**ROUTE, "limit": None},
 }
 HISTOGRAMS = {
     "slidegate_limit_utilization_ratio": {**ROUTE, "limit": None},
@@ -322,6 +330,50 @@ def rule_exprs(text):
             yield start, value
             i += 1
 
+
+
+
+def contract_drift():
+    """Differences between the contract above and src/metrics.rs (the truth), when it is there:
+    the registered slidegate_* names and the fixed values of decision, kind, status and mode."""
+    try:
+        with open(metrics_rs, encoding="utf-8") as f:
+            src = f.read()
+    except OSError:
+        return []  # checking a dashboard outside the repository
+    out = []
+    names = set(re.findall(r'"(slidegate_[a-z_]+)"', src))
+    contract = {n for n in METRICS if n.startswith("slidegate_")
+                and not re.search(r"_(bucket|sum|count)$", n)} | set(HISTOGRAMS)
+    for n in sorted(names - contract):
+        out.append(f"src/metrics.rs registers {n}, which the contract in check.sh lacks")
+    for n in sorted(contract - names):
+        out.append(f"the contract in check.sh has {n}, which src/metrics.rs does not register")
+
+    def values(pattern):
+        m = re.search(pattern, src, re.S)
+        return set(re.findall(r'"([a-z0-9_]+)"', m.group(1))) if m else None
+
+    for metric, label, got in (
+        ("slidegate_requests_total", "decision",
+         values(r"fn as_str\(self\) -> &'static str \{(.*?)\n    \}")),
+        ("slidegate_store_errors_total", "kind", values(r"STORE_ERROR_KINDS[^=]*=\s*\[(.*?)\]")),
+        ("slidegate_upstream_requests_total", "status", values(r"UPSTREAM_STATUSES[^=]*=\s*\[(.*?)\]")),
+        ("slidegate_limit_exceeded_total", "mode", values(r"EXCEED_MODES[^=]*=\s*\[(.*?)\]")),
+    ):
+        if got is None:
+            out.append(f"src/metrics.rs: cannot find the values of {metric}{{{label}}}")
+        elif got != METRICS[metric][label]:
+            out.append(f"{metric}{{{label}}}: src/metrics.rs has {sorted(got)}, "
+                       f"the contract in check.sh {sorted(METRICS[metric][label])}")
+    return out
+
+
+drift = contract_drift()
+if drift:
+    for e in drift:
+        print(f"FAIL: {e}", file=sys.stderr)
+    sys.exit(1)
 
 if path.endswith((".yml", ".yaml")):
     METRICS["up"] = {}

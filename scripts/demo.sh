@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Starts a working gateway in front of a demo upstream: builds the binaries, starts the demo
 # upstream on 127.0.0.1:9000, and runs slidegate on 127.0.0.1:8080 (admin on 127.0.0.1:9091)
-# with config.toml. It uses Redis when a redis-server is installed (the one already on
-# 127.0.0.1:6379, or a private one it starts on 127.0.0.1:6390), and the embedded memory store
-# otherwise, and says which (DEMO_STORE=memory forces the memory store). Ctrl-C stops everything.
+# with config.toml. When redis-server is installed it starts a private one for the demo on the
+# first free loopback port from 16379 up (DEMO_REDIS_PORT picks another), never touching a Redis
+# already on 6379 (someone else's data); otherwise it uses the embedded memory store. It says
+# which (DEMO_STORE=memory forces the memory store). Ctrl-C stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,16 +15,33 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -r
 trap cleanup EXIT INT TERM
 
 config=config.toml
+# listening PORT: whether something accepts connections on 127.0.0.1:PORT.
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 if [ "${DEMO_STORE:-}" != memory ] && command -v redis-server >/dev/null 2>&1; then
-  if (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null && command -v redis-cli >/dev/null && redis-cli -p 6379 ping >/dev/null 2>&1; then
-    export SLIDEGATE_REDIS_URL="redis://127.0.0.1:6379"
-  else
-    redis-server --port 6390 --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
-    pids+=($!)
-    export SLIDEGATE_REDIS_URL="redis://127.0.0.1:6390"
-    sleep 0.5
+  port="${DEMO_REDIS_PORT:-}"
+  if [ -z "$port" ]; then
+    for p in $(seq 16379 16479); do
+      if ! listening "$p"; then port=$p; break; fi
+    done
+    [ -n "$port" ] || { echo "no free port in 16379..16479 for the demo's Redis (set DEMO_REDIS_PORT)" >&2; exit 1; }
+  elif listening "$port"; then
+    echo "DEMO_REDIS_PORT=$port is in use: the demo starts a Redis of its own there; pick a free port or leave it unset" >&2
+    exit 1
   fi
-  echo "==> store: Redis at $SLIDEGATE_REDIS_URL"
+  redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 50); do # up to 5 s
+    listening "$port" && break
+    kill -0 "${pids[-1]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  if ! listening "$port"; then
+    echo "redis-server did not start on 127.0.0.1:$port:" >&2
+    cat "$work/redis.log" >&2
+    exit 1
+  fi
+  export SLIDEGATE_REDIS_URL="redis://127.0.0.1:$port"
+  echo "==> store: Redis, a private redis-server on 127.0.0.1:$port (started for this demo, stopped on exit)"
 else
   sed 's/^backend = "redis".*/backend = "memory"/' config.toml >"$work/config.toml"
   config="$work/config.toml"

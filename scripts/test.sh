@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh Debian machine: installs what the tests need
 # (redis-server, which the tests start themselves on free loopback ports, and Debian's
-# prometheus package for promtool), checks formatting, the dashboard's queries and the alert
-# rules (promtool check and unit tests), lints, then runs every test. Used as-is by CI (.ci/run).
+# prometheus package for promtool and the Prometheus server), checks formatting, the dashboard's
+# queries and the alert rules (promtool check and unit tests, then a live run of every query
+# against a real Prometheus scraping a real gateway), lints, then runs every test. Used as-is by
+# CI (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,10 +20,16 @@ if ! command -v redis-server >/dev/null 2>&1; then
   echo "==> installing redis-server (the tests start their own instances)"
   apt_install redis-server
 fi
-if ! command -v promtool >/dev/null 2>&1; then
-  echo "==> installing prometheus (for promtool: the alert rules are checked and unit-tested)"
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+  echo "==> installing prometheus (promtool checks and unit-tests the alert rules; the server runs the live check)"
   apt_install prometheus
 fi
+for tool in curl python3; do # the dashboard checks and the live check's upstream and queries
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "==> installing $tool"
+    apt_install "$tool"
+  fi
+done
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo is required: install the Rust toolchain (https://rustup.rs)" >&2
   exit 1
@@ -37,6 +45,17 @@ echo "==> alert rules: promtool check rules, check config (which loads them), te
 promtool check rules deploy/alerts.yml
 promtool check config deploy/prometheus.yml
 promtool test rules deploy/alerts.test.yml
+# Builds the gateway (cargo test reuses the build), runs it, a real Prometheus scraping it and
+# every dashboard and rule query against that; under a minute once built. Exit 77: no
+# Prometheus server binary (the script says why), a failure in CI, a skip elsewhere.
+echo "==> live check: dashboard and alert-rule queries against a real Prometheus"
+live=0
+bash dashboards/live_check.sh || live=$?
+if ((live == 77)) && [ -z "${CI:-}" ]; then
+  echo "==> live check SKIPPED: no Prometheus server binary (see above)"
+elif ((live != 0)); then
+  exit "$live"
+fi
 echo "==> cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --quiet -- -D warnings
 echo "==> cargo test"
