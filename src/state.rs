@@ -175,7 +175,8 @@ impl GatewayState {
     /// running config; either way the result is counted. Returns the restart-only settings
     /// that did not apply.
     pub fn reload(&self) -> Result<Vec<PendingSetting>, ReloadError> {
-        let result = Config::load(&self.config_path)
+        let env = self.running.env.clone();
+        let result = Config::load_with_env(&self.config_path, env)
             .map_err(ReloadError::from)
             .and_then(|c| self.apply(c));
         let label = if result.is_ok() { "success" } else { "failure" };

@@ -118,7 +118,7 @@ async fn without_a_configured_token_admin_answers_403() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("c.toml");
     std::fs::write(&path, config("backend = \"memory\"", &up.url(), ROUTES)).unwrap();
-    let cfg = slidegate::config::Config::load_with_env(&path, &|_| None).unwrap();
+    let cfg = slidegate::config::Config::load_with_env(&path, |_: &str| None).unwrap();
     let running = slidegate::app::start(cfg).await.unwrap();
     let client = HttpClient::default();
     let r = client
@@ -257,8 +257,7 @@ async fn reload_applies_good_files_and_refuses_bad_ones() {
     let up = upstream::start().await;
     let store = redis_store(&redis.url(), &unique_prefix("reload"));
     let gw = gateway::start(&config(&store, &up.url(), ROUTES)).await;
-    // A reload reads the process environment, as in production.
-    std::env::set_var("SLIDEGATE_ADMIN_TOKEN", TOKEN);
+    // A reload reads the file with the environment the gateway started with.
     let client = HttpClient::default();
     let (k, v) = auth();
     let user = [("x-user", "u1")];
@@ -731,8 +730,7 @@ async fn a_reload_that_changes_server_listen_names_it_as_pending_a_restart() {
     let up = upstream::start().await;
     let cfg = config("backend = \"memory\"", &up.url(), ROUTES);
     let gw = gateway::start(&cfg).await;
-    // A reload reads the process environment, as in production.
-    std::env::set_var("SLIDEGATE_ADMIN_TOKEN", TOKEN);
+    // A reload reads the file with the environment the gateway started with.
     let client = HttpClient::default();
     let (k, v) = auth();
     let reload = || {

@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use support::http::HttpClient;
-use support::{free_port, upstream};
+use support::upstream;
 
 struct Process {
     child: Child,
@@ -67,16 +67,18 @@ impl Drop for Process {
     }
 }
 
-fn write_config(
-    dir: &std::path::Path,
-    port: u16,
-    admin: u16,
-    upstream: &str,
-    limit: u32,
-) -> std::path::PathBuf {
+/// The proxy port in a start-up line (`slidegate listening on 127.0.0.1:PORT (admin ...)`).
+fn proxy_port(line: &str) -> u16 {
+    let at = line.find("listening on 127.0.0.1:").expect("a listening line") + 23;
+    let digits: String = line[at..].chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().expect("a port")
+}
+
+/// A config serving on ports the system picks (the start-up line says which).
+fn write_config(dir: &std::path::Path, upstream: &str, limit: u32) -> std::path::PathBuf {
     let path = dir.join("config.toml");
     let toml = format!(
-        "[server]\nlisten = \"127.0.0.1:{port}\"\nshutdown_grace = \"5s\"\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n[store]\nbackend = \"memory\"\n\
+        "[server]\nlisten = \"127.0.0.1:0\"\nshutdown_grace = \"5s\"\n[admin]\nlisten = \"127.0.0.1:0\"\n[store]\nbackend = \"memory\"\n\
          [upstreams.up]\nurl = \"{upstream}\"\n[[routes]]\nname = \"all\"\npath = \"/*\"\nupstream = \"up\"\n\
          [[routes.limits]]\nname = \"m\"\nlimit = {limit}\nwindow = \"1m\"\n"
     );
@@ -88,21 +90,18 @@ fn write_config(
 async fn runs_and_reloads_on_sighup_then_stops_on_sigterm() {
     let up = upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let (port, admin) = (free_port(), free_port());
-    let config = write_config(dir.path(), port, admin, &up.url(), 1);
+    let config = write_config(dir.path(), &up.url(), 1);
     let process = Process::start(&config, &[]);
     let line = process.wait_for("listening");
-    assert!(
-        line.contains(&format!("127.0.0.1:{port}")) && line.contains("store: memory"),
-        "{line}"
-    );
+    assert!(line.contains("store: memory"), "{line}");
+    let port = proxy_port(&line);
 
     let client = HttpClient::default();
     let url = format!("http://127.0.0.1:{port}/x");
     assert_eq!(client.get(&url, &[]).await.status, 200);
     assert_eq!(client.get(&url, &[]).await.status, 429);
 
-    write_config(dir.path(), port, admin, &up.url(), 3);
+    write_config(dir.path(), &up.url(), 3);
     process.signal("-HUP");
     process.wait_for("config reloaded");
     assert_eq!(
@@ -126,12 +125,12 @@ async fn runs_and_reloads_on_sighup_then_stops_on_sigterm() {
 async fn sigterm_lets_a_forwarded_request_finish() {
     let up = upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let (port, admin) = (free_port(), free_port());
-    let config = write_config(dir.path(), port, admin, &up.url(), 100);
+    let config = write_config(dir.path(), &up.url(), 100);
     let mut process = Process::start(&config, &[("SLIDEGATE_LOG_FORMAT", "json")]);
     let line = process.wait_for("listening");
     let parsed: serde_json::Value = serde_json::from_str(&line).expect("JSON log line");
     assert_eq!(parsed["level"], "INFO");
+    let port = proxy_port(&line);
 
     let client = HttpClient::default();
     let in_flight = {
@@ -139,7 +138,12 @@ async fn sigterm_lets_a_forwarded_request_finish() {
         let url = format!("http://127.0.0.1:{port}/slow?ms=800");
         tokio::spawn(async move { client.get(&url, &[]).await })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // SIGTERM once the request is upstream (the upstream has seen it), not after a guess.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !up.seen().iter().any(|p| p.starts_with("/slow")) {
+        assert!(Instant::now() < deadline, "the request never reached the upstream");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     process.signal("-TERM");
     let reply = in_flight.await.unwrap();
     assert_eq!(

@@ -37,7 +37,7 @@ fn no_env(_: &str) -> Option<String> {
 /// the fixture directory cut off the front: `NAME:LINE:COLUMN: message`.
 fn load_err(name: &str) -> String {
     let path = fixture(name);
-    let err = match Config::load_with_env(&path, &no_env) {
+    let err = match Config::load_with_env(&path, no_env) {
         Ok(_) => panic!("{name} should be refused but loaded"),
         Err(e) => e,
     };
@@ -54,7 +54,7 @@ fn load_err(name: &str) -> String {
     format!("{name}{rest}")
 }
 
-fn load_ok(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Config {
+fn load_ok(path: &Path, env: impl Into<slidegate::config::Environment>) -> Config {
     Config::load_with_env(path, env)
         .unwrap_or_else(|e| panic!("{} should load: {e}", path.display()))
 }
@@ -195,7 +195,7 @@ fn counter_limit_times_window_2_53() {
 
 /// `text` (a fixture's, edited) loaded as if it were the fixture `name`.
 fn load_text(name: &str, text: &str) -> Result<Config, slidegate::config::ConfigError> {
-    Config::from_toml(&fixture(name), text, &no_env, Purpose::Gateway)
+    Config::from_toml(&fixture(name), text, no_env, Purpose::Gateway)
 }
 
 /// The bounds are inclusive where SPEC says so and the refusals above are exactly at them:
@@ -238,7 +238,7 @@ fn limits_and_windows_at_their_bounds_load() {
 
 #[test]
 fn one_route_may_mix_the_algorithms_and_a_limit_without_one_is_a_sliding_log() {
-    let config = load_ok(&fixture("mixed_algorithms.toml"), &no_env);
+    let config = load_ok(&fixture("mixed_algorithms.toml"), no_env);
     let algorithms: Vec<_> = config.routes[0]
         .limits
         .iter()
@@ -490,7 +490,7 @@ fn jwt_secret_env_unset() {
 
 #[test]
 fn shipped_config_loads() {
-    let config = load_ok(&manifest_dir().join("config.toml"), &no_env);
+    let config = load_ok(&manifest_dir().join("config.toml"), no_env);
     let names: Vec<&str> = config.routes.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(names, ["otp-send", "payments", "public"]);
     assert!(config.warnings.is_empty(), "{:?}", config.warnings);
@@ -516,7 +516,7 @@ fn shipped_config_loads() {
 #[test]
 fn an_unused_jwt_section_whose_secret_is_unset_loads_with_one_warning() {
     let path = fixture("jwt_unused_secret_env_unset.toml");
-    let config = load_ok(&path, &no_env);
+    let config = load_ok(&path, no_env);
     assert!(config.jwt.is_none(), "no verifier without a secret");
     let [warning] = config.warnings.as_slice() else {
         panic!("expected exactly one warning, got {:?}", config.warnings);
@@ -533,7 +533,7 @@ fn an_unused_jwt_section_whose_secret_is_unset_loads_with_one_warning() {
 #[test]
 fn max_delay_on_reject_loads_with_one_warning() {
     let path = fixture("max_delay_on_reject.toml");
-    let config = load_ok(&path, &no_env);
+    let config = load_ok(&path, no_env);
     assert_eq!(config.routes[0].on_exceed, ExceedMode::Reject);
     let [warning] = config.warnings.as_slice() else {
         panic!("expected exactly one warning, got {:?}", config.warnings);
@@ -558,7 +558,7 @@ fn redis_url_env_overrides_store_url() {
     let env =
         |name: &str| (name == REDIS_URL_ENV).then(|| "rediss://cache.internal:6380/2".to_string());
     assert_eq!(
-        load_ok(&path, &env).store.url,
+        load_ok(&path, env).store.url,
         "rediss://cache.internal:6380/2"
     );
 }
@@ -567,7 +567,7 @@ fn redis_url_env_overrides_store_url() {
 fn empty_redis_url_env_is_ignored() {
     let path = manifest_dir().join("config.toml");
     let env = |name: &str| (name == REDIS_URL_ENV).then(String::new);
-    assert_eq!(load_ok(&path, &env).store.url, "redis://127.0.0.1:6379");
+    assert_eq!(load_ok(&path, env).store.url, "redis://127.0.0.1:6379");
 }
 
 /// Line and column (1-based) of the first `url = "` value after `[store]` in `text`.
@@ -585,7 +585,7 @@ const NOT_REDIS: &str = "http://127.0.0.1:6379";
 fn redis_url_env_that_is_not_redis_is_refused_at_store_url() {
     let path = manifest_dir().join("config.toml");
     let env = |name: &str| (name == REDIS_URL_ENV).then(|| NOT_REDIS.to_string());
-    let err = Config::load_with_env(&path, &env).expect_err("a non-Redis URL must be refused");
+    let err = Config::load_with_env(&path, env).expect_err("a non-Redis URL must be refused");
     let (line, column) = store_url_position(&std::fs::read_to_string(&path).unwrap());
     assert_eq!(
         err.to_string(),
@@ -600,7 +600,7 @@ fn redis_url_env_that_is_not_redis_is_refused_at_store_url() {
 fn redis_url_env_that_is_not_redis_is_refused_without_a_store_url_too() {
     let path = fixture("defaults_only_routes.toml");
     let env = |name: &str| (name == REDIS_URL_ENV).then(|| "127.0.0.1:6379".to_string());
-    let err = Config::load_with_env(&path, &env).expect_err("a non-Redis URL must be refused");
+    let err = Config::load_with_env(&path, env).expect_err("a non-Redis URL must be refused");
     assert_eq!(
         err.location().map(|l| l.file.as_str()),
         Some(path.display().to_string().as_str())
@@ -615,7 +615,7 @@ fn redis_url_env_that_is_not_redis_is_refused_without_a_store_url_too() {
 
 #[test]
 fn defaults_when_server_admin_store_are_absent() {
-    let config = load_ok(&fixture("defaults_only_routes.toml"), &no_env);
+    let config = load_ok(&fixture("defaults_only_routes.toml"), no_env);
 
     assert_eq!(config.server.listen, "0.0.0.0:8080".parse().unwrap());
     assert!(config.server.trusted_proxies.is_empty());
@@ -679,7 +679,7 @@ fn defaults_when_server_admin_store_are_absent() {
 #[test]
 fn admin_token_comes_from_the_named_env_var() {
     let env = |name: &str| (name == "SLIDEGATE_ADMIN_TOKEN").then(|| "s3cret".to_string());
-    let config = load_ok(&fixture("defaults_only_routes.toml"), &env);
+    let config = load_ok(&fixture("defaults_only_routes.toml"), env);
     assert_eq!(config.admin.token.as_deref(), Some("s3cret"));
 }
 

@@ -205,7 +205,7 @@ async fn every_error_is_one_problem_shape() {
         config("backend = \"memory\"", &up.url(), &routes(&dead)),
     )
     .unwrap();
-    let no_token = slidegate::config::Config::load_with_env(&path, &|_| None).unwrap();
+    let no_token = slidegate::config::Config::load_with_env(&path, |_: &str| None).unwrap();
     let no_token = slidegate::app::start(no_token).await.unwrap();
     cases.push(case(
         "admin with no token configured",

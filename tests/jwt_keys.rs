@@ -31,7 +31,7 @@ async fn start(
     let path = dir.join("config.toml");
     std::fs::write(&path, toml).unwrap();
     let env = |name: &str| (name == "JWT_SECRET").then(|| "s3cret".to_string());
-    let config = slidegate::config::Config::load_with_env(&path, &env).unwrap();
+    let config = slidegate::config::Config::load_with_env(&path, env).unwrap();
     (slidegate::app::start(config).await.unwrap(), up)
 }
 

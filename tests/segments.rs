@@ -197,8 +197,7 @@ async fn the_batch_api_and_usage_name_the_segment() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_rereads_the_files_and_a_failed_one_keeps_them() {
     let (gw, _up) = start().await;
-    // A reload reads the process environment, as in production.
-    std::env::set_var("SLIDEGATE_ADMIN_TOKEN", TOKEN);
+    // A reload reads the file with the environment the gateway started with.
     let client = HttpClient::default();
     let auth = format!("Bearer {TOKEN}");
     let usage = |key: &'static str| {

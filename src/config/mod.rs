@@ -2,6 +2,7 @@
 //! socket addresses, URIs) and every cross-reference checked. `raw.rs` mirrors the TOML;
 //! `validate/` turns a `RawConfig` into a [`Config`] or a `FILE:LINE:COLUMN` error.
 
+mod environment;
 mod error;
 mod key_spec;
 // Fields of the serde mirror are the TOML keys themselves, documented in the README.
@@ -17,6 +18,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use environment::Environment;
 pub use error::{ConfigError, ConfigWarning, Location};
 pub use key_spec::{KeyPart, KeyPartSpec, KeySpec, Normalize};
 pub use route::{BlockPolicy, ExceedMode, LimitConfig, PathPattern, RouteConfig, StatusSet};
@@ -50,6 +52,8 @@ pub enum Purpose {
 pub struct Config {
     /// The file it was read from.
     pub source: PathBuf,
+    /// The environment it was read with (a reload reads the file again with it).
+    pub env: Environment,
     /// `[server]`
     pub server: ServerConfig,
     /// `[admin]`
@@ -86,13 +90,13 @@ pub struct TierFiles {
 impl Config {
     /// Reads and validates `path`, with secrets and the Redis URL from the process environment.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        Self::load_with_env(path, &|name| std::env::var(name).ok())
+        Self::load_with_env(path, Environment::process())
     }
 
     /// Reads and validates `path`, looking environment variables up with `env`.
     pub fn load_with_env(
         path: &Path,
-        env: &dyn Fn(&str) -> Option<String>,
+        env: impl Into<Environment>,
     ) -> Result<Config, ConfigError> {
         Self::load_for(path, env, Purpose::Gateway)
     }
@@ -100,7 +104,7 @@ impl Config {
     /// Reads and validates `path` for `purpose`.
     pub fn load_for(
         path: &Path,
-        env: &dyn Fn(&str) -> Option<String>,
+        env: impl Into<Environment>,
         purpose: Purpose,
     ) -> Result<Config, ConfigError> {
         let file = path.display().to_string();
@@ -108,17 +112,17 @@ impl Config {
             file: file.clone(),
             source,
         })?;
-        validate::parse(path, &text, env, purpose)
+        validate::parse(path, &text, &env.into(), purpose)
     }
 
     /// Parses TOML text as if read from `path`.
     pub fn from_toml(
         path: &Path,
         text: &str,
-        env: &dyn Fn(&str) -> Option<String>,
+        env: impl Into<Environment>,
         purpose: Purpose,
     ) -> Result<Config, ConfigError> {
-        validate::parse(path, text, env, purpose)
+        validate::parse(path, text, &env.into(), purpose)
     }
 
     /// The one-screen summary printed by `slidegate check`.

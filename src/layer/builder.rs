@@ -27,7 +27,7 @@ use std::path::Path;
 use toml::{Table, Value};
 
 use super::{LayerError, RateLimitLayer};
-use crate::config::{Config, Purpose};
+use crate::config::{Config, Environment, Purpose};
 
 /// Settings of a layer, as the config file would have them.
 #[derive(Debug, Clone, Default)]
@@ -103,8 +103,8 @@ impl Builder {
     /// Validates the settings and builds the layer (connecting to its store).
     pub async fn build(self) -> Result<RateLimitLayer, LayerError> {
         let text = self.to_toml();
-        let env = |name: &str| std::env::var(name).ok();
-        let config = Config::from_toml(Path::new("<builder>"), &text, &env, Purpose::Layer)?;
+        let env = Environment::process();
+        let config = Config::from_toml(Path::new("<builder>"), &text, env, Purpose::Layer)?;
         RateLimitLayer::from_config(config).await
     }
 }

@@ -33,7 +33,7 @@ pub use builder::{Builder, RouteBuilder};
 pub use future::ResponseFuture;
 pub use service::RateLimit;
 
-use crate::config::{Config, Purpose};
+use crate::config::{Config, Environment, Purpose};
 use crate::limit::Limiter;
 use crate::metrics::{DecisionLabel, Metrics};
 use crate::route::{Route, RouteTable};
@@ -116,7 +116,7 @@ impl RateLimitLayer {
     /// A layer from a config file (routes need no `upstream`): its store connected, its
     /// routes compiled, requests no route takes passed through.
     pub async fn from_file(path: &std::path::Path) -> Result<RateLimitLayer, LayerError> {
-        let config = Config::load_for(path, &|name| std::env::var(name).ok(), Purpose::Layer)?;
+        let config = Config::load_for(path, Environment::process(), Purpose::Layer)?;
         Self::from_config(config).await
     }
 

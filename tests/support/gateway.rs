@@ -71,7 +71,7 @@ pub async fn start_with_files(toml: &str, files: &[(&str, Vec<u8>)]) -> Gateway 
     }
     let config_path = dir.path().join("config.toml");
     std::fs::write(&config_path, toml).unwrap();
-    let config = Config::load_with_env(&config_path, &|name| {
+    let config = Config::load_with_env(&config_path, |name: &str| {
         (name == "SLIDEGATE_ADMIN_TOKEN").then(|| TOKEN.to_string())
     })
     .unwrap_or_else(|e| panic!("test config invalid: {e}\n{toml}"));

@@ -37,7 +37,7 @@ pub fn limit_sets(routes: &str) -> Vec<Arc<LimitSet>> {
     let config = Config::from_toml(
         std::path::Path::new("test.toml"),
         &toml,
-        &|name| (name == "SLIDEGATE_KEY_SECRET").then(|| "s3cret".into()),
+        |name: &str| (name == "SLIDEGATE_KEY_SECRET").then(|| "s3cret".into()),
         Purpose::Gateway,
     )
     .unwrap_or_else(|e| panic!("{e}\n{toml}"));

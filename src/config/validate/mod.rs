@@ -22,13 +22,13 @@ use ipnet::IpNet;
 use toml::Spanned;
 
 use super::raw::RawConfig;
-use super::{Config, ConfigError, ConfigWarning, Location, Purpose};
+use super::{Config, ConfigError, ConfigWarning, Environment, Location, Purpose};
 
 /// Parses and validates the text of a config file.
 pub(super) fn parse(
     path: &Path,
     text: &str,
-    env: &dyn Fn(&str) -> Option<String>,
+    env: &Environment,
     purpose: Purpose,
 ) -> std::result::Result<Config, ConfigError> {
     let v = Validator {
@@ -48,7 +48,7 @@ struct Validator<'a> {
     file: String,
     dir: PathBuf,
     text: &'a str,
-    env: &'a dyn Fn(&str) -> Option<String>,
+    env: &'a Environment,
     purpose: Purpose,
     warnings: Vec<ConfigWarning>,
 }
@@ -71,6 +71,7 @@ impl Validator<'_> {
         self.config_warnings(&raw, &server, &admin, &routes);
         Ok(Config {
             source: path.to_path_buf(),
+            env: self.env.clone(),
             server,
             admin,
             store,

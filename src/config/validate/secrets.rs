@@ -44,7 +44,7 @@ impl Validator<'_> {
             (None, None) => {
                 return self.error(raw.span(), "jwt: needs hs256_secret_env or public_key_file")
             }
-            (Some(env), None) => match (self.env)(env.get_ref()).filter(|s| !s.is_empty()) {
+            (Some(env), None) => match self.env.get(env.get_ref()).filter(|s| !s.is_empty()) {
                 Some(secret) => JwtKey::Hs256(secret.into_bytes()),
                 None => {
                     return self.error(
@@ -107,7 +107,7 @@ impl Validator<'_> {
                 "keys.hash_secret_env: must name an environment variable",
             );
         }
-        let secret = (self.env)(env.get_ref())
+        let secret = self.env.get(env.get_ref())
             .filter(|s| !s.is_empty())
             .map(|s| HashSecret(s.into_bytes()));
         Ok(KeysConfig {

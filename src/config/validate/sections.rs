@@ -116,7 +116,7 @@ impl Validator<'_> {
             Some(s) => s.get_ref().clone(),
             None => "SLIDEGATE_ADMIN_TOKEN".to_string(),
         };
-        let token = (self.env)(&token_env).filter(|t| !t.is_empty());
+        let token = self.env.get(&token_env).filter(|t| !t.is_empty());
         Ok(AdminConfig {
             listen,
             token_env,
@@ -133,7 +133,7 @@ impl Validator<'_> {
             Backend::NAMES,
             Backend::Redis,
         )?;
-        let url = match (self.env)(REDIS_URL_ENV).filter(|u| !u.is_empty()) {
+        let url = match self.env.get(REDIS_URL_ENV).filter(|u| !u.is_empty()) {
             Some(url) if !is_redis_url(&url) => {
                 let span = s.url.as_ref().map_or(0..0, |u| u.span());
                 return self.error(
