@@ -5,9 +5,12 @@
 use std::fmt;
 use std::sync::Arc;
 
+/// Looks one variable up.
+type Lookup = dyn Fn(&str) -> Option<String> + Send + Sync;
+
 /// A source of environment variables.
 #[derive(Clone)]
-pub struct Environment(Arc<dyn Fn(&str) -> Option<String> + Send + Sync>);
+pub struct Environment(Arc<Lookup>);
 
 impl Environment {
     /// The process's own environment.
