@@ -14,7 +14,7 @@
 //! decisions (the proxy path) go ahead of a batch's, so a request waits at most for the calls in
 //! flight, never for a whole batch. Settlements (refunds, resets) ride in the next call, ahead
 //! of its decisions, so a refund rarely costs a call of its own. A dry run's decisions come
-//! already cut into calls of their own ([`dry_calls`]), never mixed with charging ones.
+//! already cut into calls of their own ([`super::dry::calls`]), never mixed with charging ones.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -166,7 +166,7 @@ impl Lane {
         self.send(Job::Many(pendings));
     }
 
-    /// Queues a dry run's decisions, already cut into calls ([`dry_calls`]).
+    /// Queues a dry run's decisions, already cut into calls ([`super::dry::calls`]).
     pub fn submit_dry(&self, calls: Vec<Vec<Pending>>) {
         self.send(Job::Dry(calls));
     }
@@ -327,41 +327,6 @@ fn answer_if_late(p: &mut Pending) -> bool {
     let reply = std::mem::replace(&mut p.reply, spent);
     let _ = reply.send(Err(p.deadline.timeout()));
     true
-}
-
-/// A dry run's decisions cut into calls: every decision of one key (the same keys) in the same
-/// call, so a key met again sees the charges of its earlier decisions as in the real run; a call
-/// takes whole keys up to [`MAX_PER_CALL`] decisions and [`MAX_UNITS_PER_CALL`] units (one key's
-/// decisions are never cut, whatever their number). Each decision keeps its own reply, so the
-/// order between keys does not matter.
-pub fn dry_calls(pendings: Vec<Pending>) -> Vec<Vec<Pending>> {
-    let mut groups: Vec<Vec<Pending>> = Vec::new();
-    let mut index: std::collections::HashMap<Vec<Key>, usize> = std::collections::HashMap::new();
-    for p in pendings {
-        match index.get(&p.keys) {
-            Some(&g) => groups[g].push(p),
-            None => {
-                index.insert(p.keys.clone(), groups.len());
-                groups.push(vec![p]);
-            }
-        }
-    }
-    let mut calls: Vec<Vec<Pending>> = Vec::new();
-    let mut units = 0;
-    for group in groups {
-        let group_units: u64 = group.iter().map(|p| p.cost).sum();
-        let fits = calls.last().is_some_and(|call| {
-            call.len() + group.len() <= MAX_PER_CALL && units + group_units <= MAX_UNITS_PER_CALL
-        });
-        if fits {
-            calls.last_mut().expect("checked").extend(group);
-            units += group_units;
-        } else {
-            calls.push(group);
-            units = group_units;
-        }
-    }
-    calls
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ mod admin;
 mod answer;
 mod call;
 mod deadline;
+mod dry;
 mod encode;
 mod lane;
 mod script;
@@ -230,7 +231,7 @@ impl RedisStore {
         }
         for (lane, group) in by_lane {
             if group.first().is_some_and(|p| p.dry) {
-                lane.submit_dry(lane::dry_calls(group));
+                lane.submit_dry(dry::calls(group));
             } else {
                 lane.submit_many(group);
             }
