@@ -57,7 +57,8 @@ pub async fn request(addr: SocketAddr, method: &str, target: &str, headers: &[&s
     send(addr, text.as_bytes()).await
 }
 
-/// Splits a response into status, head and body (de-chunking a chunked body).
+/// Splits the first response into status, head and body (de-chunking a chunked body, cutting
+/// at `Content-Length`).
 pub fn parse(buf: &[u8]) -> RawReply {
     let text = String::from_utf8_lossy(buf).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((text.as_str(), ""));
@@ -69,10 +70,17 @@ pub fn parse(buf: &[u8]) -> RawReply {
     let chunked = head
         .to_ascii_lowercase()
         .contains("transfer-encoding: chunked");
-    let body = if chunked {
-        dechunk(body)
-    } else {
-        body.to_string()
+    let length = head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.trim()
+            .eq_ignore_ascii_case("content-length")
+            .then(|| value.trim().parse::<usize>().ok())?
+    });
+    // The first answer only: a pipelined second one after it is not its body.
+    let body = match (chunked, length) {
+        (true, _) => dechunk(body),
+        (false, Some(n)) => body.get(..n).unwrap_or(body).to_string(),
+        (false, None) => body.to_string(),
     };
     RawReply {
         status,
