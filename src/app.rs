@@ -16,7 +16,7 @@ use crate::gateway::Gateway;
 use crate::metrics::Metrics;
 use crate::route::CompileError;
 use crate::state::GatewayState;
-use crate::store::{MemoryStore, RedisStore, Store, StoreError};
+use crate::store::{Store, StoreError};
 
 /// Why the gateway could not start.
 #[derive(Debug, thiserror::Error)]
@@ -64,31 +64,6 @@ impl Running {
     }
 }
 
-/// Builds the store named by `[store]`; Redis connects in the background, one connection per
-/// worker (`handles`: the workers' runtimes; empty for the current runtime only).
-pub async fn build_store(
-    config: &Config,
-    metrics: &Metrics,
-    handles: &[Handle],
-) -> Result<Store, StartError> {
-    match config.store.backend {
-        Backend::Memory => Ok(Store::Memory(MemoryStore::new(config.store.max_keys))),
-        Backend::Redis => {
-            let counting = metrics.clone();
-            let on_error = Arc::new(move |e: &StoreError| counting.count_store_error(e));
-            let redis = RedisStore::connect(&config.store, on_error, handles).await?;
-            if let Err(e) = redis.wait_until_ready(Duration::from_secs(2)).await {
-                tracing::warn!(
-                    url = %redact_url(&config.store.url),
-                    error = %e,
-                    "Redis is not reachable yet; routes follow their on_error until it is"
-                );
-            }
-            Ok(Store::Redis(redis))
-        }
-    }
-}
-
 /// Binds both listeners and starts serving `config` on the current runtime.
 pub async fn start(config: Config) -> Result<Running, StartError> {
     start_on(config, &[]).await
@@ -111,7 +86,7 @@ pub async fn start_on(config: Config, handles: &[Handle]) -> Result<Running, Sta
             source,
         })?;
     let metrics = Metrics::new();
-    let store = build_store(&config, &metrics, handles).await?;
+    let store = Store::from_config(&config.store, metrics.store_error_hook(), handles).await?;
     let state = GatewayState::new(config, store, metrics)?;
     start_with(state, proxy_listeners, admin_listener, handles).await
 }

@@ -251,6 +251,12 @@ impl Metrics {
         out
     }
 
+    /// [`Metrics::count_store_error`] as the hook a store calls on every failed call.
+    pub fn store_error_hook(&self) -> crate::store::OnError {
+        let metrics = self.clone();
+        std::sync::Arc::new(move |e: &crate::store::StoreError| metrics.count_store_error(e))
+    }
+
     /// Counts a failed store call in `slidegate_store_errors_total` under its kind.
     pub fn count_store_error(&self, error: &crate::store::StoreError) {
         self.store_errors.with_label_values(&[error.kind()]).inc();

@@ -84,9 +84,12 @@ pub enum LayerError {
     /// The config does not validate.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
-    /// The store could not be set up, or the routes compiled.
+    /// The store could not be set up (a malformed URL, say).
     #[error(transparent)]
-    Start(#[from] crate::app::StartError),
+    Store(#[from] crate::store::StoreError),
+    /// The routes could not be compiled.
+    #[error(transparent)]
+    Compile(#[from] crate::route::CompileError),
 }
 
 /// What every clone of the layer and its services shares: the route table in force (swapped
@@ -123,15 +126,15 @@ impl RateLimitLayer {
     /// A layer from a validated config.
     pub async fn from_config(config: Config) -> Result<RateLimitLayer, LayerError> {
         let metrics = Metrics::new();
-        let store = crate::app::build_store(&config, &metrics, &[]).await?;
+        let store =
+            crate::store::Store::from_config(&config.store, metrics.store_error_hook(), &[]).await?;
         let limiter = Arc::new(Limiter::new(store, config.store.max_keys, metrics.clone()));
         let table = crate::route::RouteTable::build(
             config,
             &metrics,
             limiter.store().backend(),
             &Default::default(),
-        )
-        .map_err(crate::app::StartError::from)?;
+        )?;
         let shared = Arc::new(Shared {
             table: Arc::new(ArcSwap::from_pointee(table)),
             limiter,

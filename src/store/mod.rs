@@ -23,7 +23,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use decision::{Decision, LimitUsage, Outcome, Receipt, ReceiptPart, StoreError};
 pub use memory::{Marker, MemoryStore};
 pub use plan::{BlockSpec, Limit, LimitSet, StateSpec};
-pub use redis::{decision_script, fred_url, Deadline, RedisStore};
+pub use redis::{decision_script, fred_url, Deadline, OnError, RedisStore};
 
 /// One decision a store is asked for.
 #[derive(Debug, Clone, Copy)]
@@ -111,6 +111,31 @@ pub enum Store {
 }
 
 impl Store {
+    /// The store `[store]` configures: the memory store, or Redis, connected and given up to
+    /// 2 s to answer (until it does, routes follow their `on_error`), one connection per worker
+    /// (`handles`: the workers' runtimes; empty for the current runtime only). `on_error` is told
+    /// of every store call that fails.
+    pub async fn from_config(
+        config: &crate::config::StoreConfig,
+        on_error: redis::OnError,
+        handles: &[tokio::runtime::Handle],
+    ) -> Result<Store, StoreError> {
+        match config.backend {
+            crate::config::Backend::Memory => Ok(Store::Memory(MemoryStore::new(config.max_keys))),
+            crate::config::Backend::Redis => {
+                let redis = RedisStore::connect(config, on_error, handles).await?;
+                if let Err(e) = redis.wait_until_ready(std::time::Duration::from_secs(2)).await {
+                    tracing::warn!(
+                        url = %crate::config::redact_url(&config.url),
+                        error = %e,
+                        "Redis is not reachable yet; routes follow their on_error until it is"
+                    );
+                }
+                Ok(Store::Redis(redis))
+            }
+        }
+    }
+
     /// The `backend` label of the decision-duration metric.
     pub fn backend(&self) -> &'static str {
         match self {
