@@ -8,13 +8,29 @@
 #   peer-keys     the same, keyed by a random X-User header among 100,000 (bench/random_user.lua)
 #   haproxy-deny  HAProxy stick-table deny, 429 to every request (the deny anchor)
 #   proxy         slidegate, a route without limits
-#   memory        slidegate, embedded memory store, a limit never reached
-#   redis-hot     slidegate, Redis, key = ["route"] (one hot key), a limit never reached
-#   redis-keys    slidegate, Redis, key = ["header:X-User"] (100,000 keys), same wrk script
+#   memory        slidegate, embedded memory store, one hot key, a limit never reached (10,000
+#                 per 10 ms: why, at HOT_NEVER below)
+#   redis-hot     slidegate, Redis, key = ["route"] (one hot key), the same limit
+#   redis-keys    slidegate, Redis, key = ["header:X-User"] (100,000 keys), same wrk script,
+#                 10,000 per hour per key
 #   deny          slidegate, Redis, 1 per hour on one key: every request after the first is a
 #                 429 from the local deny cache
+#   otp-body      slidegate, Redis, an OTP route keyed on the JSON body member `json:phone`:
+#                 200-byte POST bodies, 100,000 distinct numbers (bench/otp_body.lua)
+#   login-outcome slidegate, Redis, `count_status = [401]`: half the attempts fail (the demo
+#                 upstream's /login?fail=1), every attempt reserved, the others refunded
+#                 (bench/login.lua, 100,000 X-User keys)
+#   gcra          redis-keys with a gcra limit (10,000 per hour) instead of the sliding log
 #   batch         slidegate's POST /v1/decisions, 10,000 distinct keys per call, two limits,
 #                 next to redis-benchmark -P 16 running EVALSHA of the same two-limit script
+#
+# A/B: with BENCH_BASELINE_BIN=/path/to/an/older/slidegate, the proxy, memory, redis-hot and
+# redis-keys targets also run on that binary (targets proxy-base, memory-base, ...: the same
+# config, its own process and key prefix), in the same rounds, each next to its twin, and the
+# new/old ratio of each is printed (goal 0.97x). Their configs use only settings both know.
+#
+# The memory store's bound (store.max_keys under a flood of distinct keys) is measured apart:
+# bench/memory/run.sh.
 #
 # One invocation, on loopback only: installs what is missing with apt-get (wrk nginx
 # libnginx-mod-http-lua haproxy hey), builds the release binaries, starts a private
@@ -22,11 +38,13 @@
 #   1. loads every wrk target with identical settings, BENCH_ROUNDS rounds, order reversed
 #      every other round, each measured run preceded by a short warm-up;
 #   2. runs the batch API and redis-benchmark in alternating rounds;
-#   3. runs hey at half of the measured peak for nginx, redis-hot and peer (p99 at half load);
+#   3. runs hey at half of the measured peak for nginx, redis-hot and peer, and paced wrk
+#      (bench/wrk_pace.lua) at half the peak of redis-keys and otp-body (p99 at half load);
 #   4. prints per-round figures, medians, CPU microseconds per request of every process
 #      involved (from /proc/PID/stat before and after each measured run), Redis EVALSHA calls;
-#   5. verifies in slidegate's /metrics and in Redis itself (ZCARD of the sorted sets) that
-#      every allowed request was decided in Redis — exit 1 if not;
+#   5. verifies in slidegate's /metrics and in Redis itself (ZCARD of the sorted sets where a
+#      limit keeps every entry, EVALSHA calls elsewhere) that every allowed request was decided
+#      in Redis — exit 1 if not;
 #   6. prints the goals as PASS/MISS lines and a Markdown table for bench/README.md.
 # Every process it starts is stopped on exit, including on failure or Ctrl-C.
 #
@@ -39,7 +57,9 @@ set -euo pipefail
 export LC_ALL=C # wrk/hey output and printf use "." decimals
 START_TIME=$(date +%s)
 
-ALL_TARGETS=(nginx peer peer-keys haproxy-deny proxy memory redis-hot redis-keys deny batch)
+ALL_TARGETS=(nginx peer peer-keys haproxy-deny proxy memory redis-hot redis-keys deny otp-body login-outcome
+    gcra batch)
+AB_TARGETS=(proxy memory redis-hot redis-keys) # run on BENCH_BASELINE_BIN too, as <target>-base
 QUICK=0
 ARG_TARGETS=()
 for arg in "$@"; do
@@ -67,6 +87,7 @@ URL_PATH=${BENCH_PATH:-/bench}
 USERS=${BENCH_USERS:-100000}
 HALF=${BENCH_HALF:-1}
 HALF_TARGETS=${BENCH_HALF_TARGETS:-nginx redis-hot peer}
+HALF_KEYED_TARGETS=${BENCH_HALF_KEYED_TARGETS:-redis-keys otp-body}
 HALF_SECONDS=${BENCH_HALF_SECONDS:-$SECONDS_PER_RUN}
 HALF_RATE=${BENCH_HALF_RATE:-own}
 HEY_CONNS=${BENCH_HEY_CONNS:-$CONNS}
@@ -80,7 +101,12 @@ NGINX_WORKERS=${BENCH_NGINX_WORKERS:-1}
 PEER_WORKERS=${BENCH_PEER_WORKERS:-2}
 HAPROXY_THREADS=${BENCH_HAPROXY_THREADS:-}
 STORE_TIMEOUT=${BENCH_STORE_TIMEOUT:-50ms}
-export BENCH_USERS=$USERS # read by bench/random_user.lua inside wrk
+PHONES=${BENCH_OTP_PHONES:-100000}
+OTP_NORMALIZE=${BENCH_OTP_NORMALIZE:-0}
+FAIL_SHARE=${BENCH_LOGIN_FAIL_SHARE:-0.5}
+BASELINE_BIN=${BENCH_BASELINE_BIN:-}
+export BENCH_USERS=$USERS BENCH_PHONES=$PHONES BENCH_FAIL_SHARE=$FAIL_SHARE BENCH_THREADS=$THREADS # read by the wrk scripts
+unset BENCH_RATE # set only for the paced half-load runs (bench/wrk_pace.lua)
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -90,7 +116,8 @@ die() { printf '[bench] ERROR: %s\n' "$*" >&2; exit 1; }
 
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 for knob in SECONDS_PER_RUN:SECONDS WARMUP ROUNDS THREADS CONNS USERS HALF HALF_SECONDS HEY_CONNS \
-    BATCH_KEYS BATCH_BODIES BATCH_CONNS RB_CLIENTS RB_PIPELINE NGINX_WORKERS PEER_WORKERS; do
+    BATCH_KEYS BATCH_BODIES BATCH_CONNS RB_CLIENTS RB_PIPELINE NGINX_WORKERS PEER_WORKERS PHONES:OTP_PHONES \
+    OTP_NORMALIZE; do
     var=${knob%%:*} env_name=BENCH_${knob#*:} # VAR or VAR:ENV-SUFFIX
     is_uint "${!var}" || die "$env_name must be a whole number, got '${!var}'"
 done
@@ -101,6 +128,24 @@ done
 [[ $HALF_RATE == own || $HALF_RATE == common ]] || die "BENCH_HALF_RATE must be 'own' or 'common'"
 [[ -z $GW_WORKERS ]] || is_uint "$GW_WORKERS" || die "BENCH_GW_WORKERS must be a whole number"
 [[ -z $HAPROXY_THREADS ]] || is_uint "$HAPROXY_THREADS" || die "BENCH_HAPROXY_THREADS must be a whole number"
+((PHONES >= 1 && PHONES <= 99999999)) || die "BENCH_OTP_PHONES must be 1..99999999"
+[[ $FAIL_SHARE =~ ^(0(\.[0-9]+)?|1(\.0+)?)$ ]] || die "BENCH_LOGIN_FAIL_SHARE must be a share between 0 and 1, got '$FAIL_SHARE'"
+if [[ -n $BASELINE_BIN ]]; then
+    [[ -x $BASELINE_BIN && -f $BASELINE_BIN ]] || die "BENCH_BASELINE_BIN: not an executable file: $BASELINE_BIN"
+    BASELINE_BIN=$(cd "$(dirname "$BASELINE_BIN")" && pwd)/$(basename "$BASELINE_BIN")
+fi
+# The limits below are never reached only while no key gets near 10,000 decisions in its window.
+# One Redis decides at most ~200,000 requests/s (its CPU per decision is >= 5 us), so over the
+# T seconds a keyed target is loaded (warm-ups, measured runs, half load) a key of N gets about
+# 200000 * T / N at worst on average: keep that at a fifth of the limit (random draws are uneven).
+LOADED_S=$((ROUNDS * (WARMUP + SECONDS_PER_RUN) + HALF_SECONDS))
+for knob in USERS:USERS PHONES:OTP_PHONES; do
+    var=${knob%%:*}
+    ((200000 * LOADED_S / ${!var} <= 2000)) \
+        || die "BENCH_${knob#*:}=${!var} keys are too few for ${LOADED_S} s of load: a key could reach its limit (need >= $((100 * LOADED_S)))"
+done
+((200000 * ROUNDS * (WARMUP + SECONDS_PER_RUN) / (BATCH_KEYS * BATCH_BODIES) <= 2000)) \
+    || die "BENCH_BATCH_KEYS x BENCH_BATCH_BODIES keys are too few for the batch's load: a key could reach its limit"
 
 # ---------------------------------------------------------------- targets
 requested=()
@@ -117,12 +162,19 @@ for t in "${requested[@]}"; do
     [[ " ${ALL_TARGETS[*]} " == *" $t "* ]] || die "unknown target '$t' (known: ${ALL_TARGETS[*]})"
     WANT[$t]=1
 done
-TARGETS=()   # selected, in canonical order
+TARGETS=()   # selected, in canonical order (each A/B target followed by its -base twin)
 WRK_TARGETS=()
+BASE_TARGETS=()
 for t in "${ALL_TARGETS[@]}"; do
     [[ -n ${WANT[$t]:-} ]] || continue
     TARGETS+=("$t")
     [[ $t == batch ]] || WRK_TARGETS+=("$t")
+    if [[ -n $BASELINE_BIN && " ${AB_TARGETS[*]} " == *" $t "* ]]; then
+        WANT[$t-base]=1
+        TARGETS+=("$t-base")
+        WRK_TARGETS+=("$t-base")
+        BASE_TARGETS+=("$t-base")
+    fi
 done
 wants() { [[ -n ${WANT[$1]:-} ]]; }
 wants_any() {
@@ -131,27 +183,48 @@ wants_any() {
     return 1
 }
 HEY_TARGETS=()
+PACED_TARGETS=() # keyed targets at half load: paced wrk (every request differs, hey cannot)
 if ((HALF)); then
     for t in $HALF_TARGETS; do
         case $t in nginx | redis-hot | peer) ;; *) die "BENCH_HALF_TARGETS: only nginx, redis-hot, peer" ;; esac
         wants "$t" && HEY_TARGETS+=("$t")
     done
+    for t in $HALF_KEYED_TARGETS; do
+        case $t in peer-keys | redis-keys | otp-body | login-outcome | gcra) ;;
+        *) die "BENCH_HALF_KEYED_TARGETS: only peer-keys, redis-keys, otp-body, login-outcome, gcra" ;;
+        esac
+        wants "$t" && PACED_TARGETS+=("$t")
+    done
 fi
 
 # Per target: the process under test (a CPU group, see below), what its ratio is taken against,
 # whether it answers 429s by design, and whether its decisions happen in Redis.
-declare -A FRONT=([nginx]=nginx [peer]=peer [peer-keys]=peer [haproxy-deny]=haproxy
-    [proxy]=gw-proxy [memory]=gw-memory [redis-hot]=gw-redis-hot [redis-keys]=gw-redis-keys
-    [deny]=gw-deny [batch]=gw-batch [redis-benchmark]=none)
+GW_TARGETS=(proxy memory redis-hot redis-keys deny otp-body login-outcome gcra batch) # slidegate
+declare -A FRONT=([nginx]=nginx [peer]=peer [peer-keys]=peer [haproxy-deny]=haproxy [redis-benchmark]=none)
 declare -A ANCHOR=([proxy]=nginx [memory]=nginx [redis-hot]=peer [redis-keys]=peer-keys
-    [deny]=haproxy-deny [batch]=redis-benchmark)
+    [deny]=haproxy-deny [otp-body]=redis-keys [login-outcome]=redis-keys [gcra]=redis-keys
+    [batch]=redis-benchmark)
 declare -A DENIES=([haproxy-deny]=1 [deny]=1)
-declare -A USES_REDIS=([peer]=1 [peer-keys]=1 [redis-hot]=1 [redis-keys]=1 [deny]=1 [batch]=1
-    [redis-benchmark]=1)
-declare -A KEYED=([peer-keys]=1 [redis-keys]=1) # loaded with bench/random_user.lua
+declare -A USES_REDIS=([peer]=1 [peer-keys]=1 [redis-hot]=1 [redis-keys]=1 [deny]=1 [otp-body]=1
+    [login-outcome]=1 [gcra]=1 [batch]=1 [redis-benchmark]=1)
+# The wrk script of each keyed target (the others are plain GETs of BENCH_PATH).
+declare -A KEYED=([peer-keys]=random_user.lua [redis-keys]=random_user.lua [otp-body]=otp_body.lua
+    [login-outcome]=login.lua [gcra]=random_user.lua)
+# Redis holds one sorted-set entry per allowed decision of these targets (their windows hold
+# every entry of a run); the others are checked against the EVALSHA calls (verification).
+declare -A ZSET_EXACT=([redis-keys]=1 [deny]=1 [otp-body]=1)
 declare -A FRONT_LABEL=([nginx]="nginx, $NGINX_WORKERS worker" [peer]="nginx+lua, $PEER_WORKERS workers"
     [haproxy]=haproxy [none]="-")
-for t in proxy memory redis-hot redis-keys deny batch; do FRONT_LABEL[gw-$t]=slidegate; done
+declare -A GW_BIN=() # the binary each slidegate target runs
+for t in "${GW_TARGETS[@]}"; do FRONT[$t]=gw-$t FRONT_LABEL[gw-$t]=slidegate; done
+for b in "${BASE_TARGETS[@]}"; do
+    t=${b%-base}
+    FRONT[$b]=gw-$b FRONT_LABEL[gw-$b]="slidegate (baseline)" ANCHOR[$b]=${ANCHOR[$t]}
+    [[ -n ${USES_REDIS[$t]:-} ]] && USES_REDIS[$b]=1
+    [[ -n ${KEYED[$t]:-} ]] && KEYED[$b]=${KEYED[$t]}
+    [[ -n ${ZSET_EXACT[$t]:-} ]] && ZSET_EXACT[$b]=1
+    GW_BIN[$b]=$BASELINE_BIN
+done
 
 # ---------------------------------------------------------------- cleanup
 TMP=""
@@ -474,9 +547,11 @@ EOF
     wait_port haproxy "${PORT[haproxy-deny]}"
 fi
 
-# slidegate: one process per target, each with its own generated config and key prefix.
+# slidegate: one process per target, each with its own generated config and key prefix. A -base
+# twin (A/B) gets the same route under its own prefix, and runs BENCH_BASELINE_BIN; configs of
+# the A/B targets use only settings an older build knows (it refuses unknown keys).
 ADMIN_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-NEVER=100000000 # a limit never reached
+NEVER=100000000 # the peer's and redis-benchmark's hand-made script: a limit never reached
 gw_config() { # gw_config TARGET STORE ROUTE_TOML
     local t=$1 store=$2 route=$3 store_toml
     if [[ $store == redis ]]; then
@@ -505,66 +580,75 @@ url = "http://127.0.0.1:$UP_PORT"
 $route
 EOF
 }
-never_limit() { # never_limit NAME WINDOW
-    printf '\n  [[routes.limits]]\n  name = "%s"\n  limit = %s\n  window = "%s"\n  algorithm = "sliding_log"\n' \
-        "$1" "$NEVER" "$2"
+# limit_toml NAME LIMIT WINDOW ALGORITHM [EXTRA_LINE]: one [[routes.limits]] table.
+limit_toml() {
+    printf '\n  [[routes.limits]]\n  name = "%s"\n  limit = %s\n  window = "%s"\n  algorithm = "%s"\n' \
+        "$1" "$2" "$3" "$4"
+    [[ -z ${5:-} ]] || printf '  %s\n' "$5"
 }
-for t in proxy memory redis-hot redis-keys deny batch; do
+# route_toml NAME PATH KEY_TOML [EXTRA_LINE]: a route to the demo upstream (KEY_TOML may be empty).
+route_toml() {
+    printf '[[routes]]\nname = "%s"\npath = "%s"\nupstream = "demo"\n' "$1" "$2"
+    [[ -z $3 ]] || printf 'key = %s\n' "$3"
+    [[ -z ${4:-} ]] || printf '%s\n' "$4"
+}
+# Limits never reached, within the bounds the config enforces (a sliding_log limit holds at most
+# 10,000; the counter's and gcra's limit * window in microseconds stay below 2^53; windows are
+# 1 ms .. 366 d):
+# - one hot key (memory, redis-hot): 10,000 per 10 ms is a million requests a second on ONE key,
+#   five times what one Redis can decide (it spends >= 5 us of CPU per decision) and far beyond
+#   what a proxied request can reach here (every request also crosses the demo upstream); a log
+#   of 10,000 in a 1 h window would be reached within a second. The set then holds only the last
+#   10 ms of entries, so Redis cannot show every allowed decision as an entry: the verification
+#   counts EVALSHA calls instead (at most one decision per open connection in each call).
+# - 100,000 keys (redis-keys, otp-body, login-outcome, gcra): 10,000 per hour per key, so every
+#   allowed decision of the log stays in its sorted set for the ZCARD check; a key gets about
+#   1/100,000 of the load (see the BENCH_USERS check above).
+# - batch: 10,000 per day and per week, over 100,000 keys (bench/batch_client.py's keyspace).
+HOT_NEVER=$(limit_toml never 10000 10ms sliding_log)
+KEY_NEVER=$(limit_toml never 10000 1h sliding_log)
+if [[ $OTP_NORMALIZE == 1 ]]; then
+    OTP_KEY='[{ part = "json:phone", normalize = "phone", region = "ID" }]'
+else
+    OTP_KEY='["json:phone"]'
+fi
+for t in "${GW_TARGETS[@]}" "${BASE_TARGETS[@]}"; do
     wants "$t" || continue
     pick_port "PORT[$t]"
     pick_port "ADMIN[$t]"
-    case $t in
-    proxy) gw_config "$t" memory "[[routes]]
-name = \"$t\"
-path = \"/*\"
-upstream = \"demo\"" ;;
-    memory) gw_config "$t" memory "[[routes]]
-name = \"$t\"
-path = \"/*\"
-upstream = \"demo\"
-key = [\"route\"]
-$(never_limit never 1h)" ;;
-    redis-hot) gw_config "$t" redis "[[routes]]
-name = \"$t\"
-path = \"/*\"
-upstream = \"demo\"
-key = [\"route\"]
-$(never_limit never 1h)" ;;
-    redis-keys) gw_config "$t" redis "[[routes]]
-name = \"$t\"
-path = \"/*\"
-upstream = \"demo\"
-key = [\"header:X-User\"]
-$(never_limit never 1h)" ;;
-    deny) gw_config "$t" redis "[[routes]]
-name = \"$t\"
-path = \"/*\"
-upstream = \"demo\"
-key = [\"route\"]
-
-  [[routes.limits]]
-  name = \"one\"
-  limit = 1
-  window = \"1h\"
-  algorithm = \"sliding_log\"" ;;
-    batch) gw_config "$t" redis "[[routes]]
-name = \"$t\"
-path = \"/batch/*\"
-upstream = \"demo\"
-$(never_limit day 1d)
-$(never_limit week 7d)" ;;
+    GW_BIN[$t]=${GW_BIN[$t]:-$GATEWAY_BIN}
+    route=${t%-base} # a -base twin runs its target's route, under the same name
+    case $route in
+    proxy) gw_config "$t" memory "$(route_toml "$route" "/*" "")" ;;
+    memory) gw_config "$t" memory "$(route_toml "$route" "/*" '["route"]')
+$HOT_NEVER" ;;
+    redis-hot) gw_config "$t" redis "$(route_toml "$route" "/*" '["route"]')
+$HOT_NEVER" ;;
+    redis-keys) gw_config "$t" redis "$(route_toml "$route" "/*" '["header:X-User"]')
+$KEY_NEVER" ;;
+    deny) gw_config "$t" redis "$(route_toml "$route" "/*" '["route"]')
+$(limit_toml one 1 1h sliding_log)" ;;
+    otp-body) gw_config "$t" redis "$(route_toml "$route" "/*" "$OTP_KEY" 'methods = ["POST"]')
+$(limit_toml per-phone 10000 1h sliding_log)" ;;
+    login-outcome) gw_config "$t" redis "$(route_toml "$route" "/*" '["header:X-User"]')
+$(limit_toml failed-logins 10000 1h sliding_log 'count_status = [401]')" ;;
+    gcra) gw_config "$t" redis "$(route_toml "$route" "/*" '["header:X-User"]')
+$(limit_toml never 10000 1h gcra)" ;;
+    batch) gw_config "$t" redis "$(route_toml "$route" "/batch/*" "")
+$(limit_toml day 10000 1d sliding_log)
+$(limit_toml week 10000 7d sliding_log)" ;;
     esac
-    "$GATEWAY_BIN" check --config "$TMP/gw-$t.toml" >"$TMP/gw-$t-check.out" 2>&1 \
-        || { cat "$TMP/gw-$t-check.out" >&2; die "generated slidegate config for $t is invalid"; }
+    "${GW_BIN[$t]}" check --config "$TMP/gw-$t.toml" >"$TMP/gw-$t-check.out" 2>&1 \
+        || { cat "$TMP/gw-$t-check.out" >&2; die "generated slidegate config for $t is invalid (${GW_BIN[$t]} check)"; }
     log "starting slidegate ($t) on 127.0.0.1:${PORT[$t]} (admin 127.0.0.1:${ADMIN[$t]})"
     gw_env=(env -u SLIDEGATE_REDIS_URL -u SLIDEGATE_CONFIG -u SLIDEGATE_LOG_FORMAT SLIDEGATE_LOG=warn
         SLIDEGATE_ADMIN_TOKEN="$ADMIN_TOKEN")
     [[ -n $GW_WORKERS ]] && gw_env+=(TOKIO_WORKER_THREADS="$GW_WORKERS")
-    start "gw-$t" "${gw_env[@]}" "$GATEWAY_BIN" --config "$TMP/gw-$t.toml"
+    start "gw-$t" "${gw_env[@]}" "${GW_BIN[$t]}" --config "$TMP/gw-$t.toml"
     GROUP[gw-$t]=${PIDS[-1]}
     wait_http "slidegate ($t) admin" "http://127.0.0.1:${ADMIN[$t]}/readyz"
     # Readiness through the proxy only where a request costs no limit state.
-    case $t in proxy) wait_http "slidegate ($t)" "http://127.0.0.1:${PORT[$t]}$URL_PATH" ;;
+    case $route in proxy) wait_http "slidegate ($t)" "http://127.0.0.1:${PORT[$t]}$URL_PATH" ;;
     *) wait_port "slidegate ($t)" "${PORT[$t]}" ;; esac
 done
 
@@ -616,7 +700,7 @@ evalsha_stats() {
         END { printf "%d %d\n", v["calls"], v["failed_calls"] }'
 }
 # gw_metrics TARGET: "allowed rejected blocked delayed shadow err_allowed err_denied cache_hits
-# store_errors" from that slidegate's /metrics.
+# store_errors upstream_4xx refunds" from that slidegate's /metrics.
 gw_metrics() {
     local t=$1 m
     m=$(curl -fsS --max-time 5 "http://127.0.0.1:${ADMIN[$t]}/metrics") || die "cannot read /metrics of slidegate ($t)"
@@ -625,15 +709,17 @@ gw_metrics() {
             match($0, /decision="[a-z_]+"/); d = substr($0, RSTART + 10, RLENGTH - 11); v[d] += $NF }
         index($0, "slidegate_deny_cache_hits_total{") == 1 { hits += $NF }
         index($0, "slidegate_store_errors_total{") == 1 { errs += $NF }
-        END { printf "%d %d %d %d %d %d %d %d %d\n", v["allowed"], v["rejected"], v["blocked"],
+        index($0, "slidegate_upstream_requests_total{") == 1 && index($0, "status=\"4xx\"") { up4 += $NF }
+        index($0, "slidegate_outcome_refunds_total{") == 1 { refunds += $NF }
+        END { printf "%d %d %d %d %d %d %d %d %d %d %d\n", v["allowed"], v["rejected"], v["blocked"],
             v["delayed"], v["shadow_rejected"], v["store_error_allowed"], v["store_error_denied"],
-            hits, errs }' <<<"$m"
+            hits, errs, up4, refunds }' <<<"$m"
 }
 # store_decisions "METRICS": decisions that reached the store (allowed + rejected + blocked,
 # minus the rejections the deny cache answered).
 store_decisions() {
-    local a r b _d _s _ea _ed hits _e
-    read -r a r b _d _s _ea _ed hits _e <<<"$1"
+    local a r b _d _s _ea _ed hits _rest
+    read -r a r b _d _s _ea _ed hits _rest <<<"$1"
     echo $((a + r + b - hits))
 }
 
@@ -688,7 +774,7 @@ wrk_cmd() { # wrk_cmd TARGET SECONDS [--latency]: the wrk command line, into WRK
     local t=$1 s=$2
     WRK=(timeout $((s + 30)) wrk -t"$THREADS" -c"$CONNS" -d"${s}s")
     [[ ${3:-} == --latency ]] && WRK+=(--latency)
-    [[ -n ${KEYED[$t]:-} ]] && WRK+=(-s "$ROOT/bench/random_user.lua")
+    [[ -n ${KEYED[$t]:-} ]] && WRK+=(-s "$ROOT/bench/${KEYED[$t]}")
     WRK+=("http://127.0.0.1:${PORT[$t]}$URL_PATH")
 }
 
@@ -894,6 +980,35 @@ if ((${#HEY_TARGETS[@]})); then
     done
 fi
 
+# The keyed targets at half load: hey sends one request over and over, so it cannot vary the
+# key; wrk with the target's own script, paced by bench/wrk_pace.lua (BENCH_RATE, all threads
+# together), stands in for it. Same connections as the peak runs.
+declare -A PACED_P99=() PACED_RPS=() PACED_RATE=() PACED_NON2XX=()
+if ((${#PACED_TARGETS[@]})); then
+    lowest=""
+    for t in "${PACED_TARGETS[@]}"; do
+        peak=$(median_of "$t" rps)
+        [[ $peak != - ]] || die "no measured req/s for $t"
+        [[ -z $lowest ]] || awk -v a="$peak" -v b="$lowest" 'BEGIN { exit !(a < b) }' && lowest=$peak
+    done
+    for t in "${PACED_TARGETS[@]}"; do
+        peak=$(median_of "$t" rps)
+        [[ $HALF_RATE == common ]] && peak=$lowest
+        PACED_RATE[$t]=$(awk -v p="$peak" 'BEGIN { r = p / 2; printf "%.0f", (r < 1 ? 1 : r) }')
+        log "half load: wrk -t$THREADS -c$CONNS -d${HALF_SECONDS}s paced at ${PACED_RATE[$t]} req/s against $t"
+        wrk_cmd "$t" "$HALF_SECONDS" --latency
+        out="$TMP/paced-$t.txt"
+        run_fg env BENCH_RATE="${PACED_RATE[$t]}" "${WRK[@]}" >"$out" 2>&1 || { cat "$out" >&2; die "paced wrk against $t failed"; }
+        read -r p_rps _ p_p99 p_non2xx _ p_done < <(wrk_field "$out") || die "could not parse paced wrk output for $t"
+        PACED_RPS[$t]=$p_rps PACED_P99[$t]=$p_p99 PACED_NON2XX[$t]=$p_non2xx
+        awk -v got="$p_rps" -v want="${PACED_RATE[$t]}" 'BEGIN { exit !(got < 0.9 * want) }' \
+            && log "WARN: paced wrk reached $p_rps req/s of the ${PACED_RATE[$t]} asked against $t (machine saturated)"
+        add_tot "$t" completed "$p_done"
+        add_tot "$t" ok2xx $((p_done - p_non2xx))
+        add_tot "$t" runs 1
+    done
+fi
+
 # ---------------------------------------------------------------- 8. results
 fmt_num() { # thousands separators for a req/s figure
     awk -v v="$1" 'BEGIN { if (v == "-") { print "-"; exit } s = sprintf("%.0f", v); out = "";
@@ -934,7 +1049,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
     done
 done
 echo "(batch and redis-benchmark: req/s is decisions/s; p50/p99 are per call for batch, per command for redis-benchmark;"
-echo " non-2xx on deny targets is expected: every request after the first is a 429)"
+echo " non-2xx is expected on the deny targets, every request after the first a 429, and on login-outcome, its 401s)"
 
 echo
 echo "medians over $ROUNDS round(s) (each column independently); ratio = req/s over the anchor's:"
@@ -961,11 +1076,31 @@ if ((${#HEY_TARGETS[@]})); then
             'BEGIN { printf "p99 at half load, %s - nginx: %+.3f ms\n", t, a - b }'
     done
 fi
+if ((${#PACED_TARGETS[@]})); then
+    echo
+    echo "p99 at half of peak load, keyed targets (wrk -t$THREADS -c$CONNS -d${HALF_SECONDS}s --latency, paced by" \
+        "bench/wrk_pace.lua at half the median peak req/s, $([[ $HALF_RATE == own ]] && echo "each target's own" \
+            || echo "the lowest of these targets'")):"
+    printf '%-14s %12s %12s %10s %9s\n' target "rate asked" "req/s" "p99 ms" non-2xx
+    for t in "${PACED_TARGETS[@]}"; do
+        printf '%-14s %12s %12s %10s %9s\n' "$t" "${PACED_RATE[$t]}" "${PACED_RPS[$t]}" "${PACED_P99[$t]}" \
+            "${PACED_NON2XX[$t]}"
+    done
+    for t in otp-body login-outcome gcra; do
+        [[ -n ${PACED_P99[$t]:-} && -n ${PACED_P99[redis-keys]:-} ]] || continue
+        awk -v a="${PACED_P99[$t]}" -v b="${PACED_P99[redis-keys]}" -v t="$t" \
+            'BEGIN { printf "p99 at half load, %s - redis-keys: %+.3f ms\n", t, a - b }'
+    done
+    [[ -n ${PACED_NON2XX[login-outcome]:-} ]] && echo "(login-outcome: non-2xx are the 401s of failed logins, by design)"
+fi
 
 # ---------------------------------------------------------------- 9. verification
 # Every allowed request must have been decided in Redis: slidegate's /metrics counts the allowed
-# decisions and Redis holds exactly one sorted-set entry per allowed decision (windows of an hour
-# or more, limits never reached). Nothing here assumes one EVALSHA per request.
+# decisions, and where the window keeps every entry (an hour or more, limits never reached)
+# Redis holds exactly one sorted-set entry per allowed decision. Elsewhere (the hot key's 10 ms
+# window, gcra's one number per key) Redis keeps no count of them, and the EVALSHA calls bound
+# them instead: a call carries at most one decision per open connection. Nothing here assumes
+# one EVALSHA per request.
 echo
 echo "verification (wrk/hey counts incl. warm-ups, slidegate /metrics, Redis ZCARD and INFO commandstats):"
 ok=1
@@ -1001,16 +1136,17 @@ slack() { echo $((CONNS * ${TOT[$1,runs]:-0})); }
 
 for t in "${WRK_TARGETS[@]}"; do
     completed=${TOT[$t,completed]:-0} ok2xx=${TOT[$t,ok2xx]:-0} sl=$(slack "$t")
+    route=${t%-base}
     sockerr=0
     for ((r = 1; r <= ROUNDS; r++)); do sockerr=$((sockerr + ${R[$t,$r,sockerr]:-0})); done
     ((completed > 0)) || fail "$t: no completed requests"
     if [[ -n ${DENIES[$t]:-} ]]; then
         ((ok2xx <= 1)) || fail "$t: $ok2xx requests answered 2xx; the limit allows 1 per hour"
-    else
+    elif [[ $route != login-outcome ]]; then # its 401s are by design, checked below
         ((ok2xx == completed)) || fail "$t: $((completed - ok2xx)) non-2xx responses"
     fi
     line="$t: $completed requests, $ok2xx 2xx, $sockerr socket errors in measured runs"
-    case $t in
+    case $route in
     peer | peer-keys)
         pat="peer-hot:*"
         [[ $t == peer-keys ]] && pat="peer-keys:*"
@@ -1022,8 +1158,10 @@ for t in "${WRK_TARGETS[@]}"; do
             || fail "$t: Redis holds $entries entries for $ok2xx allowed requests (in-flight slack $sl)"
         ((${errors:-0} == 0)) || fail "$t: errors in the peer's NGINX error log"
         ;;
-    memory | redis-hot | redis-keys | deny)
-        read -r allowed rejected blocked delayed shadow err_allowed err_denied hits store_errors <<<"$(gw_metrics "$t")"
+    nginx | haproxy-deny | proxy) ;;
+    *) # every slidegate target with limits
+        read -r allowed rejected blocked delayed shadow err_allowed err_denied hits store_errors up4xx refunds \
+            <<<"$(gw_metrics "$t")"
         line+="; /metrics: allowed=$allowed rejected=$rejected (deny cache $hits) blocked=$blocked"
         line+=" delayed=$delayed store_error_allowed=$err_allowed store_error_denied=$err_denied store_errors=$store_errors"
         ((err_denied == 0)) || fail "$t: $err_denied requests denied on store errors"
@@ -1037,39 +1175,64 @@ for t in "${WRK_TARGETS[@]}"; do
                 fail "$t: $err_allowed requests failed open, $store_errors store errors (over 0.1%)"
             fi
         fi
-        if [[ $t == deny ]]; then
+        if [[ $route == deny ]]; then
             ((allowed == 1)) || fail "deny: slidegate allowed $allowed requests; the limit is 1 per hour"
             ((hits > 0)) || fail "deny: the deny cache answered no request"
         else
             ((allowed > 0)) || fail "$t: slidegate allowed no requests"
             ((rejected == 0)) || fail "$t: $rejected requests hit the (unreachable) limit"
+        fi
+        if [[ $route == login-outcome ]]; then
+            # Every attempt is admitted (the limit is never reached); the 401s (wrk's non-2xx)
+            # keep their charge, every other answer is refunded.
+            failed=$((completed - ok2xx))
+            line+="; $failed answered 401 (upstream 4xx in /metrics: $up4xx), $refunds refunded"
+            ((allowed + err_allowed >= completed && allowed <= completed + sl)) \
+                || fail "$t: /metrics allowed=$allowed does not match $completed attempts (in-flight slack $sl)"
+            ((up4xx >= failed && up4xx <= failed + sl)) \
+                || fail "$t: the upstream answered $up4xx 4xx, the clients saw $failed non-2xx (slack $sl)"
+            ((refunds + up4xx + sl >= allowed && refunds + up4xx <= allowed + sl)) \
+                || fail "$t: $refunds refunds and $up4xx failures for $allowed admitted attempts (slack $sl)"
+            awk -v f="$failed" -v n="$completed" -v s="$FAIL_SHARE" 'BEGIN { exit !(n < 1000 || (f / n > s - 0.05 && f / n < s + 0.05)) }' \
+                || fail "$t: $failed of $completed attempts failed; BENCH_LOGIN_FAIL_SHARE is $FAIL_SHARE"
+        elif [[ $route != deny ]]; then
             ((allowed + err_allowed >= ok2xx && allowed <= ok2xx + sl)) \
                 || fail "$t: /metrics allowed=$allowed does not match $ok2xx 2xx answers (in-flight slack $sl)"
         fi
-        if [[ $t != memory ]]; then
+        [[ -n ${USES_REDIS[$t]:-} ]] || { report "$line"; continue; }
+        if [[ -n ${ZSET_EXACT[$t]:-} || $route == login-outcome ]]; then
             read -r nkeys entries <<<"$(zcard_sum "sgb-$t:*")"
             line+="; Redis: $nkeys key(s), $entries entries (ZCARD)"
-            # Every allowed decision left one entry. More entries than /metrics allowed: decisions
-            # whose request was dropped while Redis answered (the load generator stopping), or
-            # that ran in Redis after slidegate had given up on them (store.timeout, fail-open).
-            ((entries > allowed)) && line+=", $((entries - allowed)) charged for requests cut off or failed open"
-            ((entries >= allowed && entries <= allowed + err_allowed + sl)) \
-                || fail "$t: Redis holds $entries entries, slidegate allowed $allowed (slack $((err_allowed + sl)))"
+            kept=$allowed
+            [[ $route == login-outcome ]] && kept=$up4xx # the charges not refunded
+            # Every kept charge left one entry. More entries than that: decisions whose request
+            # was dropped while Redis answered (the load generator stopping), or that ran in Redis
+            # after slidegate had given up on them (store.timeout, fail-open).
+            ((entries > kept)) && line+=", $((entries - kept)) charged for requests cut off or failed open"
+            ((entries + sl >= kept && entries <= kept + err_allowed + sl)) \
+                || fail "$t: Redis holds $entries entries for $kept kept charges (slack $((err_allowed + sl)))"
         fi
+        # A call carries at most one decision per open connection: Redis's EVALSHA calls bound
+        # the decisions slidegate says it made in Redis (a gateway that skipped Redis fails it).
+        for ((r = 1; r <= ROUNDS; r++)); do
+            dec=${R[$t,$r,decisions]:-0} calls=${R[$t,$r,evalsha]:-0}
+            ((dec <= calls * CONNS)) \
+                || fail "$t round $r: $dec decisions in Redis but only $calls EVALSHA calls for $CONNS connections"
+        done
         ;;
     esac
     report "$line"
 done
 if wants batch; then
-    read -r _ day <<<"$(zcard_sum "sgb-batch:*:day")"
-    read -r nkeys week <<<"$(zcard_sum "sgb-batch:*:week")"
+    # One sorted set per key holds the entries of both limits (day and week): one per decision.
+    read -r nkeys entries <<<"$(zcard_sum "sgb-batch:*")"
     allowed=${TOT[batch,allowed]:-0} denied=${TOT[batch,denied]:-0} errors=${TOT[batch,errors]:-0}
     ((allowed > 0)) || fail "batch: no decision allowed"
     ((denied == 0 && errors == 0)) || fail "batch: denied or failed decisions under a limit never reached"
     # The client waits for every call, so the counts must match exactly.
-    ((day == allowed && week == allowed)) || fail "batch: Redis holds day=$day week=$week entries for $allowed allowed decisions"
+    ((entries == allowed)) || fail "batch: Redis holds $entries entries for $allowed allowed decisions"
     report "batch: $allowed decisions allowed, $denied denied, $errors with a store error; Redis: $nkeys keys" \
-        "per limit, ZCARD day=$day week=$week"
+        "(one sorted set per key for both limits), ZCARD $entries"
     rb_failed=0
     for ((r = 1; r <= ROUNDS; r++)); do rb_failed=$((rb_failed + ${R[redis-benchmark,$r,evalsha_failed]:-0})); done
     ((rb_failed == 0)) || fail "redis-benchmark: EVALSHA calls failed"
@@ -1091,7 +1254,7 @@ if ((!ok)); then
     echo "VERIFICATION FAILED: the figures above are not valid"
     exit 1
 fi
-echo "  OK: every allowed decision is in Redis, every target answered as configured"
+echo "  OK: every allowed decision was made in Redis, every target answered as configured"
 
 # ---------------------------------------------------------------- 10. goals
 echo
@@ -1140,6 +1303,26 @@ if [[ -n ${HALF_P99[redis-hot]:-} && -n ${HALF_P99[nginx]:-} ]]; then
 else
     goal "redis-hot p99 at half load <= nginx p99 + 1 ms" - le - ""
 fi
+rate_goal otp-body redis-keys 0.9
+rate_goal login-outcome redis-keys 0.8
+q=$(rate_ratio gcra redis-keys)
+[[ $q == - ]] || printf '  INFO  %-48s %s\n' "gcra / redis-keys (req/s), no goal" \
+    "$q x ($(fmt_num "${MED[gcra,rps]:--}") vs $(fmt_num "${MED[redis-keys,rps]:--}"))"
+if [[ -n ${PACED_P99[otp-body]:-} && -n ${PACED_P99[redis-keys]:-} ]]; then
+    printf '  INFO  %-48s %s\n' "otp-body p99 at half load, no goal" \
+        "${PACED_P99[otp-body]} ms vs redis-keys ${PACED_P99[redis-keys]} ms"
+fi
+# A/B: this build against BENCH_BASELINE_BIN, the same config, in the same rounds.
+if [[ -n $BASELINE_BIN ]]; then
+    for t in "${AB_TARGETS[@]}"; do
+        wants "$t" || continue
+        q=$(rate_ratio "$t" "$t-base")
+        cpu=$(awk -v a="${MED[$t,front]:--}" -v b="${MED[$t-base,front]:--}" \
+            'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2fx", a / b }')
+        goal "A/B $t new >= 0.97x old (req/s)" "$q" ge 0.97 \
+            "$q x ($(fmt_num "${MED[$t,rps]:--}") vs $(fmt_num "${MED[$t-base,rps]:--}"); gateway CPU/req new/old $cpu)"
+    done
+fi
 
 # ---------------------------------------------------------------- 11. Markdown
 echo
@@ -1156,6 +1339,24 @@ for t in "${RESULT_TARGETS[@]}"; do
         "$(fmt_num "${MED[$t,rps]}")" "${MED[$t,p50]}" "${MED[$t,p99]}" "${MED[$t,front]}" "${MED[$t,redis]}" \
         "${MED[$t,upstream]}" "${MED[$t,client]}" "$rq"
 done
+if [[ -n $BASELINE_BIN ]]; then
+    echo
+    echo "| A/B (baseline: the -base rows) | new req/s | old req/s | new/old | gateway CPU µs new | old |"
+    echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+    for t in "${AB_TARGETS[@]}"; do
+        wants "$t" || continue
+        printf '| %s | %s | %s | %s | %s | %s |\n' "$t" "$(fmt_num "${MED[$t,rps]}")" "$(fmt_num "${MED[$t-base,rps]}")" \
+            "$(rate_ratio "$t" "$t-base")" "${MED[$t,front]}" "${MED[$t-base,front]}"
+    done
+fi
+if ((${#PACED_TARGETS[@]})); then
+    echo
+    echo "| p99 at half load (paced wrk) | rate | p99 ms |"
+    echo "| --- | ---: | ---: |"
+    for t in "${PACED_TARGETS[@]}"; do
+        printf '| %s | %s req/s | %s |\n' "$t" "$(fmt_num "${PACED_RPS[$t]}")" "${PACED_P99[$t]}"
+    done
+fi
 if ((${#HEY_TARGETS[@]})); then
     echo
     echo "| p99 at half load | rate | p99 ms |"

@@ -2,7 +2,7 @@
 # bench/accuracy/run.sh — how far the sliding window counter strays from the exact sliding log.
 #
 # One invocation, on loopback only:
-#   1. builds the replay (examples/accuracy_replay.rs, the crate's own RedisStore and scripts);
+#   1. builds the replay (examples/accuracy_replay/, the crate's own RedisStore and scripts);
 #   2. starts a private redis-server on a free port (nothing saved to disk);
 #   3. replays a bursty synthetic trace through both algorithms, each request at its own
 #      instant (explicit clock), and prints a Markdown table and PASS/FAIL lines.
@@ -11,6 +11,8 @@
 # Knobs: BENCH_KEYS (4000), BENCH_WINDOWS (8), BENCH_LIMIT (50), BENCH_WINDOW_SECS (60),
 #        BENCH_TICK_MS (10), BENCH_MEDIAN_SHARE (0.2), BENCH_BURST_CHANCE (0.15), BENCH_SEED (7),
 #        BENCH_PROFILE (release; "dev" builds faster and replays slower).
+# The limit obeys the config's bounds: a sliding_log limit holds at most 10,000, the counter's
+# limit * window (in microseconds) stays below 2^53, windows are 1 s .. 366 d here.
 
 set -euo pipefail
 export LC_ALL=C
@@ -21,6 +23,17 @@ log() { printf '[accuracy] %s\n' "$*" >&2; }
 die() { printf '[accuracy] ERROR: %s\n' "$*" >&2; exit 1; }
 
 command -v redis-server >/dev/null 2>&1 || die "missing redis-server (apt-get install redis-server)"
+
+KEYS=${BENCH_KEYS:-4000} WINDOWS=${BENCH_WINDOWS:-8} LIMIT=${BENCH_LIMIT:-50}
+WINDOW_SECS=${BENCH_WINDOW_SECS:-60} TICK_MS=${BENCH_TICK_MS:-10} SEED=${BENCH_SEED:-7}
+for knob in KEYS WINDOWS LIMIT WINDOW_SECS TICK_MS SEED; do
+    [[ ${!knob} =~ ^[0-9]+$ ]] || die "BENCH_$knob must be a whole number, got '${!knob}'"
+done
+((KEYS >= 1 && WINDOWS >= 1 && TICK_MS >= 1)) || die "BENCH_KEYS, BENCH_WINDOWS, BENCH_TICK_MS must be at least 1"
+((LIMIT >= 1 && LIMIT <= 10000)) || die "BENCH_LIMIT must be 1..10000 (a sliding_log limit holds at most 10,000)"
+((WINDOW_SECS >= 1 && WINDOW_SECS <= 366 * 86400)) || die "BENCH_WINDOW_SECS must be 1..31622400 (366 d)"
+((LIMIT * WINDOW_SECS * 1000000 < 2 ** 53)) \
+    || die "BENCH_LIMIT * BENCH_WINDOW_SECS in microseconds must stay below 2^53 (the counter's bound)"
 
 PROFILE=${BENCH_PROFILE:-release}
 case $PROFILE in
@@ -74,9 +87,7 @@ done
 log "redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p') on 127.0.0.1:$PORT"
 
 "$BIN" --port "$PORT" \
-    --keys "${BENCH_KEYS:-4000}" --windows "${BENCH_WINDOWS:-8}" --limit "${BENCH_LIMIT:-50}" \
-    --window-secs "${BENCH_WINDOW_SECS:-60}" --tick-ms "${BENCH_TICK_MS:-10}" \
-    --median-share "${BENCH_MEDIAN_SHARE:-0.2}" --burst-chance "${BENCH_BURST_CHANCE:-0.15}" \
-    --seed "${BENCH_SEED:-7}"
+    --keys "$KEYS" --windows "$WINDOWS" --limit "$LIMIT" --window-secs "$WINDOW_SECS" --tick-ms "$TICK_MS" \
+    --median-share "${BENCH_MEDIAN_SHARE:-0.2}" --burst-chance "${BENCH_BURST_CHANCE:-0.15}" --seed "$SEED"
 
 log "done in $((SECONDS - started)) s (build included)"

@@ -2,30 +2,37 @@
 # bench/campaign/run.sh — a 10-million-user frequency-capped campaign through the batch API.
 #
 # One invocation, on loopback only:
-#   1. builds the release binaries and the data generator (examples/campaign_data.rs);
+#   1. builds the release binaries, the data generator (examples/campaign_data.rs) and the
+#      decision-call printer (examples/decision_call.rs);
 #   2. generates (once, cached under target/bench-campaign/) a user base of 270 million ids in
 #      four segments (roaring bitmaps) and a campaign of 10 million distinct ids drawn from it;
 #   3. starts a private redis-server and slidegate with a route capped per day and per week,
 #      with per-segment values, and prints `slidegate check` (bitmap memory, lookup cost);
-#   4. for each algorithm (BENCH_ALGORITHMS, default "sliding_log sliding_window_counter"):
-#      sends the whole campaign through `slidegate campaign` (POST /v1/decisions, 10,000 keys a
-#      call), then measures Redis memory per user (INFO memory, MEMORY USAGE samples), then
-#      runs redis-benchmark -P 16 EVALSHA of the same script (one decision a call, distinct users)
-#      on the same Redis, and prints decisions/s of both and their ratio;
-#   5. prints a Markdown table.
+#   4. for each variant (BENCH_ALGORITHMS, default "sliding_log sliding_window_counter gcra":
+#      both limits with that algorithm; the log keeps ONE sorted set per user for both limits,
+#      the counter and gcra one hash per user with a field per limit): sends the whole campaign
+#      through `slidegate campaign` (POST /v1/decisions, 10,000 keys a call), then measures
+#      Redis memory per user (INFO memory over the whole campaign, and MEMORY USAGE of every key
+#      of a sample of users), then runs redis-benchmark -P 16 EVALSHA of the gateway's own
+#      script with the same two limits (one decision a call, distinct users) on the same Redis,
+#      and prints decisions/s of both and their ratio;
+#   5. prints a Markdown table, one row per variant.
 # Every process it starts is stopped on exit.
 #
 # Knobs: BENCH_USERS (270000000), BENCH_CAMPAIGN (10000000), BENCH_ALGORITHMS,
-#        BENCH_IN_FLIGHT (4, calls in flight), BENCH_RB_REQUESTS (1000000, redis-benchmark calls).
+#        BENCH_IN_FLIGHT (4, calls in flight), BENCH_RB_REQUESTS (1000000, redis-benchmark calls),
+#        BENCH_MEMORY_USERS (500, users whose keys MEMORY USAGE samples).
+# Smallest smoke run: BENCH_USERS=100000 BENCH_CAMPAIGN=20000 BENCH_RB_REQUESTS=20000 bench/campaign/run.sh
 
 set -euo pipefail
 export LC_ALL=C
 
 USERS=${BENCH_USERS:-270000000}
 CAMPAIGN=${BENCH_CAMPAIGN:-10000000}
-ALGORITHMS=${BENCH_ALGORITHMS:-sliding_log sliding_window_counter}
+ALGORITHMS=${BENCH_ALGORITHMS:-sliding_log sliding_window_counter gcra}
 IN_FLIGHT=${BENCH_IN_FLIGHT:-4}
 RB_REQUESTS=${BENCH_RB_REQUESTS:-1000000}
+MEMORY_USERS=${BENCH_MEMORY_USERS:-500}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
@@ -51,12 +58,23 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+for knob in USERS CAMPAIGN IN_FLIGHT RB_REQUESTS MEMORY_USERS; do
+    [[ ${!knob} =~ ^[0-9]+$ && ${!knob} -ge 1 ]] || die "BENCH_$knob must be a whole number >= 1, got '${!knob}'"
+done
+((USERS <= 4294967295)) || die "BENCH_USERS: user ids are u32"
+((CAMPAIGN <= USERS)) || die "BENCH_CAMPAIGN ($CAMPAIGN) cannot exceed BENCH_USERS ($USERS): the ids are distinct"
+for alg in $ALGORITHMS; do
+    case $alg in sliding_log | sliding_window_counter | gcra) ;;
+    *) die "BENCH_ALGORITHMS: unknown algorithm '$alg' (sliding_log, sliding_window_counter, gcra)" ;;
+    esac
+done
+
 for tool in redis-server redis-cli redis-benchmark curl; do
     command -v "$tool" >/dev/null 2>&1 || die "missing required tool: $tool (apt-get install redis-server redis-tools curl)"
 done
 
-log "building release binaries and the data generator"
-cargo build --release --bins --example campaign_data --quiet || die "cargo build failed"
+log "building release binaries, the data generator and the decision-call printer"
+cargo build --release --bins --example campaign_data --example decision_call --quiet || die "cargo build failed"
 BIN=$ROOT/target/release
 
 DATA=$ROOT/target/bench-campaign/$USERS-$CAMPAIGN
@@ -105,7 +123,7 @@ log "starting redis-server on 127.0.0.1:$REDIS_PORT"
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$TMP" \
     >"$TMP/redis.log" 2>&1 &
 REDIS_PID=$!
-PIDS+=($REDIS_PID)
+PIDS+=("$REDIS_PID")
 for ((i = 0; i < 100; i++)); do [[ $(R ping 2>/dev/null) == PONG ]] && break; sleep 0.1; done
 [[ $(R ping 2>/dev/null) == PONG ]] || die "redis-server did not start"
 
@@ -160,12 +178,38 @@ access_log = false
 EOF
 }
 
-# The script the gateway runs, for redis-benchmark: one decision a call, the same two limits.
-script_of() {
-    cat lua/prelude.lua "lua/$1.lua" lua/decide.lua
+# evalsha_failed: EVALSHA calls Redis counted as failed so far (INFO commandstats).
+evalsha_failed() {
+    R info commandstats | tr -d '\r' | awk -F'[:=,]' '$1 == "cmdstat_evalsha" {
+        for (i = 2; i < NF; i += 2) if ($i == "failed_calls") v = $(i + 1) } END { print v + 0 }'
 }
 
-declare -A RATE TOTAL BYTES USAGE RB CPU_REDIS CPU_GW CPU_CLIENT
+# The script the gateway runs (one script for every algorithm), loaded for redis-benchmark.
+"$BIN/examples/decision_call" script >"$TMP/decide.lua" || die "cannot print the decision script"
+
+# bytes_per_user CONFIG PREFIX: "bytes keys" per user: MEMORY USAGE of every key of up to
+# MEMORY_USERS users of the campaign (found with SCAN), the keys named as the gateway names
+# them (examples/decision_call prints a user's keys), averaged over the users.
+bytes_per_user() {
+    local config=$1 prefix=$2 templates
+    # The keys of one user, with @ID@ in place of the id (the id is its own key material).
+    templates=$("$BIN/examples/decision_call" args "$config" campaign "$prefix" @ID@ tok \
+        | awk 'NR == 1 { n = $1; next } NR <= n + 1 { print }') || die "cannot name a user's keys"
+    # Users whose keys exist: the material between "|" and "}" of the first keys SCAN finds.
+    R --scan --pattern "$prefix:{campaign|*" 2>/dev/null \
+        | sed -n 's/^[^{]*{campaign|\([^}]*\)}.*$/\1/p' | awk '!seen[$0]++' \
+        | head -n "$MEMORY_USERS" >"$TMP/users.txt" || true
+    [[ -s $TMP/users.txt ]] || { echo "0 0"; return; }
+    # One MEMORY USAGE per key of every sampled user, in one redis-cli session (a key that
+    # does not exist answers nil, an empty line).
+    awk -v t="$templates" 'BEGIN { n = split(t, tpl, "\n") }
+        { for (i = 1; i <= n; i++) { k = tpl[i]; gsub(/@ID@/, $1, k); printf "MEMORY USAGE \"%s\" SAMPLES 0\n", k } }' \
+        "$TMP/users.txt" | R >"$TMP/usage.txt" 2>&1 || die "MEMORY USAGE failed: $(head -n 3 "$TMP/usage.txt")"
+    awk -v users="$(wc -l <"$TMP/users.txt")" '$1 ~ /^[0-9]+$/ { bytes += $1; keys++ }
+        END { printf "%d %.2f\n", bytes / users, keys / users }' "$TMP/usage.txt"
+}
+
+declare -A RATE TOTAL DENIED BYTES USAGE KEYS_PER_USER RB CPU_REDIS CPU_GW CPU_CLIENT
 for alg in $ALGORITHMS; do
     prefix="camp-${alg//_/-}"
     config "$alg" "$prefix" >"$TMP/$alg.toml"
@@ -179,9 +223,11 @@ for alg in $ALGORITHMS; do
     log "$alg: starting slidegate"
     SLIDEGATE_LOG=warn "$BIN/slidegate" --config "$TMP/$alg.toml" >"$TMP/gw-$alg.log" 2>&1 &
     gw=$!
-    PIDS+=($gw)
-    for ((i = 0; i < 100; i++)); do
+    PIDS+=("$gw")
+    for ((i = 0; ; i++)); do
         curl -fsS -o /dev/null "http://127.0.0.1:$ADMIN_PORT/readyz" 2>/dev/null && break
+        kill -0 "$gw" 2>/dev/null || die "slidegate ($alg) exited during startup"
+        ((i < 300)) || die "slidegate ($alg) not ready within 30 s"
         sleep 0.1
     done
     before=$(R info memory | tr -d '\r' | awk -F: '$1 == "used_memory" { print $2 }')
@@ -194,34 +240,35 @@ for alg in $ALGORITHMS; do
     children_ms
     redis1=$(ticks "$REDIS_PID") gw1=$(ticks "$gw") client1=$CHILD_MS
     # CPU microseconds per decision of each process (the client's includes reading the ids).
-    CPU_REDIS[$alg]=$(((redis1 - redis0) * 1000000 / HZ * 10 / CAMPAIGN))
-    CPU_GW[$alg]=$(((gw1 - gw0) * 1000000 / HZ * 10 / CAMPAIGN))
+    CPU_REDIS[$alg]=$(((redis1 - redis0) * 10000000 / HZ / CAMPAIGN))
+    CPU_GW[$alg]=$(((gw1 - gw0) * 10000000 / HZ / CAMPAIGN))
     CPU_CLIENT[$alg]=$(((client1 - client0) * 1000 * 10 / CAMPAIGN))
     cat "$TMP/campaign-$alg.out" >&2
     RATE[$alg]=$(awk '/^decided/ { gsub(/\(/, "", $7); print $7 }' "$TMP/campaign-$alg.out")
     TOTAL[$alg]=$(awk '/^decided/ { print $5 }' "$TMP/campaign-$alg.out")
+    DENIED[$alg]=$(awk '/^decided/ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^denied/) print $i }' "$TMP/campaign-$alg.out")
+    [[ -n ${RATE[$alg]} && -n ${TOTAL[$alg]} ]] || die "could not read the campaign's report"
+    # Every user is messaged once and every segment allows at least one a day: nothing is denied.
+    [[ ${DENIED[$alg]:-0} == 0 ]] || log "WARN: $alg: ${DENIED[$alg]} users denied; expected none"
     after=$(R info memory | tr -d '\r' | awk -F: '$1 == "used_memory" { print $2 }')
     BYTES[$alg]=$(( (after - before) / CAMPAIGN ))
-    # MEMORY USAGE of the keys of 200 users of the campaign (all the keys each user has).
-    sample=0 n=0
-    while read -r key; do
-        u=$(R memory usage "$key" samples 0)
-        sample=$((sample + ${u:-0}))
-        n=$((n + 1))
-    done < <(R --scan --pattern "$prefix:{campaign|*" | head -n 400)
-    USAGE[$alg]=$((n > 0 ? sample / n : 0))
-    kill -TERM "$gw"; wait "$gw" 2>/dev/null || true
+    read -r "USAGE[$alg]" "KEYS_PER_USER[$alg]" <<<"$(bytes_per_user "$TMP/$alg.toml" "$prefix")"
+    kill -TERM "$gw"
+    wait "$gw" 2>/dev/null || true
+    PIDS=("$REDIS_PID") # the gateway is stopped; only Redis is left to stop on exit
 
     log "$alg: redis-benchmark -P 16 EVALSHA of the same script, $RB_REQUESTS calls"
-    sha=$(R script load "$(script_of "$alg")")
-    plan=(1 0 2 per-day 2 86400000000 per-week 5 604800000000 1 1 1)
-    if [[ $alg == sliding_log ]]; then
-        keys=(2 "rb:{u__rand_int__}:per-day" "rb:{u__rand_int__}:per-week")
-    else
-        keys=(1 "rb:{u__rand_int__}#swc")
-    fi
-    redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -P 16 -c 16 -n "$RB_REQUESTS" -r 270000000 -q \
-        evalsha "$sha" "${keys[@]}" "" tok "${plan[@]}" >"$TMP/rb-$alg.out" 2>&1
+    sha=$(R -x script load <"$TMP/decide.lua" | tr -d '\r')
+    [[ $sha =~ ^[0-9a-f]{40}$ ]] || die "SCRIPT LOAD of the decision script failed: $sha"
+    # The gateway's call for one user alone: KEYS and ARGV as examples/decision_call prints them,
+    # the user and the call's token drawn at random by redis-benchmark.
+    mapfile -t call < <("$BIN/examples/decision_call" args "$TMP/$alg.toml" campaign rb 'u__rand_int__' 't__rand_int__.')
+    ((${#call[@]} > 2)) || die "cannot encode a decision for redis-benchmark"
+    failed0=$(evalsha_failed)
+    redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -P 16 -c 16 -n "$RB_REQUESTS" -r "$USERS" -q \
+        evalsha "$sha" "${call[@]}" >"$TMP/rb-$alg.out" 2>&1 || { cat "$TMP/rb-$alg.out" >&2; die "redis-benchmark failed"; }
+    failed=$(($(evalsha_failed) - failed0))
+    ((failed == 0)) || die "redis-benchmark: $failed EVALSHA calls failed"
     RB[$alg]=$(tr '\r' '\n' <"$TMP/rb-$alg.out" | awk '/requests per second/ { v = $(NF - 5) } END { print v }')
     R flushall >/dev/null
 done
@@ -230,13 +277,15 @@ echo
 echo "campaign: $CAMPAIGN distinct users of $USERS in 4 segments, limits per-day and per-week,"
 echo "through POST /v1/decisions (10,000 keys a call, $IN_FLIGHT in flight) against one Redis"
 echo "segments: ${BITMAPS:-?} bytes of roaring bitmaps for $USERS ids; lookup ${LOOKUP:-?} ns (slidegate check)"
+echo "bytes/user: INFO used_memory growth over the campaign / users; MEMORY USAGE: every key of up to"
+echo "$MEMORY_USERS users (keys/user: how many keys a user has)"
 echo
-echo "| algorithm | decisions/s | total s | Redis bytes/user (INFO) | MEMORY USAGE/key | redis-benchmark -P 16 calls/s | ratio | CPU µs/decision: Redis, gateway, client |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| algorithm | decisions/s | total s | Redis bytes/user (INFO) | MEMORY USAGE/user | keys/user | redis-benchmark -P 16 calls/s | ratio | CPU µs/decision: Redis, gateway, client |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for alg in $ALGORITHMS; do
     awk -v a="$alg" -v r="${RATE[$alg]}" -v t="${TOTAL[$alg]}" -v b="${BYTES[$alg]}" \
-        -v u="${USAGE[$alg]}" -v rb="${RB[$alg]}" -v cr="${CPU_REDIS[$alg]}" \
+        -v u="${USAGE[$alg]}" -v k="${KEYS_PER_USER[$alg]}" -v rb="${RB[$alg]:-0}" -v cr="${CPU_REDIS[$alg]}" \
         -v cg="${CPU_GW[$alg]}" -v cc="${CPU_CLIENT[$alg]}" 'BEGIN {
-        printf "| %s | %.0f | %.1f | %d | %d | %.0f | %.2fx | %.1f, %.1f, %.1f |\n", a, r, t, b, u, rb,
+        printf "| %s | %.0f | %.1f | %d | %d | %s | %.0f | %.2fx | %.1f, %.1f, %.1f |\n", a, r, t, b, u, k, rb,
             (rb > 0 ? r / rb : 0), cr / 10, cg / 10, cc / 10 }'
 done

@@ -1,29 +1,51 @@
 //! A tiny demo upstream for the quick start and the benchmark: answers every request with a
 //! short JSON body describing it. `demo-upstream [ADDR]` (default 127.0.0.1:9000).
+//!
+//! `/login` stands for a login endpoint whose outcome the caller picks: `401 Unauthorized` when
+//! the query holds `fail=1`, 200 otherwise (the benchmark's `login-outcome` target sends half
+//! its attempts that way, for a route that counts only failed logins).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 
 use bytes::Bytes;
-use http_body_util::Full;
-use hyper::body::Incoming;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Incoming};
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 
+/// Whether the request is a login attempt that fails: `/login` with `fail=1` in the query.
+fn failed_login(req: &Request<Incoming>) -> bool {
+    req.uri().path() == "/login"
+        && req
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|pair| pair == "fail=1"))
+}
+
 async fn answer(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let failed = failed_login(&req);
     let xff = req
         .headers()
         .get("x-forwarded-for")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let body = serde_json::json!({
-        "ok": true,
+        "ok": !failed,
         "method": req.method().as_str(),
         "path": req.uri().path(),
         "x_forwarded_for": xff,
     });
+    // Read a request body to its end (a POSTed form or JSON), as a real endpoint would, so the
+    // connection stays reusable; a request without one costs nothing here.
+    if !req.body().is_end_stream() {
+        let _ = req.into_body().collect().await;
+    }
     let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+    if failed {
+        *response.status_mut() = hyper::StatusCode::UNAUTHORIZED;
+    }
     response.headers_mut().insert(
         "content-type",
         http::HeaderValue::from_static("application/json"),

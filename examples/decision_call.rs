@@ -1,0 +1,116 @@
+//! The gateway's decision call, for `redis-benchmark` (`bench/campaign`): the script text, or
+//! the KEYS and ARGV of one decision of a route, exactly as the gateway sends them for one
+//! request alone in its call (layout in `lua/decide.lua`), so a hand-driven benchmark runs the
+//! same script on the same keys without spelling the layout out in shell.
+//!
+//! ```text
+//! decision_call script                                  the script, on stdout
+//! decision_call args CONFIG ROUTE PREFIX KEY TOKEN      numkeys, KEYS, ARGV: one per line
+//! ```
+//!
+//! `args` takes the route's own limit values (no segment or plan), `PREFIX` in place of
+//! `store.key_prefix`, the derived key `KEY` and the call's `TOKEN` (what makes members unique;
+//! both may hold `__rand_int__` for redis-benchmark; an empty token would make it a dry run),
+//! and decides at the Redis clock with cost 1.
+//! Only routes whose limits count one key (the route's own) are supported.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use slidegate::config::Config;
+use slidegate::store::{layout, BlockSpec, LimitSet};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["script"] => {
+            print!("{}", slidegate::store::decision_script());
+            ExitCode::SUCCESS
+        }
+        ["args", config, route, prefix, key, token] => {
+            match call(config, route, prefix, key, token) {
+                Ok(lines) => {
+                    for line in lines {
+                        println!("{line}");
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(why) => {
+                    eprintln!("decision_call: {why}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        _ => {
+            eprintln!(
+                "usage: decision_call script | decision_call args CONFIG ROUTE PREFIX KEY TOKEN"
+            );
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// numkeys, the keys, then ARGV.
+fn call(
+    config: &str,
+    route: &str,
+    prefix: &str,
+    key: &str,
+    token: &str,
+) -> Result<Vec<String>, String> {
+    if token.is_empty() {
+        return Err("TOKEN must not be empty (an empty token makes the call a dry run)".into());
+    }
+    let config = Config::load(Path::new(config)).map_err(|e| e.to_string())?;
+    let route = config
+        .route(route)
+        .ok_or_else(|| format!("no route `{route}`"))?;
+    let set = slidegate::limit::limit_set(route);
+    if set.slots != 1 {
+        return Err(format!(
+            "route `{}` counts {} keys; only routes with one key are supported",
+            route.name, set.slots
+        ));
+    }
+    let bases = [layout::base(prefix, &route.name, "", key)];
+    let keys = set.keys(&bases);
+    let mut out = vec![keys.len().to_string()];
+    out.extend(keys);
+    // now ("" = the Redis clock), the call's token, one plan, no settlement, one decision.
+    out.extend(["".to_string(), token.to_string(), "1".to_string()]);
+    plan_args(&set, &mut out);
+    out.extend(["0", "1", "1", "1"].map(String::from));
+    Ok(out)
+}
+
+/// One plan's arguments: block settings, key slots, states, limits (as the gateway encodes them).
+fn plan_args(set: &LimitSet, out: &mut Vec<String>) {
+    let block = set.block.unwrap_or(BlockSpec {
+        block_ms: 0,
+        growth: 1.0,
+        max_ms: 0,
+        forget_ms: 0,
+    });
+    out.extend([
+        block.block_ms.to_string(),
+        block.growth.to_string(),
+        block.max_ms.to_string(),
+        block.forget_ms.to_string(),
+        set.slots.to_string(),
+        set.states.len().to_string(),
+    ]);
+    for s in &set.states {
+        out.push(s.algorithm.code().to_string());
+        out.push((s.slot + 1).to_string());
+    }
+    out.push(set.limits.len().to_string());
+    for l in &set.limits {
+        out.extend([
+            (l.state + 1).to_string(),
+            l.name.clone(),
+            l.limit.to_string(),
+            l.window_us.to_string(),
+            l.param.to_string(),
+        ]);
+    }
+}
