@@ -94,10 +94,7 @@ impl Config {
     }
 
     /// Reads and validates `path`, looking environment variables up with `env`.
-    pub fn load_with_env(
-        path: &Path,
-        env: impl Into<Environment>,
-    ) -> Result<Config, ConfigError> {
+    pub fn load_with_env(path: &Path, env: impl Into<Environment>) -> Result<Config, ConfigError> {
         Self::load_for(path, env, Purpose::Gateway)
     }
 

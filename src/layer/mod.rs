@@ -127,7 +127,8 @@ impl RateLimitLayer {
     pub async fn from_config(config: Config) -> Result<RateLimitLayer, LayerError> {
         let metrics = Metrics::new();
         let store =
-            crate::store::Store::from_config(&config.store, metrics.store_error_hook(), &[]).await?;
+            crate::store::Store::from_config(&config.store, metrics.store_error_hook(), &[])
+                .await?;
         let limiter = Arc::new(Limiter::new(store, config.store.max_keys, metrics.clone()));
         let table = crate::route::RouteTable::build(
             config,

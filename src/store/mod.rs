@@ -124,7 +124,10 @@ impl Store {
             crate::config::Backend::Memory => Ok(Store::Memory(MemoryStore::new(config.max_keys))),
             crate::config::Backend::Redis => {
                 let redis = RedisStore::connect(config, on_error, handles).await?;
-                if let Err(e) = redis.wait_until_ready(std::time::Duration::from_secs(2)).await {
+                if let Err(e) = redis
+                    .wait_until_ready(std::time::Duration::from_secs(2))
+                    .await
+                {
                     tracing::warn!(
                         url = %crate::config::redact_url(&config.url),
                         error = %e,

@@ -107,7 +107,9 @@ impl Validator<'_> {
                 "keys.hash_secret_env: must name an environment variable",
             );
         }
-        let secret = self.env.get(env.get_ref())
+        let secret = self
+            .env
+            .get(env.get_ref())
             .filter(|s| !s.is_empty())
             .map(|s| HashSecret(s.into_bytes()));
         Ok(KeysConfig {
