@@ -69,8 +69,14 @@ impl Drop for Process {
 
 /// The proxy port in a start-up line (`slidegate listening on 127.0.0.1:PORT (admin ...)`).
 fn proxy_port(line: &str) -> u16 {
-    let at = line.find("listening on 127.0.0.1:").expect("a listening line") + 23;
-    let digits: String = line[at..].chars().take_while(char::is_ascii_digit).collect();
+    let at = line
+        .find("listening on 127.0.0.1:")
+        .expect("a listening line")
+        + 23;
+    let digits: String = line[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
     digits.parse().expect("a port")
 }
 
@@ -141,7 +147,10 @@ async fn sigterm_lets_a_forwarded_request_finish() {
     // SIGTERM once the request is upstream (the upstream has seen it), not after a guess.
     let deadline = Instant::now() + Duration::from_secs(5);
     while !up.seen().iter().any(|p| p.starts_with("/slow")) {
-        assert!(Instant::now() < deadline, "the request never reached the upstream");
+        assert!(
+            Instant::now() < deadline,
+            "the request never reached the upstream"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     process.signal("-TERM");

@@ -72,14 +72,18 @@ fn target() -> impl Strategy<Value = String> {
         Just("form".to_string()),
         "[ -~]{0,5}",
     ];
-    (proptest::collection::vec(segment, 0..6), "[a-z=&%+0-9]{0,12}").prop_map(|(s, q)| {
-        let path = format!("/{}", s.join("/"));
-        if q.is_empty() {
-            path
-        } else {
-            format!("{path}?{q}")
-        }
-    })
+    (
+        proptest::collection::vec(segment, 0..6),
+        "[a-z=&%+0-9]{0,12}",
+    )
+        .prop_map(|(s, q)| {
+            let path = format!("/{}", s.join("/"));
+            if q.is_empty() {
+                path
+            } else {
+                format!("{path}?{q}")
+            }
+        })
 }
 
 fn header() -> impl Strategy<Value = String> {
@@ -112,22 +116,29 @@ fn body() -> impl Strategy<Value = Vec<u8>> {
 /// What a client sends: a head and a body, framed by a correct length unless the head says
 /// otherwise.
 fn request() -> impl Strategy<Value = Vec<u8>> {
-    (method(), target(), proptest::collection::vec(header(), 0..6), body()).prop_map(
-        |(method, target, headers, body)| {
+    (
+        method(),
+        target(),
+        proptest::collection::vec(header(), 0..6),
+        body(),
+    )
+        .prop_map(|(method, target, headers, body)| {
             let mut out = format!("{method} {target} HTTP/1.1\r\nHost: fuzz\r\n");
             for h in &headers {
                 out.push_str(h);
                 out.push_str("\r\n");
             }
-            if !headers.iter().any(|h| h.starts_with("Content-Length") || h.starts_with("Transfer")) {
+            if !headers
+                .iter()
+                .any(|h| h.starts_with("Content-Length") || h.starts_with("Transfer"))
+            {
                 out.push_str(&format!("Content-Length: {}\r\n", body.len()));
             }
             out.push_str("Connection: close\r\n\r\n");
             let mut bytes = out.into_bytes();
             bytes.extend_from_slice(&body);
             bytes
-        },
-    )
+        })
 }
 
 /// Sends `bytes`, half-closes, and reads the answer; `Err` when nothing settles within 5 s.
@@ -168,7 +179,9 @@ fn random_requests_get_well_formed_answers_and_the_gateway_keeps_serving() {
     });
     runner
         .run(&request(), |bytes| {
-            let answer = rt.block_on(exchange(addr, &bytes)).map_err(TestCaseError::fail)?;
+            let answer = rt
+                .block_on(exchange(addr, &bytes))
+                .map_err(TestCaseError::fail)?;
             if answer.is_empty() {
                 return Ok(()); // closed: fine for what cannot be answered
             }
@@ -179,7 +192,11 @@ fn random_requests_get_well_formed_answers_and_the_gateway_keeps_serving() {
                 String::from_utf8_lossy(&answer)
             );
             prop_assert!((100..600).contains(&reply.status), "{}", reply.head);
-            prop_assert!(reply.status != 500, "a 500 for {:?}", String::from_utf8_lossy(&bytes));
+            prop_assert!(
+                reply.status != 500,
+                "a 500 for {:?}",
+                String::from_utf8_lossy(&bytes)
+            );
             let ours = reply.header("content-type") == Some("application/problem+json");
             let head_request = bytes.starts_with(b"HEAD ");
             if ours && !head_request {

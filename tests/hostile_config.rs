@@ -94,7 +94,10 @@ async fn the_redis_password_is_redacted_in_admin_config_and_logs() {
     assert!(log.contains("redis://:***@127.0.0.1:1"), "{log}");
     let auth = format!("Bearer {TOKEN}");
     let view = HttpClient::default()
-        .get(&format!("http://{admin}/admin/config"), &[("authorization", &auth)])
+        .get(
+            &format!("http://{admin}/admin/config"),
+            &[("authorization", &auth)],
+        )
         .await
         .json();
     assert_eq!(view["store"]["url"], "redis://:***@127.0.0.1:1");
@@ -133,8 +136,15 @@ async fn hashed_api_keys_keep_their_plans_and_never_show_raw() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("config.toml");
     std::fs::write(&path, &text).unwrap();
-    std::fs::write(dir.path().join("plans.toml"), "\"live_gold_key\" = \"gold\"\n").unwrap();
-    let envs = [("SLIDEGATE_KEY_SECRET", "s3cret"), ("SLIDEGATE_LOG", "info")];
+    std::fs::write(
+        dir.path().join("plans.toml"),
+        "\"live_gold_key\" = \"gold\"\n",
+    )
+    .unwrap();
+    let envs = [
+        ("SLIDEGATE_KEY_SECRET", "s3cret"),
+        ("SLIDEGATE_LOG", "info"),
+    ];
     let gw = Process::start(&path, &envs);
     let (proxy, _) = gw.listening();
     let client = HttpClient::default();
@@ -144,7 +154,11 @@ async fn hashed_api_keys_keep_their_plans_and_never_show_raw() {
     for _ in 0..4 {
         statuses.push(client.status(&url, &gold).await);
     }
-    assert_eq!(statuses, [200, 200, 200, 429], "the gold plan's 3 applied to the hashed key");
+    assert_eq!(
+        statuses,
+        [200, 200, 200, 429],
+        "the gold plan's 3 applied to the hashed key"
+    );
     let stranger = client.get(&url, &[("x-api-key", "live_unknown")]).await;
     assert_eq!(stranger.status, 403);
     assert_eq!(stranger.json()["error"], "unknown_key");
@@ -152,5 +166,8 @@ async fn hashed_api_keys_keep_their_plans_and_never_show_raw() {
     assert_eq!(rejected.json()["plan"], "gold");
     let log = gw.lines_until("status=403").join("\n");
     assert!(log.contains("key="), "{log}");
-    assert!(!log.contains("live_gold_key") && !log.contains("live_unknown"), "{log}");
+    assert!(
+        !log.contains("live_gold_key") && !log.contains("live_unknown"),
+        "{log}"
+    );
 }

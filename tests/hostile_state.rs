@@ -33,7 +33,10 @@ async fn batch(gw: &Gateway, body: &str) -> support::http::Reply {
         .send(
             Method::POST,
             &gw.admin("/v1/decisions"),
-            &[("authorization", &auth), ("content-type", "application/json")],
+            &[
+                ("authorization", &auth),
+                ("content-type", "application/json"),
+            ],
             body,
         )
         .await
@@ -71,7 +74,10 @@ async fn batch_costs_outside_one_to_the_smallest_limit_are_refused() {
         let results = r.json()["results"].clone();
         assert_eq!(results[0]["allowed"], true);
         assert_eq!(results[0]["remaining"], 0);
-        assert_eq!(results[1]["allowed"], false, "a second cost of 5 does not fit");
+        assert_eq!(
+            results[1]["allowed"], false,
+            "a second cost of 5 does not fit"
+        );
         gw.stop().await;
     }
 }
@@ -84,12 +90,25 @@ async fn a_dry_run_charges_nothing() {
     let store = gateway::redis_store(&redis.url(), &unique_prefix("dry"));
     let gw = gateway::start(&config(&store, &up.url(), ROUTE)).await;
     for _ in 0..3 {
-        let r = batch(&gw, r#"{"route":"campaign","keys":["u7"],"cost":5,"dry_run":true}"#).await;
+        let r = batch(
+            &gw,
+            r#"{"route":"campaign","keys":["u7"],"cost":5,"dry_run":true}"#,
+        )
+        .await;
         assert_eq!(r.json()["results"][0]["allowed"], true, "{}", r.body);
     }
     let r = batch(&gw, r#"{"route":"campaign","keys":["u7"],"cost":5}"#).await;
-    assert_eq!(r.json()["results"][0]["allowed"], true, "the dry runs charged: {}", r.body);
-    let r = batch(&gw, r#"{"route":"campaign","keys":["u7"],"cost":1,"dry_run":true}"#).await;
+    assert_eq!(
+        r.json()["results"][0]["allowed"],
+        true,
+        "the dry runs charged: {}",
+        r.body
+    );
+    let r = batch(
+        &gw,
+        r#"{"route":"campaign","keys":["u7"],"cost":1,"dry_run":true}"#,
+    )
+    .await;
     assert_eq!(r.json()["results"][0]["allowed"], false);
     gw.stop().await;
 }
@@ -114,9 +133,17 @@ async fn the_memory_store_is_bounded_and_keeps_what_it_holds() {
     for i in 0..50 {
         user(format!("flood{i}")).await;
     }
-    assert_eq!(user("held".into()).await, 429, "the flood freed a held key's quota");
+    assert_eq!(
+        user("held".into()).await,
+        429,
+        "the flood freed a held key's quota"
+    );
     let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
-    let full = value(&metrics, "slidegate_store_errors_total", &[("kind", "full")]);
+    let full = value(
+        &metrics,
+        "slidegate_store_errors_total",
+        &[("kind", "full")],
+    );
     assert!(full.unwrap_or(0.0) >= 40.0, "{full:?}");
     let denied = value(
         &metrics,
@@ -160,7 +187,10 @@ block_for = "1s"
     let wait_a = started.json()["retry_after_ms"].as_u64().unwrap();
     let wait_b = seen_by_b.json()["retry_after_ms"].as_u64().unwrap();
     assert!(wait_a > 1000, "the window outlasts the 1 s block: {wait_a}");
-    assert!(wait_b > 1000, "instance B answered the block's remaining time only: {wait_b}");
+    assert!(
+        wait_b > 1000,
+        "instance B answered the block's remaining time only: {wait_b}"
+    );
     assert!(wait_b <= wait_a);
     tokio::time::sleep(Duration::from_millis(wait_b + 20)).await;
     assert_eq!(client.status(&b.url("/otp"), &user).await, 200);
