@@ -142,13 +142,15 @@ impl Reservation {
             refund: settled.refunded.clone(),
             reset: settled.reset.clone(),
         };
+        // Queued (or applied) now, before the answer goes out: the next decision of this
+        // connection sees it, as the answer's headers say.
+        let applied = self.limiter.store.settle(settlement);
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let store = self.limiter.store.clone();
         let route = self.policy.name().to_string();
         runtime.spawn(async move {
-            if let Err(e) = store.settle(settlement).await {
+            if let Err(e) = applied.await {
                 tracing::warn!(route, error = %e, "could not settle an outcome-counted attempt");
             }
         });

@@ -9,8 +9,6 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
-
 /// One connection's activity.
 pub struct Activity {
     started: Instant,
@@ -23,14 +21,12 @@ pub struct Activity {
     response_done: AtomicBool,
     /// The next write starts a message that no request of ours answers.
     between_messages: AtomicBool,
-    /// Wakes the watchdog when the state changes.
-    pub changed: Notify,
 }
 
 /// Why the watchdog acts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Due {
-    /// Nothing yet; look again at this instant (or when woken).
+    /// Nothing yet; look again at this instant (`None`: a request is in flight).
     At(Option<Instant>),
     /// A request head took too long: close the connection.
     HeadTimeout,
@@ -48,7 +44,6 @@ impl Activity {
             head_since: AtomicU64::new(u64::from(head_arriving)),
             response_done: AtomicBool::new(false),
             between_messages: AtomicBool::new(true),
-            changed: Notify::new(),
         }
     }
 
@@ -62,7 +57,6 @@ impl Activity {
             && self.head_since.load(Ordering::Acquire) == 0
         {
             self.head_since.store(self.now_us() + 1, Ordering::Release);
-            self.changed.notify_one();
         }
     }
 
@@ -71,7 +65,6 @@ impl Activity {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         self.head_since.store(0, Ordering::Release);
         self.between_messages.store(false, Ordering::Release);
-        self.changed.notify_one();
     }
 
     /// A response ended (its body was dropped).
@@ -80,7 +73,6 @@ impl Activity {
             self.idle_since.store(self.now_us(), Ordering::Release);
             self.response_done.store(true, Ordering::Release);
         }
-        self.changed.notify_one();
     }
 
     /// hyper flushed what it had written: after the last response, the next write starts a

@@ -117,6 +117,11 @@ pub async fn run(
 
 /// Drives `conn` while watching it: a head past `header_read_timeout` closes it, `idle_timeout`
 /// with nothing in flight or the drain shut it down gracefully.
+///
+/// The watchdog is one timer, re-armed only when it fires: at the next instant `activity`
+/// says something is due, and never more than `header_read_timeout` (or `idle_timeout`) ahead,
+/// so a head that starts arriving while it sleeps is still cut on time without the socket
+/// having to wake it. A request costs the watchdog nothing.
 async fn watch<C: Future<Output = Result<(), hyper::Error>>>(
     conn: C,
     shut_down: impl Fn(Pin<&mut C>),
@@ -125,35 +130,43 @@ async fn watch<C: Future<Output = Result<(), hyper::Error>>>(
     heads: bool,
     mut stopping: watch::Receiver<bool>,
 ) -> Result<(), hyper::Error> {
+    let period = match heads {
+        true => builders.header_read_timeout.min(builders.idle_timeout),
+        false => builders.idle_timeout,
+    };
     let mut conn = std::pin::pin!(conn);
+    let timer = tokio::time::sleep(Duration::ZERO);
+    let mut timer = std::pin::pin!(timer);
+    let stop = async move {
+        let _ = stopping.wait_for(|stop| *stop).await;
+    };
+    let mut stop = std::pin::pin!(stop);
     let mut shutting = false;
     loop {
-        let due = activity.due(builders.header_read_timeout, builders.idle_timeout, heads);
-        let wake = match due {
-            Due::HeadTimeout => return Ok(()),
-            Due::Idle if !shutting => {
-                shut_down(conn.as_mut());
-                shutting = true;
-                None
-            }
-            Due::Idle => None,
-            Due::At(at) => at,
-        };
         tokio::select! {
+            biased;
             served = conn.as_mut() => return served,
-            _ = stopping.wait_for(|stop| *stop), if !shutting => {
+            () = stop.as_mut(), if !shutting => {
                 shut_down(conn.as_mut());
                 shutting = true;
             }
-            _ = sleep_until(wake), if wake.is_some() => {}
-            _ = activity.changed.notified() => {}
+            () = timer.as_mut() => {
+                let now = tokio::time::Instant::now();
+                let next = match activity.due(builders.header_read_timeout, builders.idle_timeout, heads) {
+                    Due::HeadTimeout => return Ok(()),
+                    Due::Idle => {
+                        if !shutting {
+                            shut_down(conn.as_mut());
+                            shutting = true;
+                        }
+                        now + period
+                    }
+                    Due::At(Some(at)) => tokio::time::Instant::from_std(at).min(now + period),
+                    Due::At(None) => now + period,
+                };
+                timer.as_mut().reset(next);
+            }
         }
-    }
-}
-
-async fn sleep_until(at: Option<std::time::Instant>) {
-    if let Some(at) = at {
-        tokio::time::sleep_until(at.into()).await;
     }
 }
 

@@ -176,14 +176,19 @@ impl Store {
         }
     }
 
-    /// Applies a settlement. Redis carries it in the next call of the lane of its keys (with
-    /// whatever decisions go out then), so a refund rarely costs a call of its own.
-    pub async fn settle(&self, settlement: Settlement) -> Result<(), StoreError> {
+    /// Applies a settlement, or queues it, before returning: a decision asked for afterwards
+    /// sees it. Redis carries it in the next call of the lane of its keys (with whatever
+    /// decisions go out then, after it), so a refund rarely costs a call of its own; the future
+    /// tells when it is applied.
+    pub fn settle(
+        &self,
+        settlement: Settlement,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send + 'static {
         match self {
-            Store::Redis(s) => s.settle(settlement).await,
+            Store::Redis(s) => futures_util::future::Either::Left(s.settle(settlement)),
             Store::Memory(s) => {
                 s.settle(&settlement);
-                Ok(())
+                futures_util::future::Either::Right(std::future::ready(Ok(())))
             }
         }
     }

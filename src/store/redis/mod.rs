@@ -23,6 +23,7 @@ mod split;
 mod url;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::{Duration, Instant};
@@ -243,8 +244,13 @@ impl RedisStore {
         out
     }
 
-    /// Queues a settlement on the lane of its keys, to ride in that lane's next call.
-    pub async fn settle(&self, settlement: Settlement) -> Result<(), StoreError> {
+    /// Queues a settlement on the lane of its keys at once, to ride in that lane's next call
+    /// (ahead of its decisions, so a decision asked for afterwards sees it); the future tells
+    /// when it is applied.
+    pub fn settle(
+        &self,
+        settlement: Settlement,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send + 'static {
         let mut waits = Vec::new();
         for part in &settlement.receipt.parts {
             let (limits, bases, index_of) = match part.slot {
@@ -283,11 +289,14 @@ impl RedisStore {
             });
             waits.push(wait);
         }
-        for wait in waits {
-            wait.await
-                .unwrap_or_else(|_| Err(StoreError::Other("the decision lane stopped".into())))?;
+        async move {
+            for wait in waits {
+                wait.await.unwrap_or_else(|_| {
+                    Err(StoreError::Other("the decision lane stopped".into()))
+                })?;
+            }
+            Ok(())
         }
-        Ok(())
     }
 
     fn pending(

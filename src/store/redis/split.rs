@@ -144,9 +144,9 @@ fn take_back(store: &RedisStore, parts: Vec<Part>) {
             bases: part.bases,
             receipt,
         };
-        let store = store.clone();
+        let applied = store.settle(settlement);
         tokio::spawn(async move {
-            if let Err(e) = store.settle(settlement).await {
+            if let Err(e) = applied.await {
                 tracing::warn!(error = %e, "could not take back the charge of a refused request's other part");
             }
         });
