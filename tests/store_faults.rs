@@ -226,3 +226,40 @@ async fn gateway_starts_while_redis_is_down() {
     }
     drop(redis);
 }
+
+/// A Redis client whose connection task ends (fred ends it for good on some errors) is started
+/// again: decisions come back from the store instead of failing until a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_whose_connection_task_ended_is_started_again() {
+    use fred::interfaces::ClientLike;
+    let redis = RedisServer::start_async().await;
+    let up = upstream::start().await;
+    let gw = gateway::start(&config(
+        &store(&redis.url(), "keeper"),
+        &up.url(),
+        &routes("deny"),
+    ))
+    .await;
+    let client = HttpClient::default();
+    assert_eq!(client.get(&gw.url("/x"), &[]).await.status, 200);
+    let slidegate::store::Store::Redis(store) = gw.running().state.limiter().store().clone() else {
+        panic!("a Redis store");
+    };
+    store.client().quit().await.expect("the client quits");
+    // Its connection task has ended: the route fails closed until the keeper starts it again.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut statuses = Vec::new();
+    loop {
+        let status = client.get(&gw.url("/x"), &[]).await.status.as_u16();
+        statuses.push(status);
+        if status == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "decisions never came back from the store: {statuses:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    gw.stop().await;
+}

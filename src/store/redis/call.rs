@@ -215,15 +215,24 @@ impl Caller {
         keys: Vec<Key>,
         args: Vec<Value>,
     ) -> Result<Vec<i64>, FredError> {
+        // A call routed by its slot in a cluster may meet one redirection while a slot moves
+        // (MOVED, or ASK during a migration): it gets a second attempt to follow it. fred sends
+        // ASKING with the command's remaining attempts, so with one attempt an ASK could never
+        // complete and the failure ends the client's routing task. A redirected command did not
+        // run, and `fail_fast` keeps fred from sending a command again after a disconnect, so
+        // no decision is ever made twice. (fred reads `max_redirections: Some(0)` as unset, so a
+        // cross-slot call follows one redirection too; on a node that no longer serves every
+        // slot of the call the script refuses it, and the call is split per slot.)
+        let follows_redirection =
+            self.client.is_clustered() && !matches!(target, Target::Node(_));
         let options = Options {
             fail_fast: true,
-            max_attempts: Some(1),
+            max_attempts: Some(if follows_redirection { 2 } else { 1 }),
             cluster_node: match target {
                 Target::Node(server) => Some(server.clone()),
                 Target::ByKey | Target::PerSlot => None,
             },
-            // A cross-slot call that meets a redirection is split per slot instead.
-            max_redirections: matches!(target, Target::Node(_)).then_some(0),
+            max_redirections: Some(1),
             ..Default::default()
         };
         // Sent as a custom command: fred 10 has no `LuaInterface` for `WithOptions`, so

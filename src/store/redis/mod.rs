@@ -17,6 +17,7 @@ mod call;
 mod deadline;
 mod dry;
 mod encode;
+mod keeper;
 mod lane;
 mod script;
 mod split;
@@ -113,13 +114,14 @@ impl RedisStore {
             .set_policy(ReconnectPolicy::new_exponential(0, 50, 1000, 2));
         let cross_slot = Arc::new(AtomicBool::new(true));
         let mut clients = Vec::with_capacity(crate::workers::count());
+        let mut tasks = Vec::with_capacity(crate::workers::count());
         for i in 0..crate::workers::count() {
             let client = builder
                 .build()
                 .map_err(|e| StoreError::Other(e.to_string()))?;
             // The client spawns its connection tasks on the runtime it is connected from.
             let _entered = handles.get(i).map(|h| h.enter());
-            client.connect();
+            tasks.push(client.connect());
             clients.push(client);
         }
         let connections = PerWorker::new(|i| {
@@ -140,14 +142,25 @@ impl RedisStore {
                 routing_read_at_ms: AtomicU64::new(0),
             }
         });
-        Ok(RedisStore {
+        let redis = RedisStore {
             inner: Arc::new(Inner {
                 builder,
                 timeout: config.timeout,
                 connections,
                 started: Instant::now(),
             }),
-        })
+        };
+        // Each worker's connection task is watched on that worker, for as long as the store
+        // lives (the keeper holds it weakly).
+        for (i, task) in tasks.into_iter().enumerate() {
+            let _entered = handles.get(i).map(|h| h.enter());
+            let store = Arc::downgrade(&redis.inner);
+            keeper::keep_connected(task, move || {
+                let inner = store.upgrade()?;
+                Some(inner.connections.all()[i].client.connect())
+            });
+        }
+        Ok(redis)
     }
 
     /// Waits up to `wait` for every worker's connection and loads the script.
