@@ -44,9 +44,14 @@ impl Gateway {
 
     /// The service for one connection from `peer`.
     pub fn service(&self, peer: IpAddr) -> GatewayService {
+        let untrusted = Peer::new(peer);
+        let trusted = Peer {
+            trusted: true,
+            ..untrusted.clone()
+        };
         GatewayService {
             inner: RateLimit::new(self.proxy.clone(), self.shared.clone()),
-            peer: Peer::new(peer),
+            peer: [Arc::new(untrusted), Arc::new(trusted)],
             shared: self.shared.clone(),
         }
     }
@@ -56,7 +61,9 @@ impl Gateway {
 #[derive(Clone)]
 pub struct GatewayService {
     inner: RateLimit<ProxyService>,
-    peer: Peer,
+    /// The peer, as one untrusted and one trusted (whether it is trusted is decided per
+    /// request: a reload may change the list).
+    peer: [Arc<Peer>; 2],
     shared: Arc<Shared>,
 }
 
@@ -71,22 +78,20 @@ impl Service<Request<Incoming>> for GatewayService {
 
     fn call(&mut self, mut req: Request<Incoming>) -> GatewayFuture {
         let started = Instant::now();
+        let ip = self.peer[0].ip;
         let trusted = {
             let table = self.shared.table.load();
-            is_trusted(self.peer.ip, &table.config.server.trusted_proxies)
+            is_trusted(ip, &table.config.server.trusted_proxies)
         };
         let request_id = RequestId::for_request(req.headers(), trusted);
         let log = access_log::enabled().then(|| Logged {
             method: req.method().clone(),
-            path: req.uri().path().to_string(),
+            uri: req.uri().clone(),
         });
         let extensions = req.extensions_mut();
         extensions.insert(request_id.clone());
-        extensions.insert(ClientAddr(self.peer.ip));
-        extensions.insert(Arc::new(Peer {
-            trusted,
-            ..self.peer.clone()
-        }));
+        extensions.insert(ClientAddr(ip));
+        extensions.insert(self.peer[usize::from(trusted)].clone());
         GatewayFuture {
             future: self.inner.call(req),
             request_id,
@@ -99,7 +104,8 @@ impl Service<Request<Incoming>> for GatewayService {
 /// What the access log needs of the request itself.
 struct Logged {
     method: Method,
-    path: String,
+    /// The target as the client sent it (a clone shares its bytes).
+    uri: http::Uri,
 }
 
 pin_project_lite::pin_project! {
@@ -137,7 +143,7 @@ fn write_log<B>(
     elapsed: std::time::Duration,
 ) {
     let decided = response.extensions().get::<Decided>();
-    let mut entry = AccessEntry::new(request_id, &log.method, Some(&log.path));
+    let mut entry = AccessEntry::new(request_id, &log.method, Some(log.uri.path()));
     if let Some(d) = decided {
         entry.decided(d);
     }

@@ -284,6 +284,14 @@ where
         let limits = &self.route.config.limits;
         let limit_index = verdict.and_then(Verdict::limit_index);
         let config = &self.route.config;
+        if !config.access_log {
+            // Nothing reads the names of a request that is not logged.
+            return Decided {
+                log: Some((false, config.access_log_sample)),
+                label: verdict.map(|v| v.label),
+                ..Decided::default()
+            };
+        }
         Decided {
             route: Some(config.name.clone()),
             log: Some((config.access_log, config.access_log_sample)),

@@ -4,7 +4,9 @@
 //! that produced them (the 429 is rebuilt from it, aged), and are dropped on reload or reset.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
+
+use foldhash::quality::RandomState;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,7 +37,7 @@ impl CachedDenial {
 /// Shared by every request of the instance; it holds at most `store.max_keys` keys (a full
 /// cache skips new entries: they are only a shortcut, the store still decides).
 pub struct DenyCache {
-    shards: Box<[Mutex<HashMap<String, CachedDenial>>]>,
+    shards: Box<[Mutex<HashMap<String, CachedDenial, RandomState>>]>,
     hasher: RandomState,
     max_per_shard: usize,
 }
@@ -44,13 +46,15 @@ impl DenyCache {
     /// An empty cache of at most `max_keys` keys.
     pub fn new(max_keys: usize) -> DenyCache {
         DenyCache {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            hasher: RandomState::new(),
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(HashMap::default()))
+                .collect(),
+            hasher: RandomState::default(),
             max_per_shard: max_keys.div_ceil(SHARDS).max(1),
         }
     }
 
-    fn shard(&self, base: &str) -> std::sync::MutexGuard<'_, HashMap<String, CachedDenial>> {
+    fn shard(&self, base: &str) -> std::sync::MutexGuard<'_, HashMap<String, CachedDenial, RandomState>> {
         let i = (self.hasher.hash_one(base) as usize) % SHARDS;
         self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -50,7 +50,7 @@ impl Slot {
 }
 
 /// The keys one call works on, taken out of the keyspace (`None`: absent or expired).
-pub type Keys = HashMap<String, Option<Slot>>;
+pub type Keys = HashMap<String, Option<Slot>, foldhash::fast::RandomState>;
 
 fn state_mut<'k>(
     keys: &'k mut Keys,

@@ -11,7 +11,9 @@
 mod call;
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
+
+use foldhash::quality::RandomState;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -49,7 +51,7 @@ struct Inner {
 
 #[derive(Default)]
 struct Shard {
-    keys: HashMap<String, Slot>,
+    keys: HashMap<String, Slot, RandomState>,
     ops: u64,
 }
 
@@ -64,10 +66,11 @@ impl Shard {
 
 /// The hash tag of a key (between its first `{` and the next `}`), as Redis Cluster hashes it.
 fn hash_tag(key: &str) -> &str {
-    let Some(open) = key.find('{') else {
+    let bytes = key.as_bytes();
+    let Some(open) = bytes.iter().position(|&b| b == b'{') else {
         return key;
     };
-    match key[open + 1..].find('}') {
+    match bytes[open + 1..].iter().position(|&b| b == b'}') {
         Some(len) if len > 0 => &key[open + 1..open + 1 + len],
         _ => key,
     }
@@ -79,7 +82,7 @@ impl MemoryStore {
         MemoryStore {
             inner: Arc::new(Inner {
                 shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
-                hasher: RandomState::new(),
+                hasher: RandomState::default(),
                 max_keys,
                 live: AtomicUsize::new(0),
                 sequence: AtomicU64::new(0),
@@ -96,7 +99,8 @@ impl MemoryStore {
     /// Locks the shards of `keys` (in shard order, so two calls never wait on each other in a
     /// cycle) and takes the keys out of them.
     fn take(&self, keys: &[String], now: u64) -> (Vec<(usize, MutexGuard<'_, Shard>)>, Keys) {
-        let mut indexes: Vec<usize> = keys.iter().map(|k| self.shard_of(k)).collect();
+        let shard_of: Vec<usize> = keys.iter().map(|k| self.shard_of(k)).collect();
+        let mut indexes = shard_of.clone();
         indexes.sort_unstable();
         indexes.dedup();
         let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> = indexes
@@ -113,25 +117,25 @@ impl MemoryStore {
                 (i, shard)
             })
             .collect();
-        let mut taken = Keys::with_capacity(keys.len());
-        for key in keys {
+        let mut taken = Keys::with_capacity_and_hasher(keys.len(), Default::default());
+        for (key, &i) in keys.iter().zip(&shard_of) {
             if taken.contains_key(key) {
                 continue;
             }
-            let i = self.shard_of(key);
             let shard = &mut guards.iter_mut().find(|(j, _)| *j == i).expect("locked").1;
-            let slot = match shard.keys.remove(key) {
-                Some(slot) if slot.expires_at > now => Some(slot),
-                Some(_) => {
+            // The key's own string moves along with its value (no copy for a key it holds).
+            let (owned, slot) = match shard.keys.remove_entry(key) {
+                Some((owned, slot)) if slot.expires_at > now => (owned, Some(slot)),
+                Some((owned, _)) => {
                     self.inner.live.fetch_sub(1, Ordering::Relaxed);
-                    None
+                    (owned, None)
                 }
-                None => None,
+                None => (key.clone(), None),
             };
             if slot.is_some() {
                 self.inner.live.fetch_sub(1, Ordering::Relaxed);
             }
-            taken.insert(key.clone(), slot);
+            taken.insert(owned, slot);
         }
         (guards, taken)
     }
@@ -189,7 +193,7 @@ impl MemoryStore {
             return Ok(Decision::unlimited());
         }
         if request.dry_run {
-            let mut scratch = Keys::new();
+            let mut scratch = Keys::default();
             return self.decide_dry(&mut scratch, request, now);
         }
         let keys_of = set.keys(request.bases);
@@ -226,7 +230,7 @@ impl MemoryStore {
         now_us: Option<u64>,
     ) -> Vec<Result<Decision, StoreError>> {
         let now = now_us.unwrap_or_else(local_now_us);
-        let mut scratch = Keys::new();
+        let mut scratch = Keys::default();
         requests
             .iter()
             .map(|r| match r.dry_run {
@@ -295,7 +299,7 @@ impl MemoryStore {
     /// Forgets these keys (an admin reset).
     pub fn forget(&self, keys: &[String]) {
         let (mut guards, _) = self.take(keys, local_now_us());
-        self.put_back(&mut guards, Keys::new());
+        self.put_back(&mut guards, Keys::default());
     }
 
     /// The block marker at `key`, if one is live.
