@@ -1,16 +1,28 @@
 //! Test support: real `redis-server` processes on free loopback ports, a real HTTP upstream,
-//! real gateways started in process on port 0, and a small HTTP client.
+//! real gateways started in process on port 0, and a small HTTP client. The modules named after
+//! a behaviour (`admin`, `recipes`, `rate_limits`, ...) hold what the test files of that
+//! behaviour share.
 
 #![allow(dead_code)]
 
+pub mod admin;
+pub mod cli_commands;
 pub mod cluster;
+pub mod coalescing;
+pub mod config;
 pub mod gateway;
+pub mod hardening;
 pub mod http;
+pub mod layer;
 pub mod metrics;
 pub mod observe;
+pub mod one_core;
+pub mod otp_login;
 pub mod problem;
 pub mod process;
+pub mod rate_limits;
 pub mod raw;
+pub mod recipes;
 pub mod redis;
 pub mod reference;
 pub mod resp;

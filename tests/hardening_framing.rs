@@ -1,0 +1,41 @@
+//! Conflicting framing never reaches the upstream: a request smuggled behind both
+//! `Content-Length` and `Transfer-Encoding` (CL.TE) is never served, and the upstream never gets
+//! both framing headers.
+
+mod support;
+
+use support::gateway::{self, config};
+use support::hardening::{ALL, MEMORY};
+use support::{raw, upstream};
+
+/// The classic CL.TE smuggle: a front end that believed `Content-Length` would pass the second
+/// request along inside the first one's body. Here `Transfer-Encoding` wins, the body is the
+/// empty chunked one, and the connection is closed after the answer, so the smuggled request is
+/// never served and the upstream never sees both framing headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_smuggled_behind_conflicting_framing_never_reaches_the_upstream() {
+    let up = upstream::start().await;
+    let gw = gateway::start(&config(MEMORY, &up.url(), ALL)).await;
+    let smuggled = "0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n";
+    let request = format!(
+        "POST /front HTTP/1.1\r\nHost: gw\r\nContent-Length: {}\r\nTransfer-Encoding: chunked\r\n\r\n{smuggled}",
+        smuggled.len()
+    );
+    let r = raw::send(gw.running().proxy_addr, request.as_bytes()).await;
+    assert!(
+        !r.head.contains("/smuggled") && !r.body.contains("/smuggled"),
+        "{r:?}"
+    );
+    let seen = up.seen();
+    assert!(
+        !seen.iter().any(|t| t.contains("smuggled")),
+        "the smuggled request reached the upstream: {seen:?}"
+    );
+    if r.status == 200 {
+        let headers = &r.json()["headers"];
+        assert!(
+            headers.get("content-length").is_none() || headers.get("transfer-encoding").is_none(),
+            "the upstream got both framing headers: {headers}"
+        );
+    }
+}

@@ -1,0 +1,129 @@
+//! Request heads on the proxy listener are bounded: a head over `server.max_header_bytes` or
+//! `server.max_headers` gets a 431 with a problem body and nothing is forwarded; a reload that
+//! raises the bound applies or is reported as pending a restart; and a request hyper refuses before
+//! the gateway sees it (not HTTP, a head beyond hyper's own buffer) gets the same problem body as
+//! every other error.
+
+mod support;
+
+use support::gateway::{self, config, with_server};
+use support::hardening::{ALL, MEMORY};
+use support::problem::assert_problem;
+use support::{raw, upstream};
+
+/// `n` header lines `X-Hn: v`.
+fn header_lines(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("X-H{i}: v")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heads_over_the_bounds_get_431_problems_and_never_reach_the_upstream() {
+    let up = upstream::start().await;
+    let gw = gateway::start(&with_server(
+        &config(MEMORY, &up.url(), ALL),
+        "max_header_bytes = 2048\nmax_headers = 10",
+    ))
+    .await;
+    let addr = gw.running().proxy_addr;
+
+    // Bytes: a 1,500-byte field fits in 2,048; a 2,100-byte one does not.
+    let fits = format!("X-Filler: {}", "a".repeat(1500));
+    assert_eq!(
+        raw::request(addr, "GET", "/bytes-fit", &[&fits])
+            .await
+            .status,
+        200
+    );
+    let over = format!("X-Filler: {}", "a".repeat(2100));
+    let r = raw::request(addr, "GET", "/bytes-over", &[&over]).await;
+    let body = assert_problem(&r, 431, "request_head_too_large");
+    assert!(
+        body["detail"].as_str().unwrap().contains("2048 bytes"),
+        "{body}"
+    );
+
+    // Fields: the raw request carries Host, Connection and Content-Length, so 7 more make
+    // exactly 10 (allowed) and 8 more make 11 (refused).
+    let seven = header_lines(7);
+    let seven: Vec<&str> = seven.iter().map(String::as_str).collect();
+    assert_eq!(
+        raw::request(addr, "GET", "/fields-fit", &seven)
+            .await
+            .status,
+        200
+    );
+    let eight = header_lines(8);
+    let eight: Vec<&str> = eight.iter().map(String::as_str).collect();
+    let r = raw::request(addr, "GET", "/fields-over", &eight).await;
+    let body = assert_problem(&r, 431, "request_head_too_large");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("11 header fields"),
+        "{body}"
+    );
+
+    assert_eq!(
+        up.seen(),
+        ["/bytes-fit", "/fields-fit"],
+        "refused heads never reach the upstream"
+    );
+}
+
+/// hyper's own head bounds are set at start from `max_header_bytes` (twice it, at least 16 KiB);
+/// the gateway's 431 check reads the reloaded value. A reload that raises the bound must either
+/// apply (the larger head is forwarded) or be reported as needing a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_raises_max_header_bytes_applies_or_is_pending_a_restart() {
+    let up = upstream::start().await;
+    let base = config(MEMORY, &up.url(), ALL);
+    let gw = gateway::start(&with_server(&base, "max_header_bytes = 1024")).await;
+    gw.rewrite(&with_server(&base, "max_header_bytes = 65536"));
+    let pending = gw.running().state.reload().expect("the file is valid");
+    let named = pending
+        .iter()
+        .any(|p| p.setting == "server.max_header_bytes");
+    let head = format!("X-Filler: {}", "a".repeat(20_000));
+    let r = raw::request(gw.running().proxy_addr, "GET", "/20k", &[&head]).await;
+    assert!(
+        r.status == 200 || named,
+        "a 20 KB head after raising the bound to 64 KiB: {} {}, pending {pending:?}",
+        r.status,
+        r.head
+    );
+}
+
+/// Requests hyper refuses before the gateway sees them (a request line that is not HTTP, a head
+/// beyond hyper's own buffer) get the same problem body as every other error, with a request id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_hyper_cannot_parse_get_a_problem_body() {
+    let up = upstream::start().await;
+    let gw = gateway::start(&with_server(
+        &config(MEMORY, &up.url(), ALL),
+        "max_header_bytes = 1024",
+    ))
+    .await;
+    let addr = gw.running().proxy_addr;
+
+    let r = raw::send(addr, b"THIS IS NOT HTTP\r\n\r\n").await;
+    let body = assert_problem(&r, 400, "malformed_request");
+    assert_eq!(r.header("x-request-id"), body["request_id"].as_str());
+
+    let r = raw::send(
+        addr,
+        b"GET /x HTTP/1.1\r\nHost: gw\r\nBad Header Line\r\n\r\n",
+    )
+    .await;
+    assert_problem(&r, 400, "malformed_request");
+
+    // Far beyond the gateway's own bound (1 KiB): hyper's buffer (16 KiB) refuses it first.
+    let head = format!(
+        "GET /x HTTP/1.1\r\nHost: gw\r\nX-Filler: {}\r\n\r\n",
+        "a".repeat(40_000)
+    );
+    let r = raw::send(addr, head.as_bytes()).await;
+    assert_problem(&r, 431, "request_head_too_large");
+    assert!(up.seen().is_empty(), "{:?}", up.seen());
+    gw.stop().await;
+}

@@ -1,0 +1,200 @@
+//! A login route that counts outcomes (SPEC section 9), through the gateway over real sockets
+//! with a real Redis: only failures count and a success forgives them; failures block the account
+//! with escalating blocks whose level shows in the 429, `/admin/usage` and `/admin/blocked` and is
+//! cleared by a reset; the quiet route's 429s keep `Retry-After` only; and an attempt whose client
+//! leaves gives its reservation back.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use http::Method;
+use support::gateway::{Gateway, TOKEN};
+use support::http::HttpClient;
+use support::metrics::value;
+use support::otp_login::{gateway_on, post, scrape, AuthUpstream};
+use support::redis::RedisServer;
+
+const LOGIN_ROUTE: &str = r#"
+[[routes]]
+name = "login"
+path = "/api/login"
+methods = ["POST"]
+upstream = "up"
+key = [{ part = "json:username", normalize = "lower" }]
+on_exceed = "block"
+block_for = "1s"
+block_growth = 2
+headers = false
+
+  [[routes.limits]]
+  name = "failed-logins"
+  limit = 3
+  window = "1m"
+  count_status = [401, 403]
+  reset_status = [200]
+"#;
+
+fn login(user: &str, password: &str) -> String {
+    format!("{{\"username\":\"{user}\",\"password\":\"{password}\"}}")
+}
+
+async fn usage(gw: &Gateway, key: &str) -> serde_json::Value {
+    let url = gw.admin(&format!("/admin/usage?route=login&key={key}"));
+    let auth = format!("Bearer {TOKEN}");
+    HttpClient::default()
+        .get(&url, &[("authorization", &auth)])
+        .await
+        .json()
+}
+
+/// Only failures count, a success forgives them, and three failures block the account with
+/// escalating blocks whose level shows in the 429, in /admin/usage and /admin/blocked, and is
+/// cleared by DELETE /admin/usage. The quiet route's 429s keep Retry-After only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_logins_block_escalating_and_successes_do_not_count() {
+    let redis = RedisServer::start_async().await;
+    let upstream = AuthUpstream::start().await;
+    let gw = gateway_on(&redis, &upstream, LOGIN_ROUTE).await;
+    let client = HttpClient::default();
+    let url = gw.url("/api/login");
+    // a user who logs in a lot is never locked out
+    for _ in 0..10 {
+        let r = post(&client, &url, &[], &login("Ann", "right")).await;
+        assert_eq!(r.status, 200);
+    }
+    assert_eq!(usage(&gw, "ann").await["limits"][0]["used"], 0);
+    // two failures, then a success forgives them
+    for _ in 0..2 {
+        assert_eq!(
+            post(&client, &url, &[], &login("ann", "x")).await.status,
+            401
+        );
+    }
+    assert_eq!(usage(&gw, "ann").await["limits"][0]["used"], 2);
+    assert_eq!(
+        post(&client, &url, &[], &login("ann", "right"))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(usage(&gw, "ann").await["limits"][0]["used"], 0);
+    // three failures; the fourth attempt is refused without reaching the upstream
+    for _ in 0..3 {
+        assert_eq!(
+            post(&client, &url, &[], &login("ANN", "x")).await.status,
+            401
+        );
+    }
+    let sent = upstream.bodies("/api/login").len();
+    let r = post(&client, &url, &[], &login("ann", "right")).await;
+    assert_eq!(r.status, 429);
+    assert_eq!(upstream.bodies("/api/login").len(), sent);
+    assert_eq!(r.json()["block_level"], 1);
+    assert!(r.header("retry-after").is_some());
+    for quiet in ["ratelimit", "ratelimit-policy", "x-ratelimit-remaining"] {
+        assert!(r.header(quiet).is_none(), "{quiet} on a quiet route's 429");
+    }
+    let u = usage(&gw, "ann").await;
+    assert_eq!(u["block_level"], 1);
+    assert!(u["blocked_ms"].as_u64().unwrap() > 0);
+    let auth = format!("Bearer {TOKEN}");
+    let blocked = client
+        .get(
+            &gw.admin("/admin/blocked?route=login"),
+            &[("authorization", &auth)],
+        )
+        .await
+        .json();
+    assert_eq!(blocked["blocked"][0]["key"], "ann");
+    assert_eq!(blocked["blocked"][0]["limit"], "failed-logins");
+    assert_eq!(blocked["blocked"][0]["block_level"], 1);
+    // the reset lifts the block and forgets the level
+    let reset = client
+        .send(
+            Method::DELETE,
+            &gw.admin("/admin/usage?route=login&key=ann"),
+            &[("authorization", &auth)],
+            "",
+        )
+        .await;
+    assert_eq!(reset.status, 200);
+    let u = usage(&gw, "ann").await;
+    assert_eq!(
+        (u["block_level"].as_u64(), u["blocked_ms"].as_u64()),
+        (Some(0), Some(0))
+    );
+    let metrics = scrape(&gw).await;
+    let started = value(
+        &metrics,
+        "slidegate_blocks_started_total",
+        &[("route", "login"), ("limit", "failed-logins")],
+    );
+    assert_eq!(started, Some(1.0));
+    let resets = value(
+        &metrics,
+        "slidegate_outcome_resets_total",
+        &[("route", "login"), ("limit", "failed-logins")],
+    );
+    assert_eq!(
+        resets,
+        Some(11.0),
+        "every success cleared the count (its own charge with it)"
+    );
+    gw.stop().await;
+}
+
+/// An attempt whose client leaves while the upstream is still answering gives its reservation
+/// back: nothing stays counted, and the refund is counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_mid_attempt_leaves_no_reservation() {
+    let redis = RedisServer::start_async().await;
+    let upstream = AuthUpstream::start().await;
+    let gw = gateway_on(&redis, &upstream, LOGIN_ROUTE).await;
+    let addr: SocketAddr = gw.url("").trim_start_matches("http://").parse().unwrap();
+    let body = login("bob", "x");
+    let request = format!(
+        "POST /api/login?ms=2000 HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        // the attempt is upstream (charged) once the upstream has its body
+        for _ in 0..100 {
+            if !upstream.bodies("/api/login").is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            usage(&gw, "bob").await["limits"][0]["used"],
+            1,
+            "reserved while in flight"
+        );
+    } // the client hangs up
+    let mut used = 1;
+    for _ in 0..100 {
+        used = usage(&gw, "bob").await["limits"][0]["used"]
+            .as_u64()
+            .unwrap();
+        if used == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        used, 0,
+        "the reservation of an attempt whose client left stayed"
+    );
+    let metrics = scrape(&gw).await;
+    let refunds = value(
+        &metrics,
+        "slidegate_outcome_refunds_total",
+        &[("route", "login"), ("limit", "failed-logins")],
+    );
+    assert_eq!(refunds, Some(1.0));
+    gw.stop().await;
+}

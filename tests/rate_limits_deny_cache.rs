@@ -1,0 +1,57 @@
+//! The deny cache end to end: after a key's first rejection, a flood on it costs Redis nothing
+//! (no `EVALSHA` runs), and every refusal still gets its headers and is counted.
+
+mod support;
+
+use support::http::HttpClient;
+use support::rate_limits::{on_redis, route};
+use support::redis::{RedisServer, Resp};
+use support::{unique_prefix, upstream};
+
+fn evalsha_calls(redis: &RedisServer) -> i64 {
+    let Resp::Bulk(Some(info)) = redis.cmd(&["INFO", "commandstats"]) else {
+        panic!("INFO failed")
+    };
+    info.lines()
+        .find(|l| l.starts_with("cmdstat_evalsha:"))
+        .and_then(|l| l.split("calls=").nth(1))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_on_one_key_costs_redis_nothing_after_the_first_rejection() {
+    let redis = RedisServer::start();
+    let up = upstream::start().await;
+    let routes = route("login", "\"ip\"", "", &[("per-minute", 3, "1m")]);
+    let gw = on_redis(&redis, &unique_prefix("deny"), &up.url(), &routes).await;
+    let client = HttpClient::default();
+    for _ in 0..4 {
+        client.get(&gw.url("/login"), &[]).await;
+    }
+    let before = evalsha_calls(&redis);
+    for _ in 0..200 {
+        let r = client.get(&gw.url("/login"), &[]).await;
+        assert_eq!(r.status, 429);
+        assert!(r.header("retry-after").is_some() && r.header("ratelimit").is_some());
+    }
+    assert_eq!(
+        evalsha_calls(&redis),
+        before,
+        "the deny cache answered every one of them"
+    );
+    let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
+    assert!(
+        metrics.contains("slidegate_deny_cache_hits_total{route=\"login\"} 200"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("slidegate_requests_total{decision=\"rejected\",route=\"login\"} 201"),
+        "{metrics}"
+    );
+    assert!(
+        metrics
+            .contains("slidegate_limit_exceeded_total{limit=\"per-minute\",mode=\"enforced\",route=\"login\"} 201"),
+        "{metrics}"
+    );
+}

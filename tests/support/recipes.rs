@@ -1,0 +1,300 @@
+//! The recipes `examples/otp.toml` and `examples/login.toml`, run as written: only the listen
+//! addresses (port 0), the store URL (a test Redis) and the upstream URL (a real upstream that
+//! answers like the service: 200 for an OTP, 200 for the password `right` and 401 otherwise) are
+//! replaced; every route and limit stays as the file has it. And what the recipe tests read back:
+//! the bodies the upstream got, the gateway's metrics and admin answers, quiet 429s, Redis's keys.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http::Method;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use slidegate::app::Running;
+use slidegate::config::Config;
+
+use super::gateway::TOKEN;
+use super::http::{HttpClient, Reply};
+use super::metrics;
+use super::redis::{RedisServer, Resp};
+
+/// The secret `hash = true` key parts are keyed with in these tests.
+pub const SECRET: &str = "recipe-test-secret";
+
+/// The rate-limit headers a quiet route (`headers = false`) must not send.
+pub const QUIET: [&str; 5] = [
+    "ratelimit",
+    "ratelimit-policy",
+    "x-ratelimit-limit",
+    "x-ratelimit-remaining",
+    "x-ratelimit-reset",
+];
+
+pub fn recipe_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name)
+}
+
+/// `text` with each `(from, to)` replaced; each `from` must occur exactly once, so a recipe that
+/// changes makes this test fail instead of silently testing something else.
+fn adapt(text: &str, replacements: &[(&str, String)]) -> String {
+    let mut out = text.to_string();
+    for (from, to) in replacements {
+        assert_eq!(
+            out.matches(from).count(),
+            1,
+            "the recipe no longer has exactly one `{from}`"
+        );
+        out = out.replacen(from, to, 1);
+    }
+    out
+}
+
+/// The bodies an upstream was sent, with their paths, in arrival order.
+type SeenBodies = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
+/// The service behind the recipes: `POST /api/login` answers 200 for the password `right` and
+/// 401 for anything else, every other path 200 (an OTP sent); it records every body.
+pub struct Service {
+    addr: SocketAddr,
+    bodies: SeenBodies,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Service {
+    pub async fn start() -> Service {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let bodies: SeenBodies = Arc::default();
+        let seen = bodies.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                        let seen = seen.clone();
+                        async move { Ok::<_, Infallible>(answer(req, &seen).await) }
+                    });
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Service { addr, bodies, task }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The bodies posted to `path`, as text, in arrival order.
+    pub fn bodies(&self, path: &str) -> Vec<String> {
+        let all = self.bodies.lock().unwrap();
+        all.iter()
+            .filter(|(p, _)| p == path)
+            .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
+            .collect()
+    }
+}
+
+async fn answer(
+    req: Request<Incoming>,
+    seen: &Mutex<Vec<(String, Vec<u8>)>>,
+) -> Response<Full<Bytes>> {
+    let path = req.uri().path().to_string();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    seen.lock().unwrap().push((path.clone(), body.to_vec()));
+    let status = match path.as_str() {
+        "/api/login" => {
+            let json: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+            match json.get("password").and_then(|p| p.as_str()) {
+                Some("right") => 200,
+                _ => 401,
+            }
+        }
+        _ => 200,
+    };
+    let mut response = Response::new(Full::new(Bytes::from_static(b"answered")));
+    *response.status_mut() = http::StatusCode::from_u16(status).unwrap();
+    response
+}
+
+/// A gateway running a recipe, and its config file (a reload reads it again).
+pub struct Recipe {
+    running: Option<Running>,
+    _dir: tempfile::TempDir,
+}
+
+impl Recipe {
+    /// The recipe `name` with its listeners on port 0, its store on `redis` and its one upstream
+    /// at `upstream`; the hash secret and the admin token come from the test's environment
+    /// lookup, not the process's.
+    pub async fn start(name: &str, redis: &RedisServer, upstream: &Service) -> Recipe {
+        let text = std::fs::read_to_string(recipe_path(name)).unwrap();
+        let toml = adapt(
+            &text,
+            &[
+                (
+                    "listen = \"127.0.0.1:8080\"",
+                    "listen = \"127.0.0.1:0\"".into(),
+                ),
+                (
+                    "listen = \"127.0.0.1:9091\"",
+                    "listen = \"127.0.0.1:0\"".into(),
+                ),
+                (
+                    "url = \"redis://127.0.0.1:6379\"",
+                    format!("url = \"{}\"", redis.url()),
+                ),
+                (
+                    "url = \"http://127.0.0.1:9000\"",
+                    format!("url = \"{}\"", upstream.url()),
+                ),
+            ],
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, &toml).unwrap();
+        let config = Config::load_with_env(&path, |name: &str| match name {
+            "SLIDEGATE_KEY_SECRET" => Some(SECRET.to_string()),
+            "SLIDEGATE_ADMIN_TOKEN" => Some(TOKEN.to_string()),
+            _ => None,
+        })
+        .unwrap_or_else(|e| panic!("the recipe {name} does not load: {e}"));
+        let running = slidegate::app::start(config).await.expect("gateway starts");
+        Recipe {
+            running: Some(running),
+            _dir: dir,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.running.as_ref().unwrap().proxy_addr)
+    }
+
+    pub fn admin(&self, path: &str) -> String {
+        format!("http://{}{path}", self.running.as_ref().unwrap().admin_addr)
+    }
+
+    pub async fn metrics(&self) -> String {
+        HttpClient::default()
+            .get(&self.admin("/metrics"), &[])
+            .await
+            .body
+    }
+
+    pub async fn admin_get(&self, path: &str) -> serde_json::Value {
+        let auth = format!("Bearer {TOKEN}");
+        let r = HttpClient::default()
+            .get(&self.admin(path), &[("authorization", &auth)])
+            .await;
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        r.json()
+    }
+
+    pub async fn reload(&self) {
+        let auth = format!("Bearer {TOKEN}");
+        let r = HttpClient::default()
+            .send(
+                Method::POST,
+                &self.admin("/admin/reload"),
+                &[("authorization", &auth)],
+                "",
+            )
+            .await;
+        assert_eq!(r.status, 200, "reload: {}", r.body);
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(r) = self.running.take() {
+            r.shutdown().await;
+        }
+    }
+}
+
+/// POSTs a JSON `body` as the client at `ip` (127.0.0.1 is a trusted proxy, so the gateway
+/// takes the client from `X-Forwarded-For`).
+pub async fn post_as(client: &HttpClient, url: &str, ip: &str, body: &str) -> Reply {
+    client
+        .send(
+            Method::POST,
+            url,
+            &[
+                ("content-type", "application/json"),
+                ("x-forwarded-for", ip),
+            ],
+            body,
+        )
+        .await
+}
+
+/// The `n`-th of many client IPs, each different.
+pub fn ip(n: u32) -> String {
+    format!("198.18.{}.{}", n / 250, n % 250 + 1)
+}
+
+pub fn count(metrics: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    metrics::value(metrics, name, labels).unwrap_or(0.0)
+}
+
+pub fn requests(metrics: &str, route: &str, decision: &str) -> f64 {
+    count(
+        metrics,
+        "slidegate_requests_total",
+        &[("route", route), ("decision", decision)],
+    )
+}
+
+/// A 429 of a quiet route: no rate-limit header, and a `Retry-After` of whole seconds that is
+/// the body's `retry_after_ms` rounded up. Returns the body.
+pub fn assert_quiet_429(r: &Reply, limit: &str) -> serde_json::Value {
+    assert_eq!(r.status, 429, "{}", r.body);
+    for name in QUIET {
+        assert!(r.header(name).is_none(), "{name} on a quiet route's 429");
+    }
+    let body = r.json();
+    assert_eq!(body["limit"], limit, "{body}");
+    let retry_ms = body["retry_after_ms"].as_u64().unwrap();
+    let retry_after: u64 = r
+        .header("retry-after")
+        .expect("Retry-After on a quiet 429")
+        .parse()
+        .unwrap();
+    assert_eq!(retry_after, retry_ms.div_ceil(1000).max(1), "{body}");
+    body
+}
+
+/// Every key in `redis` (`KEYS *`, fine on a test server).
+pub fn all_keys(redis: &RedisServer) -> Vec<String> {
+    match redis.cmd(&["KEYS", "*"]) {
+        Resp::Array(items) => items
+            .into_iter()
+            .filter_map(|k| match k {
+                Resp::Bulk(Some(k)) => Some(k),
+                _ => None,
+            })
+            .collect(),
+        other => panic!("KEYS failed: {other:?}"),
+    }
+}
