@@ -1,5 +1,5 @@
 -- decide.lua: the part every algorithm shares, appended after the prelude and the algorithms'
--- scopes (the table ALG holds each algorithm's functions by its code). Each algorithm returns
+-- scopes (the table ALG holds each algorithm's functions by its code, made on first use). Each algorithm returns
 -- `open(key, window, bound)` (its state of one key, loaded once per call), `view(state, name,
 -- limit, window, param)` (one limit's view of it), `fits(v, limit, cost)`, `wait(v, limit,
 -- cost)`, `charge(v, cost, member, d)`, `report(v)` (units used, time until the next one comes
@@ -253,6 +253,10 @@ for d = 1, decisions do
 end
 
 if not dry then
-  for _, algorithm in ipairs(ALG) do algorithm.finish() end
+  -- only the algorithms this call used were made (ALG fills on first use)
+  for code = 1, #MAKE do
+    local algorithm = rawget(ALG, code)
+    if algorithm then algorithm.finish() end
+  end
 end
 return out

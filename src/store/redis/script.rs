@@ -1,5 +1,6 @@
 //! The decision script, assembled from `lua/`: the prelude (the call's instant), every
-//! registered algorithm's file in a scope of its own (`ALG[code]`, a table of its functions),
+//! registered algorithm's file in a scope of its own (`ALG[code]`, a table of its functions,
+//! made on first use),
 //! then the shared skeleton (`lua/decide.lua`). One script serves every route, so the decisions
 //! in flight for one node share one lane whatever their algorithms. It exists in two forms:
 //! plain, and for Redis Cluster with the `allow-cross-slot-keys` flag (Redis 7), which lets one
@@ -19,10 +20,13 @@ pub fn decision_script() -> &'static str {
     static TEXT: OnceLock<String> = OnceLock::new();
     TEXT.get_or_init(|| {
         let mut lua = String::from(include_str!("../../../lua/prelude.lua"));
-        lua.push_str("local ALG = {}\n");
+        // Each algorithm's scope is made on its first use in a call: a call pays for the
+        // algorithms its plans name, not for every registered one (making a scope creates its
+        // closures, a few microseconds of every call otherwise).
+        lua.push_str("local MAKE = {}\n");
         for id in AlgorithmId::all() {
             lua.push_str(&format!(
-                "-- {name}\nALG[{code}] = (function()\n{body}\nreturn {{ {fns} }}\nend)()\n",
+                "-- {name}\nMAKE[{code}] = function()\n{body}\nreturn {{ {fns} }}\nend\n",
                 name = id.name(),
                 code = id.code(),
                 body = id.get().lua(),
@@ -33,6 +37,10 @@ pub fn decision_script() -> &'static str {
                     .join(", "),
             ));
         }
+        lua.push_str(
+            "local ALG = setmetatable({}, { __index = function(made, code)\n  \
+             local algorithm = MAKE[code]()\n  made[code] = algorithm\n  return algorithm\nend })\n",
+        );
         lua.push_str(include_str!("../../../lua/decide.lua"));
         lua
     })
