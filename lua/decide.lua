@@ -44,9 +44,10 @@ local dry = token == ''
 local plans = {}
 local a = 3
 for p = 1, ARGV[a] + 0 do
+  -- every field in the constructor: a table that grows later is rehashed
   local plan = { block_ms = ARGV[a + 1] + 0, growth = ARGV[a + 2] + 0, max_ms = ARGV[a + 3] + 0,
                  forget_ms = ARGV[a + 4] + 0, slots = ARGV[a + 5] + 0, q = ARGV[a + 6] + 0,
-                 alg = {}, sslot = {}, swin = {}, sbound = {},
+                 n = 0, keys = 0, alg = {}, sslot = {}, swin = {}, sbound = {},
                  lstate = {}, names = {}, limits = {}, windows = {}, params = {} }
   a = a + 6
   for j = 1, plan.q do

@@ -23,12 +23,16 @@ local sets, set_list, n_sets = {}, {}, 0
 
 -- The set of `key` for this call: `n` stored entries inside the longest window `window`,
 -- `scores` all of them in order when the set was read whole, `oldest` the first of them,
--- pending members to add at `now` (the first in `first`, the others in `rest`).
+-- pending members to add at `now` (the first in `first`, the others in `rest`). The set is
+-- also the view of its longest window (`st`, `stored`, `off`: see `view`), and every field is
+-- in the constructor, so the table never grows during the call (Lua would rehash it).
 local function open(key, window, bound)
   local st = sets[key]
   if st ~= nil then return st end
-  st = { key = key, window = window, n = 0, scores = nil, oldest = nil, views = {},
-         first = nil, rest = nil, n_pending = 0, charged = 0 }
+  st = { key = key, window = window, n = 0, scores = false, oldest = false, views = false,
+         first = false, rest = false, n_pending = 0, charged = 0, st = false, stored = 0,
+         off = 0 }
+  st.st = st
   sets[key] = st
   n_sets = n_sets + 1
   set_list[n_sets] = st
@@ -81,9 +85,19 @@ local function score_at(st, rank)
 end
 
 -- One limit's view of its set: `stored` entries inside its window, the first of them at rank
--- `off`. Views of one window are shared by every limit and decision of the call.
+-- `off`. Views of one window are shared by every limit and decision of the call; the view of
+-- the longest window is the set itself (no table of its own).
 local function view(st, name, limit, window, param)
-  local w = st.views[window]
+  if window == st.window then
+    st.stored = st.n
+    return st
+  end
+  local views = st.views
+  if not views then
+    views = {}
+    st.views = views
+  end
+  local w = views[window]
   if w == nil then
     local stored = st.n
     if window < st.window and stored > 0 then
@@ -100,7 +114,7 @@ local function view(st, name, limit, window, param)
       end
     end
     w = { st = st, window = window, stored = stored, off = st.n - stored }
-    st.views[window] = w
+    views[window] = w
   end
   return w
 end
@@ -128,7 +142,7 @@ local function add_pending(st, member)
     st.first = member
   else
     local rest = st.rest
-    if rest == nil then
+    if not rest then
       rest = {}
       st.rest = rest
     end
