@@ -133,24 +133,28 @@ impl Upstream {
         request_id: &RequestId,
     ) -> Result<Response<Body>, GatewayError> {
         self.prepare(&mut req, peer, client, request_id);
-        let sent = Arc::new(AtomicBool::new(req.body().is_end_stream()));
+        // A request without a body is sent with its head: nothing to watch.
+        let sent = (!req.body().is_end_stream()).then(|| Arc::new(AtomicBool::new(false)));
         let req = req.map(|inner| SentBody {
             inner,
             sent: sent.clone(),
         });
         let mut send = std::pin::pin!(self.send(req));
-        let mut deadline: Option<Pin<Box<tokio::time::Sleep>>> = None;
+        // Armed (its deadline set, from now) once the body has been sent.
         let timeout = self.config.timeout;
+        let mut deadline = std::pin::pin!(tokio::time::sleep(timeout));
+        let mut armed = false;
         let answer = poll_fn(|cx| {
             if let Poll::Ready(result) = send.as_mut().poll(cx) {
                 return Poll::Ready(Some(result));
             }
-            if deadline.is_none() && sent.load(Ordering::Relaxed) {
-                deadline = Some(Box::pin(tokio::time::sleep(timeout)));
+            if !armed && sent.as_ref().is_none_or(|s| s.load(Ordering::Relaxed)) {
+                deadline.as_mut().reset(tokio::time::Instant::now() + timeout);
+                armed = true;
             }
-            match &mut deadline {
-                Some(d) => d.as_mut().poll(cx).map(|()| None),
-                None => Poll::Pending,
+            match armed {
+                true => deadline.as_mut().poll(cx).map(|()| None),
+                false => Poll::Pending,
             }
         })
         .await;
@@ -345,7 +349,8 @@ impl hyper::body::Body for DrivenBody {
 /// upstream's `timeout`.
 struct SentBody<B> {
     inner: B,
-    sent: Arc<AtomicBool>,
+    /// Set once the end has been polled; `None` for a body that was empty from the start.
+    sent: Option<Arc<AtomicBool>>,
 }
 
 impl<B> hyper::body::Body for SentBody<B>
@@ -362,7 +367,9 @@ where
         let this = self.get_mut();
         let frame = std::task::ready!(Pin::new(&mut this.inner).poll_frame(cx));
         if frame.is_none() || this.inner.is_end_stream() {
-            this.sent.store(true, Ordering::Relaxed);
+            if let Some(sent) = &this.sent {
+                sent.store(true, Ordering::Relaxed);
+            }
         }
         Poll::Ready(frame)
     }
