@@ -14,22 +14,18 @@
 -- taking it off again would let more through than the rate allows). The build wraps this file
 -- in a scope of its own (see lua/README.md for the whole contract).
 
-local hashes, hash_list, n_hashes, NONE = {}, {}, 0, {}
+-- The call's hashes (prelude's `field_hashes`): a field is "<window> <limit> <time of the last
+-- charge> <debt then> <debt before it> <its member>"; a hash lives until its largest debt is
+-- paid back (and a millisecond more, as PEXPIRE counts whole milliseconds).
+local hashes = field_hashes(function(s)
+  return int(s.window) .. ' ' .. int(s.limit) .. ' ' .. now_s .. ' ' .. int(s.debt) .. ' '
+    .. int(s.prev) .. ' ' .. s.member
+end, function(s)
+  return ceil(s.debt / s.limit) + 1000
+end)
 
 local function open(key, window, bound)
-  local h = hashes[key]
-  if h ~= nil then return h end
-  h = { false, key = key, fields = NONE, n = 0 }
-  local all = call('HGETALL', key)
-  if #all > 0 then
-    local fields = {}
-    for i = 1, #all, 2 do fields[all[i]] = all[i + 1] end
-    h.fields = fields
-  end
-  hashes[key] = h
-  n_hashes = n_hashes + 1
-  hash_list[n_hashes] = h
-  return h
+  return hashes.open(key)
 end
 
 local function parse(stored)
@@ -48,10 +44,8 @@ local function decayed(debt, t, limit)
 end
 
 local function view(h, name, limit, window, burst)
-  for i = 1, h.n do
-    local s = h[i]
-    if s.name == name then return s end
-  end
+  local found = hashes.state_of(h, name)
+  if found then return found end
   if burst == 0 then burst = limit end
   local debt = 0
   local stored = h.fields[name]
@@ -61,10 +55,7 @@ local function view(h, name, limit, window, burst)
   end
   local s = { name = name, window = window, limit = limit, burst = burst, debt = debt,
               prev = debt, member = '-', charged = false }
-  local n = h.n + 1
-  h[n] = s
-  h.n = n
-  return s
+  return hashes.add_state(h, s)
 end
 
 local function fits(s, limit, cost)
@@ -111,27 +102,6 @@ local function clear(key, name)
   call('HDEL', key, name)
 end
 
--- After every decision of the call: one HSET and one PEXPIRE per charged hash, which expires
--- once its largest debt is paid back.
-local args = {}
 local function finish()
-  for j = 1, n_hashes do
-    local h = hash_list[j]
-    local m, ttl = 0, 0
-    for i = 1, h.n do
-      local s = h[i]
-      if s.charged then
-        args[m + 1] = s.name
-        args[m + 2] = int(s.window) .. ' ' .. int(s.limit) .. ' ' .. now_s .. ' ' .. int(s.debt)
-          .. ' ' .. int(s.prev) .. ' ' .. s.member
-        m = m + 2
-        local paid = ceil(s.debt / s.limit)
-        if paid > ttl then ttl = paid end
-      end
-    end
-    if m > 0 then
-      call('HSET', h.key, unpack(args, 1, m))
-      call('PEXPIRE', h.key, int(ceil(ttl / 1000) + 1))
-    end
-  end
+  hashes.finish()
 end

@@ -50,3 +50,63 @@ local function num(text)
   end
   return v
 end
+
+-- The hashes of the algorithms that keep one field per limit in one hash per key
+-- (sliding_window_counter, gcra): each algorithm makes its own set with `field_hashes(value,
+-- lasts)`. `open(key)` reads a hash once per call (its fields by name in `fields`; a hash found
+-- empty shares NONE, which is only read) and keeps its limits' states in its array part
+-- (`state_of` finds one, `add_state` adds one); `finish()` writes each hash's charged states
+-- with one HSET and one PEXPIRE: `value(s)` is a state's field text, `lasts(s)` how long (µs)
+-- the hash must live for it.
+local function field_hashes(value, lasts)
+  local hashes, list, n_list, NONE, args = {}, {}, 0, {}, {}
+  local set = {}
+  function set.open(key)
+    local h = hashes[key]
+    if h ~= nil then return h end
+    h = { false, false, key = key, fields = NONE, n = 0 }
+    local all = call('HGETALL', key)
+    if #all > 0 then
+      local fields = {}
+      for i = 1, #all, 2 do fields[all[i]] = all[i + 1] end
+      h.fields = fields
+    end
+    hashes[key] = h
+    n_list = n_list + 1
+    list[n_list] = h
+    return h
+  end
+  function set.state_of(h, name)
+    for i = 1, h.n do
+      local s = h[i]
+      if s.name == name then return s end
+    end
+    return nil
+  end
+  function set.add_state(h, s)
+    local n = h.n + 1
+    h[n] = s
+    h.n = n
+    return s
+  end
+  function set.finish()
+    for j = 1, n_list do
+      local h = list[j]
+      local m, ttl = 0, 0
+      for i = 1, h.n do
+        local s = h[i]
+        if s.charged then
+          args[m + 1], args[m + 2] = s.name, value(s)
+          m = m + 2
+          local t = lasts(s)
+          if t > ttl then ttl = t end
+        end
+      end
+      if m > 0 then
+        call('HSET', h.key, unpack(args, 1, m))
+        call('PEXPIRE', h.key, int(ceil(ttl / 1000)))
+      end
+    end
+  end
+  return set
+end

@@ -7,24 +7,16 @@
 -- longest windows after its last write, when it can no longer weigh on any estimate. The build
 -- wraps this file in a scope of its own (see lua/README.md for the whole contract).
 
--- Each hash of the call, read once: `fields` the stored text by field (a hash found empty shares
--- NONE, which is only read), its limits' states in its array part (h[1]..h[h.n]).
-local hashes, hash_list, n_hashes, NONE = {}, {}, 0, {}
+-- The call's hashes (prelude's `field_hashes`): a field is "<index> <count> <previous>
+-- <window>"; a hash lives two of its longest charged windows after this write.
+local hashes = field_hashes(function(s)
+  return int(s.index) .. ' ' .. int(s.cur) .. ' ' .. int(s.prev) .. ' ' .. int(s.window)
+end, function(s)
+  return 2 * s.window
+end)
 
 local function open(key, window, bound)
-  local h = hashes[key]
-  if h ~= nil then return h end
-  h = { false, false, key = key, fields = NONE, n = 0 }
-  local all = call('HGETALL', key)
-  if #all > 0 then
-    local fields = {}
-    for i = 1, #all, 2 do fields[all[i]] = all[i + 1] end
-    h.fields = fields
-  end
-  hashes[key] = h
-  n_hashes = n_hashes + 1
-  hash_list[n_hashes] = h
-  return h
+  return hashes.open(key)
 end
 
 -- "<index> <count> <previous> <length>" as numbers, or nil when it does not parse.
@@ -38,10 +30,8 @@ end
 -- `base` = prev * (window - elapsed), the previous window's weight times the window (prev does
 -- not change within a call).
 local function view(h, name, limit, window, param)
-  for i = 1, h.n do
-    local s = h[i]
-    if s.name == name then return s end
-  end
+  local found = hashes.state_of(h, name)
+  if found then return found end
   local index = floor(now / window)
   local elapsed = now - index * window
   local cur, prev = 0, 0
@@ -58,10 +48,7 @@ local function view(h, name, limit, window, param)
   end
   local s = { name = name, window = window, index = index, elapsed = elapsed,
               cur = cur, prev = prev, base = prev * (window - elapsed), charged = false }
-  local n = h.n + 1
-  h[n] = s
-  h.n = n
-  return s
+  return hashes.add_state(h, s)
 end
 
 -- The estimate times the window: p * (window - elapsed) + c * window. A whole number, exact in
@@ -132,26 +119,6 @@ local function clear(key, name)
   call('HDEL', key, name)
 end
 
--- After every decision of the call: one HSET and one PEXPIRE per charged hash, which expires two
--- of its longest charged windows after this write.
-local args = {}
 local function finish()
-  for j = 1, n_hashes do
-    local h = hash_list[j]
-    local m, ttl = 0, 0
-    for i = 1, h.n do
-      local s = h[i]
-      if s.charged then
-        args[m + 1] = s.name
-        local value = int(s.index) .. ' ' .. int(s.cur) .. ' ' .. int(s.prev) .. ' ' .. int(s.window)
-        args[m + 2] = value
-        m = m + 2
-        if 2 * s.window > ttl then ttl = 2 * s.window end
-      end
-    end
-    if m > 0 then
-      call('HSET', h.key, unpack(args, 1, m))
-      call('PEXPIRE', h.key, int(ceil(ttl / 1000)))
-    end
-  end
+  hashes.finish()
 end
