@@ -9,7 +9,9 @@ mod support;
 use std::time::Instant;
 
 use support::http::HttpClient;
-use support::recipes::{all_keys, assert_quiet_429, count, ip, post_as, requests, Recipe, Service};
+use support::recipes::{
+    all_keys, assert_quiet_429, count, ip, post_as, requests, AuthUpstream, Recipe,
+};
 use support::redis::{RedisServer, Resp};
 
 fn login(user: &str, password: &str) -> String {
@@ -25,7 +27,7 @@ fn login(user: &str, password: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_stuffing_blocks_an_account_after_exactly_five_failures() {
     let redis = RedisServer::start_async().await;
-    let upstream = Service::start().await;
+    let upstream = AuthUpstream::start().await;
     let gw = Recipe::start("login.toml", &redis, &upstream).await;
     let client = HttpClient::default();
     let url = gw.url("/api/login");
@@ -50,7 +52,7 @@ async fn login_stuffing_blocks_an_account_after_exactly_five_failures() {
         victim,
         [401, 401, 401, 401, 401, 429, 429, 429, 429, 429, 429, 429]
     );
-    let to_upstream = upstream.bodies("/api/login");
+    let to_upstream = upstream.texts("/api/login");
     assert_eq!(
         to_upstream.iter().filter(|b| b.contains("ictim")).count(),
         5,
@@ -110,7 +112,7 @@ async fn login_stuffing_blocks_an_account_after_exactly_five_failures() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_a_success_forgives_earlier_failures() {
     let redis = RedisServer::start_async().await;
-    let upstream = Service::start().await;
+    let upstream = AuthUpstream::start().await;
     let gw = Recipe::start("login.toml", &redis, &upstream).await;
     let client = HttpClient::default();
     let url = gw.url("/api/login");
@@ -197,7 +199,7 @@ async fn lapse_block(gw: &Recipe, redis: &RedisServer, key: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_blocks_escalate_twice_as_long_up_to_a_day() {
     let redis = RedisServer::start_async().await;
-    let upstream = Service::start().await;
+    let upstream = AuthUpstream::start().await;
     let gw = Recipe::start("login.toml", &redis, &upstream).await;
     let client = HttpClient::default();
     let url = gw.url("/api/login");
@@ -273,7 +275,7 @@ async fn login_blocks_escalate_twice_as_long_up_to_a_day() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_one_ip_fails_a_hundred_times_an_hour_and_successes_do_not_count() {
     let redis = RedisServer::start_async().await;
-    let upstream = Service::start().await;
+    let upstream = AuthUpstream::start().await;
     let gw = Recipe::start("login.toml", &redis, &upstream).await;
     let client = HttpClient::default();
     let url = gw.url("/api/login");

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use support::http::HttpClient;
 use support::recipes::{
-    all_keys, assert_quiet_429, count, ip, post_as, requests, Recipe, Service, QUIET, SECRET,
+    all_keys, assert_quiet_429, count, ip, post_as, requests, AuthUpstream, Recipe, QUIET, SECRET,
 };
 use support::redis::RedisServer;
 
@@ -33,7 +33,7 @@ fn otp(phone: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn otp_one_number_in_every_spelling_from_rotating_ips_gets_three_codes() {
     let redis = RedisServer::start_async().await;
-    let upstream = Service::start().await;
+    let upstream = AuthUpstream::start().await;
     let gw = Recipe::start("otp.toml", &redis, &upstream).await;
     let client = HttpClient::default();
     let url = gw.url("/api/otp/send");
@@ -132,7 +132,7 @@ async fn otp_one_number_in_every_spelling_from_rotating_ips_gets_three_codes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn otp_one_ip_gets_twenty_codes_an_hour_and_a_body_without_a_phone_is_refused() {
     let redis = RedisServer::start_async().await;
-    let upstream = Service::start().await;
+    let upstream = AuthUpstream::start().await;
     let gw = Recipe::start("otp.toml", &redis, &upstream).await;
     let client = HttpClient::default();
     let url = gw.url("/api/otp/send");
@@ -180,7 +180,7 @@ async fn otp_one_ip_gets_twenty_codes_an_hour_and_a_body_without_a_phone_is_refu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn otp_one_number_range_gets_five_hundred_codes_an_hour() {
     let redis = RedisServer::start_async().await;
-    let upstream = Service::start().await;
+    let upstream = AuthUpstream::start().await;
     let gw = Recipe::start("otp.toml", &redis, &upstream).await;
     let client = HttpClient::default();
     let url = gw.url("/api/otp/send");
@@ -201,7 +201,7 @@ async fn otp_one_number_range_gets_five_hundred_codes_an_hour() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn otp_fails_closed_when_redis_is_gone() {
     let mut redis = RedisServer::start_async().await;
-    let upstream = Service::start().await;
+    let upstream = AuthUpstream::start().await;
     let gw = Recipe::start("otp.toml", &redis, &upstream).await;
     let client = HttpClient::default();
     let url = gw.url("/api/otp/send");

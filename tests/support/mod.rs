@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod admin;
+pub mod auth;
 pub mod cli_commands;
 pub mod cluster;
 pub mod coalescing;
@@ -14,6 +15,7 @@ pub mod gateway;
 pub mod hardening;
 pub mod http;
 pub mod layer;
+pub mod load;
 pub mod metrics;
 pub mod observe;
 pub mod one_core;

@@ -4,20 +4,13 @@
 //! replaced; every route and limit stays as the file has it. And what the recipe tests read back:
 //! the bodies the upstream got, the gateway's metrics and admin answers, quiet 429s, Redis's keys.
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
 use http::Method;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::{Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use slidegate::app::Running;
 use slidegate::config::Config;
 
+pub use super::auth::AuthUpstream;
 use super::gateway::TOKEN;
 use super::http::{HttpClient, Reply};
 use super::metrics;
@@ -56,90 +49,6 @@ fn adapt(text: &str, replacements: &[(&str, String)]) -> String {
     out
 }
 
-/// The bodies an upstream was sent, with their paths, in arrival order.
-type SeenBodies = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
-
-/// The service behind the recipes: `POST /api/login` answers 200 for the password `right` and
-/// 401 for anything else, every other path 200 (an OTP sent); it records every body.
-pub struct Service {
-    addr: SocketAddr,
-    bodies: SeenBodies,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Service {
-    pub async fn start() -> Service {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let bodies: SeenBodies = Arc::default();
-        let seen = bodies.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let seen = seen.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                        let seen = seen.clone();
-                        async move { Ok::<_, Infallible>(answer(req, &seen).await) }
-                    });
-                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-        Service { addr, bodies, task }
-    }
-
-    pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// The bodies posted to `path`, as text, in arrival order.
-    pub fn bodies(&self, path: &str) -> Vec<String> {
-        let all = self.bodies.lock().unwrap();
-        all.iter()
-            .filter(|(p, _)| p == path)
-            .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
-            .collect()
-    }
-}
-
-async fn answer(
-    req: Request<Incoming>,
-    seen: &Mutex<Vec<(String, Vec<u8>)>>,
-) -> Response<Full<Bytes>> {
-    let path = req.uri().path().to_string();
-    let body = req
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
-    seen.lock().unwrap().push((path.clone(), body.to_vec()));
-    let status = match path.as_str() {
-        "/api/login" => {
-            let json: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-            match json.get("password").and_then(|p| p.as_str()) {
-                Some("right") => 200,
-                _ => 401,
-            }
-        }
-        _ => 200,
-    };
-    let mut response = Response::new(Full::new(Bytes::from_static(b"answered")));
-    *response.status_mut() = http::StatusCode::from_u16(status).unwrap();
-    response
-}
-
 /// A gateway running a recipe, and its config file (a reload reads it again).
 pub struct Recipe {
     running: Option<Running>,
@@ -150,7 +59,7 @@ impl Recipe {
     /// The recipe `name` with its listeners on port 0, its store on `redis` and its one upstream
     /// at `upstream`; the hash secret and the admin token come from the test's environment
     /// lookup, not the process's.
-    pub async fn start(name: &str, redis: &RedisServer, upstream: &Service) -> Recipe {
+    pub async fn start(name: &str, redis: &RedisServer, upstream: &AuthUpstream) -> Recipe {
         let text = std::fs::read_to_string(recipe_path(name)).unwrap();
         let toml = adapt(
             &text,
