@@ -35,23 +35,20 @@ pub fn client_ip(
             .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
             .collect::<Vec<_>>()
     };
+    // every line's comma-separated addresses, in order
+    let listed = |name: &HeaderName| -> Vec<String> {
+        lines(name)
+            .iter()
+            .flat_map(|l| {
+                l.split(',')
+                    .map(|s| s.trim().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
     let hops: Vec<String> = match header {
-        ClientIpHeader::XForwardedFor => lines(&X_FORWARDED_FOR)
-            .iter()
-            .flat_map(|l| {
-                l.split(',')
-                    .map(|s| s.trim().to_string())
-                    .collect::<Vec<_>>()
-            })
-            .collect(),
-        ClientIpHeader::XRealIp => lines(&X_REAL_IP)
-            .iter()
-            .flat_map(|l| {
-                l.split(',')
-                    .map(|s| s.trim().to_string())
-                    .collect::<Vec<_>>()
-            })
-            .collect(),
+        ClientIpHeader::XForwardedFor => listed(&X_FORWARDED_FOR),
+        ClientIpHeader::XRealIp => listed(&X_REAL_IP),
         ClientIpHeader::Forwarded => lines(&FORWARDED)
             .iter()
             .flat_map(|l| forwarded_for_values(l))
