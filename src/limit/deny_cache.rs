@@ -54,7 +54,10 @@ impl DenyCache {
         }
     }
 
-    fn shard(&self, base: &str) -> std::sync::MutexGuard<'_, HashMap<String, CachedDenial, RandomState>> {
+    fn shard(
+        &self,
+        base: &str,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, CachedDenial, RandomState>> {
         let i = (self.hasher.hash_one(base) as usize) % SHARDS;
         self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -149,7 +149,9 @@ impl Upstream {
                 return Poll::Ready(Some(result));
             }
             if !armed && sent.as_ref().is_none_or(|s| s.load(Ordering::Relaxed)) {
-                deadline.as_mut().reset(tokio::time::Instant::now() + timeout);
+                deadline
+                    .as_mut()
+                    .reset(tokio::time::Instant::now() + timeout);
                 armed = true;
             }
             match armed {

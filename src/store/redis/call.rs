@@ -223,8 +223,7 @@ impl Caller {
         // no decision is ever made twice. (fred reads `max_redirections: Some(0)` as unset, so a
         // cross-slot call follows one redirection too; on a node that no longer serves every
         // slot of the call the script refuses it, and the call is split per slot.)
-        let follows_redirection =
-            self.client.is_clustered() && !matches!(target, Target::Node(_));
+        let follows_redirection = self.client.is_clustered() && !matches!(target, Target::Node(_));
         let options = Options {
             fail_fast: true,
             max_attempts: Some(if follows_redirection { 2 } else { 1 }),
