@@ -58,5 +58,7 @@ elif ((live != 0)); then
 fi
 echo "==> cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --quiet -- -D warnings
+# Plain `cargo test`, not `--all-targets`: it runs the doc tests too, and builds the examples
+# as the binaries `tests/embed.rs` starts (`--all-targets` builds them as test harnesses).
 echo "==> cargo test"
-cargo test --all-targets --quiet -- --test-threads=4
+cargo test --quiet -- --test-threads=4
