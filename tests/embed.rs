@@ -54,11 +54,16 @@ fn example_binary() -> PathBuf {
     binary
 }
 
-/// The newest file at or under `path`, with when it was written.
+/// The newest source file (`.rs`, `.lua`: what the build reads) at or under `path`, with when
+/// it was written. Other files (a README) do not make cargo rebuild the example.
 fn newest(path: &Path) -> Option<(PathBuf, std::time::SystemTime)> {
     let meta = std::fs::metadata(path).ok()?;
     if !meta.is_dir() {
-        return Some((path.to_path_buf(), meta.modified().ok()?));
+        let source = matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("rs" | "lua")
+        );
+        return source.then_some((path.to_path_buf(), meta.modified().ok()?));
     }
     std::fs::read_dir(path)
         .ok()?
