@@ -2,7 +2,7 @@
 //! with a real Redis: only failures count and a success forgives them; failures block the account
 //! with escalating blocks whose level shows in the 429, `/admin/usage` and `/admin/blocked` and is
 //! cleared by a reset; the quiet route's 429s keep `Retry-After` only; and an attempt whose client
-//! leaves gives its reservation back.
+//! leaves gives its reservation back; a refund lifts a refusal the deny cache remembered.
 
 mod support;
 
@@ -196,5 +196,67 @@ async fn a_client_that_leaves_mid_attempt_leaves_no_reservation() {
         &[("route", "login"), ("limit", "failed-logins")],
     );
     assert_eq!(refunds, Some(1.0));
+    gw.stop().await;
+}
+
+/// A refund gives the room back on this instance at once: a key that was refused (and so held
+/// by the deny cache) while its attempts were in flight is decided by the store again when they
+/// come back uncounted, not refused until the cached wait runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_lifts_the_refusal_the_deny_cache_remembered() {
+    const ROUTE: &str = r#"
+[[routes]]
+name = "login"
+path = "/api/login"
+methods = ["POST"]
+upstream = "up"
+key = [{ part = "json:username", normalize = "lower" }]
+
+  [[routes.limits]]
+  name = "failed-logins"
+  limit = 2
+  window = "1m"
+  count_status = [401]
+"#;
+    let redis = RedisServer::start_async().await;
+    let upstream = AuthUpstream::start().await;
+    let gw = gateway_on(&redis, &upstream, ROUTE).await;
+    let client = HttpClient::default();
+    let url = gw.url("/api/login");
+    let slow = gw.url("/api/login?ms=600");
+    // two successful logins in flight hold both reservations...
+    let in_flight: Vec<_> = (0..2)
+        .map(|_| {
+            let (client, slow) = (client.clone(), slow.clone());
+            tokio::spawn(async move { post(&client, &slow, &[], &login("carol", "right")).await })
+        })
+        .collect();
+    for _ in 0..100 {
+        if upstream.bodies("/api/login").len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        upstream.bodies("/api/login").len(),
+        2,
+        "both attempts upstream"
+    );
+    // ...so a third is refused, and the deny cache remembers the refusal for most of a minute
+    let refused = post(&client, &url, &[], &login("carol", "right")).await;
+    assert_eq!(
+        refused.status, 429,
+        "no room while two attempts are in flight"
+    );
+    for attempt in in_flight {
+        assert_eq!(attempt.await.unwrap().status, 200);
+    }
+    // both came back 200, not counted: refunded, so the key has its room again here
+    let after = post(&client, &url, &[], &login("carol", "right")).await;
+    assert_eq!(
+        after.status, 200,
+        "refunded attempts gave the room back, yet the deny cache still refused the key"
+    );
+    assert_eq!(upstream.bodies("/api/login").len(), 3);
     gw.stop().await;
 }

@@ -130,8 +130,11 @@ impl Reservation {
         }
         for &i in &settled.reset {
             metrics.outcome_resets[i].inc();
-            // A cleared count frees the key here at once; other instances' deny-cache entries
-            // lapse at their own time.
+        }
+        // A refund or a reset gives room back: the key is decided by the store again here at
+        // once (which still holds any block); other instances' deny-cache entries lapse at
+        // their own time.
+        for &i in settled.refunded.iter().chain(&settled.reset) {
             let slot = self.limits.slot_of(i);
             self.limiter.deny_cache.remove(&self.bases[slot]);
         }
