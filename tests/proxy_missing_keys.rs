@@ -87,3 +87,42 @@ on_missing_key = "ip"
     assert_eq!(count("strict", "allowed"), 2.0, "{metrics}");
     assert_eq!(count("lenient", "bad_request"), 0.0, "{metrics}");
 }
+
+/// `on_missing_key` on a limit overrides the route's for that limit's key only: a request
+/// without the phone header is counted by its IP on the per-phone limit, while the route's own
+/// key (the user) still refuses a request that lacks it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_may_set_its_own_on_missing_key() {
+    let up = upstream::start().await;
+    let routes = r#"
+[[routes]]
+name = "otp"
+path = "/otp"
+upstream = "up"
+key = ["header:X-User"]
+  [[routes.limits]]
+  name = "per-user"
+  limit = 10
+  window = "1m"
+  [[routes.limits]]
+  name = "per-phone"
+  key = ["header:X-Phone"]
+  on_missing_key = "ip"
+  limit = 1
+  window = "1m"
+"#;
+    let gw = gateway::start(&config(MEMORY, &up.url(), routes)).await;
+    let client = HttpClient::default();
+    let url = gw.url("/otp");
+    // no phone: the per-phone limit counts the client IP, whoever the user is
+    assert_eq!(client.status(&url, &[("x-user", "a")]).await, 200);
+    assert_eq!(client.status(&url, &[("x-user", "b")]).await, 429);
+    // a phone of its own has its own count
+    let phone = [("x-user", "b"), ("x-phone", "+6281234567890")];
+    assert_eq!(client.status(&url, &phone).await, 200);
+    // the route's key keeps the route's setting: a missing user is refused
+    let r = client.get(&url, &[("x-phone", "+6289999999999")]).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["error"], "missing_key");
+    gw.stop().await;
+}

@@ -76,6 +76,7 @@ fn view(c: &Config) -> Value {
                     "algorithm": l.algorithm.name(),
                     "burst": l.burst,
                     "key": l.key.as_ref().map(key_json),
+                    "on_missing_key": l.on_missing_key.map(|m| m.name()),
                     "count_status": l.count_status.as_ref().map(|s| s.to_string()),
                     "reset_status": l.reset_status.as_ref().map(|s| s.to_string()),
                     "segments": l.segments,

@@ -135,6 +135,7 @@ pub struct RawLimit {
     pub algorithm: Option<Spanned<String>>,
     pub burst: Option<Spanned<i64>>,
     pub key: Option<Spanned<Vec<Spanned<RawKeyPart>>>>,
+    pub on_missing_key: Option<Spanned<String>>,
     pub count_status: Option<Spanned<Vec<Spanned<RawStatus>>>>,
     pub reset_status: Option<Spanned<Vec<Spanned<RawStatus>>>>,
     #[serde(default)]

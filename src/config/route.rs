@@ -154,6 +154,8 @@ pub struct LimitConfig {
     pub burst: Option<u64>,
     /// The limit's own key; `None` counts the route's.
     pub key: Option<KeySpec>,
+    /// What a missing part of this limit's key does; `None`: the route's `on_missing_key`.
+    pub on_missing_key: Option<OnMissingKey>,
     /// Only attempts answered with one of these count (a reservation until the answer).
     pub count_status: Option<StatusSet>,
     /// An answer with one of these clears the limit's count and its key's block level.
@@ -174,6 +176,7 @@ impl LimitConfig {
             algorithm: AlgorithmId::SLIDING_LOG,
             burst: None,
             key: None,
+            on_missing_key: None,
             count_status: None,
             reset_status: None,
             segments: BTreeMap::new(),

@@ -32,10 +32,9 @@ pub enum KeysError {
 impl RequestKeys {
     /// Derives every slot's key from the request.
     pub fn derive(policy: &RoutePolicy, src: &KeySource<'_>) -> Result<RequestKeys, KeysError> {
-        let on_missing = policy.config.on_missing_key;
         let mut keys = Vec::with_capacity(policy.slots.len());
         for slot in &policy.slots {
-            keys.push(derive_key(&slot.spec, on_missing, src)?);
+            keys.push(derive_key(&slot.spec, slot.on_missing, src)?);
         }
         let route_key = match policy.route_slot {
             Some(i) => Some(keys[i].clone()),

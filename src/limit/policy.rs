@@ -14,7 +14,8 @@ use sha2::{Digest, Sha256};
 
 use super::headers::policy_header;
 use crate::config::{
-    Config, ExceedMode, HashSecret, KeySpec, OnError, PathCase, RouteConfig, StatusSet, UnknownPlan,
+    Config, ExceedMode, HashSecret, KeySpec, OnError, OnMissingKey, PathCase, RouteConfig,
+    StatusSet, UnknownPlan,
 };
 use crate::key::JwtVerifier;
 use crate::metrics::RouteMetrics;
@@ -33,12 +34,15 @@ pub struct Tier {
     pub policy_header: Option<HeaderValue>,
 }
 
-/// One key a route's limits count: its spec and the tag that keeps its Redis keys apart from
-/// the other keys' (`""` for the route's own key, `~<hex of the spec>` for another).
+/// One key a route's limits count: its spec, what a missing part does, and the tag that keeps
+/// its Redis keys apart from the other keys' (`""` for the route's own key, `~<hex of the spec>`
+/// for another).
 #[derive(Debug, Clone)]
 pub struct KeySlot {
     /// How the key is derived.
     pub spec: KeySpec,
+    /// What a missing part does: the limit's `on_missing_key`, else the route's.
+    pub on_missing: OnMissingKey,
     /// What follows the route's name in the hash tag.
     pub tag: String,
 }
@@ -285,16 +289,23 @@ impl Layout {
         let mut state_of = Vec::with_capacity(route.limits.len());
         for l in &route.limits {
             let spec = l.key.as_ref().unwrap_or(&route.key);
-            let slot = match slots.iter().position(|s| &s.spec == spec) {
+            let on_missing = l.on_missing_key.unwrap_or(route.on_missing_key);
+            let slot = match slots
+                .iter()
+                .position(|s| &s.spec == spec && s.on_missing == on_missing)
+            {
                 Some(i) => i,
                 None => {
-                    let tag = if spec == &route.key {
+                    let tag = if spec == &route.key && on_missing == route.on_missing_key {
                         String::new()
-                    } else {
+                    } else if on_missing == route.on_missing_key {
                         format!("~{}", short_hash(&spec.to_string()))
+                    } else {
+                        format!("~{}", short_hash(&format!("{spec}|{}", on_missing.name())))
                     };
                     slots.push(KeySlot {
                         spec: spec.clone(),
+                        on_missing,
                         tag,
                     });
                     slots.len() - 1
@@ -331,7 +342,9 @@ impl Layout {
             };
             state_of.push(state);
         }
-        let route_slot = slots.iter().position(|s| s.spec == route.key);
+        let route_slot = slots
+            .iter()
+            .position(|s| s.spec == route.key && s.on_missing == route.on_missing_key);
         Layout {
             slots,
             route_slot,
