@@ -37,7 +37,7 @@ fn unknown_key_route() {
 fn unknown_key_limit() {
     assert_eq!(
         load_err("unknown_key_limit.toml"),
-        "unknown_key_limit.toml:14:3: routes[0].limits[0]: unknown field `cost`, expected one of `name`, `limit`, `window`, `algorithm`, `burst`, `key`, `count_status`, `reset_status`, `segments`, `plans`"
+        "unknown_key_limit.toml:14:3: routes[0].limits[0]: unknown field `cost`, expected one of `name`, `limit`, `window`, `algorithm`, `burst`, `key`, `on_missing_key`, `count_status`, `reset_status`, `segments`, `plans`"
     );
 }
 
