@@ -80,6 +80,7 @@ async fn batch_decisions_decide_like_the_proxy_in_order() {
         "\"1\"",
         "9223372036854775808",
         "1e30",
+        "null",
     ] {
         let body = format!(r#"{{"route": "campaign-email", "keys": ["a"], "cost": {cost}}}"#);
         let r = client
@@ -231,6 +232,20 @@ key = ["header:X-User"]
         (decisions[0], decisions[1]),
         (3, 0),
         "dry runs counted nothing: {decisions:?}"
+    );
+    // Nor measured anything: the three keys of the real call only.
+    let observed = |name: &str| {
+        support::metrics::value(
+            &metrics,
+            name,
+            &[("route", "campaign-email"), ("backend", "redis")],
+        )
+        .unwrap_or(0.0)
+    };
+    assert_eq!(
+        observed("slidegate_decision_duration_seconds_count"),
+        3.0,
+        "a dry run's decisions were measured: {metrics}"
     );
     // Nor did the preview's refusals feed the deny cache: u3 still has its two units.
     for _ in 0..2 {

@@ -36,15 +36,20 @@ const MAX_BODY: usize = 16 * 1024 * 1024;
 struct DecisionsRequest {
     route: String,
     keys: Vec<String>,
-    /// Checked by hand, so every wrong value gets the same answer naming the field.
-    cost: Option<serde_json::Value>,
+    /// Checked by hand, so every wrong value (`null` too) gets the same answer naming the field.
+    #[serde(default = "one")]
+    cost: serde_json::Value,
     #[serde(default)]
     dry_run: bool,
 }
 
+/// The cost of a request that names none.
+fn one() -> serde_json::Value {
+    serde_json::Value::from(1)
+}
+
 /// The request's cost: a whole number from 1 to the smallest limit the route charges.
-fn checked_cost(cost: Option<&serde_json::Value>, max: u64) -> Result<u64, AdminError> {
-    let Some(value) = cost else { return Ok(1) };
+fn checked_cost(value: &serde_json::Value, max: u64) -> Result<u64, AdminError> {
     match value.as_u64() {
         Some(n) if (1..=max).contains(&n) => Ok(n),
         _ => Err(AdminError::OutOfRange {
@@ -100,7 +105,7 @@ pub(super) async fn decide(
     if route.policy.counts_outcomes() {
         return AdminError::RouteCountsOutcomes(request.route).into_response(&id);
     }
-    let cost = match checked_cost(request.cost.as_ref(), smallest_limit(&route)) {
+    let cost = match checked_cost(&request.cost, smallest_limit(&route)) {
         Ok(c) => c,
         Err(e) => return e.into_response(&id),
     };
@@ -158,7 +163,8 @@ struct Results<'a> {
 struct KeyResult<'a> {
     key: &'a str,
     allowed: bool,
-    remaining: Option<u64>,
+    /// 0 when the store could not say (a store error, a key on no plan).
+    remaining: u64,
     retry_after_ms: u64,
     decision: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -198,7 +204,7 @@ impl<'a> KeyResult<'a> {
         KeyResult {
             key,
             allowed,
-            remaining: verdict.remaining(),
+            remaining: verdict.remaining().unwrap_or(0),
             retry_after_ms: if allowed {
                 0
             } else {

@@ -173,7 +173,7 @@ impl Limiter {
     /// route's `on_error` (allow, deny, or the in-process fallback); a decision is measured, then
     /// labelled by the route's mode, and an enforced denial of one unit is remembered in the deny
     /// cache for the keys that refused. Nothing is counted in `slidegate_requests_total` here
-    /// (a delayed request is decided more than once).
+    /// (a delayed request is decided more than once), and a dry run is measured nowhere.
     fn conclude(
         &self,
         policy: &RoutePolicy,
@@ -187,8 +187,10 @@ impl Limiter {
         let decision = match result {
             Ok(d) => {
                 self.health.answered();
-                let histogram = &policy.metrics.decision_duration.store;
-                histogram.observe(elapsed.as_secs_f64());
+                if !request.dry_run {
+                    let histogram = &policy.metrics.decision_duration.store;
+                    histogram.observe(elapsed.as_secs_f64());
+                }
                 d
             }
             Err(e) => match self.on_store_error(policy, request, e) {
@@ -196,11 +198,12 @@ impl Limiter {
                 Err(label) => return Verdict::new(label, None, tier_name),
             },
         };
-        for (usage, histogram) in decision
-            .limits
-            .iter()
-            .zip(&policy.metrics.limit_utilization)
-        {
+        let measured = if request.dry_run {
+            &[][..]
+        } else {
+            &decision.limits[..]
+        };
+        for (usage, histogram) in measured.iter().zip(&policy.metrics.limit_utilization) {
             histogram.observe(usage.used as f64 / usage.limit.max(1) as f64);
         }
         let mode = &policy.config.on_exceed;
