@@ -69,9 +69,13 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     start_on(config, &[]).await
 }
 
-/// Binds the listeners and starts serving `config`: with worker `handles`, one proxy listener
-/// per worker (`SO_REUSEPORT`) serving on that worker; without, one on the current runtime.
+/// Connects the store, then binds the listeners and starts serving `config`: with worker
+/// `handles`, one proxy listener per worker (`SO_REUSEPORT`) serving on that worker; without,
+/// one on the current runtime. The store comes first: while it waits for a Redis that does not
+/// answer yet (at most 2 s), no port accepts connections it would not serve.
 pub async fn start_on(config: Config, handles: &[Handle]) -> Result<Running, StartError> {
+    let metrics = Metrics::new();
+    let store = Store::from_config(&config.store, metrics.store_error_hook(), handles).await?;
     let listen = config.server.listen;
     let bind_error = |source| StartError::Bind {
         addr: listen,
@@ -85,8 +89,6 @@ pub async fn start_on(config: Config, handles: &[Handle]) -> Result<Running, Sta
             addr: config.admin.listen,
             source,
         })?;
-    let metrics = Metrics::new();
-    let store = Store::from_config(&config.store, metrics.store_error_hook(), handles).await?;
     let state = GatewayState::new(config, store, metrics)?;
     start_with(state, proxy_listeners, admin_listener, handles).await
 }
@@ -160,11 +162,13 @@ async fn subscribe_resets(
                 state.limiter().deny_cache().remove(&base);
             }
         })?;
-    // Resets published before the subscription holds would be missed: wait (bounded).
-    if tokio::time::timeout(Duration::from_secs(2), subscribed)
-        .await
-        .is_err()
-    {
+    // Resets published before the subscription holds would be missed: wait (bounded), unless
+    // Redis has not answered yet (then there is nothing to wait for; serving comes first).
+    let wait = match redis.is_connected() {
+        true => Duration::from_secs(2),
+        false => Duration::ZERO,
+    };
+    if tokio::time::timeout(wait, subscribed).await.is_err() {
         tracing::warn!(
             "not yet subscribed to admin resets; they reach this instance once Redis answers"
         );

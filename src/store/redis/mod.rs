@@ -175,6 +175,11 @@ impl RedisStore {
             .await
     }
 
+    /// Whether this worker's client is connected to Redis now.
+    pub fn is_connected(&self) -> bool {
+        self.inner.connections.get().client.is_connected()
+    }
+
     /// This worker's client (for admin operations and tests).
     pub fn client(&self) -> &Client {
         &self.inner.connections.get().client
