@@ -1,5 +1,6 @@
 //! Connections a hostile client holds or abuses (SPEC section 5): idle HTTP/1.1 keep-alive and
-//! idle HTTP/2 connections are closed after `idle_timeout`, `max_connections` bounds the whole
+//! idle HTTP/2 connections are closed after `idle_timeout` (a client deaf to the shutdown a
+//! period later), `max_connections` bounds the whole
 //! process (every worker together), rapid HTTP/2 resets close the connection, upstream bytes
 //! that look like an error head reach the client unchanged, and a long upload is not cut by
 //! the upstream's `timeout`, which starts once the body has been sent.
@@ -85,6 +86,27 @@ async fn an_idle_http2_connection_is_closed_after_idle_timeout() {
     drop(response);
     let ended = tokio::time::timeout(Duration::from_secs(10), driven).await;
     assert!(ended.is_ok(), "an idle h2 connection stayed open");
+    gw.stop().await;
+}
+
+/// An HTTP/2 client that never answers (no SETTINGS ack, no PING ack, deaf to GOAWAY) is closed
+/// a period after the graceful shutdown it ignored, instead of holding its socket for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deaf_http2_client_is_closed_after_ignoring_the_shutdown() {
+    let up = upstream::start().await;
+    let toml = with_server(&config(MEMORY, &up.url(), ALL), "idle_timeout = \"500ms\"");
+    let gw = gateway::start(&toml).await;
+    let mut stream = TcpStream::connect(gw.running().proxy_addr).await.unwrap();
+    // the preface and an empty SETTINGS frame; then nothing, ever
+    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    hello.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    stream.write_all(&hello).await.unwrap();
+    let read_to_end = async {
+        let mut buf = [0u8; 1024];
+        while stream.read(&mut buf).await.is_ok_and(|n| n > 0) {}
+    };
+    let closed = tokio::time::timeout(Duration::from_secs(10), read_to_end).await;
+    assert!(closed.is_ok(), "a deaf h2 client kept its connection");
     gw.stop().await;
 }
 

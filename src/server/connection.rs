@@ -116,7 +116,8 @@ pub async fn run(
 }
 
 /// Drives `conn` while watching it: a head past `header_read_timeout` closes it, `idle_timeout`
-/// with nothing in flight or the drain shut it down gracefully.
+/// with nothing in flight or the drain shut it down gracefully, and a connection still idle a
+/// whole period after that (a client that ignores HTTP/2's GOAWAY and PING) is closed.
 ///
 /// The watchdog is one timer, re-armed only when it fires: at the next instant `activity`
 /// says something is due, and never more than `header_read_timeout` (or `idle_timeout`) ahead,
@@ -154,11 +155,10 @@ async fn watch<C: Future<Output = Result<(), hyper::Error>>>(
                 let now = tokio::time::Instant::now();
                 let next = match activity.due(builders.header_read_timeout, builders.idle_timeout, heads) {
                     Due::HeadTimeout => return Ok(()),
+                    Due::Idle if shutting => return Ok(()),
                     Due::Idle => {
-                        if !shutting {
-                            shut_down(conn.as_mut());
-                            shutting = true;
-                        }
+                        shut_down(conn.as_mut());
+                        shutting = true;
                         now + period
                     }
                     Due::At(Some(at)) => tokio::time::Instant::from_std(at).min(now + period),
