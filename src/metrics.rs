@@ -4,6 +4,8 @@
 //! ([`RouteMetrics`]), so the hot path does no label lookups; a reload that removes a route
 //! drops its series ([`Metrics::forget_route`]).
 
+mod process;
+
 use prometheus::{
     Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry,
@@ -160,9 +162,7 @@ impl Metrics {
             .set(1);
         #[cfg(target_os = "linux")]
         registry
-            .register(Box::new(
-                prometheus::process_collector::ProcessCollector::for_self(),
-            ))
+            .register(Box::new(process::ProcessMetrics::for_self()))
             .expect("registered once");
 
         let metrics = Metrics {
