@@ -76,7 +76,7 @@ async fn a_redis_killed_mid_batch_leaves_no_key_waiting() {
             assert_eq!(r["allowed"], false);
             assert_eq!(r["retry_after_ms"], 1000);
             assert_eq!(r["error"], "store_unavailable");
-            assert_eq!(r["remaining"], 0, "an integer, as on every result");
+            assert!(r["remaining"].is_null(), "the store could not say: {r}");
         }
     }
     // Redis had run three calls, so the gateway had the answer of the first at least (a third

@@ -163,8 +163,9 @@ struct Results<'a> {
 struct KeyResult<'a> {
     key: &'a str,
     allowed: bool,
-    /// 0 when the store could not say (a store error, a key on no plan).
-    remaining: u64,
+    /// `null` when the store could not say (a store error, a key on no plan), as the proxy path
+    /// then sends no rate-limit headers.
+    remaining: Option<u64>,
     retry_after_ms: u64,
     decision: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -204,7 +205,7 @@ impl<'a> KeyResult<'a> {
         KeyResult {
             key,
             allowed,
-            remaining: verdict.remaining().unwrap_or(0),
+            remaining: verdict.remaining(),
             retry_after_ms: if allowed {
                 0
             } else {
