@@ -53,11 +53,7 @@ async fn cluster_failover_under_load() {
     tokio::time::sleep(Duration::from_millis(3500)).await;
     let run = load.stop().await;
 
-    assert!(
-        run.count(killed, promoted, |r| r.outcome != Outcome::Decided) > 0,
-        "the fault did not show: {}",
-        run.timeline(t0)
-    );
+    run.assert_fault_showed(t0, killed, promoted, |r| r.outcome != Outcome::Decided);
     assert_goals(&run, t0, promoted, |_| false);
     let allowed = run.allowed_per_key(&prefix, killed - Duration::from_secs(1));
     let alive = [&masters[1], &masters[2], &replica];

@@ -57,11 +57,7 @@ async fn redis_killed_and_restarted_under_load() {
     tokio::time::sleep(Duration::from_millis(3500)).await;
     let run = load.stop().await;
 
-    assert!(
-        run.count(killed, back, |r| r.outcome != Outcome::Decided) > 0,
-        "the fault did not show: {}",
-        run.timeline(t0)
-    );
+    run.assert_fault_showed(t0, killed, back, |r| r.outcome != Outcome::Decided);
     assert_goals(&run, t0, back, |_| false);
     // Every request the store allowed was written to the AOF before its answer, so the
     // restart kept it.

@@ -49,11 +49,9 @@ async fn upstream_killed_and_restarted_under_load() {
     tokio::time::sleep(Duration::from_millis(3500)).await;
     let run = load.stop().await;
 
-    assert!(
-        run.count(killed, back, |r| matches!(r.outcome, Outcome::Status(502))) > 0,
-        "the fault did not show: {}",
-        run.timeline(t0)
-    );
+    run.assert_fault_showed(t0, killed, back, |r| {
+        matches!(r.outcome, Outcome::Status(502))
+    });
     // A 502 is explained when it came while the upstream was down, or within the recovery
     // goal after (a connection attempt started just before it came back).
     assert_goals(&run, t0, back, |at| at >= killed && at < back + RECOVERY);

@@ -50,6 +50,23 @@ impl Run {
             .unwrap_or_default()
     }
 
+    /// Asserts that the fault showed: some request sent between `from` and `to` got `answer`
+    /// (a run that never met its fault proves nothing).
+    pub fn assert_fault_showed(
+        &self,
+        t0: Instant,
+        from: Instant,
+        to: Instant,
+        answer: impl Fn(&Rec) -> bool,
+    ) {
+        assert!(
+            self.count(from, to, answer) > 0,
+            "the fault did not show: {}",
+            self.timeline(t0)
+        );
+    }
+
+    /// The requests sent between `from` and `to` for which `f` holds.
     pub fn count(&self, from: Instant, to: Instant, f: impl Fn(&Rec) -> bool) -> usize {
         self.records
             .iter()
