@@ -11,7 +11,6 @@
 
 mod support;
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::gateway::{self, config};
@@ -19,8 +18,9 @@ use support::load::client::{Keys, Load, Outcome};
 use support::load::probe::{info, is_master, zcard_on};
 use support::load::run::{assert_goals, missing};
 use support::load::{routes, store, wait_until};
-use support::redis::{RedisServer, Resp};
-use support::{free_port, unique_prefix, upstream};
+use support::redis::RedisServer;
+use support::sentinel::Sentinel;
+use support::{unique_prefix, upstream};
 
 /// A `redis-sentinel://` store whose master is killed: the sentinels promote the replica and the
 /// gateway follows it within 2 s of their naming it.
@@ -30,7 +30,7 @@ async fn sentinel_failover_under_load() {
         let master = RedisServer::start();
         let port = master.port.to_string();
         let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
-        let sentinels: Vec<Sentinel> = (0..3).map(|_| Sentinel::start(master.port)).collect();
+        let sentinels: Vec<Sentinel> = (0..3).map(|_| Sentinel::start(master.port, 2)).collect();
         (master, replica, sentinels)
     })
     .await
@@ -42,7 +42,7 @@ async fn sentinel_failover_under_load() {
     wait_until(
         Duration::from_secs(30),
         "sentinels know the replica and each other",
-        || sentinels.iter().all(Sentinel::ready),
+        || sentinels.iter().all(|s| s.knows(1, 2)),
     )
     .await;
     let up = upstream::start().await;
@@ -78,111 +78,4 @@ async fn sentinel_failover_under_load() {
     let lost = missing(&allowed, |k| zcard_on(&[&replica], k));
     assert!(lost.is_empty(), "allowed requests lost: {lost:?}");
     gw.stop().await;
-}
-
-/// A `redis-server --sentinel` watching master `main` with quorum 2, killed on drop.
-struct Sentinel {
-    port: u16,
-    child: Child,
-    _dir: tempfile::TempDir,
-}
-
-impl Sentinel {
-    /// Starts one on a free port (retried on a fresh port if another process took it).
-    fn start(master_port: u16) -> Sentinel {
-        let mut failures = Vec::new();
-        for _ in 0..5 {
-            let dir = tempfile::tempdir().unwrap();
-            let port = free_port();
-            let conf = dir.path().join("sentinel.conf");
-            std::fs::write(
-                &conf,
-                format!(
-                    "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor main 127.0.0.1 {master_port} 2\nsentinel down-after-milliseconds main 1000\nsentinel failover-timeout main 5000\n",
-                    dir.path().display()
-                ),
-            )
-            .unwrap();
-            let child = Command::new("redis-server")
-                .arg(&conf)
-                .arg("--sentinel")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("redis-server must be installed");
-            let mut sentinel = Sentinel {
-                port,
-                child,
-                _dir: dir,
-            };
-            let deadline = Instant::now() + Duration::from_secs(10);
-            let pid = format!("process_id:{}", sentinel.child.id());
-            loop {
-                if let Ok(Some(status)) = sentinel.child.try_wait() {
-                    failures.push(format!("exited ({status})"));
-                    break;
-                }
-                let handle = RedisServer::attach(port);
-                if let Ok(Resp::Bulk(Some(text))) = handle.try_cmd(&["INFO", "server"]) {
-                    if text.lines().any(|l| l.trim_end() == pid) {
-                        return sentinel;
-                    }
-                    failures.push(format!("port {port} answers for another process"));
-                    break;
-                }
-                if Instant::now() >= deadline {
-                    failures.push(format!("no answer on {port} within 10 s"));
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        panic!("a sentinel did not start: {failures:?}");
-    }
-
-    /// Whether it knows the replica and the two other sentinels.
-    fn ready(&self) -> bool {
-        let Ok(Resp::Array(fields)) =
-            RedisServer::attach(self.port).try_cmd(&["SENTINEL", "MASTER", "main"])
-        else {
-            return false;
-        };
-        let text: Vec<String> = fields
-            .into_iter()
-            .map(|f| match f {
-                Resp::Bulk(Some(s)) => s,
-                _ => String::new(),
-            })
-            .collect();
-        let field = |name: &str| {
-            text.iter()
-                .position(|f| f == name)
-                .and_then(|i| text.get(i + 1))
-                .cloned()
-        };
-        field("num-slaves").as_deref() == Some("1")
-            && field("num-other-sentinels").as_deref() == Some("2")
-    }
-
-    /// The port of the master it names now.
-    fn master_port(&self) -> Option<u16> {
-        match RedisServer::attach(self.port).try_cmd(&[
-            "SENTINEL",
-            "GET-MASTER-ADDR-BY-NAME",
-            "main",
-        ]) {
-            Ok(Resp::Array(addr)) => match addr.get(1) {
-                Some(Resp::Bulk(Some(p))) => p.parse().ok(),
-                _ => None,
-            },
-            _ => None,
-        }
-    }
-}
-
-impl Drop for Sentinel {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }

@@ -28,6 +28,7 @@ pub mod recipes;
 pub mod redis;
 pub mod reference;
 pub mod resp;
+pub mod sentinel;
 pub mod store;
 pub mod upstream;
 
