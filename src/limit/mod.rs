@@ -198,13 +198,14 @@ impl Limiter {
                 Err(label) => return Verdict::new(label, None, tier_name),
             },
         };
-        let measured = if request.dry_run {
-            &[][..]
-        } else {
-            &decision.limits[..]
-        };
-        for (usage, histogram) in measured.iter().zip(&policy.metrics.limit_utilization) {
-            histogram.observe(usage.used as f64 / usage.limit.max(1) as f64);
+        if !request.dry_run {
+            let utilization = decision
+                .limits
+                .iter()
+                .zip(&policy.metrics.limit_utilization);
+            for (usage, histogram) in utilization {
+                histogram.observe(usage.used as f64 / usage.limit.max(1) as f64);
+            }
         }
         let mode = &policy.config.on_exceed;
         let label = match (decision.outcome, mode) {

@@ -35,8 +35,7 @@ pub struct Tier {
 }
 
 /// One key a route's limits count: its spec, what a missing part does, and the tag that keeps
-/// its Redis keys apart from the other keys' (`""` for the route's own key, `~<hex of the spec>`
-/// for another).
+/// its Redis keys apart from the other keys' (`slot_tag`).
 #[derive(Debug, Clone)]
 pub struct KeySlot {
     /// How the key is derived.
@@ -273,6 +272,16 @@ fn transformed_plan_keys(
     )
 }
 
+/// A slot's tag: `""` for the route's own key and setting, else `~` and a hash of the spec (and
+/// of the setting where it is not the route's), so that two slots never share a Redis key.
+fn slot_tag(route: &RouteConfig, spec: &KeySpec, on_missing: OnMissingKey) -> String {
+    match (spec == &route.key, on_missing == route.on_missing_key) {
+        (true, true) => String::new(),
+        (_, true) => format!("~{}", short_hash(&spec.to_string())),
+        (_, false) => format!("~{}", short_hash(&format!("{spec}|{}", on_missing.name()))),
+    }
+}
+
 /// How a route's limits sit in key slots and states; every tier shares it.
 struct Layout {
     slots: Vec<KeySlot>,
@@ -296,17 +305,10 @@ impl Layout {
             {
                 Some(i) => i,
                 None => {
-                    let tag = if spec == &route.key && on_missing == route.on_missing_key {
-                        String::new()
-                    } else if on_missing == route.on_missing_key {
-                        format!("~{}", short_hash(&spec.to_string()))
-                    } else {
-                        format!("~{}", short_hash(&format!("{spec}|{}", on_missing.name())))
-                    };
                     slots.push(KeySlot {
                         spec: spec.clone(),
                         on_missing,
-                        tag,
+                        tag: slot_tag(route, spec, on_missing),
                     });
                     slots.len() - 1
                 }
@@ -342,9 +344,7 @@ impl Layout {
             };
             state_of.push(state);
         }
-        let route_slot = slots
-            .iter()
-            .position(|s| s.spec == route.key && s.on_missing == route.on_missing_key);
+        let route_slot = slots.iter().position(|s| s.tag.is_empty());
         Layout {
             slots,
             route_slot,

@@ -10,7 +10,7 @@ use super::routes::{KnownTiers, RouteContext};
 use super::{Result, Validator, MAX_WINDOW};
 use crate::algorithm::AlgorithmId;
 use crate::config::raw::{RawLimit, RawStatus};
-use crate::config::{ExceedMode, LimitConfig, OnMissingKey, StatusSet};
+use crate::config::{ExceedMode, LimitConfig, StatusSet};
 
 impl Validator<'_> {
     pub(super) fn limits(
@@ -110,16 +110,7 @@ impl Validator<'_> {
             Some(k) => Some(self.key_spec(k, &format!("{key}.key"), context)?),
             None => None,
         };
-        let on_missing_key = match &l.on_missing_key {
-            Some(v) => Some(self.choice(
-                Some(v),
-                &format!("{key}.on_missing_key"),
-                "value",
-                OnMissingKey::NAMES,
-                OnMissingKey::Reject,
-            )?),
-            None => None,
-        };
+        let on_missing_key = self.on_missing_key(l.on_missing_key.as_ref(), key)?;
         let count_status =
             self.statuses(l.count_status.as_ref(), &format!("{key}.count_status"))?;
         let reset_status =

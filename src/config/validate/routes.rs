@@ -82,13 +82,9 @@ impl Validator<'_> {
             Some(k) => self.key_spec(k, &format!("{at}.key"), context)?,
             None => KeySpec::of([crate::config::KeyPart::Ip]),
         };
-        let on_missing_key = self.choice(
-            r.on_missing_key.as_ref(),
-            &format!("{at}.on_missing_key"),
-            "value",
-            OnMissingKey::NAMES,
-            OnMissingKey::Reject,
-        )?;
+        let on_missing_key = self
+            .on_missing_key(r.on_missing_key.as_ref(), at.as_str())?
+            .unwrap_or(OnMissingKey::Reject);
         let on_exceed = self.exceed_mode(r, &at)?;
         let on_error = match &r.on_error {
             Some(v) => Some(self.choice(
@@ -187,6 +183,25 @@ impl Validator<'_> {
             );
         }
         Ok(Some(upstream.get_ref().clone()))
+    }
+
+    /// `on_missing_key` of a route or a limit at `at` (`None` when unset).
+    pub(super) fn on_missing_key(
+        &self,
+        v: Option<&Spanned<String>>,
+        at: &str,
+    ) -> Result<Option<OnMissingKey>> {
+        v.map(|v| {
+            let key = format!("{at}.on_missing_key");
+            self.choice(
+                Some(v),
+                &key,
+                "value",
+                OnMissingKey::NAMES,
+                OnMissingKey::Reject,
+            )
+        })
+        .transpose()
     }
 
     fn path(&self, v: &Spanned<String>, key: &str) -> Result<PathPattern> {
