@@ -178,3 +178,69 @@ async fn key_prints_the_key_a_real_request_is_counted_under() {
     );
     gw.shutdown().await;
 }
+
+const BY_METHOD_AND_PATH: &str = r#"
+[[routes]]
+name = "api"
+path = "/api/*"
+methods = ["GET"]
+upstream = "up"
+key = ["method", "path"]
+  [[routes.limits]]
+  name = "per-path"
+  limit = 10
+  window = "1h"
+"#;
+
+/// `method` and `path` parts given raw are read as the traffic path reads a request's: `HEAD`
+/// counts as `GET`, the path is normalised and its case folded. A real `HEAD` of another
+/// spelling of the path is counted under the key printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn method_and_path_values_are_read_as_a_request_carries_them() {
+    let up = upstream::start().await;
+    let toml = gateway::config("backend = \"memory\"", &up.url(), BY_METHOD_AND_PATH);
+    let gw = gateway::start(&toml).await;
+    let printed = slidegate(
+        &[
+            "key",
+            "--config",
+            path_arg(&gw.config_path),
+            "--route",
+            "api",
+            "head",
+            "/API/./Docs/../Items//7",
+        ],
+        &[],
+    );
+    assert!(printed.status.success(), "{}", stderr(&printed));
+    let key = stdout(&printed).trim().to_string();
+    assert_eq!(key, "GET|/api/items/7");
+
+    let r = HttpClient::default()
+        .send(Method::HEAD, &gw.url("/Api/items/./7"), &[], "")
+        .await;
+    assert_eq!(r.status, 200);
+    let q = format!("route=api&key={}", enc(&key));
+    let counted = usage(&gw.running().admin_addr.to_string(), &q).await;
+    assert_eq!(counted["limits"][0]["used"], 1, "{counted}");
+
+    let above_root = slidegate(
+        &[
+            "key",
+            "--config",
+            path_arg(&gw.config_path),
+            "--route",
+            "api",
+            "GET",
+            "/../etc",
+        ],
+        &[],
+    );
+    assert!(!above_root.status.success());
+    assert!(
+        stderr(&above_root).contains("above the root"),
+        "{}",
+        stderr(&above_root)
+    );
+    gw.stop().await;
+}

@@ -43,6 +43,17 @@ async fn bodies_that_cannot_key_a_limit_are_refused_and_counted() {
             "unsupported_body_encoding",
         ),
         (
+            // every line counts, not only the first
+            "identity then gzip",
+            vec![
+                ("content-encoding", "identity"),
+                ("content-encoding", "gzip"),
+            ],
+            r#"{"phone":"081234567890"}"#.into(),
+            415,
+            "unsupported_body_encoding",
+        ),
+        (
             "too large",
             vec![],
             format!(r#"{{"phone":"081234567890","pad":"{}"}}"#, "x".repeat(100)),

@@ -148,10 +148,8 @@ pub fn key_of_values(
                 Ok(ip) => ip_key(ip, ctx.ipv6_prefix),
                 Err(_) => return Err(format!("`{value}` is not an IP address (part `ip`)")),
             },
-            crate::config::KeyPart::Method => value.to_ascii_uppercase(),
-            crate::config::KeyPart::Path if ctx.path_case == PathCase::Insensitive => {
-                value.to_ascii_lowercase()
-            }
+            crate::config::KeyPart::Method => value::method_value(value),
+            crate::config::KeyPart::Path => value::path_value(value, ctx.path_case),
             _ => value.to_string(),
         };
         match options::apply(part, raw.into_bytes(), ctx.secret) {

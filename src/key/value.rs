@@ -40,11 +40,8 @@ pub fn read(
                 .map(String::into_bytes)
         }
         KeyPart::Route => Some(src.route.as_bytes().to_vec()),
-        KeyPart::Method => Some(method_name(src).into_bytes()),
-        KeyPart::Path => Some(match src.path_case {
-            PathCase::Insensitive => src.path.to_ascii_lowercase().into_bytes(),
-            PathCase::Sensitive => src.path.as_bytes().to_vec(),
-        }),
+        KeyPart::Method => Some(method_value(src.method.as_str()).into_bytes()),
+        KeyPart::Path => Some(path_value(src.path, src.path_case).into_bytes()),
         KeyPart::Json(path) => match body::kind(src.headers) {
             Some(body::BodyKind::Json) => src
                 .body
@@ -72,11 +69,22 @@ pub fn read(
 
 /// The method as the `method` part reads it: upper case, and `GET` for `HEAD` (a route that
 /// takes `GET` counts both alike).
-fn method_name(src: &KeySource<'_>) -> String {
-    let name = src.method.as_str().to_ascii_uppercase();
+/// The value a `method` part counts: the method in upper case, `HEAD` as `GET` (a `GET` route
+/// matches and counts both).
+pub fn method_value(method: &str) -> String {
+    let name = method.to_ascii_uppercase();
     if name == "HEAD" {
         "GET".to_string()
     } else {
         name
+    }
+}
+
+/// The value a `path` part counts: the (normalised) path, in lower case unless
+/// `server.path_case` is sensitive.
+pub fn path_value(path: &str, case: PathCase) -> String {
+    match case {
+        PathCase::Insensitive => path.to_ascii_lowercase(),
+        PathCase::Sensitive => path.to_string(),
     }
 }

@@ -20,7 +20,8 @@ use crate::error::GatewayError;
 /// Refuses before reading what can be refused from the head: an encoded body, or a length
 /// over the bound.
 pub fn check_head(headers: &HeaderMap, max: usize) -> Result<(), GatewayError> {
-    if let Some(encoding) = headers.get(CONTENT_ENCODING) {
+    // Every line counts: `identity` on the first and `gzip` on the second is a gzip body.
+    for encoding in headers.get_all(CONTENT_ENCODING) {
         let text = String::from_utf8_lossy(encoding.as_bytes());
         if !text
             .split(',')
