@@ -16,6 +16,14 @@ fn bad_listen_address() {
 }
 
 #[test]
+fn admin_listen_taken() {
+    assert_eq!(
+        load_err("admin_listen_taken.toml"),
+        "admin_listen_taken.toml:6:10: admin.listen: 127.0.0.1:8080 is also server.listen (0.0.0.0:8080): the two listeners need different ports or addresses"
+    );
+}
+
+#[test]
 fn bad_trusted_proxy_cidr() {
     assert_eq!(
         load_err("bad_trusted_proxy_cidr.toml"),

@@ -124,8 +124,9 @@ key = [{ part = "header:x-api-key", hash = true }]
   gold = 3
 "#;
 
-/// A hashed API key: its plan applies from the raw key in the plans file, a key on no plan is
-/// 403 `unknown_key`, and the access log shows the hash, never the key.
+/// A hashed API key: its plan applies from the raw key in the plans file, a key on a plan the
+/// route gives no values gets the route's own, a key on no plan is 403 `unknown_key`, and the
+/// access log shows the hash, never the key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hashed_api_keys_keep_their_plans_and_never_show_raw() {
     let up = upstream::start().await;
@@ -138,7 +139,7 @@ async fn hashed_api_keys_keep_their_plans_and_never_show_raw() {
     std::fs::write(&path, &text).unwrap();
     std::fs::write(
         dir.path().join("plans.toml"),
-        "\"live_gold_key\" = \"gold\"\n",
+        "\"live_gold_key\" = \"gold\"\n\"live_silver_key\" = \"silver\"\n",
     )
     .unwrap();
     let envs = [
@@ -162,6 +163,13 @@ async fn hashed_api_keys_keep_their_plans_and_never_show_raw() {
     let stranger = client.get(&url, &[("x-api-key", "live_unknown")]).await;
     assert_eq!(stranger.status, 403);
     assert_eq!(stranger.json()["error"], "unknown_key");
+    // on a plan, but one this route gives no values: the route's own limit of 1, not a 403
+    let silver = [("x-api-key", "live_silver_key")];
+    let silver_statuses = [
+        client.status(&url, &silver).await,
+        client.status(&url, &silver).await,
+    ];
+    assert_eq!(silver_statuses, [200, 429], "the route's own 1 applied");
     let rejected = client.get(&url, &gold).await;
     assert_eq!(rejected.json()["plan"], "gold");
     let log = gw.lines_until("status=403").join("\n");

@@ -201,8 +201,8 @@ impl RoutePolicy {
 
     /// The values in force for the route key `key`: its segment's (the key read as a numeric
     /// user id, first segment in config order) when this route's limits give that segment
-    /// values, else its plan's, else the route's own. `None` for a key on no plan when the
-    /// route refuses such keys.
+    /// values, else its plan's (the route's own when it gives the plan none), else the route's
+    /// own. `None` for a key on no plan when the route refuses such keys.
     pub fn tier_for(&self, key: &str) -> Option<&Arc<Tier>> {
         if !self.segments.is_empty() {
             // The user's segment, even when this route gives it no values: a user in several
@@ -218,11 +218,11 @@ impl RoutePolicy {
                 Some(keys) => keys.get(key).map(String::as_str),
                 None => self.membership.plan_of(key),
             };
-            if let Some(tier) = plan.and_then(|p| self.plans.get(p)) {
-                return Some(tier);
-            }
-            if self.unknown_plan == UnknownPlan::Reject {
-                return None;
+            match plan {
+                // A plan this route gives no values keeps the route's own.
+                Some(plan) => return Some(self.plans.get(plan).unwrap_or(&self.default)),
+                None if self.unknown_plan == UnknownPlan::Reject => return None,
+                None => {}
             }
         }
         Some(&self.default)

@@ -61,7 +61,7 @@ const MAX_WINDOW: Duration = Duration::from_secs(366 * 24 * 3600);
 impl Validator<'_> {
     fn config(mut self, path: &Path, raw: RawConfig) -> Result<Config> {
         let server = self.server(&raw)?;
-        let admin = self.admin(&raw)?;
+        let admin = self.admin(&raw, server.listen)?;
         let store = self.store(&raw)?;
         let upstreams = self.upstreams(&raw.upstreams)?;
         let jwt = self.jwt_section(&raw)?;

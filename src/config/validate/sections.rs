@@ -2,6 +2,7 @@
 //! `[segments.*]` and `[plans]` (`[jwt]` and `[keys]` are in `secrets.rs`).
 
 use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use http::Uri;
@@ -103,9 +104,17 @@ impl Validator<'_> {
         })
     }
 
-    pub(super) fn admin(&self, raw: &RawConfig) -> Result<AdminConfig> {
+    /// `[admin]`; its listener may not take the traffic listener's address (`server_listen`).
+    pub(super) fn admin(&self, raw: &RawConfig, server_listen: SocketAddr) -> Result<AdminConfig> {
         let listen =
             self.socket_addr(raw.admin.listen.as_ref(), "admin.listen", "127.0.0.1:9091")?;
+        if same_socket(listen, server_listen) {
+            let span = raw.admin.listen.as_ref().map_or(0..0, |l| l.span());
+            return self.error(
+                span,
+                format!("admin.listen: {listen} is also server.listen ({server_listen}): the two listeners need different ports or addresses"),
+            );
+        }
         let token_env = match &raw.admin.token_env {
             Some(s) if s.get_ref().trim().is_empty() => {
                 return self.error(
@@ -319,4 +328,12 @@ pub(super) fn uses_part(raw: &RawConfig, wanted: impl Fn(&KeyPart) -> bool) -> b
             .flat_map(|parts| parts.get_ref().iter())
             .any(|p| KeyPart::parse(&text(p.get_ref())).is_ok_and(|part| wanted(&part)))
     })
+}
+
+/// Whether two listen addresses would take the same socket: one port (not 0, which picks a
+/// free one) on one address, or on the unspecified address that covers every other.
+fn same_socket(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() != 0
+        && a.port() == b.port()
+        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
 }
