@@ -19,6 +19,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use clap::Parser;
 use slidegate::RateLimitLayer;
+use tower::Layer;
 
 /// An axum app behind slidegate's rate-limit layer.
 #[derive(Parser)]
@@ -35,14 +36,18 @@ struct Args {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let layer = RateLimitLayer::from_file(&args.config).await?;
-    let metrics = layer.metrics().clone();
-    let app = Router::new()
+    let scraped = layer.clone();
+    let routes = Router::new()
         .route("/hello", get(|| async { "hello\n" }))
         .route("/login", post(login))
-        .route("/otp/send", post(|| async { "sent\n" }))
-        .layer(layer)
+        .route("/otp/send", post(|| async { "sent\n" }));
+    // The layer wraps the whole router, so it sees every request before axum routes it: the
+    // router then routes the path as the layer normalised it (`/a/../hello` is `/hello`).
+    // (`Router::layer` would run it after routing, inside the route axum chose.)
+    let app = Router::new()
         // Outside the layer: scraping is never limited.
-        .route("/metrics", get(move || async move { metrics.encode() }));
+        .route("/metrics", get(move || async move { scraped.scrape() }))
+        .fallback_service(layer.layer(routes));
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     eprintln!("embed: listening on {}", listener.local_addr()?);
     axum::serve(

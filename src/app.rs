@@ -4,7 +4,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::runtime::Handle;
@@ -111,7 +110,7 @@ pub async fn start_with(
     let admin_addr = local(admin_listener.local_addr())?;
     let (stop, stopped) = watch::channel(false);
     let mut tasks = Vec::new();
-    if let Some(task) = subscribe_resets(&state, stopped.clone()).await? {
+    if let Some(task) = follow_resets(&state, stopped.clone()).await? {
         tasks.push(task);
     }
     let gateway = Gateway::new(state.shared.clone(), state.upstreams.clone());
@@ -146,36 +145,17 @@ pub async fn start_with(
     })
 }
 
-/// With Redis, listens for admin resets from every instance and drops them from this
-/// instance's deny cache; the task ends when the gateway stops.
-async fn subscribe_resets(
+/// Follows admin resets from every instance (with Redis) until the gateway stops.
+async fn follow_resets(
     state: &Arc<GatewayState>,
     mut stopped: watch::Receiver<bool>,
 ) -> Result<Option<JoinHandle<()>>, StartError> {
-    let Store::Redis(redis) = state.limiter().store() else {
+    let Some(follower) = state.limiter().follow_resets(state.reset_channel()).await? else {
         return Ok(None);
     };
-    let weak = Arc::downgrade(state);
-    let (subscription, subscribed) =
-        redis.subscribe_resets(state.reset_channel(), move |base| {
-            if let Some(state) = weak.upgrade() {
-                state.limiter().deny_cache().remove(&base);
-            }
-        })?;
-    // Resets published before the subscription holds would be missed: wait (bounded), unless
-    // Redis has not answered yet (then there is nothing to wait for; serving comes first).
-    let wait = match redis.is_connected() {
-        true => Duration::from_secs(2),
-        false => Duration::ZERO,
-    };
-    if tokio::time::timeout(wait, subscribed).await.is_err() {
-        tracing::warn!(
-            "not yet subscribed to admin resets; they reach this instance once Redis answers"
-        );
-    }
     Ok(Some(tokio::spawn(async move {
         let _ = stopped.wait_for(|s| *s).await;
-        subscription.abort();
+        drop(follower);
     })))
 }
 

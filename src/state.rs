@@ -151,6 +151,7 @@ impl GatewayState {
                 table: Arc::new(ArcSwap::from_pointee(table)),
                 limiter,
                 unmatched: Unmatched::NotFound,
+                resets: None,
             }),
             upstreams: Arc::new(ArcSwap::from_pointee(upstreams)),
             config_path: running.source.clone(),
@@ -262,7 +263,7 @@ impl GatewayState {
 
     /// The pub/sub channel that carries admin resets to every instance.
     pub fn reset_channel(&self) -> String {
-        format!("{}:reset", self.running.store.key_prefix)
+        self.running.store.reset_channel()
     }
 
     /// Resets a key of a route on every instance: its counts and block in the store, then

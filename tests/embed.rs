@@ -15,10 +15,12 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use http::Method;
+use support::gateway;
 use support::http::{HttpClient, Reply};
 use support::metrics;
 use support::problem::assert_problem;
 use support::redis::RedisServer;
+use support::upstream;
 
 /// `target/<profile>/examples/embed`: `cargo test` builds the examples before it runs the tests,
 /// and this test binary is `target/<profile>/deps/embed-<hash>`.
@@ -173,8 +175,10 @@ async fn otp_is_limited_as_configured_and_other_paths_pass_unlimited() {
     let app = Embed::start(&embed_toml());
     let client = HttpClient::default();
     let url = app.url("/otp/send");
-    for remaining in ["2", "1", "0"] {
-        let r = post(&client, &url, "{}").await;
+    // the first spelled another way: the layer normalises it before the app routes it
+    let spellings = [app.url("/x/../otp/send"), url.clone(), url.clone()];
+    for (remaining, url) in ["2", "1", "0"].into_iter().zip(&spellings) {
+        let r = post(&client, url, "{}").await;
         assert_eq!(r.status, 200, "{}", r.body);
         assert_eq!(r.body, "sent\n", "the app answered");
         assert_eq!(r.header("x-ratelimit-limit"), Some("3"));
@@ -209,6 +213,7 @@ async fn otp_is_limited_as_configured_and_other_paths_pass_unlimited() {
         assert!(r.header("ratelimit").is_none(), "no route, no limit");
     }
     let m = app.metrics().await;
+    assert_eq!(count(&m, "slidegate_deny_cache_entries", &[]), 1.0);
     assert_eq!(decisions(&m, "otp", "allowed"), 3.0);
     assert_eq!(decisions(&m, "otp", "rejected"), 1.0);
     assert_eq!(
@@ -326,4 +331,43 @@ async fn two_instances_on_one_redis_share_the_limit() {
         ),
         (1.0, 1.0)
     );
+
+    // A gateway on the same Redis resets the key: both apps hear it and drop their cached
+    // refusals (each would otherwise answer 429 for the rest of the window without asking).
+    let up = upstream::start().await;
+    let routes = text
+        .split_once("[[routes]]")
+        .map(|(_, routes)| format!("[[routes]]{routes}"))
+        .unwrap()
+        .replace("[[routes]]\n", "[[routes]]\nupstream = \"up\"\n");
+    let store = format!("backend = \"redis\"\nurl = \"{}\"", redis.url());
+    let gw = gateway::start(&gateway::config(&store, &up.url(), &routes)).await;
+    let reset = HttpClient::default()
+        .send(
+            Method::DELETE,
+            &gw.admin("/admin/usage?route=otp&key=127.0.0.1"),
+            &[("authorization", &format!("Bearer {}", gateway::TOKEN))],
+            "",
+        )
+        .await;
+    assert_eq!(reset.status, 200, "{}", reset.body);
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let mut heard = [false, false];
+    while heard != [true, true] && Instant::now() < deadline {
+        for (app, heard) in [&a, &b].into_iter().zip(&mut heard) {
+            let m = app.metrics().await;
+            *heard = count(&m, "slidegate_deny_cache_entries", &[]) == 0.0;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        heard,
+        [true, true],
+        "the reset reached both apps within a second"
+    );
+    for app in [&a, &b] {
+        let r = post(&client, &app.url("/otp/send"), "{}").await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    gw.stop().await;
 }

@@ -9,7 +9,6 @@ mod usage;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::header;
@@ -72,14 +71,12 @@ async fn request_id(
 }
 
 async fn metrics(State(state): State<Arc<GatewayState>>) -> Response {
-    let entries = state.limiter().deny_cache().live_entries(Instant::now());
-    state.metrics.deny_cache_entries.set(entries as i64);
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        state.metrics.encode(),
+        state.limiter().scrape(),
     )
         .into_response()
 }

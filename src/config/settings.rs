@@ -158,6 +158,14 @@ pub struct StoreConfig {
     pub clock: ClockSource,
 }
 
+impl StoreConfig {
+    /// The Redis pub/sub channel on which instances sharing this store tell each other of
+    /// admin resets.
+    pub fn reset_channel(&self) -> String {
+        format!("{}:reset", self.key_prefix)
+    }
+}
+
 /// `[upstreams.NAME]`
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamConfig {

@@ -10,7 +10,10 @@
 //!
 //! Built from the same TOML as the gateway (`[store]`, `[keys]`, `[[routes]]` without
 //! `upstream`) or from a [`Builder`]. A layer of the gateway answers 404 to a request no route
-//! takes; an embedded layer passes it to its service unlimited.
+//! takes; an embedded layer passes it to its service unlimited. Either refuses a path it cannot
+//! normalise (400) before it looks for a route, since that path could be a route's in another
+//! spelling, and hands the inner service the normalised path: wrap the whole router (not one
+//! route, as `Router::layer` would) so that it routes what the layer counted.
 //!
 //! Differences from a stack of middleware (one layer per step): one future per request, a state
 //! machine with no boxed future in it (`future.rs`); the steps' results travel inside it rather
@@ -101,6 +104,9 @@ pub struct Shared {
     pub limiter: Arc<Limiter>,
     /// What a request no route takes gets.
     pub unmatched: Unmatched,
+    /// An embedded layer's subscription to admin resets, ended with the last of its services
+    /// (`None` in the gateway, which follows them until it stops).
+    pub resets: Option<crate::limit::ResetFollower>,
 }
 
 /// The rate-limit layer; cloning it (and the services it makes) shares one limiter.
@@ -130,6 +136,7 @@ impl RateLimitLayer {
             crate::store::Store::from_config(&config.store, metrics.store_error_hook(), &[])
                 .await?;
         let limiter = Arc::new(Limiter::new(store, config.store.max_keys, metrics.clone()));
+        let resets = limiter.follow_resets(config.store.reset_channel()).await?;
         let table = crate::route::RouteTable::build(
             config,
             &metrics,
@@ -140,6 +147,7 @@ impl RateLimitLayer {
             table: Arc::new(ArcSwap::from_pointee(table)),
             limiter,
             unmatched: Unmatched::PassThrough,
+            resets,
         });
         Ok(RateLimitLayer { shared, metrics })
     }
@@ -149,9 +157,15 @@ impl RateLimitLayer {
         Builder::default()
     }
 
-    /// The layer's metrics, to serve on `/metrics` (Prometheus text: [`Metrics::encode`]).
+    /// The layer's metrics.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// The layer's metrics in Prometheus text, as a `/metrics` endpoint serves them (the
+    /// gauges read at scrape time brought up to date).
+    pub fn scrape(&self) -> String {
+        self.shared.limiter.scrape()
     }
 
     /// What its services share.

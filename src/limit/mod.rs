@@ -22,6 +22,7 @@ pub mod headers;
 mod keys;
 mod outcome;
 mod policy;
+mod resets;
 mod verdict;
 
 use std::sync::Arc;
@@ -33,6 +34,7 @@ pub use deny_cache::{CachedDenial, DenyCache};
 pub use keys::{KeysError, RequestKeys};
 pub use outcome::{Reservation, Settled};
 pub use policy::{limit_set, KeySlot, OutcomeRule, RoutePolicy, Tier};
+pub use resets::ResetFollower;
 pub use verdict::Verdict;
 
 use crate::config::{ExceedMode, OnError};
@@ -74,6 +76,14 @@ impl Limiter {
     /// The deny cache.
     pub fn deny_cache(&self) -> &DenyCache {
         &self.deny_cache
+    }
+
+    /// The metrics in Prometheus text, with the gauges read at scrape time (the deny cache's
+    /// live entries) brought up to date first: what every `/metrics` serves.
+    pub fn scrape(&self) -> String {
+        let entries = self.deny_cache.live_entries(Instant::now());
+        self.metrics.deny_cache_entries.set(entries as i64);
+        self.metrics.encode()
     }
 
     /// Decides many keys of one route in one go (few large store calls), in order, each
