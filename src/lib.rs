@@ -29,6 +29,7 @@
 //! use axum::{routing::post, Router};
 //! use slidegate::layer::RouteBuilder;
 //! use slidegate::RateLimitLayer;
+//! use tower::Layer;
 //!
 //! # async fn app() -> Result<(), Box<dyn std::error::Error>> {
 //! let limits = RateLimitLayer::builder()
@@ -41,9 +42,9 @@
 //!     )
 //!     .build()
 //!     .await?;
-//! let app: Router = Router::new()
-//!     .route("/login", post(|| async { "welcome" }))
-//!     .layer(limits);
+//! let routes = Router::new().route("/login", post(|| async { "welcome" }));
+//! // Around the whole router, so that it routes the path the layer normalised and counted.
+//! let app = Router::new().fallback_service(limits.layer(routes));
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
 //! axum::serve(
 //!     listener,
