@@ -47,7 +47,8 @@ pub enum GatewayError {
         /// `server.header_read_timeout`.
         timeout_ms: u128,
     },
-    /// A body read for key parts broke off.
+    /// The request body broke off or was malformed (bad chunk framing), read for key parts or
+    /// on its way upstream.
     #[error("the request body could not be read: {0}")]
     BodyUnreadable(String),
     /// The store failed and the route fails closed.

@@ -6,7 +6,7 @@ mod support;
 
 use support::gateway::{self, config};
 use support::hardening::{ALL, MEMORY};
-use support::{raw, upstream};
+use support::{metrics, raw, upstream};
 
 /// The classic CL.TE smuggle: a front end that believed `Content-Length` would pass the second
 /// request along inside the first one's body. Here `Transfer-Encoding` wins, the body is the
@@ -38,4 +38,32 @@ async fn a_request_smuggled_behind_conflicting_framing_never_reaches_the_upstrea
             "the upstream got both framing headers: {headers}"
         );
     }
+}
+
+/// A body whose chunk framing breaks on a route that streams it unread is the client's fault:
+/// 400 `body_unreadable`, not a 502 that blames the upstream, and the upstream's error count
+/// does not move.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_chunked_body_is_the_clients_error_not_the_upstreams() {
+    let up = upstream::start().await;
+    let gw = gateway::start(&config(MEMORY, &up.url(), ALL)).await;
+    let addr = gw.running().proxy_addr;
+    for body in ["zz\r\nhello\r\n0\r\n\r\n", "5\r\nhelloXX0\r\n\r\n"] {
+        let request = format!(
+            "POST /upload HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{body}"
+        );
+        let r = raw::send(addr, request.as_bytes()).await;
+        assert_eq!(r.status, 400, "{body:?}: {r:?}");
+        assert_eq!(r.json()["error"], "body_unreadable", "{body:?}");
+    }
+    let text = support::http::HttpClient::default()
+        .get(&gw.admin("/metrics"), &[])
+        .await
+        .body;
+    let errors = metrics::value(
+        &text,
+        "slidegate_upstream_requests_total",
+        &[("route", "all"), ("status", "error")],
+    );
+    assert_eq!(errors.unwrap_or(0.0), 0.0, "blamed on the upstream");
 }

@@ -24,6 +24,7 @@ pub use headers::Peer;
 pub use upstream::Upstream;
 
 use crate::config::{Config, UpstreamConfig};
+use crate::error::GatewayError;
 use crate::layer::{MatchedRoute, RequestBody};
 use crate::request_id::RequestId;
 
@@ -108,7 +109,7 @@ impl tower::Service<Request<RequestBody<Incoming>>> for ProxyService {
         drop(upstreams);
         Box::pin(async move {
             let (Some(matched), Some(upstream), Some(peer)) = (matched, upstream, peer) else {
-                let error = crate::error::GatewayError::UpstreamConnect {
+                let error = GatewayError::UpstreamConnect {
                     upstream: "(none)".into(),
                 };
                 return Ok(error.into_response(&request_id));
@@ -123,11 +124,16 @@ impl tower::Service<Request<RequestBody<Incoming>>> for ProxyService {
             let (mut response, status) = match result {
                 Ok(response) => {
                     let status = response.status().as_u16();
+                    metrics.upstream(Some(status));
                     (response, Some(status))
                 }
-                Err(e) => (e.into_response(&request_id), None),
+                // The client's body failed: the upstream neither answered nor failed.
+                Err(e @ GatewayError::BodyUnreadable(_)) => (e.into_response(&request_id), None),
+                Err(e) => {
+                    metrics.upstream(None);
+                    (e.into_response(&request_id), None)
+                }
             };
-            metrics.upstream(status);
             response
                 .extensions_mut()
                 .insert(UpstreamOutcome { status, duration });

@@ -134,7 +134,7 @@ impl Upstream {
     ) -> Result<Response<Body>, GatewayError> {
         self.prepare(&mut req, peer, client, request_id);
         // A request without a body is sent with its head: nothing to watch.
-        let sent = (!req.body().is_end_stream()).then(|| Arc::new(AtomicBool::new(false)));
+        let sent = (!req.body().is_end_stream()).then(|| Arc::new(BodyProgress::default()));
         let req = req.map(|inner| SentBody {
             inner,
             sent: sent.clone(),
@@ -148,7 +148,7 @@ impl Upstream {
             if let Poll::Ready(result) = send.as_mut().poll(cx) {
                 return Poll::Ready(Some(result));
             }
-            if !armed && sent.as_ref().is_none_or(|s| s.load(Ordering::Relaxed)) {
+            if !armed && sent.as_ref().is_none_or(|s| s.sent.load(Ordering::Relaxed)) {
                 deadline
                     .as_mut()
                     .reset(tokio::time::Instant::now() + timeout);
@@ -162,6 +162,11 @@ impl Upstream {
         .await;
         match answer {
             Some(Ok(response)) => Ok(response),
+            // The client's body broke off or was malformed (bad chunk framing): its fault,
+            // not the upstream's.
+            Some(Err(e)) if sent.as_ref().is_some_and(|s| s.failed.load(Ordering::Relaxed)) => {
+                Err(GatewayError::BodyUnreadable(error_chain(&*e)))
+            }
             Some(Err(e)) => {
                 tracing::warn!(upstream = %self.config.name, error = %error_chain(&*e), "upstream request failed");
                 Err(GatewayError::UpstreamConnect {
@@ -347,12 +352,21 @@ impl hyper::body::Body for DrivenBody {
     }
 }
 
+/// How far a request body has gone upstream.
+#[derive(Default)]
+struct BodyProgress {
+    /// Its end has been polled: the upstream's `timeout` starts.
+    sent: AtomicBool,
+    /// Reading it from the client failed (malformed framing, the client gone).
+    failed: AtomicBool,
+}
+
 /// A request body that tells when it has been sent whole (its end polled), which starts the
-/// upstream's `timeout`.
+/// upstream's `timeout`, and when reading it from the client failed.
 struct SentBody<B> {
     inner: B,
-    /// Set once the end has been polled; `None` for a body that was empty from the start.
-    sent: Option<Arc<AtomicBool>>,
+    /// `None` for a body that was empty from the start.
+    sent: Option<Arc<BodyProgress>>,
 }
 
 impl<B> hyper::body::Body for SentBody<B>
@@ -368,9 +382,14 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = self.get_mut();
         let frame = std::task::ready!(Pin::new(&mut this.inner).poll_frame(cx));
-        if frame.is_none() || this.inner.is_end_stream() {
-            if let Some(sent) = &this.sent {
-                sent.store(true, Ordering::Relaxed);
+        if let Some(progress) = &this.sent {
+            match &frame {
+                Some(Err(_)) => progress.failed.store(true, Ordering::Relaxed),
+                None => progress.sent.store(true, Ordering::Relaxed),
+                Some(Ok(_)) if this.inner.is_end_stream() => {
+                    progress.sent.store(true, Ordering::Relaxed)
+                }
+                Some(Ok(_)) => {}
             }
         }
         Poll::Ready(frame)
