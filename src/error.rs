@@ -260,10 +260,15 @@ impl AdminError {
 
 /// hyper's own refusal of a request it cannot parse (it answers 400, 414 or 431 before the
 /// request reaches the gateway), re-written as the gateway's problem response: the whole HTTP/1.1
-/// message, closing the connection, with a fresh request id.
+/// message, closing the connection, with a fresh request id. A target too long for hyper is a
+/// head beyond the gateway's bound like any other (the target counts in `max_header_bytes`):
+/// 431, whichever limit it met first.
 pub fn refusal_bytes(status: StatusCode) -> Vec<u8> {
+    let status = match status {
+        StatusCode::URI_TOO_LONG => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        other => other,
+    };
     let (code, detail) = match status.as_u16() {
-        414 => ("uri_too_long", "the request target is too long"),
         431 => (
             "request_head_too_large",
             "the request head is larger than the gateway reads",

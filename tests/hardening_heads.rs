@@ -42,6 +42,11 @@ async fn heads_over_the_bounds_get_431_problems_and_never_reach_the_upstream() {
         "{body}"
     );
 
+    // A target longer than the parser takes (64 KiB) is a head beyond the bound too: 431.
+    let long_target = format!("/{}", "t".repeat(70_000));
+    let r = raw::request(addr, "GET", &long_target, &[]).await;
+    assert_problem(&r, 431, "request_head_too_large");
+
     // Fields: the raw request carries Host, Connection and Content-Length, so 7 more make
     // exactly 10 (allowed) and 8 more make 11 (refused).
     let seven = header_lines(7);

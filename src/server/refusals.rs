@@ -1,8 +1,8 @@
 //! hyper answers a request it cannot parse (a malformed head: 400; a target too long: 414; a head
 //! beyond its buffer: 431) by itself, with an empty body, before the gateway sees the request.
 //! [`Refusals`] wraps a connection's socket and replaces such an answer, as hyper writes it, with
-//! the gateway's problem response (`crate::error::refusal_bytes`), so every error a client gets
-//! has the same shape and a request id.
+//! the gateway's problem response (`crate::error::refusal_bytes`; a 414 becomes the 431 of any
+//! head beyond the bound), so every error a client gets has the same shape and a request id.
 //!
 //! How it tells them apart: it looks only at writes that start a message while no request of
 //! ours is being answered ([`Activity::between_messages`]: after a response has been written
