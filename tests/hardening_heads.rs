@@ -42,11 +42,6 @@ async fn heads_over_the_bounds_get_431_problems_and_never_reach_the_upstream() {
         "{body}"
     );
 
-    // A target longer than the parser takes (64 KiB) is a head beyond the bound too: 431.
-    let long_target = format!("/{}", "t".repeat(70_000));
-    let r = raw::request(addr, "GET", &long_target, &[]).await;
-    assert_problem(&r, 431, "request_head_too_large");
-
     // Fields: the raw request carries Host, Connection and Content-Length, so 7 more make
     // exactly 10 (allowed) and 8 more make 11 (refused).
     let seven = header_lines(7);
@@ -130,5 +125,18 @@ async fn requests_hyper_cannot_parse_get_a_problem_body() {
     let r = raw::send(addr, head.as_bytes()).await;
     assert_problem(&r, 431, "request_head_too_large");
     assert!(up.seen().is_empty(), "{:?}", up.seen());
+    gw.stop().await;
+
+    // A request target longer than the parser takes (64 KiB), read whole into a buffer that
+    // holds it (the bound at 40,000 bytes, the buffer twice that): hyper's 414 is a head beyond
+    // the bound like any other, 431.
+    let gw = gateway::start(&with_server(
+        &config(MEMORY, &up.url(), ALL),
+        "max_header_bytes = 40000",
+    ))
+    .await;
+    let long_target = format!("/{}", "t".repeat(70_000));
+    let r = raw::request(gw.running().proxy_addr, "GET", &long_target, &[]).await;
+    assert_problem(&r, 431, "request_head_too_large");
     gw.stop().await;
 }

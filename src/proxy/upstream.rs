@@ -164,7 +164,11 @@ impl Upstream {
             Some(Ok(response)) => Ok(response),
             // The client's body broke off or was malformed (bad chunk framing): its fault,
             // not the upstream's.
-            Some(Err(e)) if sent.as_ref().is_some_and(|s| s.failed.load(Ordering::Relaxed)) => {
+            Some(Err(e))
+                if sent
+                    .as_ref()
+                    .is_some_and(|s| s.failed.load(Ordering::Relaxed)) =>
+            {
                 Err(GatewayError::BodyUnreadable(error_chain(&*e)))
             }
             Some(Err(e)) => {
