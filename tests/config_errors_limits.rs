@@ -15,7 +15,15 @@ use support::config::{fixture, load_err, load_ok, load_text, no_env};
 fn bad_duration_window() {
     assert_eq!(
         load_err("bad_duration_window.toml"),
-        "bad_duration_window.toml:13:12: routes[0].limits[0].window: `5 parsecs` is not a duration (unknown time unit \"parsecs\", supported units: ns, us/µs, ms, sec, min, hours, days, weeks, months, years (and few variations)); write it like \"250ms\", \"1s\", \"5m\", \"1h\", \"7d\""
+        "bad_duration_window.toml:13:12: routes[0].limits[0].window: `5 parsecs` is not a duration: a duration is a whole number and a unit (ms, s, m, h, d); write it like \"250ms\", \"1s\", \"5m\", \"1h\", \"7d\""
+    );
+}
+
+#[test]
+fn duration_1m_upper_case() {
+    assert_eq!(
+        load_err("duration_1M.toml"),
+        "duration_1M.toml:13:12: routes[0].limits[0].window: `1M` is not a duration: `M` is not a unit (ms, s, m, h, d); write it like \"250ms\", \"1s\", \"5m\", \"1h\", \"7d\""
     );
 }
 
@@ -23,7 +31,7 @@ fn bad_duration_window() {
 fn bad_duration_timeout() {
     assert_eq!(
         load_err("bad_duration_timeout.toml"),
-        "bad_duration_timeout.toml:3:11: store.timeout: `fast` is not a duration (expected number at 0); write it like \"250ms\", \"1s\", \"5m\", \"1h\", \"7d\""
+        "bad_duration_timeout.toml:3:11: store.timeout: `fast` is not a duration: a duration is a whole number and a unit (ms, s, m, h, d); write it like \"250ms\", \"1s\", \"5m\", \"1h\", \"7d\""
     );
 }
 

@@ -125,14 +125,6 @@ fn block_without_block_for() {
 }
 
 #[test]
-fn block_for_1ns() {
-    assert_eq!(
-        load_err("block_for_1ns.toml"),
-        "block_for_1ns.toml:10:13: routes[0].block_for: must be between 1s and 366days, got 1ns"
-    );
-}
-
-#[test]
 fn block_for_500ms() {
     assert_eq!(
         load_err("block_for_500ms.toml"),
@@ -142,10 +134,10 @@ fn block_for_500ms() {
 
 #[test]
 fn a_block_of_one_second_loads() {
-    let text = std::fs::read_to_string(fixture("block_for_1ns.toml")).unwrap();
-    let second = text.replace("block_for = \"1ns\"", "block_for = \"1s\"");
+    let text = std::fs::read_to_string(fixture("block_for_500ms.toml")).unwrap();
+    let second = text.replace("block_for = \"500ms\"", "block_for = \"1s\"");
     assert_ne!(second, text);
-    let config = load_text("block_for_1ns.toml", &second).unwrap();
+    let config = load_text("block_for_500ms.toml", &second).unwrap();
     let ExceedMode::Block(policy) = &config.routes[0].on_exceed else {
         panic!("{:?}", config.routes[0].on_exceed)
     };

@@ -2,6 +2,7 @@
 //! socket addresses, URIs) and every cross-reference checked. `raw.rs` mirrors the TOML;
 //! `validate/` turns a `RawConfig` into a [`Config`] or a `FILE:LINE:COLUMN` error.
 
+mod duration;
 mod environment;
 mod error;
 mod key_spec;

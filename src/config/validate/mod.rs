@@ -151,12 +151,12 @@ impl Validator<'_> {
     }
 
     fn duration(&self, v: &Spanned<String>, key: &str) -> Result<Duration> {
-        match humantime::parse_duration(v.get_ref().trim()) {
+        match super::duration::parse(v.get_ref()) {
             Ok(d) => Ok(d),
             Err(e) => self.error(
                 v.span(),
                 format!(
-                    "{key}: `{}` is not a duration ({e}); write it like \"250ms\", \"1s\", \"5m\", \"1h\", \"7d\"",
+                    "{key}: `{}` is not a duration: {e}; write it like \"250ms\", \"1s\", \"5m\", \"1h\", \"7d\"",
                     v.get_ref()
                 ),
             ),

@@ -1,0 +1,101 @@
+//! The config's duration syntax: a whole number and a unit, `250ms`, `1s`, `5m`, `1h`, `1d`,
+//! `7d`, or several such run together (`1h30m`, summed). Nothing else: no spaces, fractions,
+//! months or years, so that `1M` (a minute or a month?) or `1.5s` is an error to fix rather
+//! than a guess.
+
+use std::time::Duration;
+
+/// The units, longest name first where one is a prefix of another (`ms` before `m`).
+const UNITS: [(&str, Duration); 5] = [
+    ("ms", Duration::from_millis(1)),
+    ("s", Duration::from_secs(1)),
+    ("m", Duration::from_secs(60)),
+    ("h", Duration::from_secs(3_600)),
+    ("d", Duration::from_secs(86_400)),
+];
+
+/// Why a text is not a duration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// Not a sequence of number-unit pairs.
+    #[error("a duration is a whole number and a unit (ms, s, m, h, d)")]
+    Syntax,
+    /// A unit that is not one of ours (`min`, `M`, `y`, ...).
+    #[error("`{0}` is not a unit (ms, s, m, h, d)")]
+    Unit(String),
+    /// Beyond what a duration holds.
+    #[error("too long")]
+    Overflow,
+}
+
+/// Parses `text` as the config writes durations.
+pub fn parse(text: &str) -> Result<Duration, DurationError> {
+    let mut rest = text;
+    let mut total = Duration::ZERO;
+    if rest.is_empty() {
+        return Err(DurationError::Syntax);
+    }
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let letters = rest[digits..]
+            .bytes()
+            .take_while(u8::is_ascii_alphabetic)
+            .count();
+        if digits == 0 || letters == 0 {
+            return Err(DurationError::Syntax);
+        }
+        let number: u32 = rest[..digits]
+            .parse()
+            .map_err(|_| DurationError::Overflow)?;
+        let unit = &rest[digits..digits + letters];
+        let (_, length) = UNITS
+            .iter()
+            .find(|(name, _)| *name == unit)
+            .ok_or_else(|| DurationError::Unit(unit.to_string()))?;
+        total = length
+            .checked_mul(number)
+            .and_then(|d| total.checked_add(d))
+            .ok_or(DurationError::Overflow)?;
+        rest = &rest[digits + letters..];
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_documented_forms_and_their_sums() {
+        let ok = |t: &str| parse(t).unwrap_or_else(|e| panic!("{t}: {e}"));
+        assert_eq!(ok("250ms"), Duration::from_millis(250));
+        assert_eq!(ok("1s"), Duration::from_secs(1));
+        assert_eq!(ok("5m"), Duration::from_secs(300));
+        assert_eq!(ok("1h"), Duration::from_secs(3_600));
+        assert_eq!(ok("7d"), Duration::from_secs(7 * 86_400));
+        assert_eq!(ok("0s"), Duration::ZERO);
+        assert_eq!(ok("1h30m"), Duration::from_secs(5_400));
+        assert_eq!(ok("2s500ms"), Duration::from_millis(2_500));
+    }
+
+    #[test]
+    fn anything_else_is_refused() {
+        for text in [
+            "",
+            " 1m",
+            "1m ",
+            "5 minutes",
+            "1.5s",
+            "1M",
+            "1y",
+            "1min",
+            "ms",
+            "1",
+            "-1s",
+        ] {
+            assert!(parse(text).is_err(), "{text:?} was accepted");
+        }
+        assert_eq!(parse("1M"), Err(DurationError::Unit("M".into())));
+        assert_eq!(parse("99999999999d"), Err(DurationError::Overflow));
+    }
+}
