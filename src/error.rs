@@ -85,6 +85,7 @@ impl GatewayError {
         use crate::route::RouteError;
         match self {
             GatewayError::Route(RouteError::BadPath(e)) => (StatusCode::BAD_REQUEST, e.code()),
+            GatewayError::Route(RouteError::BadHost(_)) => (StatusCode::BAD_REQUEST, "bad_host"),
             GatewayError::Route(RouteError::HeadTooLarge { .. }) => (
                 StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
                 "request_head_too_large",

@@ -16,11 +16,13 @@ use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use axum::body::Body;
+use futures_util::future::Either;
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use tower::Service;
 
 use crate::access_log::{self, AccessEntry};
+use crate::error::GatewayError;
 use crate::key::is_trusted;
 use crate::layer::{ClientAddr, Decided, RateLimit, ResponseBody, Shared};
 use crate::proxy::{Peer, ProxyService, UpstreamOutcome, Upstreams};
@@ -88,18 +90,30 @@ impl Service<Request<Incoming>> for GatewayService {
             method: req.method().clone(),
             uri: req.uri().clone(),
         });
-        let extensions = req.extensions_mut();
-        extensions.insert(request_id.clone());
-        extensions.insert(ClientAddr(ip));
-        extensions.insert(self.peer[usize::from(trusted)].clone());
+        let future = match crate::route::check_host(&req) {
+            Ok(()) => {
+                let extensions = req.extensions_mut();
+                extensions.insert(request_id.clone());
+                extensions.insert(ClientAddr(ip));
+                extensions.insert(self.peer[usize::from(trusted)].clone());
+                Either::Left(self.inner.call(req))
+            }
+            Err(e) => {
+                let refused = GatewayError::from(e).into_response(&request_id);
+                Either::Right(std::future::ready(Ok(refused.map(ResponseBody::own))))
+            }
+        };
         GatewayFuture {
-            future: self.inner.call(req),
+            future,
             request_id,
             log,
             started,
         }
     }
 }
+
+/// A request answered before the layer (a `Host` that RFC 9112 refuses).
+type Refused = std::future::Ready<Result<Response<ResponseBody<Body>>, Infallible>>;
 
 /// What the access log needs of the request itself.
 struct Logged {
@@ -113,7 +127,7 @@ pin_project_lite::pin_project! {
     /// and the access log line.
     pub struct GatewayFuture {
         #[pin]
-        future: crate::layer::ResponseFuture<ProxyService, Incoming>,
+        future: Either<crate::layer::ResponseFuture<ProxyService, Incoming>, Refused>,
         request_id: RequestId,
         log: Option<Logged>,
         started: Instant,

@@ -140,3 +140,40 @@ async fn requests_hyper_cannot_parse_get_a_problem_body() {
     assert_problem(&r, 431, "request_head_too_large");
     gw.stop().await;
 }
+
+/// RFC 9112 3.2: an HTTP/1.1 request without `Host`, with two, or with one that is not a
+/// host[:port] is refused with 400 `bad_host` and never forwarded (an upstream that picks the
+/// other `Host` than the gateway logged could route it elsewhere); HTTP/1.0 may go without.
+/// An absolute-form target names the host the upstream is told of, before `Host`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_without_one_valid_host_are_refused() {
+    let up = upstream::start().await;
+    let gw = gateway::start(&config(MEMORY, &up.url(), ALL)).await;
+    let addr = gw.running().proxy_addr;
+    let refused = [
+        "GET /no-host HTTP/1.1\r\nConnection: close\r\n\r\n",
+        "GET /two HTTP/1.1\r\nHost: good\r\nHost: evil\r\nConnection: close\r\n\r\n",
+        "GET /space HTTP/1.1\r\nHost: a b\r\nConnection: close\r\n\r\n",
+        "GET /userinfo HTTP/1.1\r\nHost: user@host\r\nConnection: close\r\n\r\n",
+        "GET /port HTTP/1.1\r\nHost: host:99999\r\nConnection: close\r\n\r\n",
+    ];
+    for request in refused {
+        let r = raw::send(addr, request.as_bytes()).await;
+        assert_problem(&r, 400, "bad_host");
+    }
+    let accepted = [
+        "GET /old HTTP/1.0\r\n\r\n",
+        "GET /port-ok HTTP/1.1\r\nHost: gw.example:8080\r\nConnection: close\r\n\r\n",
+        "GET /v6 HTTP/1.1\r\nHost: [::1]:8080\r\nConnection: close\r\n\r\n",
+    ];
+    for request in accepted {
+        let r = raw::send(addr, request.as_bytes()).await;
+        assert_eq!(r.status, 200, "{request:?}: {r:?}");
+    }
+    let absolute = "GET http://target.example/abs HTTP/1.1\r\nHost: header.example\r\nConnection: close\r\n\r\n";
+    let r = raw::send(addr, absolute.as_bytes()).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.json()["headers"]["x-forwarded-host"], "target.example");
+    assert_eq!(up.seen(), ["/old", "/port-ok", "/v6", "/abs"]);
+    gw.stop().await;
+}

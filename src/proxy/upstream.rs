@@ -193,11 +193,13 @@ impl Upstream {
         client: IpAddr,
         id: &RequestId,
     ) {
-        let original_host = req.headers().get(HOST).cloned().or_else(|| {
-            req.uri()
-                .authority()
-                .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
-        });
+        // The host the client asked for: an absolute-form target's (or HTTP/2's :authority),
+        // which RFC 9112 3.2.2 puts before `Host`, else `Host`.
+        let original_host = req
+            .uri()
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+            .or_else(|| req.headers().get(HOST).cloned());
         *req.uri_mut() = self.origin_form(req.uri());
         *req.version_mut() = Version::HTTP_11;
         let headers = req.headers_mut();

@@ -23,6 +23,9 @@ pub enum RouteError {
     /// The request path has no safe normal form.
     #[error("{0}")]
     BadPath(#[from] PathError),
+    /// `Host` missing from an HTTP/1.1 request, sent twice, or not a host (RFC 9112 3.2).
+    #[error("{0}")]
+    BadHost(&'static str),
     /// The request head is larger than the gateway accepts.
     #[error("the request head has {what}; the most is {max}")]
     HeadTooLarge {
@@ -90,4 +93,43 @@ pub fn admit<'t>(table: &'t RouteTable, head: &mut Parts) -> Result<&'t Arc<Rout
             method: head.method.to_string(),
             path: head.uri.path().to_string(),
         })
+}
+
+/// RFC 9112 3.2: an HTTP/1.1 request has exactly one `Host` (an HTTP/2 one names its authority
+/// in `:authority` instead), and a `Host` is a host with an optional port. Empty is allowed (a
+/// target without an authority). The gateway's own server checks it on every request before the
+/// layer; an embedded layer leaves it to its app's server (requests made in process often
+/// carry no `Host`).
+pub fn check_host<B>(req: &http::Request<B>) -> Result<(), RouteError> {
+    let mut hosts = req.headers().get_all(http::header::HOST).iter();
+    let Some(host) = hosts.next() else {
+        return match req.version() {
+            http::Version::HTTP_11 => Err(RouteError::BadHost("the request has no Host header")),
+            _ => Ok(()),
+        };
+    };
+    if hosts.next().is_some() {
+        return Err(RouteError::BadHost(
+            "the request has more than one Host header",
+        ));
+    }
+    if !host.is_empty() && !is_host(host.as_bytes()) {
+        return Err(RouteError::BadHost("the Host header is not a host[:port]"));
+    }
+    Ok(())
+}
+
+/// `uri-host [ ":" port ]`: an authority without user info whose port, if any, fits 16 bits.
+fn is_host(value: &[u8]) -> bool {
+    let Ok(authority) = http::uri::Authority::try_from(value) else {
+        return false;
+    };
+    let port_fits = match authority.as_str().strip_prefix(authority.host()) {
+        Some("") => true,
+        Some(port) => port
+            .strip_prefix(':')
+            .is_some_and(|p| p.is_empty() || p.parse::<u16>().is_ok()),
+        None => false,
+    };
+    !authority.as_str().contains('@') && !authority.host().is_empty() && port_fits
 }
