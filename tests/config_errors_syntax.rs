@@ -66,3 +66,27 @@ fn missing_route_upstream() {
         "missing_route_upstream.toml:5:1: routes[0]: missing field `upstream`"
     );
 }
+
+#[test]
+fn duplicate_key() {
+    assert_eq!(
+        load_err("duplicate_key.toml"),
+        "duplicate_key.toml:7:1: duplicate key `name`: a setting appears once in its table"
+    );
+}
+
+#[test]
+fn section_not_a_table() {
+    assert_eq!(
+        load_err("section_not_a_table.toml"),
+        "section_not_a_table.toml:2:10: server: invalid type: integer `5`, expected a table"
+    );
+}
+
+#[test]
+fn limit_beyond_i64() {
+    assert_eq!(
+        load_err("limit_beyond_i64.toml"),
+        "limit_beyond_i64.toml:10:11: routes[0].limits[0].limit: integer `99999999999999999999` is too large (the largest is 9223372036854775807)"
+    );
+}

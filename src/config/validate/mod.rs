@@ -267,12 +267,7 @@ impl Validator<'_> {
     /// A TOML or type error, at its place, naming the key it is about.
     fn toml_error(&self, e: &toml::de::Error) -> ConfigError {
         let span = e.span().unwrap_or(0..0);
-        let message = e
-            .message()
-            .trim()
-            .replace('\n', " ")
-            .replace("expected i64", "expected an integer")
-            .replace("expected f64", "expected a number");
+        let message = plain_toml_message(e.message(), self.text.get(span.clone()));
         let message = match key_path(self.text, span.start) {
             Some(path) if !message.starts_with("unknown field") => format!("{path}: {message}"),
             Some(path) => match path.rsplit_once('.') {
@@ -285,6 +280,33 @@ impl Validator<'_> {
             at: self.at(span),
             message: super::redact_secrets(&message),
         }
+    }
+}
+
+/// The TOML parser's message in the operator's terms: no Rust type names, the key a duplicate
+/// is named (`written`: the text the error points at).
+fn plain_toml_message(message: &str, written: Option<&str>) -> String {
+    let message = message
+        .trim()
+        .replace('\n', " ")
+        .replace("expected i64", "expected an integer")
+        .replace("expected f64", "expected a number")
+        .replace("expected a map", "expected a table");
+    if message == "duplicate key" {
+        if let Some(key) = written
+            .map(str::trim)
+            .filter(|k| !k.is_empty() && !k.contains('\n'))
+        {
+            return format!("duplicate key `{key}`: a setting appears once in its table");
+        }
+    }
+    if let Some((before, _)) = message.split_once(" as i128") {
+        let literal = before.trim_start_matches("invalid type: ");
+        return format!("{literal} is too large (the largest is {})", i64::MAX);
+    }
+    match message.split_once("expected struct Raw") {
+        Some((before, _)) => format!("{before}expected a table"),
+        None => message,
     }
 }
 
