@@ -162,20 +162,11 @@ async fn follow_resets(
 async fn serve_admin(
     listener: TcpListener,
     state: Arc<GatewayState>,
-    mut stopped: watch::Receiver<bool>,
+    stopped: watch::Receiver<bool>,
 ) {
+    let settings = state.running.server.clone();
     let router = crate::admin::router(state);
-    let result = axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move {
-        let _ = stopped.wait_for(|s| *s).await;
-    })
-    .await;
-    if let Err(e) = result {
-        tracing::error!(error = %e, "admin listener failed");
-    }
+    crate::server::serve_admin(listener, router, settings, stopped).await;
 }
 
 /// Runs on the workers `handles` until `SIGTERM` or `SIGINT`; reloads the config on `SIGHUP`.

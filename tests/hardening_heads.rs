@@ -177,3 +177,21 @@ async fn requests_without_one_valid_host_are_refused() {
     assert_eq!(up.seen(), ["/old", "/port-ok", "/v6", "/abs"]);
     gw.stop().await;
 }
+
+/// The admin listener is served like the proxy listener: a request hyper cannot parse, or a
+/// head beyond hyper's bounds, gets the gateway's problem body there too, not an empty answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_listener_refuses_with_problem_bodies_too() {
+    let up = upstream::start().await;
+    let gw = gateway::start(&config(MEMORY, &up.url(), ALL)).await;
+    let admin = gw.running().admin_addr;
+    let r = raw::send(admin, b"GARBAGE\r\n\r\n").await;
+    assert_problem(&r, 400, "malformed_request");
+    let many = header_lines(300);
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let r = raw::request(admin, "GET", "/healthz", &many).await;
+    assert_problem(&r, 431, "request_head_too_large");
+    let r = raw::request(admin, "GET", "/healthz", &[]).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    gw.stop().await;
+}

@@ -20,7 +20,7 @@ use tower::Service;
 use super::activity::{Activity, Due};
 use super::refusals::Refusals;
 use crate::config::ServerConfig;
-use crate::gateway::GatewayService;
+use crate::layer::BoxError;
 
 /// hyper's builders for both protocols, configured once per listener.
 #[derive(Clone)]
@@ -74,13 +74,38 @@ enum Protocol {
     Http2,
 }
 
+/// What a connection can serve: the gateway's service, or the admin listener's router.
+pub trait Served:
+    Service<Request<Incoming>, Response = Response<Self::Body>, Error = Infallible>
+    + Clone
+    + Send
+    + 'static
+{
+    /// The response body.
+    type Body: http_body::Body<Data = bytes::Bytes, Error: Into<BoxError>> + Send + 'static;
+}
+
+impl<S, B> Served for S
+where
+    S: Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: http_body::Body<Data = bytes::Bytes, Error: Into<BoxError>> + Send + 'static,
+{
+    type Body = B;
+}
+
 /// Serves one connection until it ends, is cut, or the drain closes it.
-pub async fn run(
+pub async fn run<S: Served>(
     stream: TcpStream,
-    service: GatewayService,
+    service: S,
     builders: Builders,
     mut stopping: watch::Receiver<bool>,
-) {
+) where
+    S::Future: Send + 'static,
+{
     let protocol = tokio::select! {
         protocol = sniff(&stream, builders.header_read_timeout) => protocol,
         // A connection that has sent nothing when the drain starts has no request to finish
@@ -194,22 +219,22 @@ async fn sniff(stream: &TcpStream, within: Duration) -> Option<Protocol> {
     tokio::time::timeout(within, look).await.ok().flatten()
 }
 
-/// The gateway's service, telling the connection's [`Activity`] when a request begins and when
-/// its response body ends.
+/// A connection's service, telling the connection's [`Activity`] when a request begins and
+/// when its response body ends.
 #[derive(Clone)]
-struct Tracked {
-    inner: GatewayService,
+struct Tracked<S> {
+    inner: S,
     activity: Arc<Activity>,
 }
 
-impl hyper::service::Service<Request<Incoming>> for Tracked {
-    type Response = Response<TrackedBody>;
+impl<S: Served> hyper::service::Service<Request<Incoming>> for Tracked<S> {
+    type Response = Response<TrackedBody<S::Body>>;
     type Error = Infallible;
-    type Future = TrackedFuture;
+    type Future = TrackedFuture<S::Future>;
 
-    fn call(&self, req: Request<Incoming>) -> TrackedFuture {
+    fn call(&self, req: Request<Incoming>) -> TrackedFuture<S::Future> {
         self.activity.begin();
-        // The gateway's service is always ready, and cloning it clones a few `Arc`s.
+        // Both services are always ready, and cloning one clones a few `Arc`s.
         let mut inner = self.inner.clone();
         TrackedFuture {
             inner: inner.call(req),
@@ -228,18 +253,19 @@ impl Drop for End {
 }
 
 pin_project_lite::pin_project! {
-    /// The gateway's future, handing its [`End`] to the response body.
-    struct TrackedFuture {
+    /// The service's future, handing its [`End`] to the response body.
+    struct TrackedFuture<F> {
         #[pin]
-        inner: crate::gateway::GatewayFuture,
+        inner: F,
         activity: Option<End>,
     }
 }
 
-type GatewayBody = crate::layer::ResponseBody<axum::body::Body>;
-
-impl Future for TrackedFuture {
-    type Output = Result<Response<TrackedBody>, Infallible>;
+impl<F, B> Future for TrackedFuture<F>
+where
+    F: Future<Output = Result<Response<B>, Infallible>>,
+{
+    type Output = Result<Response<TrackedBody<B>>, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
@@ -251,22 +277,28 @@ impl Future for TrackedFuture {
 
 pin_project_lite::pin_project! {
     /// A response body whose drop ends its request's activity.
-    struct TrackedBody {
+    struct TrackedBody<B> {
         #[pin]
-        inner: GatewayBody,
+        inner: B,
         _end: Option<End>,
     }
 }
 
-impl http_body::Body for TrackedBody {
+impl<B> http_body::Body for TrackedBody<B>
+where
+    B: http_body::Body<Data = bytes::Bytes, Error: Into<BoxError>>,
+{
     type Data = bytes::Bytes;
-    type Error = crate::layer::BoxError;
+    type Error = BoxError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
-        self.project().inner.poll_frame(cx)
+        self.project()
+            .inner
+            .poll_frame(cx)
+            .map(|frame| frame.map(|f| f.map_err(Into::into)))
     }
 
     fn is_end_stream(&self) -> bool {

@@ -9,6 +9,9 @@
 //! socket, not through a rewind buffer, and a watchdog per connection cuts slow heads and idle
 //! connections of both protocols. hyper's own refusals of unparsable requests are re-written as
 //! the gateway's problem responses ([`refusals`]).
+//!
+//! The admin listener ([`serve_admin`]) serves its router on the same connections: the same
+//! timeouts, and the same problem bodies for requests hyper refuses.
 
 mod activity;
 mod connection;
@@ -176,5 +179,43 @@ pub fn raise_open_file_limit() {
                 tracing::warn!("could not raise the open-file limit to {}", limit.rlim_max);
             }
         }
+    }
+}
+
+/// Serves the admin `router` on `listener` until `stopped`, each connection as the proxy
+/// listener's are (protocol sniffed, watched, hyper's refusals re-written), the router seeing
+/// the peer as axum's `ConnectInfo`. Connections still open when it stops finish on their own.
+pub async fn serve_admin(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    settings: ServerConfig,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let builders = connection::Builders::new(&settings);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!(error = %e, "admin accept failed");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+            _ = stopped.changed() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service =
+            tower::ServiceExt::map_request(router.clone(), move |mut req: http::Request<_>| {
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                req
+            });
+        tokio::spawn(connection::run(
+            stream,
+            service,
+            builders.clone(),
+            stopped.clone(),
+        ));
     }
 }
