@@ -68,6 +68,7 @@ pub mod layer;
 pub mod limit;
 pub mod logging;
 pub mod metrics;
+pub mod path;
 pub mod proxy;
 pub mod request_id;
 pub mod route;

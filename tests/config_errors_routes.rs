@@ -167,3 +167,11 @@ fn unknown_on_error() {
         "unknown_on_error.toml:9:12: routes[0].on_error: unknown value `fail-open`, expected \"allow\", \"deny\" or \"local\""
     );
 }
+
+#[test]
+fn route_path_not_normal() {
+    assert_eq!(
+        load_err("route_path_not_normal.toml"),
+        "route_path_not_normal.toml:7:8: routes[0].path: `/api/v1/../otp/*` would never match: requests are matched by their normalised path, so write `/api/otp/*`"
+    );
+}

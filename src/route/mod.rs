@@ -5,10 +5,9 @@
 //! a route that takes `GET`). Everything after this step (keys, limits, the forwarded request)
 //! sees only the normalised path.
 
-mod normalize;
 mod table;
 
-pub use normalize::{normalize, PathError};
+pub use crate::path::{normalize, PathError};
 pub use table::{Carried, CompileError, Route, RouteTable};
 
 use std::borrow::Cow;

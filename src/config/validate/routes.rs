@@ -1,6 +1,7 @@
 //! `[[routes]]`: name, path, methods, upstream, key, exceed mode and its settings, and the
 //! settings a mode ignores (accepted with a warning).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -220,6 +221,7 @@ impl Validator<'_> {
                 );
             }
             let base = if base.is_empty() { "/" } else { base };
+            self.normal_path(v, key, base, "/*")?;
             return Ok(PathPattern {
                 path: base.to_string(),
                 prefix: true,
@@ -231,10 +233,25 @@ impl Validator<'_> {
                 format!("{key}: `{p}`: `*` is only allowed as a trailing `/*`"),
             );
         }
+        self.normal_path(v, key, p, "")?;
         Ok(PathPattern {
             path: p.clone(),
             prefix: false,
         })
+    }
+
+    /// A route's path (before its `suffix`, `/*` or none) must be in the normal form requests
+    /// are matched in (SPEC section 5): `/a/../b` or `/a//b` would never match anything.
+    fn normal_path(&self, v: &Spanned<String>, key: &str, path: &str, suffix: &str) -> Result<()> {
+        let written = v.get_ref();
+        match crate::path::normalize(path) {
+            Ok(Cow::Borrowed(_)) => Ok(()),
+            Ok(Cow::Owned(normal)) => self.error(
+                v.span(),
+                format!("{key}: `{written}` would never match: requests are matched by their normalised path, so write `{}{suffix}`", if suffix.is_empty() { normal.as_str() } else { normal.trim_end_matches('/') }),
+            ),
+            Err(e) => self.error(v.span(), format!("{key}: `{written}` would never match: {e}")),
+        }
     }
 
     fn methods(&self, list: Option<&[Spanned<String>]>, key: &str) -> Result<Option<Vec<Method>>> {
