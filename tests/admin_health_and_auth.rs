@@ -89,7 +89,7 @@ async fn health_metrics_and_auth() {
     assert_eq!(route["on_missing_key"], "reject");
     assert_eq!(route["headers"], true);
     assert_eq!(route["limits"][1]["name"], "per-week");
-    assert_eq!(route["limits"][1]["window"], "7days");
+    assert_eq!(route["limits"][1]["window"], "7d");
     assert_eq!(route["limits"][1]["algorithm"], "sliding_log");
 }
 

@@ -55,7 +55,7 @@ fn negative_limit() {
 fn zero_window() {
     assert_eq!(
         load_err("zero_window.toml"),
-        "zero_window.toml:13:12: routes[0].limits[0].window: must be between 1ms and 366days, got 0s"
+        "zero_window.toml:13:12: routes[0].limits[0].window: must be between 1ms and 366d, got 0s"
     );
 }
 
@@ -123,7 +123,7 @@ fn limits_and_windows_at_their_bounds_load() {
     let err = load_text("zero_window.toml", &too_long).unwrap_err();
     assert!(
         err.to_string().ends_with(
-            ":13:12: routes[0].limits[0].window: must be between 1ms and 366days, got 367days"
+            ":13:12: routes[0].limits[0].window: must be between 1ms and 366d, got 367d"
         ),
         "{err}"
     );

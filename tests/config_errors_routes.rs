@@ -128,7 +128,7 @@ fn block_without_block_for() {
 fn block_for_500ms() {
     assert_eq!(
         load_err("block_for_500ms.toml"),
-        "block_for_500ms.toml:10:13: routes[0].block_for: must be between 1s and 366days, got 500ms"
+        "block_for_500ms.toml:10:13: routes[0].block_for: must be between 1s and 366d, got 500ms"
     );
 }
 

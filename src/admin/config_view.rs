@@ -27,8 +27,8 @@ pub(super) fn pending_json(pending: &[PendingSetting]) -> Value {
         .collect()
 }
 
-fn secs(d: std::time::Duration) -> String {
-    humantime::format_duration(d).to_string()
+fn duration_text(d: std::time::Duration) -> String {
+    crate::config::format_duration(d)
 }
 
 /// A key as the file writes it: strings, or tables for parts with options.
@@ -72,7 +72,7 @@ fn view(c: &Config) -> Value {
                 "limits": r.limits.iter().map(|l| json!({
                     "name": l.name,
                     "limit": l.limit,
-                    "window": secs(l.window),
+                    "window": duration_text(l.window),
                     "algorithm": l.algorithm.name(),
                     "burst": l.burst,
                     "key": l.key.as_ref().map(key_json),
@@ -86,14 +86,14 @@ fn view(c: &Config) -> Value {
             // The settings of the route's mode, where the file puts them.
             match &r.on_exceed {
                 ExceedMode::Delay { max_delay, max_waiting } => {
-                    route["max_delay"] = json!(secs(*max_delay));
+                    route["max_delay"] = json!(duration_text(*max_delay));
                     route["max_waiting"] = json!(max_waiting);
                 }
                 ExceedMode::Block(b) => {
-                    route["block_for"] = json!(secs(b.block_for));
+                    route["block_for"] = json!(duration_text(b.block_for));
                     route["block_growth"] = json!(b.growth);
-                    route["block_max"] = json!(secs(b.max));
-                    route["block_forget"] = json!(secs(b.forget));
+                    route["block_max"] = json!(duration_text(b.max));
+                    route["block_forget"] = json!(duration_text(b.forget));
                 }
                 _ => {}
             }
@@ -106,7 +106,7 @@ fn view(c: &Config) -> Value {
         .map(|(name, u)| {
             (
                 name.clone(),
-                json!({"url": u.url.to_string(), "connect_timeout": secs(u.connect_timeout), "timeout": secs(u.timeout)}),
+                json!({"url": u.url.to_string(), "connect_timeout": duration_text(u.connect_timeout), "timeout": duration_text(u.timeout)}),
             )
         })
         .collect();
@@ -132,11 +132,11 @@ fn view(c: &Config) -> Value {
             "listen": c.server.listen.to_string(),
             "trusted_proxies": c.server.trusted_proxies.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
             "client_ip_header": c.server.client_ip_header.name(),
-            "idle_timeout": secs(c.server.idle_timeout),
+            "idle_timeout": duration_text(c.server.idle_timeout),
             "path_case": c.server.path_case.name(),
-            "shutdown_grace": secs(c.server.shutdown_grace),
+            "shutdown_grace": duration_text(c.server.shutdown_grace),
             "ipv6_prefix": c.server.ipv6_prefix,
-            "header_read_timeout": secs(c.server.header_read_timeout),
+            "header_read_timeout": duration_text(c.server.header_read_timeout),
             "max_connections": c.server.max_connections,
             "max_header_bytes": c.server.max_header_bytes,
             "max_headers": c.server.max_headers,
@@ -149,7 +149,7 @@ fn view(c: &Config) -> Value {
         "store": {
             "backend": c.store.backend.name(),
             "url": redact_url(&c.store.url),
-            "timeout": secs(c.store.timeout),
+            "timeout": duration_text(c.store.timeout),
             "on_error": c.store.on_error.name(),
             "max_keys": c.store.max_keys,
             "key_prefix": c.store.key_prefix,

@@ -1,7 +1,8 @@
 //! The config's duration syntax: a whole number and a unit, `250ms`, `1s`, `5m`, `1h`, `1d`,
 //! `7d`, or several such run together (`1h30m`, summed). Nothing else: no spaces, fractions,
 //! months or years, so that `1M` (a minute or a month?) or `1.5s` is an error to fix rather
-//! than a guess.
+//! than a guess. [`format`] writes a duration back in the same syntax, so what `check`,
+//! `/admin/config` and error messages show can be pasted into a file.
 
 use std::time::Duration;
 
@@ -61,6 +62,24 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
     Ok(total)
 }
 
+/// `d` in the config's syntax, largest units first (`1h30m`, `1s500ms`, `7d`); `0s` for zero.
+/// Below a millisecond (which a config cannot write) it is rounded down.
+pub fn format(d: Duration) -> String {
+    let mut ms = d.as_millis();
+    if ms == 0 {
+        return "0s".to_string();
+    }
+    let mut out = String::new();
+    for (name, length) in UNITS.iter().rev() {
+        let unit = length.as_millis();
+        if ms >= unit {
+            out.push_str(&format!("{}{name}", ms / unit));
+            ms %= unit;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,6 +95,21 @@ mod tests {
         assert_eq!(ok("0s"), Duration::ZERO);
         assert_eq!(ok("1h30m"), Duration::from_secs(5_400));
         assert_eq!(ok("2s500ms"), Duration::from_millis(2_500));
+    }
+
+    #[test]
+    fn formats_parse_back_to_the_same_duration() {
+        for (d, text) in [
+            (Duration::ZERO, "0s"),
+            (Duration::from_millis(50), "50ms"),
+            (Duration::from_millis(1_500), "1s500ms"),
+            (Duration::from_secs(5_400), "1h30m"),
+            (Duration::from_secs(86_400), "1d"),
+            (Duration::from_secs(366 * 86_400), "366d"),
+        ] {
+            assert_eq!(format(d), text);
+            assert_eq!(parse(text), Ok(d));
+        }
     }
 
     #[test]

@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use duration::format as format_duration;
 pub use environment::Environment;
 pub use error::{ConfigError, ConfigWarning, Location};
 pub use key_spec::{KeyPart, KeyPartSpec, KeySpec, Normalize};

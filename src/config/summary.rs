@@ -1,6 +1,7 @@
 //! The one-screen summary `slidegate check` prints: listeners, store, segments and plans (ids,
 //! memory, lookup cost, overlaps), and every route with its key, mode and limits.
 
+use super::duration::format as format_duration;
 use std::fmt::Write;
 
 use super::{redact_url, Backend, Config, ExceedMode};
@@ -19,7 +20,7 @@ pub(super) fn render(config: &Config) -> String {
         config.server.listen,
         config.admin.listen,
         store,
-        humantime::format_duration(config.store.timeout),
+        format_duration(config.store.timeout),
         config.store.on_error.name()
     );
     let _ = writeln!(
@@ -39,18 +40,18 @@ pub(super) fn render(config: &Config) -> String {
                 max_waiting,
             } => format!(
                 "delay (max {}, {} waiting)",
-                humantime::format_duration(*max_delay),
+                format_duration(*max_delay),
                 max_waiting
             ),
             ExceedMode::Block(b) if b.growth > 1.0 => format!(
                 "block for {} (x{} each time, up to {}; forgotten after {})",
-                humantime::format_duration(b.block_for),
+                format_duration(b.block_for),
                 b.growth,
-                humantime::format_duration(b.max),
-                humantime::format_duration(b.forget)
+                format_duration(b.max),
+                format_duration(b.forget)
             ),
             ExceedMode::Block(b) => {
-                format!("block for {}", humantime::format_duration(b.block_for))
+                format!("block for {}", format_duration(b.block_for))
             }
             other => other.name().to_string(),
         };
@@ -86,7 +87,7 @@ pub(super) fn render(config: &Config) -> String {
                 "      {:<16} {} per {} ({}{extra})",
                 l.name,
                 l.limit,
-                humantime::format_duration(l.window),
+                format_duration(l.window),
                 l.algorithm.name()
             );
             let tiers: Vec<String> = l

@@ -319,16 +319,9 @@ fn one_of(quoted: &[String]) -> String {
     }
 }
 
-/// A duration as an operator wrote it: whole days as days (humantime would print 366 days as
-/// "1year 18h", counting a year as 365.25 days), the rest in humantime's units.
+/// A duration as the config writes it.
 fn show(d: Duration) -> String {
-    const DAY: u64 = 86_400;
-    let secs = d.as_secs();
-    if secs >= DAY && secs % DAY == 0 && d.subsec_nanos() == 0 {
-        let days = secs / DAY;
-        return format!("{days}{}", if days == 1 { "day" } else { "days" });
-    }
-    humantime::format_duration(d).to_string()
+    super::duration::format(d)
 }
 
 /// The key path (`routes[0].limits[1].limit`) of the value or key at byte `at` of `text`.
