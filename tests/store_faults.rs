@@ -189,6 +189,22 @@ async fn local_fallback_keeps_limiting_while_redis_is_down() {
         codes.push(client.get(&gw.url("/x"), &[]).await.status.as_u16());
     }
     assert_eq!(codes, [200, 200, 200, 429, 429]);
+    // The batch API says the fallback decided: the store failed, whatever answered.
+    let (name, value) = support::admin::auth();
+    let r = client
+        .send(
+            http::Method::POST,
+            &gw.admin("/v1/decisions"),
+            &[(name, &value), ("content-type", "application/json")],
+            r#"{"route":"r","keys":["203.0.113.9"]}"#,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let result = &r.json()["results"][0];
+    assert_eq!(result["allowed"], true, "{result}");
+    assert_eq!(result["decision"], "allowed", "{result}");
+    assert_eq!(result["remaining"], 2, "the fallback counted it: {result}");
+    assert_eq!(result["error"], "store_unavailable", "{result}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

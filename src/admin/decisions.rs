@@ -192,10 +192,12 @@ impl<'a> KeyResult<'a> {
     /// One key's answer, from the same verdict the proxy path turns into a response.
     fn new(key: &'a str, verdict: &'a Verdict) -> KeyResult<'a> {
         let allowed = verdict.forwards();
-        let store_error = matches!(
-            verdict.label,
-            DecisionLabel::StoreErrorAllowed | DecisionLabel::StoreErrorDenied
-        );
+        // The store failed, whatever answered instead: the route's on_error or the fallback.
+        let store_error = verdict.local
+            || matches!(
+                verdict.label,
+                DecisionLabel::StoreErrorAllowed | DecisionLabel::StoreErrorDenied
+            );
         let unknown = verdict.label == DecisionLabel::BadRequest;
         let (segment, plan) = match &verdict.tier {
             Some(TierName::Segment(name)) => (Some(name.as_str()), None),

@@ -194,6 +194,7 @@ impl Limiter {
         elapsed: Duration,
     ) -> Verdict {
         let tier_name = tier.name.as_ref();
+        let local = result.is_err();
         let decision = match result {
             Ok(d) => {
                 self.health.answered();
@@ -232,7 +233,10 @@ impl Limiter {
                 label_of_denial(outcome)
             }
         };
-        Verdict::new(label, Some(decision), tier_name)
+        Verdict {
+            local,
+            ..Verdict::new(label, Some(decision), tier_name)
+        }
     }
 
     /// A failed store call: the route's `on_error` says what the request gets, or the

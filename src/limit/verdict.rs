@@ -18,6 +18,8 @@ pub struct Verdict {
     pub decision: Option<Decision>,
     /// The segment or plan whose values applied.
     pub tier: Option<TierName>,
+    /// Decided by the in-process fallback because the store failed (`on_error = "local"`).
+    pub local: bool,
 }
 
 impl Verdict {
@@ -30,6 +32,7 @@ impl Verdict {
             label,
             decision,
             tier: tier.cloned(),
+            local: false,
         }
     }
 
