@@ -2,7 +2,7 @@
 //! gateway in chunks, with several calls in flight, and answers the operator's question: who
 //! may be messaged. It writes the ids it allowed (`--allowed FILE`, one per line, in input
 //! order) and the refused ones with their reason (`--refused FILE`), prints how many were
-//! allowed and denied (by decision and by segment or plan) and the rate, and shows its progress.
+//! allowed and refused (by decision and by segment or plan) and the rate, and shows its progress.
 //! `--dry-run` decides every id as the campaign would but charges nothing (a preview). The ids
 //! come from a text file (one u32 per line, `-` for standard input) or a portable roaring
 //! bitmap (`.roaring`); a line that is not a user id stops the campaign before anything is sent.
@@ -60,7 +60,7 @@ pub struct Tally {
     pub allowed: u64,
     /// Count per decision label (`allowed`, `rejected`, `blocked`, `store_error_allowed`...).
     pub by_decision: BTreeMap<String, u64>,
-    /// Allowed and denied per segment or plan.
+    /// Allowed and refused per segment or plan.
     pub by_tier: BTreeMap<String, (u64, u64)>,
     /// Wall time of the whole run.
     pub elapsed: Duration,
@@ -82,7 +82,7 @@ impl Tally {
             ""
         };
         let mut out = format!(
-            "decided {} keys in {:.2} s ({:.0} decisions/s): {} allowed, {} denied{preview}\n",
+            "decided {} keys in {:.2} s ({:.0} decisions/s): {} allowed, {} refused{preview}\n",
             self.decided,
             self.elapsed.as_secs_f64(),
             self.rate(),
@@ -92,9 +92,9 @@ impl Tally {
         for (label, n) in &self.by_decision {
             out.push_str(&format!("  decision {label:<20} {n}\n"));
         }
-        for (tier, (allowed, denied)) in &self.by_tier {
+        for (tier, (allowed, refused)) in &self.by_tier {
             out.push_str(&format!(
-                "  {tier:<29} {allowed} allowed, {denied} denied\n"
+                "  {tier:<29} {allowed} allowed, {refused} refused\n"
             ));
         }
         out
@@ -174,7 +174,7 @@ impl Campaign {
             ..Tally::default()
         };
         let mut progress = Progress::new(ids.len() as u64);
-        let chunk = self.chunk.clamp(1, 10_000);
+        let chunk = self.chunk.clamp(1, crate::admin::MAX_BATCH_KEYS);
         let mut chunks = ids.chunks(chunk).enumerate();
         let mut calls = FuturesUnordered::new();
         // Answers that came back before an earlier chunk's, kept until it is written.

@@ -75,12 +75,12 @@ struct CampaignArgs {
     /// The admin listener (default: `admin.listen` of the config file).
     #[arg(long, value_name = "URL")]
     admin: Option<String>,
-    /// Keys per call (at most 10,000).
-    #[arg(long, default_value_t = 10_000)]
-    chunk: usize,
-    /// Calls in flight at once.
-    #[arg(long, default_value_t = 4)]
-    in_flight: usize,
+    /// Keys per call (1 to 10,000).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u16).range(1..=10_000))]
+    chunk: u16,
+    /// Calls in flight at once (1 to 64).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u8).range(1..=64))]
+    in_flight: u8,
 }
 
 #[derive(Subcommand)]
@@ -233,8 +233,8 @@ fn campaign(config_path: &Path, args: CampaignArgs) -> ExitCode {
         admin,
         token,
         route: args.route,
-        chunk: args.chunk,
-        in_flight: args.in_flight,
+        chunk: usize::from(args.chunk),
+        in_flight: usize::from(args.in_flight),
         dry_run: args.dry_run,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()

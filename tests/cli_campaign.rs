@@ -123,7 +123,7 @@ async fn campaign_writes_who_may_be_messaged_and_a_dry_run_charges_nothing() {
     let report = stdout(&dry);
     assert!(report.contains("decided 40 keys"), "{report}");
     assert!(
-        report.contains("38 allowed, 2 denied (dry run: nothing was charged)"),
+        report.contains("38 allowed, 2 refused (dry run: nothing was charged)"),
         "{report}"
     );
     assert_eq!(allowed.as_deref(), Some(expected_allowed.as_str()));
@@ -135,7 +135,7 @@ async fn campaign_writes_who_may_be_messaged_and_a_dry_run_charges_nothing() {
     let (real, allowed, refused) = run("real", false, TOKEN, &ids_file);
     assert!(real.status.success(), "{}", stderr(&real));
     let report = stdout(&real);
-    assert!(report.contains("38 allowed, 2 denied\n"), "{report}");
+    assert!(report.contains("38 allowed, 2 refused\n"), "{report}");
     assert_eq!(allowed.as_deref(), Some(expected_allowed.as_str()));
     assert_eq!(refused_ids(&refused.unwrap()), expected_refused);
     assert_eq!(units(), 4 + 38, "each allowed id charged once");
@@ -160,4 +160,32 @@ async fn campaign_writes_who_may_be_messaged_and_a_dry_run_charges_nothing() {
     assert!(stderr(&wrong).contains("401"), "{}", stderr(&wrong));
     assert_eq!(units(), 42);
     gw.stop().await;
+}
+
+/// `--chunk` and `--in-flight` outside what the batch API takes are refused at once (exit 2,
+/// naming the bound), not clamped in silence.
+#[test]
+fn chunk_and_in_flight_out_of_range_are_refused() {
+    for (flag, value, bound) in [
+        ("--chunk", "0", "1..=10000"),
+        ("--chunk", "10001", "1..=10000"),
+        ("--in-flight", "0", "1..=64"),
+    ] {
+        let run = slidegate(
+            &[
+                "campaign",
+                "--config",
+                "config.toml",
+                "--route",
+                "push",
+                "--ids",
+                "/dev/null",
+                flag,
+                value,
+            ],
+            &[],
+        );
+        assert_eq!(run.status.code(), Some(2), "{flag} {value}");
+        assert!(stderr(&run).contains(bound), "{}", stderr(&run));
+    }
 }

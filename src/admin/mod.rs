@@ -5,6 +5,7 @@
 
 mod config_view;
 mod decisions;
+pub use decisions::MAX_KEYS as MAX_BATCH_KEYS;
 mod usage;
 
 use std::net::SocketAddr;
