@@ -115,3 +115,37 @@ async fn without_a_configured_token_admin_answers_403() {
         .contains("SLIDEGATE_ADMIN_TOKEN"));
     running.shutdown().await;
 }
+
+/// `/admin/config` writes durations as the file may (what it shows can be pasted back) and
+/// fills in a gcra limit's burst (the limit when unset), leaving it out where it means nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_config_shows_what_a_file_may_say() {
+    let up = upstream::start().await;
+    let routes = r#"
+[[routes]]
+name = "paced"
+path = "/*"
+upstream = "up"
+  [[routes.limits]]
+  name = "smooth"
+  limit = 30
+  window = "1h30m"
+  algorithm = "gcra"
+  [[routes.limits]]
+  name = "daily"
+  limit = 100
+  window = "1d"
+"#;
+    let gw = gateway::start(&config("backend = \"memory\"", &up.url(), routes)).await;
+    let (k, v) = auth();
+    let shown = HttpClient::default()
+        .get(&gw.admin("/admin/config"), &[(k, &v)])
+        .await
+        .json();
+    let limits = &shown["routes"][0]["limits"];
+    assert_eq!(limits[0]["window"], "1h30m");
+    assert_eq!(limits[0]["burst"], 30, "{limits}");
+    assert_eq!(limits[1]["window"], "1d");
+    assert!(limits[1]["burst"].is_null(), "{limits}");
+    gw.stop().await;
+}

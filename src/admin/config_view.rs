@@ -74,7 +74,8 @@ fn view(c: &Config) -> Value {
                     "limit": l.limit,
                     "window": duration_text(l.window),
                     "algorithm": l.algorithm.name(),
-                    "burst": l.burst,
+                    // Filled in where it means something: the limit when unset.
+                    "burst": l.algorithm.get().takes_burst().then(|| l.burst.unwrap_or(l.limit)),
                     "key": l.key.as_ref().map(key_json),
                     "on_missing_key": l.on_missing_key.map(|m| m.name()),
                     "count_status": l.count_status.as_ref().map(|s| s.to_string()),
