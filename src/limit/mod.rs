@@ -40,7 +40,7 @@ pub use verdict::Verdict;
 use crate::config::{ExceedMode, OnError};
 use crate::metrics::{DecisionLabel, Metrics};
 use crate::store::{
-    local_now_us, Decision, DecisionRequest, MemoryStore, Outcome, Store, StoreError,
+    local_now_us, Decision, DecisionRequest, LimitSet, MemoryStore, Outcome, Store, StoreError,
 };
 
 /// The `Retry-After` of a 503 when the store is unavailable and the route fails closed.
@@ -225,8 +225,8 @@ impl Limiter {
             (outcome, _) => {
                 let enforcing = matches!(mode, ExceedMode::Reject | ExceedMode::Block(_));
                 if enforcing && request.cost == 1 && !request.dry_run {
-                    for base in refusing_bases(&decision, request) {
-                        self.deny_cache.remember(base, started, &decision, mode);
+                    for (base, denial) in denials_by_key(&decision, request) {
+                        self.deny_cache.remember(base, started, &denial, mode);
                     }
                 }
                 // The exceed that starts a block counts as rejected, the 429s after it as blocked.
@@ -334,23 +334,54 @@ fn blocked_slots(policy: &RoutePolicy, d: &Decision) -> Vec<(usize, usize)> {
     out
 }
 
-/// The bases of the key slots whose limits refused a decision (a block names one limit: its
-/// slot; a decision that names none holds back every slot).
-fn refusing_bases<'r>(decision: &Decision, request: DecisionRequest<'r>) -> Vec<&'r String> {
+/// What the deny cache may remember of a refusal, key by key: each key whose limits refused,
+/// with the decision as it concerns that key. With one key that is the whole decision. With
+/// several (per phone AND per IP), each key keeps only its own limits' state and its own
+/// longest wait: another key of the request says nothing of the next request's, which may
+/// carry a different one. A block can outlast a key's own wait; its entry then lapses early and
+/// the store answers with the block (a cached refusal must never outlive the truth). A refusal
+/// that no limit made (a block alone) with several keys is not remembered: which key is
+/// blocked, the decision does not say.
+fn denials_by_key<'r>(
+    decision: &Decision,
+    request: DecisionRequest<'r>,
+) -> Vec<(&'r String, Decision)> {
     let set = request.limits;
-    let mut slots: Vec<usize> = decision
+    let used = set.used_slots();
+    if let [slot] = used[..] {
+        return vec![(&request.bases[slot], decision.clone())];
+    }
+    let mut refusing: Vec<usize> = decision
         .limits
         .iter()
         .enumerate()
         .filter(|(_, u)| u.exceeded())
         .map(|(i, _)| set.slot_of(i))
         .collect();
-    if slots.is_empty() {
-        slots = set.used_slots();
+    refusing.sort_unstable();
+    refusing.dedup();
+    refusing
+        .into_iter()
+        .map(|slot| (&request.bases[slot], denial_of_slot(decision, set, slot)))
+        .collect()
+}
+
+/// `decision` as it concerns key slot `slot` alone: the other slots' limits show nothing used
+/// and nothing to wait, and the wait is the slot's own limits' longest.
+fn denial_of_slot(decision: &Decision, set: &LimitSet, slot: usize) -> Decision {
+    let mut denial = decision.clone();
+    let mut wait = Duration::ZERO;
+    for (i, usage) in denial.limits.iter_mut().enumerate() {
+        if set.slot_of(i) == slot {
+            wait = wait.max(usage.retry_after);
+        } else {
+            usage.used = 0;
+            usage.reset = Duration::ZERO;
+            usage.retry_after = Duration::ZERO;
+        }
     }
-    slots.sort_unstable();
-    slots.dedup();
-    slots.into_iter().map(|s| &request.bases[s]).collect()
+    denial.retry_after = wait;
+    denial
 }
 
 /// A store rejection's label: a key serving a block is `blocked`, anything else `rejected`.
