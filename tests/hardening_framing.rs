@@ -50,7 +50,8 @@ async fn a_malformed_chunked_body_is_the_clients_error_not_the_upstreams() {
     let addr = gw.running().proxy_addr;
     for body in ["zz\r\nhello\r\n0\r\n\r\n", "5\r\nhelloXX0\r\n\r\n"] {
         let request = format!(
-            "POST /upload HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{body}"
+            // The upstream holds its answer back (`/slow`), so the body's failure comes first.
+            "POST /slow?ms=5000 HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{body}"
         );
         let r = raw::send(addr, request.as_bytes()).await;
         assert_eq!(r.status, 400, "{body:?}: {r:?}");

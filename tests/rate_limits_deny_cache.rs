@@ -80,7 +80,13 @@ upstream = "up"
 async fn each_key_is_remembered_with_its_own_wait() {
     let redis = RedisServer::start();
     let up = upstream::start().await;
-    let gw = on_redis(&redis, &unique_prefix("deny-keys"), &up.url(), PER_USER_AND_DEVICE).await;
+    let gw = on_redis(
+        &redis,
+        &unique_prefix("deny-keys"),
+        &up.url(),
+        PER_USER_AND_DEVICE,
+    )
+    .await;
     let client = HttpClient::default();
     let send = |device: &'static str| {
         let client = client.clone();
@@ -94,7 +100,11 @@ async fn each_key_is_remembered_with_its_own_wait() {
     assert_eq!(send("d1").await.status, 200);
     let both = send("d1").await;
     assert_eq!(both.status, 429);
-    assert_eq!(both.json()["limit"], "per-device", "the longest wait is named");
+    assert_eq!(
+        both.json()["limit"],
+        "per-device",
+        "the longest wait is named"
+    );
     // Another device: the user's own second, not the first device's minute.
     let user_only = send("d2").await;
     assert_eq!(user_only.status, 429);
