@@ -30,7 +30,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Validate the config file, print a summary of routes and limits, and exit.
+    /// Validate the config file, print a summary of routes, limits, segments and plans, and exit.
     Check,
     /// Print the derived key of a limit for raw part values (normalised, cut, hashed), as
     /// /admin/usage takes it.

@@ -30,11 +30,41 @@ pub struct RestartOnly {
     keep: fn(&mut Config, &Config),
 }
 
+/// A setting's value as the config file writes it (`1m`, `allow`, `127.0.0.1:8080`).
+trait AsWritten {
+    fn as_written(&self) -> String;
+}
+
+impl AsWritten for std::time::Duration {
+    fn as_written(&self) -> String {
+        crate::config::format_duration(*self)
+    }
+}
+
+macro_rules! as_written_by_display {
+    ($($t:ty),+) => {
+        $(impl AsWritten for $t {
+            fn as_written(&self) -> String {
+                self.to_string()
+            }
+        })+
+    };
+}
+
+as_written_by_display!(
+    std::net::SocketAddr,
+    usize,
+    String,
+    crate::config::Backend,
+    crate::config::OnError,
+    crate::config::ClockSource
+);
+
 macro_rules! restart_only {
     ($setting:literal, |$c:ident| $field:expr) => {
         RestartOnly {
             setting: $setting,
-            show: |$c: &Config| format!("{:?}", $field),
+            show: |$c: &Config| $field.as_written(),
             keep: |to: &mut Config, from: &Config| {
                 let $c = from;
                 let value = $field.clone();

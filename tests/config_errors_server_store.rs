@@ -64,6 +64,22 @@ fn bad_store_url_scheme() {
 }
 
 #[test]
+fn store_url_bad_port() {
+    assert_eq!(
+        load_err("store_url_bad_port.toml"),
+        "store_url_bad_port.toml:4:7: store.url: `redis://127.0.0.1:99999` is not a Redis URL (redis://, rediss://, redis-cluster://, redis-sentinel://)"
+    );
+}
+
+#[test]
+fn store_url_bad_database() {
+    assert_eq!(
+        load_err("store_url_bad_database.toml"),
+        "store_url_bad_database.toml:4:7: store.url: `redis://127.0.0.1:6379/abc` is not a Redis URL (redis://, rediss://, redis-cluster://, redis-sentinel://)"
+    );
+}
+
+#[test]
 fn unknown_store_backend() {
     assert_eq!(
         load_err("unknown_store_backend.toml"),

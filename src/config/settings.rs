@@ -23,6 +23,11 @@ macro_rules! named {
                 match self { $($name::$variant => $text),+ }
             }
         }
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
     };
 }
 pub(crate) use named;

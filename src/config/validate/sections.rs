@@ -16,24 +16,48 @@ use crate::config::{
 };
 use crate::tier::{self, Membership};
 
-/// Whether `url` has one of the Redis schemes the store takes, and a host.
+/// Whether `url` has one of the Redis schemes the store takes, and hosts (several, comma
+/// separated, for a cluster or the sentinels) whose ports, when given, are ports; a plain
+/// Redis URL's path, when given, is a database number (a sentinel URL's names the service):
+/// what the client would refuse at start is refused here, with its location.
 fn is_redis_url(url: &str) -> bool {
-    const SCHEMES: [&str; 6] = [
-        "redis://",
-        "rediss://",
-        "redis-cluster://",
-        "rediss-cluster://",
-        "redis-sentinel://",
-        "rediss-sentinel://",
+    const SCHEMES: [(&str, bool); 6] = [
+        ("redis://", true),
+        ("rediss://", true),
+        ("redis-cluster://", false),
+        ("rediss-cluster://", false),
+        ("redis-sentinel://", false),
+        ("rediss-sentinel://", false),
     ];
-    SCHEMES
+    let Some((rest, database_path)) = SCHEMES
         .iter()
-        .find_map(|s| url.strip_prefix(s))
-        .is_some_and(|rest| {
-            let authority = rest.split(['/', '?']).next().unwrap_or("");
-            let hosts = authority.rsplit('@').next().unwrap_or("");
-            !hosts.is_empty() && !hosts.contains(char::is_whitespace)
-        })
+        .find_map(|(s, db)| url.strip_prefix(s).map(|rest| (rest, *db)))
+    else {
+        return false;
+    };
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let hosts = authority.rsplit('@').next().unwrap_or("");
+    let database = tail
+        .strip_prefix('/')
+        .map(|t| t.split('?').next().unwrap_or(""));
+    !hosts.is_empty()
+        && !hosts.contains(char::is_whitespace)
+        && hosts.split(',').all(|h| !h.is_empty() && port_is_valid(h))
+        && (!database_path || database.is_none_or(|db| db.is_empty() || db.parse::<u8>().is_ok()))
+}
+
+/// `host[:port]` (an IPv6 host in brackets): no port, or one that fits 16 bits.
+fn port_is_valid(host: &str) -> bool {
+    let after_host = match host.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((_, after)) => after,
+            None => return false,
+        },
+        None => host.split_once(':').map_or("", |(_, port)| port),
+    };
+    let port = after_host.strip_prefix(':').unwrap_or(after_host);
+    port.is_empty() || port.parse::<u16>().is_ok()
 }
 
 const NOT_REDIS: &str =
