@@ -289,9 +289,9 @@ async fn the_campaign_command_sends_every_id_through_the_batch_api() {
         "{report}{}",
         String::from_utf8_lossy(&first.stderr)
     );
-    // 27 keys: user 7 (segment new, 2 per day) appears three times, so its third is denied.
+    // 27 keys: user 7 (segment new, 2 per day) appears three times, so its third is refused.
     assert!(report.contains("decided 27 keys"), "{report}");
-    assert!(report.contains("26 allowed, 1 denied"), "{report}");
+    assert!(report.contains("26 allowed, 1 refused"), "{report}");
     assert!(report.contains("segment new"), "{report}");
     gw.stop().await;
 }

@@ -246,10 +246,10 @@ for alg in $ALGORITHMS; do
     cat "$TMP/campaign-$alg.out" >&2
     RATE[$alg]=$(awk '/^decided/ { gsub(/\(/, "", $7); print $7 }' "$TMP/campaign-$alg.out")
     TOTAL[$alg]=$(awk '/^decided/ { print $5 }' "$TMP/campaign-$alg.out")
-    DENIED[$alg]=$(awk '/^decided/ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^denied/) print $i }' "$TMP/campaign-$alg.out")
+    DENIED[$alg]=$(awk '/^decided/ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^refused/) print $i }' "$TMP/campaign-$alg.out")
     [[ -n ${RATE[$alg]} && -n ${TOTAL[$alg]} ]] || die "could not read the campaign's report"
-    # Every user is messaged once and every segment allows at least one a day: nothing is denied.
-    [[ ${DENIED[$alg]:-0} == 0 ]] || log "WARN: $alg: ${DENIED[$alg]} users denied; expected none"
+    # Every user is messaged once and every segment allows at least one a day: nothing is refused.
+    [[ ${DENIED[$alg]:-0} == 0 ]] || log "WARN: $alg: ${DENIED[$alg]} users refused; expected none"
     after=$(R info memory | tr -d '\r' | awk -F: '$1 == "used_memory" { print $2 }')
     BYTES[$alg]=$(( (after - before) / CAMPAIGN ))
     read -r "USAGE[$alg]" "KEYS_PER_USER[$alg]" <<<"$(bytes_per_user "$TMP/$alg.toml" "$prefix")"
