@@ -5,6 +5,7 @@
 
 mod connect;
 pub mod headers;
+mod sent_body;
 mod upstream;
 
 use std::collections::BTreeMap;

@@ -16,7 +16,7 @@
 use std::future::{poll_fn, Future};
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -36,9 +36,10 @@ use tower::ServiceExt;
 
 use super::connect::RetryConnect;
 use super::headers::{remove_hop_by_hop, set_forwarded, Peer};
+use super::sent_body::{BodyProgress, SentBody};
 use crate::config::UpstreamConfig;
 use crate::error::GatewayError;
-use crate::layer::{BoxError as BodyError, RequestBody};
+use crate::layer::RequestBody;
 use crate::request_id::{RequestId, X_REQUEST_ID};
 use crate::workers::PerWorker;
 
@@ -345,58 +346,6 @@ impl hyper::body::Body for DrivenBody {
         let frame = std::task::ready!(Pin::new(&mut this.inner).poll_frame(cx));
         if frame.is_none() || this.inner.is_end_stream() {
             this.release();
-        }
-        Poll::Ready(frame)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-/// How far a request body has gone upstream.
-#[derive(Default)]
-struct BodyProgress {
-    /// Its end has been polled: the upstream's `timeout` starts.
-    sent: AtomicBool,
-    /// Reading it from the client failed (malformed framing, the client gone).
-    failed: AtomicBool,
-}
-
-/// A request body that tells when it has been sent whole (its end polled), which starts the
-/// upstream's `timeout`, and when reading it from the client failed.
-struct SentBody<B> {
-    inner: B,
-    /// `None` for a body that was empty from the start.
-    sent: Option<Arc<BodyProgress>>,
-}
-
-impl<B> hyper::body::Body for SentBody<B>
-where
-    B: hyper::body::Body<Data = Bytes, Error = BodyError> + Unpin,
-{
-    type Data = Bytes;
-    type Error = BodyError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        let this = self.get_mut();
-        let frame = std::task::ready!(Pin::new(&mut this.inner).poll_frame(cx));
-        if let Some(progress) = &this.sent {
-            match &frame {
-                Some(Err(_)) => progress.failed.store(true, Ordering::Relaxed),
-                None => progress.sent.store(true, Ordering::Relaxed),
-                Some(Ok(_)) if this.inner.is_end_stream() => {
-                    progress.sent.store(true, Ordering::Relaxed)
-                }
-                Some(Ok(_)) => {}
-            }
         }
         Poll::Ready(frame)
     }

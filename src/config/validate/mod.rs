@@ -1,12 +1,13 @@
 //! `RawConfig` -> `Config`: parse every value, check every reference, and point each error at
 //! the value's `FILE:LINE:COLUMN` with the key path in the message. One module per part of the
 //! file: `sections.rs` (server, admin, store, upstreams, segments and plans), `secrets.rs`
-//! (jwt, keys),
-//! `routes.rs`, `limits.rs`, `keys.rs` (key parts and their options), `warnings.rs` (legal but
-//! almost always a mistake). This file has the parse and the helpers they share.
+//! (jwt, keys), `routes.rs` (with `route_paths.rs`), `limits.rs`, `keys.rs` (key parts and
+//! their options), `warnings.rs` (legal but almost always a mistake). This file has the parse
+//! and the helpers they share.
 
 mod keys;
 mod limits;
+mod route_paths;
 mod routes;
 mod secrets;
 mod sections;

@@ -1,7 +1,6 @@
 //! `[[routes]]`: name, path, methods, upstream, key, exceed mode and its settings, and the
 //! settings a mode ignores (accepted with a warning).
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,8 +11,8 @@ use toml::Spanned;
 use super::{Result, Validator, MAX_WINDOW};
 use crate::config::raw::{RawConfig, RawRoute};
 use crate::config::{
-    BlockPolicy, ExceedMode, KeySpec, KeysConfig, OnError, OnMissingKey, PathPattern, Purpose,
-    RouteConfig, UpstreamConfig,
+    BlockPolicy, ExceedMode, KeySpec, KeysConfig, OnError, OnMissingKey, Purpose, RouteConfig,
+    UpstreamConfig,
 };
 use crate::tier::Membership;
 
@@ -203,55 +202,6 @@ impl Validator<'_> {
             )
         })
         .transpose()
-    }
-
-    fn path(&self, v: &Spanned<String>, key: &str) -> Result<PathPattern> {
-        let p = v.get_ref();
-        if !p.starts_with('/') || p.contains('?') || p.contains('#') {
-            return self.error(
-                v.span(),
-                format!("{key}: `{p}` must start with `/` and have no query"),
-            );
-        }
-        if let Some(base) = p.strip_suffix("/*") {
-            if base.contains('*') {
-                return self.error(
-                    v.span(),
-                    format!("{key}: `{p}`: `*` is only allowed as a trailing `/*`"),
-                );
-            }
-            let base = if base.is_empty() { "/" } else { base };
-            self.normal_path(v, key, base, "/*")?;
-            return Ok(PathPattern {
-                path: base.to_string(),
-                prefix: true,
-            });
-        }
-        if p.contains('*') {
-            return self.error(
-                v.span(),
-                format!("{key}: `{p}`: `*` is only allowed as a trailing `/*`"),
-            );
-        }
-        self.normal_path(v, key, p, "")?;
-        Ok(PathPattern {
-            path: p.clone(),
-            prefix: false,
-        })
-    }
-
-    /// A route's path (before its `suffix`, `/*` or none) must be in the normal form requests
-    /// are matched in (SPEC section 5): `/a/../b` or `/a//b` would never match anything.
-    fn normal_path(&self, v: &Spanned<String>, key: &str, path: &str, suffix: &str) -> Result<()> {
-        let written = v.get_ref();
-        match crate::path::normalize(path) {
-            Ok(Cow::Borrowed(_)) => Ok(()),
-            Ok(Cow::Owned(normal)) => self.error(
-                v.span(),
-                format!("{key}: `{written}` would never match: requests are matched by their normalised path, so write `{}{suffix}`", if suffix.is_empty() { normal.as_str() } else { normal.trim_end_matches('/') }),
-            ),
-            Err(e) => self.error(v.span(), format!("{key}: `{written}` would never match: {e}")),
-        }
     }
 
     fn methods(&self, list: Option<&[Spanned<String>]>, key: &str) -> Result<Option<Vec<Method>>> {
