@@ -63,6 +63,7 @@ pub mod campaign;
 pub mod config;
 pub mod error;
 pub mod gateway;
+pub mod host;
 pub mod key;
 pub mod layer;
 pub mod limit;

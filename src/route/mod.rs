@@ -112,23 +112,9 @@ pub fn check_host<B>(req: &http::Request<B>) -> Result<(), RouteError> {
             "the request has more than one Host header",
         ));
     }
-    if !host.is_empty() && !is_host(host.as_bytes()) {
+    let written = host.to_str().unwrap_or(" ");
+    if !host.is_empty() && !crate::host::is_host_and_port(written) {
         return Err(RouteError::BadHost("the Host header is not a host[:port]"));
     }
     Ok(())
-}
-
-/// `uri-host [ ":" port ]`: an authority without user info whose port, if any, fits 16 bits.
-fn is_host(value: &[u8]) -> bool {
-    let Ok(authority) = http::uri::Authority::try_from(value) else {
-        return false;
-    };
-    let port_fits = match authority.as_str().strip_prefix(authority.host()) {
-        Some("") => true,
-        Some(port) => port
-            .strip_prefix(':')
-            .is_some_and(|p| p.is_empty() || p.parse::<u16>().is_ok()),
-        None => false,
-    };
-    !authority.as_str().contains('@') && !authority.host().is_empty() && port_fits
 }

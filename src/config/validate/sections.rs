@@ -41,23 +41,8 @@ fn is_redis_url(url: &str) -> bool {
     let database = tail
         .strip_prefix('/')
         .map(|t| t.split('?').next().unwrap_or(""));
-    !hosts.is_empty()
-        && !hosts.contains(char::is_whitespace)
-        && hosts.split(',').all(|h| !h.is_empty() && port_is_valid(h))
+    hosts.split(',').all(crate::host::is_host_and_port)
         && (!database_path || database.is_none_or(|db| db.is_empty() || db.parse::<u8>().is_ok()))
-}
-
-/// `host[:port]` (an IPv6 host in brackets): no port, or one that fits 16 bits.
-fn port_is_valid(host: &str) -> bool {
-    let after_host = match host.strip_prefix('[') {
-        Some(v6) => match v6.split_once(']') {
-            Some((_, after)) => after,
-            None => return false,
-        },
-        None => host.split_once(':').map_or("", |(_, port)| port),
-    };
-    let port = after_host.strip_prefix(':').unwrap_or(after_host);
-    port.is_empty() || port.parse::<u16>().is_ok()
 }
 
 const NOT_REDIS: &str =

@@ -1,0 +1,65 @@
+//! `host[:port]` as RFC 3986 3.2.2 writes an authority's host: a name of unreserved and
+//! sub-delimiter characters (or percent escapes), an IPv4 address, or an IPv6 address in
+//! brackets, then an optional port that fits 16 bits. One rule for a request's `Host` and for
+//! the hosts of a Redis URL; it reads the text in place (a request's `Host` is checked on every
+//! request).
+
+use std::net::Ipv6Addr;
+
+/// Whether `text` is a non-empty host with an optional `:port` (no user info, no spaces).
+pub fn is_host_and_port(text: &str) -> bool {
+    let (host_ok, rest) = match text.strip_prefix('[') {
+        Some(bracketed) => match bracketed.split_once(']') {
+            Some((v6, rest)) => (v6.parse::<Ipv6Addr>().is_ok(), rest),
+            None => return false,
+        },
+        None => {
+            let end = text.find(':').unwrap_or(text.len());
+            let (name, rest) = text.split_at(end);
+            (!name.is_empty() && name.bytes().all(is_name_byte), rest)
+        }
+    };
+    let port_ok = match rest.strip_prefix(':') {
+        None => rest.is_empty(),
+        Some("") => true,
+        Some(port) => port.bytes().all(|b| b.is_ascii_digit()) && port.parse::<u16>().is_ok(),
+    };
+    host_ok && port_ok
+}
+
+/// RFC 3986 `reg-name`: unreserved, sub-delims and `%` of percent escapes.
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%".contains(&b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_host_and_port;
+
+    #[test]
+    fn hosts_and_ports() {
+        for ok in [
+            "gw",
+            "gw.example:8080",
+            "127.0.0.1",
+            "[::1]:8080",
+            "[::1]",
+            "h:",
+        ] {
+            assert!(is_host_and_port(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "a b",
+            "user@host",
+            "host:99999",
+            "host:80x",
+            "[::1",
+            "[zz]:1",
+            "a/b",
+            ":80",
+        ] {
+            assert!(!is_host_and_port(bad), "{bad}");
+        }
+    }
+}
