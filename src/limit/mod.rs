@@ -25,6 +25,7 @@ mod policy;
 mod resets;
 mod verdict;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -342,14 +343,14 @@ fn blocked_slots(policy: &RoutePolicy, d: &Decision) -> Vec<(usize, usize)> {
 /// the store answers with the block (a cached refusal must never outlive the truth). A refusal
 /// that no limit made (a block alone) with several keys is not remembered: which key is
 /// blocked, the decision does not say.
-fn denials_by_key<'r>(
-    decision: &Decision,
+fn denials_by_key<'d, 'r>(
+    decision: &'d Decision,
     request: DecisionRequest<'r>,
-) -> Vec<(&'r String, Decision)> {
+) -> Vec<(&'r String, Cow<'d, Decision>)> {
     let set = request.limits;
-    let used = set.used_slots();
-    if let [slot] = used[..] {
-        return vec![(&request.bases[slot], decision.clone())];
+    let first = set.slot_of(0);
+    if (1..decision.limits.len()).all(|i| set.slot_of(i) == first) {
+        return vec![(&request.bases[first], Cow::Borrowed(decision))];
     }
     let mut refusing: Vec<usize> = decision
         .limits
@@ -362,7 +363,12 @@ fn denials_by_key<'r>(
     refusing.dedup();
     refusing
         .into_iter()
-        .map(|slot| (&request.bases[slot], denial_of_slot(decision, set, slot)))
+        .map(|slot| {
+            (
+                &request.bases[slot],
+                Cow::Owned(denial_of_slot(decision, set, slot)),
+            )
+        })
         .collect()
 }
 
