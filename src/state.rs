@@ -182,6 +182,7 @@ impl GatewayState {
                 limiter,
                 unmatched: Unmatched::NotFound,
                 resets: None,
+                forwarding_warned: Default::default(),
             }),
             upstreams: Arc::new(ArcSwap::from_pointee(upstreams)),
             config_path: running.source.clone(),

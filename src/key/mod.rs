@@ -16,7 +16,7 @@ use std::net::IpAddr;
 use http::{HeaderMap, Method};
 
 pub use body::BodyKind;
-pub use client_ip::{client_ip, is_trusted, X_FORWARDED_FOR, X_REAL_IP};
+pub use client_ip::{client_ip, is_trusted, unvouched_forwarding, X_FORWARDED_FOR, X_REAL_IP};
 pub use jwt::JwtVerifier;
 pub use options::{hash_value, normalize_phone};
 
