@@ -9,9 +9,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use slidegate::config::{
-    Config, ConfigError, Environment, KeyPart, Purpose, CONFIG_ENV, DEFAULT_CONFIG_FILE,
+    Config, ConfigError, Environment, Purpose, CONFIG_ENV, DEFAULT_CONFIG_FILE,
 };
-use slidegate::route::{normalize, PathError};
 use slidegate::workers::Workers;
 
 // The proxy path allocates small, short-lived buffers on every request; mimalloc's thread-local
@@ -172,17 +171,7 @@ fn key(path: &Path, route: &str, limit: Option<&str>, values: &[String]) -> Exit
         ipv6_prefix: config.server.ipv6_prefix,
         path_case: config.server.path_case,
     };
-    let mut given = Vec::with_capacity(values.len());
-    for (i, value) in values.iter().enumerate() {
-        match as_a_request_carries(spec.parts.get(i).map(|p| &p.part), value) {
-            Ok(value) => given.push(value),
-            Err(why) => {
-                eprintln!("slidegate key: `{value}`: {why}");
-                return ExitCode::FAILURE;
-            }
-        }
-    }
-    let values: Vec<&str> = given.iter().map(String::as_str).collect();
+    let values: Vec<&str> = values.iter().map(String::as_str).collect();
     match slidegate::key::key_of_values(spec, &values, &ctx) {
         Ok(key) => {
             println!("{key}");
@@ -192,15 +181,6 @@ fn key(path: &Path, route: &str, limit: Option<&str>, values: &[String]) -> Exit
             eprintln!("slidegate key: {why}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// A given value as the request would carry it to its key: a path normalised as the traffic
-/// path normalises a request's (SPEC section 5), every other value as given.
-fn as_a_request_carries(part: Option<&KeyPart>, value: &str) -> Result<String, PathError> {
-    match part {
-        Some(KeyPart::Path) => normalize(value).map(|p| p.into_owned()),
-        _ => Ok(value.to_string()),
     }
 }
 
