@@ -1,4 +1,4 @@
-//! `/admin/usage` by what a person knows (SPEC section 6): `value=` (once per key part) instead
+//! `/admin/usage` by what a person knows (README, "Admin listener"): `value=` (once per key part) instead
 //! of `key=`, the key derived as the traffic path derives it (normalised, cut, hashed), so a
 //! support desk finds and lifts "Carol" or "0812 3456 7890" on hashed and unhashed keys, GET and
 //! DELETE, and the count is really gone; and `DELETE` without `limit` on a route whose limits
@@ -10,25 +10,16 @@ use http::Method;
 use serde_json::{json, Value};
 use support::admin::auth;
 use support::http::{HttpClient, Reply};
-use support::otp_login::{gateway_on, post, AuthUpstream};
+use support::otp_login::{gateway_on, post, AuthUpstream, OTP_ROUTE};
 use support::redis::RedisServer;
 
-const ROUTES: &str = r#"
-[[routes]]
-name = "otp-send"
-path = "/api/otp/send"
-methods = ["POST"]
-upstream = "up"
-key = ["ip"]
-  [[routes.limits]]
-  name = "per-phone"
-  key = [{ part = "json:phone", normalize = "phone", region = "ID", hash = true }]
-  limit = 3
-  window = "10m"
-  [[routes.limits]]
-  name = "per-ip"
-  limit = 20
-  window = "1h"
+/// The OTP route (per-phone, hashed, and per-IP) with a per-operator limit added, a login route
+/// keyed by a lower-cased username and a subscription route keyed by a hashed e-mail.
+fn routes() -> String {
+    format!("{OTP_ROUTE}{MORE_ROUTES}")
+}
+
+const MORE_ROUTES: &str = r#"
   [[routes.limits]]
   name = "per-operator"
   key = [{ part = "json:phone", normalize = "phone", region = "ID", prefix = 6 }]
@@ -114,7 +105,7 @@ fn used(answer: &Value) -> Vec<(String, u64)> {
 async fn a_phone_number_as_the_customer_says_it_finds_and_lifts_its_hashed_key() {
     let redis = RedisServer::start_async().await;
     let upstream = AuthUpstream::start().await;
-    let gw = gateway_on(&redis, &upstream, ROUTES).await;
+    let gw = gateway_on(&redis, &upstream, &routes()).await;
     let client = HttpClient::default();
     let url = gw.url("/api/otp/send");
     let send = |ip: &'static str| {
@@ -206,7 +197,7 @@ async fn a_phone_number_as_the_customer_says_it_finds_and_lifts_its_hashed_key()
 async fn a_delete_without_limit_resets_every_limit_that_held_the_key() {
     let redis = RedisServer::start_async().await;
     let upstream = AuthUpstream::start().await;
-    let gw = gateway_on(&redis, &upstream, ROUTES).await;
+    let gw = gateway_on(&redis, &upstream, &routes()).await;
     let client = HttpClient::default();
     let url = gw.url("/api/otp/send");
     for _ in 0..3 {
@@ -270,7 +261,7 @@ async fn a_delete_without_limit_resets_every_limit_that_held_the_key() {
 async fn a_username_and_an_email_in_any_case_find_their_keys() {
     let redis = RedisServer::start_async().await;
     let upstream = AuthUpstream::start().await;
-    let gw = gateway_on(&redis, &upstream, ROUTES).await;
+    let gw = gateway_on(&redis, &upstream, &routes()).await;
     let client = HttpClient::default();
     let login = gw.url("/api/login");
     let carol = r#"{"username":"Carol","password":"right"}"#;
@@ -328,7 +319,7 @@ async fn a_username_and_an_email_in_any_case_find_their_keys() {
 async fn values_that_make_no_key_are_refused_naming_the_part() {
     let redis = RedisServer::start_async().await;
     let upstream = AuthUpstream::start().await;
-    let gw = gateway_on(&redis, &upstream, ROUTES).await;
+    let gw = gateway_on(&redis, &upstream, &routes()).await;
     for method in [Method::GET, Method::DELETE] {
         let bad = admin(
             &gw,

@@ -6,25 +6,7 @@
 mod support;
 
 use support::cli_commands::{check_text, line_column, stderr, stdout};
-
-/// A layer file as `examples/embed.toml` writes one: behind a load balancer.
-const LAYER: &str = r#"[server]
-trusted_proxies = ["10.0.0.0/8"]
-client_ip_header = "x-forwarded-for"
-ipv6_prefix = 56
-
-[store]
-backend = "memory"
-
-[[routes]]
-name = "otp"
-path = "/otp/send"
-methods = ["POST"]
-  [[routes.limits]]
-  name = "per-ip"
-  limit = 20
-  window = "1h"
-"#;
+use support::layer::BEHIND_A_BALANCER as LAYER;
 
 /// A layer file is told apart from a gateway config by its routes (no `upstream`, no
 /// `[upstreams]`), accepted, and summarised as a layer: where client IPs come from, each route
@@ -40,11 +22,11 @@ fn check_detects_a_layer_file_and_summarises_it() {
         "{summary}"
     );
     assert!(
-        summary.contains("client ip: x-forwarded-for from 10.0.0.0/8"),
+        summary.contains("client ip: x-forwarded-for from 127.0.0.1/32"),
         "{summary}"
     );
     assert!(summary.contains("-> (the service)"), "{summary}");
-    assert!(summary.contains("per-ip           20 per 1h"), "{summary}");
+    assert!(summary.contains("per-ip           1 per 1h"), "{summary}");
 
     // `--layer` says so for a file that does not look like one (an upstream is ignored there)
     let with_upstream = LAYER.replace(
@@ -76,7 +58,7 @@ fn check_detects_a_layer_file_and_summarises_it() {
 /// the keys it does take.
 #[test]
 fn check_refuses_a_bad_layer_file_where_it_is_wrong() {
-    let bad = LAYER.replace("limit = 20", "limit = 0");
+    let bad = LAYER.replace("limit = 1\n", "limit = 0\n");
     let (_dir, file, out) = check_text("limits.toml", &bad, &[], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let at = line_column(&bad, "0\n");

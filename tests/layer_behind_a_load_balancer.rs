@@ -1,4 +1,4 @@
-//! An embedded `RateLimitLayer` behind a load balancer (SPEC section 10): with the balancer's
+//! An embedded `RateLimitLayer` behind a load balancer (README, "Embedding: the tower layer"): with the balancer's
 //! address in the layer file's `[server] trusted_proxies`, each client is keyed by the address
 //! the balancer forwards, not by the balancer; without it, the layer logs one warning naming
 //! the setting the first time a private or loopback peer sends forwarding headers.
@@ -10,26 +10,7 @@ use axum::{Extension, Router};
 use slidegate::layer::{MatchedRoute, RouteBuilder};
 use slidegate::RateLimitLayer;
 use support::http::HttpClient;
-use support::layer::{captured_logs, decisions, log_lines_with, serve};
-
-/// The OTP route of the issue that found it: 1 code per client IP per hour.
-const LAYER: &str = r#"
-[server]
-trusted_proxies = ["127.0.0.1/32"]      # the load balancer: here, the test's own client
-client_ip_header = "x-forwarded-for"
-
-[store]
-backend = "memory"
-
-[[routes]]
-name = "otp"
-path = "/otp/send"
-methods = ["POST"]
-  [[routes.limits]]
-  name = "per-ip"
-  limit = 1
-  window = "1h"
-"#;
+use support::layer::{captured_logs, decisions, log_lines_with, serve, BEHIND_A_BALANCER};
 
 /// The app behind the layer answers with the client IP the layer counted.
 fn app(layer: &RateLimitLayer) -> Router {
@@ -47,7 +28,7 @@ fn app(layer: &RateLimitLayer) -> Router {
 async fn clients_behind_a_trusted_balancer_each_get_their_own_count() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("limits.toml");
-    std::fs::write(&path, LAYER).unwrap();
+    std::fs::write(&path, BEHIND_A_BALANCER).unwrap();
     let layer = RateLimitLayer::from_file(&path).await.unwrap();
     let addr = serve(app(&layer)).await;
     let client = HttpClient::default();

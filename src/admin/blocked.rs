@@ -6,11 +6,11 @@
 use std::sync::Arc;
 
 use axum::extract::{RawQuery, State};
-use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
+use axum::response::Response;
+use axum::Extension;
 use serde_json::json;
 
-use super::query::KeyQuery;
+use super::query::{respond, KeyQuery};
 use crate::error::AdminError;
 use crate::limit::headers::ceil_millis;
 use crate::request_id::RequestId;
@@ -21,10 +21,7 @@ pub(super) async fn blocked(
     Extension(id): Extension<RequestId>,
     RawQuery(query): RawQuery,
 ) -> Response {
-    match refused(&state, query.as_deref()).await {
-        Ok(body) => Json(body).into_response(),
-        Err(e) => e.into_response(&id),
-    }
+    respond(refused(&state, query.as_deref()).await, &id)
 }
 
 async fn refused(

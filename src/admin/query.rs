@@ -6,8 +6,12 @@
 
 use std::sync::Arc;
 
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
 use crate::error::AdminError;
 use crate::limit::lookup::{targets, Named, Target};
+use crate::request_id::RequestId;
 use crate::route::Route;
 use crate::state::GatewayState;
 
@@ -102,5 +106,16 @@ impl KeyQuery {
             Named::Values(_) => crate::limit::lookup::shown_key(&self.route.policy, targets)
                 .map_or(serde_json::Value::Null, Into::into),
         }
+    }
+}
+
+/// The answer of a key endpoint: its JSON body, or its error as a problem body.
+pub(super) fn respond(
+    answer: Result<serde_json::Value, AdminError>,
+    request_id: &RequestId,
+) -> Response {
+    match answer {
+        Ok(body) => Json(body).into_response(),
+        Err(e) => e.into_response(request_id),
     }
 }

@@ -8,11 +8,11 @@
 use std::sync::Arc;
 
 use axum::extract::{RawQuery, State};
-use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
+use axum::response::Response;
+use axum::Extension;
 use serde_json::json;
 
-use super::query::KeyQuery;
+use super::query::{respond, KeyQuery};
 use crate::error::AdminError;
 use crate::limit::headers::ceil_millis;
 use crate::request_id::RequestId;
@@ -23,10 +23,7 @@ pub(super) async fn show(
     Extension(id): Extension<RequestId>,
     RawQuery(query): RawQuery,
 ) -> Response {
-    match usage(&state, query.as_deref()).await {
-        Ok(body) => Json(body).into_response(),
-        Err(e) => e.into_response(&id),
-    }
+    respond(usage(&state, query.as_deref()).await, &id)
 }
 
 async fn usage(state: &GatewayState, query: Option<&str>) -> Result<serde_json::Value, AdminError> {
@@ -72,10 +69,7 @@ pub(super) async fn reset(
     Extension(id): Extension<RequestId>,
     RawQuery(query): RawQuery,
 ) -> Response {
-    match reset_keys(&state, query.as_deref()).await {
-        Ok(body) => Json(body).into_response(),
-        Err(e) => e.into_response(&id),
-    }
+    respond(reset_keys(&state, query.as_deref()).await, &id)
 }
 
 /// Resets what the query names; answers which limits held it (`"reset": false` when none).

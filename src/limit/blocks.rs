@@ -116,6 +116,7 @@ impl Limiter {
         let index = layout::blocked_index(&policy.key_prefix, policy.name());
         let members = self.store.recent_blocks(&index, MAX_CANDIDATES).await?;
         let mut targets: Vec<Target> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for member in members {
             let Some((limit, key)) = member.split_once('|') else {
                 continue;
@@ -126,7 +127,7 @@ impl Limiter {
             let slot = policy.slot_of(i);
             let tag = &policy.slots[slot].tag;
             let base = layout::base_of_named(&policy.key_prefix, policy.name(), tag, key);
-            if targets.iter().any(|t| t.base == base) {
+            if !seen.insert(base.clone()) {
                 continue;
             }
             targets.push(Target {

@@ -22,6 +22,26 @@ pub async fn serve(app: Router) -> SocketAddr {
     addr
 }
 
+/// A layer file behind a load balancer (here the test's own loopback client, trusted) with the
+/// OTP route of the issue that found the need: 1 code per client IP per hour.
+pub const BEHIND_A_BALANCER: &str = r#"[server]
+trusted_proxies = ["127.0.0.1/32"]      # the load balancer
+client_ip_header = "x-forwarded-for"
+ipv6_prefix = 56
+
+[store]
+backend = "memory"
+
+[[routes]]
+name = "otp"
+path = "/otp/send"
+methods = ["POST"]
+  [[routes.limits]]
+  name = "per-ip"
+  limit = 1
+  window = "1h"
+"#;
+
 pub fn count(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
     metrics::value(text, name, labels).unwrap_or(0.0)
 }
