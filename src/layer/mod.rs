@@ -9,7 +9,9 @@
 //! ```
 //!
 //! Built from the same TOML as the gateway (`[store]`, `[keys]`, `[[routes]]` without
-//! `upstream`) or from a [`Builder`]. A layer of the gateway answers 404 to a request no route
+//! `upstream`, and of `[server]` only `trusted_proxies`, `client_ip_header` and `ipv6_prefix`)
+//! or from a [`Builder`]. Behind a load balancer, `trusted_proxies` must name it: otherwise every
+//! client is keyed as the balancer, and the layer says so once ([`ForwardingWarning`]). A layer of the gateway answers 404 to a request no route
 //! takes; an embedded layer passes it to its service unlimited. Either refuses a path it cannot
 //! normalise (400) before it looks for a route, since that path could be a route's in another
 //! spelling, and hands the inner service the normalised path: wrap the whole router (not one
