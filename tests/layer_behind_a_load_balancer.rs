@@ -112,3 +112,25 @@ async fn an_untrusted_balancer_is_warned_about_once() {
     assert!(lines[0].contains("WARN"), "{}", lines[0]);
     assert!(lines[0].contains("x-forwarded-for"), "{}", lines[0]);
 }
+
+/// A layer logs its file's warnings when it is built, as the gateway does at start: here a
+/// `json:` key on a GET-only route, at its FILE:LINE:COLUMN.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layer_logs_the_warnings_of_its_file() {
+    captured_logs();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("warned.toml");
+    let text = BEHIND_A_BALANCER.replace(
+        "methods = [\"POST\"]",
+        "methods = [\"GET\"]\nkey = [\"json:phone\"]",
+    );
+    std::fs::write(&path, &text).unwrap();
+    let _layer = RateLimitLayer::from_file(&path).await.unwrap();
+    let lines = log_lines_with("warned.toml:");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("routes[0].key[0]: `json:phone` reads the request body"),
+        "{}",
+        lines[0]
+    );
+}

@@ -161,8 +161,12 @@ impl RateLimitLayer {
         Self::from_config(config).await
     }
 
-    /// A layer from a validated config.
+    /// A layer from a validated config; its warnings (settings that are legal but almost always
+    /// a mistake) are logged, as the gateway logs its own at start.
     pub async fn from_config(config: Config) -> Result<RateLimitLayer, LayerError> {
+        for w in &config.warnings {
+            tracing::warn!("{w}");
+        }
         let metrics = Metrics::new();
         let store =
             crate::store::Store::from_config(&config.store, metrics.store_error_hook(), &[])
