@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/slowest_call.sh — the slowest script call any accepted input can cause.
 #
-# The bounds of SPEC sections 2 and 6 (a sliding_log limit at most 10,000, a batch cost at most
+# The bounds of the README's "Which algorithm" and "Admin listener" (a sliding_log limit at most 10,000, a batch cost at most
 # the route's smallest limit, at most 10,000 keys per batch) cap how much work one EVALSHA can
 # do. This runs the worst inputs those bounds still accept against a real Redis through the
 # release gateway and prints, per case, the batch call's time and the longest EVALSHA Redis

@@ -8,7 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build --release --bins --quiet
+echo "==> building the release binaries (cargo shows its progress; a first build takes several minutes, later ones a few seconds)"
+cargo build --release --bins
 work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }

@@ -260,58 +260,54 @@ fn write_result(outputs: &mut Outputs, id: u32, r: &KeyResult) -> Result<(), Cam
     written.map_err(|e| CampaignError::Output(e.to_string()))
 }
 
-/// Progress on standard error: a bar redrawn in place on a terminal, a plain line every few
-/// seconds otherwise (a log file or a pipe).
-struct Progress {
-    total: u64,
-    terminal: bool,
-    last: Instant,
+/// Progress on standard error: `indicatif`'s bar on a terminal, a plain line every few seconds
+/// otherwise (a log file or a pipe, where a redrawn bar would be noise).
+enum Progress {
+    Bar(indicatif::ProgressBar),
+    Lines { total: u64, last: Instant },
 }
 
 impl Progress {
     const EVERY: Duration = Duration::from_secs(5);
 
     fn new(total: u64) -> Progress {
-        Progress {
-            total,
-            terminal: std::io::stderr().is_terminal(),
-            last: Instant::now(),
+        if !std::io::stderr().is_terminal() {
+            return Progress::Lines {
+                total,
+                last: Instant::now(),
+            };
         }
+        let bar = indicatif::ProgressBar::new(total);
+        let style = indicatif::ProgressStyle::with_template(
+            "[{bar:30}] {percent:>3}% {human_pos}/{human_len} ids {per_sec} eta {eta}",
+        )
+        .expect("a valid template")
+        .progress_chars("#>.");
+        bar.set_style(style);
+        Progress::Bar(bar)
     }
 
     fn show(&mut self, done: u64, elapsed: Duration) {
-        let due = if self.terminal {
-            Duration::from_millis(100)
-        } else {
-            Self::EVERY
-        };
-        if self.last.elapsed() < due && done < self.total {
-            return;
-        }
-        self.last = Instant::now();
-        let share = done as f64 / self.total.max(1) as f64;
-        let rate = done as f64 / elapsed.as_secs_f64().max(1e-9);
-        if self.terminal {
-            let filled = (share * 30.0) as usize;
-            eprint!(
-                "\r[{}{}] {:>3.0}% {done}/{} ids {rate:.0}/s ",
-                "#".repeat(filled),
-                ".".repeat(30 - filled),
-                share * 100.0,
-                self.total
-            );
-        } else {
-            eprintln!(
-                "campaign: {done} of {} ids decided ({:.0}%), {rate:.0}/s",
-                self.total,
-                share * 100.0
-            );
+        match self {
+            Progress::Bar(bar) => bar.set_position(done),
+            Progress::Lines { total, last } => {
+                if last.elapsed() < Self::EVERY && done < *total {
+                    return;
+                }
+                *last = Instant::now();
+                let share = done as f64 / (*total).max(1) as f64;
+                let rate = done as f64 / elapsed.as_secs_f64().max(1e-9);
+                eprintln!(
+                    "campaign: {done} of {total} ids decided ({:.0}%), {rate:.0}/s",
+                    share * 100.0
+                );
+            }
         }
     }
 
     fn done(&self) {
-        if self.terminal {
-            eprintln!();
+        if let Progress::Bar(bar) = self {
+            bar.finish();
         }
     }
 }

@@ -207,6 +207,9 @@ pub enum AdminError {
     /// A reload whose file does not validate.
     #[error("{0}")]
     InvalidConfig(String),
+    /// Raw values (`value=`) that make no key of the route: the problem body names the part.
+    #[error("{0}")]
+    InvalidValue(#[from] crate::key::ValueError),
     /// The store did not answer.
     #[error("the rate-limit store is unavailable: {0}")]
     StoreUnavailable(String),
@@ -233,6 +236,7 @@ impl AdminError {
             AdminError::RouteCountsOutcomes(_) => {
                 (StatusCode::BAD_REQUEST, "route_counts_outcomes")
             }
+            AdminError::InvalidValue(_) => (StatusCode::BAD_REQUEST, "invalid_value"),
             AdminError::InvalidBody(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_body"),
             AdminError::InvalidConfig(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_config"),
             AdminError::StoreUnavailable(_) => {
@@ -246,8 +250,14 @@ impl AdminError {
     pub fn into_response(self, request_id: &RequestId) -> Response<Body> {
         let (status, code) = self.status_and_code();
         let mut body = problem_body(status, code, &self.to_string(), request_id);
-        if let AdminError::OutOfRange { field, .. } = &self {
-            body.insert("field".into(), field.as_str().into());
+        match &self {
+            AdminError::OutOfRange { field, .. } => {
+                body.insert("field".into(), field.as_str().into());
+            }
+            AdminError::InvalidValue(crate::key::ValueError::Invalid { part, .. }) => {
+                body.insert("part".into(), part.as_str().into());
+            }
+            _ => {}
         }
         let mut response = problem_response(status, body, request_id);
         if matches!(self, AdminError::Unauthorized) {

@@ -54,6 +54,31 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! Behind a load balancer every connection comes from the balancer: name it, and the header it
+//! writes, or every client counts as one `ip` key. A layer file takes these from `[server]`
+//! (`trusted_proxies`, `client_ip_header`, `ipv6_prefix`, nothing else of that section); the
+//! builder takes them as `.server("trusted_proxies", vec!["10.0.0.0/8"])`. A layer that sees
+//! forwarding headers from a private or loopback peer it does not trust logs one warning naming
+//! `server.trusted_proxies`.
+//!
+//! ```toml
+//! [server]
+//! trusted_proxies = ["10.0.0.0/8"]        # the load balancer's network
+//! client_ip_header = "x-forwarded-for"    # the one header it writes
+//!
+//! [store]
+//! backend = "memory"
+//!
+//! [[routes]]
+//! name = "otp"
+//! path = "/otp/send"
+//! methods = ["POST"]
+//!   [[routes.limits]]
+//!   name = "per-ip"
+//!   limit = 20
+//!   window = "1h"
+//! ```
 
 pub mod access_log;
 pub mod admin;

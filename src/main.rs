@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use slidegate::config::{Config, ConfigError, KeyPart, CONFIG_ENV, DEFAULT_CONFIG_FILE};
-use slidegate::route::{normalize, PathError};
+use slidegate::config::{
+    Config, ConfigError, Environment, Purpose, CONFIG_ENV, DEFAULT_CONFIG_FILE,
+};
 use slidegate::workers::Workers;
 
 // The proxy path allocates small, short-lived buffers on every request; mimalloc's thread-local
@@ -30,8 +31,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Validate the config file, print a summary of routes, limits, segments and plans, and exit.
-    Check,
+    /// Validate the config file (the gateway's, or a layer file: routes without `upstream` and
+    /// no `[upstreams]`), print a summary of routes, limits, segments and plans, and exit.
+    Check {
+        /// Read the file as a layer file (`RateLimitLayer::from_file`) even when it does not
+        /// look like one.
+        #[arg(long)]
+        layer: bool,
+    },
     /// Print the derived key of a limit for raw part values (normalised, cut, hashed), as
     /// /admin/usage takes it.
     Key {
@@ -100,7 +107,7 @@ fn main() -> ExitCode {
         .config
         .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_FILE));
     match cli.command {
-        Some(Command::Check) => check(&path),
+        Some(Command::Check { layer }) => check(&path, layer.then_some(Purpose::Layer)),
         Some(Command::Key {
             route,
             limit,
@@ -114,16 +121,21 @@ fn main() -> ExitCode {
     }
 }
 
-/// Loads the config, or reports why not.
+/// Loads the gateway's config, or reports why not.
 fn load(path: &Path) -> Result<Config, ExitCode> {
-    Config::load(path).map_err(|e| {
+    load_as(path, Some(Purpose::Gateway))
+}
+
+/// Loads a config for `purpose` (detected from the file when `None`), or reports why not.
+fn load_as(path: &Path, purpose: Option<Purpose>) -> Result<Config, ExitCode> {
+    Config::load_detected(path, Environment::process(), purpose).map_err(|e| {
         report_config_error(&e);
         ExitCode::FAILURE
     })
 }
 
-fn check(path: &Path) -> ExitCode {
-    match load(path) {
+fn check(path: &Path, purpose: Option<Purpose>) -> ExitCode {
+    match load_as(path, purpose) {
         Ok(config) => {
             for w in &config.warnings {
                 eprintln!("{w}");
@@ -136,7 +148,7 @@ fn check(path: &Path) -> ExitCode {
 }
 
 fn key(path: &Path, route: &str, limit: Option<&str>, values: &[String]) -> ExitCode {
-    let config = match load(path) {
+    let config = match load_as(path, None) {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -159,17 +171,7 @@ fn key(path: &Path, route: &str, limit: Option<&str>, values: &[String]) -> Exit
         ipv6_prefix: config.server.ipv6_prefix,
         path_case: config.server.path_case,
     };
-    let mut given = Vec::with_capacity(values.len());
-    for (i, value) in values.iter().enumerate() {
-        match as_a_request_carries(spec.parts.get(i).map(|p| &p.part), value) {
-            Ok(value) => given.push(value),
-            Err(why) => {
-                eprintln!("slidegate key: `{value}`: {why}");
-                return ExitCode::FAILURE;
-            }
-        }
-    }
-    let values: Vec<&str> = given.iter().map(String::as_str).collect();
+    let values: Vec<&str> = values.iter().map(String::as_str).collect();
     match slidegate::key::key_of_values(spec, &values, &ctx) {
         Ok(key) => {
             println!("{key}");
@@ -179,15 +181,6 @@ fn key(path: &Path, route: &str, limit: Option<&str>, values: &[String]) -> Exit
             eprintln!("slidegate key: {why}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// A given value as the request would carry it to its key: a path normalised as the traffic
-/// path normalises a request's (SPEC section 5), every other value as given.
-fn as_a_request_carries(part: Option<&KeyPart>, value: &str) -> Result<String, PathError> {
-    match part {
-        Some(KeyPart::Path) => normalize(value).map(|p| p.into_owned()),
-        _ => Ok(value.to_string()),
     }
 }
 

@@ -1,4 +1,4 @@
-//! The metrics of SPEC section 7, registered once into a `prometheus::Registry`. Label values
+//! The metrics of the README's "Metrics", registered once into a `prometheus::Registry`. Label values
 //! come only from config names and fixed enums, never from client input, so cardinality is
 //! bounded by the config. Per-route handles are resolved when a config is loaded
 //! ([`RouteMetrics`]), so the hot path does no label lookups; a reload that removes a route

@@ -182,6 +182,7 @@ impl GatewayState {
                 limiter,
                 unmatched: Unmatched::NotFound,
                 resets: None,
+                forwarding_warned: Default::default(),
             }),
             upstreams: Arc::new(ArcSwap::from_pointee(upstreams)),
             config_path: running.source.clone(),
@@ -296,20 +297,22 @@ impl GatewayState {
         self.running.store.reset_channel()
     }
 
-    /// Resets a key of a route on every instance: its counts and block in the store, then
-    /// every instance's deny-cache entry (through Redis pub/sub when the store is Redis).
-    pub async fn reset_key(
+    /// Resets the keys an operator named on every instance: their counts and blocks in the
+    /// store, then every instance's deny-cache entry (through Redis pub/sub when the store is
+    /// Redis); answers, slot by slot, whether there was anything to reset.
+    pub async fn reset_keys(
         &self,
         policy: &RoutePolicy,
-        key: &str,
-        limit: Option<usize>,
-    ) -> Result<(), crate::store::StoreError> {
-        let bases = self.limiter().reset(policy, key, limit).await?;
+        targets: &[crate::limit::lookup::Target],
+    ) -> Result<Vec<crate::limit::ResetSlot>, crate::store::StoreError> {
+        let slots = self.limiter().reset(policy, targets).await?;
         if let Store::Redis(redis) = self.limiter().store() {
-            for base in &bases {
-                redis.publish_reset(&self.reset_channel(), base).await?;
+            for slot in &slots {
+                redis
+                    .publish_reset(&self.reset_channel(), &slot.base)
+                    .await?;
             }
         }
-        Ok(())
+        Ok(slots)
     }
 }

@@ -200,7 +200,7 @@ async fn one_json_line_per_request_with_its_key_and_per_route_switches() {
         "the path as the client sent it, no query"
     );
     assert!(is_hashed(f["key"].as_str().unwrap()), "{f}");
-    // SPEC: logs show the derived key, also one Redis stores hashed (a space, braces)
+    // README: logs show the derived key, also one Redis stores hashed (a space, braces)
     let f = line(&odd);
     assert_eq!(f["key"], unsafe_key, "{f}");
     assert_eq!(line(&escaped)["key"], "a%7Cb%25c%09d");

@@ -1,4 +1,4 @@
-//! `slidegate campaign` against a running gateway's batch API (SPEC section 3): allowed and refused
+//! `slidegate campaign` against a running gateway's batch API (README, "Running"): allowed and refused
 //! files in input order, `--dry-run` charging nothing, an ids file with a line that is not a user
 //! id stopping it before anything is sent, and a wrong token failing it.
 

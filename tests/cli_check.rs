@@ -1,4 +1,4 @@
-//! `slidegate check` as an operator runs it (SPEC section 3): it names what is wrong with a file
+//! `slidegate check` as an operator runs it (README, "Running"): it names what is wrong with a file
 //! and where: a file that does not exist, with how to name one, and a value of the wrong type, at
 //! its FILE:LINE:COLUMN.
 

@@ -1,4 +1,4 @@
-//! `slidegate key` as an operator runs it against a real gateway (SPEC section 3): the key it
+//! `slidegate key` as an operator runs it against a real gateway (README, "Running"): the key it
 //! prints for raw values is the one a real request with those values is counted under, and a value
 //! the part cannot take or a limit the route does not have is refused.
 

@@ -1,4 +1,4 @@
-//! `slidegate segment build` (SPEC section 3): it writes a bitmap of the ids it read that a
+//! `slidegate segment build` (README, "Running"): it writes a bitmap of the ids it read that a
 //! gateway then uses as a segment, and refuses an ids file with a line that is not a u32, naming
 //! the line.
 

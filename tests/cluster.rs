@@ -1,4 +1,4 @@
-//! Redis Cluster (SPEC sections 2 and 9): every key of one decision shares a hash tag (no
+//! Redis Cluster (README, "Which algorithm" and "Protecting OTP and login endpoints"): every key of one decision shares a hash tag (no
 //! CROSSSLOT), keys spread over the nodes, limits stay exact, the script comes back after a flush,
 //! and batch decisions are pipelined across nodes. A request whose limits count keys of their
 //! own that live on different nodes is decided one part per slot: a rejection by either limit
@@ -133,7 +133,7 @@ async fn limits_are_exact_across_cluster_nodes() {
     }
 }
 
-/// SPEC section 9's "a key per limit": per user (the route's key) and per phone (a key of its
+/// the README's "Protecting OTP and login endpoints"'s "a key per limit": per user (the route's key) and per phone (a key of its
 /// own), failing closed.
 const PER_USER_AND_PHONE: &str = r#"
 [[routes]]

@@ -1,4 +1,4 @@
-//! A batch decides exactly as its requests would one call each (SPEC section 2, "Coalescing"):
+//! A batch decides exactly as its requests would one call each (README, "Which algorithm"):
 //! random batches decided in one coalesced call give the answers of the same requests decided one
 //! call each, on Redis (one script call deciding many requests) and on the memory store, which
 //! must also agree with each other.

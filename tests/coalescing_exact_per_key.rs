@@ -1,4 +1,4 @@
-//! Coalesced Redis decisions on gateways (SPEC section 2, "Coalescing"): the decisions in flight
+//! Coalesced Redis decisions on gateways (README, "Which algorithm"): the decisions in flight
 //! for one Redis node are decided in one script call, yet every limit stays exact, for one hot key
 //! on two instances and for many keys on two instances and over three cluster nodes.
 //!

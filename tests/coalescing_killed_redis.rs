@@ -1,4 +1,4 @@
-//! A Redis killed in the middle of a batch leaves no key waiting (SPEC sections 2 and 5): every key
+//! A Redis killed in the middle of a batch leaves no key waiting (README, "Which algorithm" and "The traffic path"): every key
 //! ends, with the route's `on_error` where Redis could not decide it, and while Redis stays down
 //! every call fails on the connection at once instead of waiting out `store.timeout`. The kill is
 //! timed by the calls Redis has run (`INFO commandstats`), not by a clock.

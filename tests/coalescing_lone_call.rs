@@ -1,4 +1,4 @@
-//! The first timing promise of coalescing (SPEC sections 2 and 5), asserted through the order in
+//! The first timing promise of coalescing (README, "Which algorithm" and "The traffic path"), asserted through the order in
 //! which Redis decides, never through a clock: a lone decision is a call of its own, and the
 //! decisions that arrive while a call is out share the next one.
 //!

@@ -1,4 +1,4 @@
-//! A request does not queue behind a batch (SPEC sections 2 and 5): a request (the proxy path,
+//! A request does not queue behind a batch (README, "Which algorithm" and "The traffic path"): a request (the proxy path,
 //! `Store::submit`) submitted after a batch's decisions (`/v1/decisions`, `Store::decide_many`)
 //! were queued goes in the lane's next call, ahead of the batch's remaining decisions, on the store
 //! and through a gateway.

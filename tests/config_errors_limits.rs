@@ -1,5 +1,5 @@
 //! Config validation of durations and limits: each refused fixture pinned to the exact
-//! `FILE:LINE:COLUMN: message` an operator sees. The bounds of SPEC section 2 are inclusive and the
+//! `FILE:LINE:COLUMN: message` an operator sees. The bounds of the README's "Which algorithm" are inclusive and the
 //! refusals are exactly at them: a sliding_log limit of 10,000, a counter's limit * window just
 //! below 2^53 µs and windows of 1 ms and 366 days load, and so does a route that mixes the
 //! algorithms.
@@ -91,7 +91,7 @@ fn counter_limit_times_window_2_53() {
     );
 }
 
-/// The bounds are inclusive where SPEC says so and the refusals above are exactly at them:
+/// The bounds are inclusive where the README says so and the refusals above are exactly at them:
 /// 10,000 for a sliding_log limit, limit * window just below 2^53 µs for a counter, windows of
 /// 1 ms and 366 days.
 #[test]

@@ -1,4 +1,4 @@
-//! Careless configs and secrets (SPEC sections 4, 6 and 9): `check` (and the start) warn about
+//! Careless configs and secrets (README, "Configuration", "Admin listener" and "Protecting OTP and login endpoints"): `check` (and the start) warn about
 //! settings that weaken the gateway, naming each; a Redis password never shows (a password
 //! holding `@` included) in `/admin/config`, the start-up log or a validation error; a hashed
 //! API key never shows raw in the access log, yet its plan applies (the plans file holds raw

@@ -1,4 +1,4 @@
-//! Connections a hostile client holds or abuses (SPEC section 5): idle HTTP/1.1 keep-alive and
+//! Connections a hostile client holds or abuses (README, "The traffic path"): idle HTTP/1.1 keep-alive and
 //! idle HTTP/2 connections are closed after `idle_timeout` (a client deaf to the shutdown a
 //! period later), `max_connections` bounds the whole
 //! process (every worker together), rapid HTTP/2 resets close the connection, upstream bytes
@@ -260,7 +260,7 @@ async fn upstream_bytes_that_look_like_an_error_head_arrive_unchanged() {
 }
 
 /// An upload that takes longer than the upstream's `timeout` is not cut: the timeout starts
-/// once the body has been sent (SPEC section 5), and the upstream answered at once after it.
+/// once the body has been sent (README, "The traffic path"), and the upstream answered at once after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_upload_is_not_cut_by_the_upstream_timeout() {
     let (url, task) = tricky_upstream().await;

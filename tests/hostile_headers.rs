@@ -1,4 +1,4 @@
-//! What a client sends cannot pick its identity (SPEC sections 4 and 5): the client IP comes
+//! What a client sends cannot pick its identity (README, "Configuration" and "The traffic path"): the client IP comes
 //! from the one header the trusted proxy writes (`server.client_ip_header`), read from the
 //! right; the upstream gets the truthful chain; and derived keys never collide, whatever bytes
 //! the parts hold, nor equal the fallback to the client IP.

@@ -1,4 +1,4 @@
-//! Spelling cannot dodge a limit (SPEC sections 4 and 5): paths match ignoring ASCII case
+//! Spelling cannot dodge a limit (README, "Configuration" and "The traffic path"): paths match ignoring ASCII case
 //! (unless `path_case = "sensitive"`), methods match ignoring case, a `GET` route also takes
 //! and counts `HEAD`; the `path` and `method` key parts read one spelling; and `check` reports
 //! two routes that differ only by case as shadowing. Over raw sockets, since a client library
@@ -57,7 +57,7 @@ async fn case_and_method_spellings_share_one_quota() {
         statuses.push(raw::request(addr, method, path, &[]).await.status);
     }
     assert_eq!(statuses, [200, 200, 429, 429], "{spellings:?}");
-    // what went upstream kept the client's spelling (normalised only as SPEC section 5 says)
+    // what went upstream kept the client's spelling (normalised only as the README's "The traffic path" says)
     let seen = up.seen();
     assert_eq!(seen, ["/api/otp/send", "/API/OTP/send"]);
     gw.stop().await;

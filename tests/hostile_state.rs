@@ -1,4 +1,4 @@
-//! Numbers and state a hostile client cannot abuse (SPEC sections 2, 4, 5 and 6): the batch
+//! Numbers and state a hostile client cannot abuse (README, "Which algorithm", "Configuration", "The traffic path" and "Admin listener"): the batch
 //! API's `cost` is a whole number from 1 to the route's smallest limit (400
 //! `cost_out_of_range` naming the field, on Redis and the memory store alike); the in-process
 //! store never holds more than `store.max_keys` live keys and keeps exact counts for the keys it

@@ -1,5 +1,5 @@
 //! `slidegate::RateLimitLayer` built with the builder on a real Redis, in front of an axum
-//! `Router` (SPEC section 10): a route keyed by a JSON member reads the body for its key and the
+//! `Router` (README, "Embedding: the tower layer"): a route keyed by a JSON member reads the body for its key and the
 //! handler still receives that body byte for byte, the counts land in Redis under the layer's
 //! prefix, and a shadow route lets everything through and counts what it would refuse.
 

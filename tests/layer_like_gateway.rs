@@ -1,5 +1,5 @@
 //! `slidegate::RateLimitLayer` built from TOML in front of an axum `Router` served on a real
-//! loopback listener (SPEC section 10) gives the gateway's decisions, 429 bodies and headers,
+//! loopback listener (README, "Embedding: the tower layer") gives the gateway's decisions, 429 bodies and headers,
 //! checked side by side with a real gateway running the same routes, and counts them in its
 //! metrics.
 

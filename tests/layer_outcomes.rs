@@ -1,4 +1,4 @@
-//! Limits that count outcomes in `slidegate::RateLimitLayer` (SPEC section 10): `count_status`
+//! Limits that count outcomes in `slidegate::RateLimitLayer` (README, "Embedding: the tower layer"): `count_status`
 //! settles by the handler's own status, a refund shown in an answer's headers is in force for the
 //! very next request, and a path no route takes passes through unlimited and uncounted.
 

@@ -1,5 +1,5 @@
 //! `slidegate::RateLimitLayer` wraps any `Service<Request<RequestBody<B>>>`, not only axum's
-//! (SPEC section 10): a plain `tower::service_fn` with a body type of its own, called with
+//! (README, "Embedding: the tower layer"): a plain `tower::service_fn` with a body type of its own, called with
 //! `oneshot`, each client address given as a `ClientAddr` extension its own key.
 
 mod support;

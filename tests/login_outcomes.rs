@@ -1,4 +1,4 @@
-//! A login route that counts outcomes (SPEC section 9), through the gateway over real sockets
+//! A login route that counts outcomes (README, "Protecting OTP and login endpoints"), through the gateway over real sockets
 //! with a real Redis: only failures count and a success forgives them; failures block the account
 //! with escalating blocks whose level shows in the 429, `/admin/usage` and `/admin/blocked` and is
 //! cleared by a reset; the quiet route's 429s keep `Retry-After` only; and an attempt whose client

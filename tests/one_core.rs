@@ -1,5 +1,5 @@
 //! One limiter core: `POST /v1/decisions` and the proxy path answer the same for the same route
-//! and history (SPEC section 6: "deciding each key exactly as the proxy path would"). One table
+//! and history (README, "Admin listener": "deciding each key exactly as the proxy path would"). One table
 //! of cases runs both ways, each way on gateways of its own: the history goes through the way
 //! under test, then one probe is compared with the table and with the other way: allowed or not,
 //! the wait, the remaining quota, the decision label and the metrics it moved. The two ways of

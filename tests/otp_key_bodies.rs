@@ -1,4 +1,4 @@
-//! Bodies the gateway reads for a key (SPEC section 9), through the gateway over real sockets:
+//! Bodies the gateway reads for a key (README, "Protecting OTP and login endpoints"), through the gateway over real sockets:
 //! bodies that cannot key a limit (a duplicate member, a compressed body, a body over the bound, a
 //! body that is not the JSON it says) get clear answers, are counted as `bad_request` and never
 //! reach the upstream; a body read for a key goes upstream byte for byte, and one that arrives too

@@ -1,4 +1,4 @@
-//! The bot of SPEC section 9, through the gateway over real sockets with a real Redis: a thousand
+//! The bot of the README's "Protecting OTP and login endpoints", through the gateway over real sockets with a real Redis: a thousand
 //! OTP requests for one number through rotating IPs, the number spelled every way it can be and
 //! keyed from the JSON body, normalised and hashed. Exactly the per-phone limit reaches the
 //! upstream, the refused requests are charged nowhere, and the number never reaches Redis raw.
@@ -9,7 +9,7 @@ use support::http::HttpClient;
 use support::otp_login::{gateway_on, post, requests, scrape, AuthUpstream, OTP_ROUTE};
 use support::redis::{RedisServer, Resp};
 
-/// The bot of SPEC section 9: a thousand OTP requests for one number through rotating IPs
+/// The bot of the README's "Protecting OTP and login endpoints": a thousand OTP requests for one number through rotating IPs
 /// (each a new client behind the trusted proxy), spelled in every way a number can be. Exactly
 /// the per-phone limit reaches the upstream; the number never reaches Redis raw.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

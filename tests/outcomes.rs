@@ -1,4 +1,4 @@
-//! Counting outcomes (SPEC section 9) at the store: an attempt is charged when admitted (a
+//! Counting outcomes (README, "Protecting OTP and login endpoints") at the store: an attempt is charged when admitted (a
 //! reservation) and settled later: kept when its status counts, refunded when it does not or
 //! when its client left, or the whole count cleared when its status resets. For random traces
 //! of overlapping attempts and outcomes, on the memory store and on Redis (at given instants,

@@ -1,5 +1,5 @@
 //! No spelling of a limited path reaches the upstream uncounted: routing, keying and forwarding
-//! all use the normalised path (SPEC section 5, "Normalised paths").
+//! all use the normalised path (README, "The traffic path").
 
 mod support;
 

@@ -90,7 +90,7 @@ key = ["ip"]
     );
 }
 
-/// The rate-limit headers a route can turn off (SPEC section 9, "Quiet headers").
+/// The rate-limit headers a route can turn off (README, "Protecting OTP and login endpoints").
 const RATE_LIMIT_HEADERS: [&str; 5] = [
     "ratelimit-policy",
     "ratelimit",

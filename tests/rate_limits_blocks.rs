@@ -1,5 +1,5 @@
 //! `on_exceed = "block"` end to end: a key is refused for `block_for` even once its window has
-//! room; `Retry-After` is the remaining block time, or the window's wait if later (SPEC section 5);
+//! room; `Retry-After` is the remaining block time, or the window's wait if later (README, "The traffic path");
 //! and blocks grow by `block_growth` up to `block_max` and are forgotten after `block_forget`.
 
 mod support;
@@ -70,7 +70,7 @@ async fn wait_after(from: Instant, ms: u64) {
 }
 
 /// `Retry-After` on a blocking route is the remaining block time, or the window's wait if later
-/// (SPEC section 5): when the window keeps the key out longer than `block_for`, `Retry-After`
+/// (README, "The traffic path"): when the window keeps the key out longer than `block_for`, `Retry-After`
 /// says so, the key stays refused past `block_for`, and a client that waits it is let in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_after_of_a_block_is_the_window_wait_when_that_is_later() {

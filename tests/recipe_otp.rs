@@ -13,7 +13,7 @@ use support::recipes::{
 };
 use support::redis::RedisServer;
 
-/// The 16 bytes of HMAC-SHA256 of `value` under `secret`, in hex (SPEC section 9, `hash = true`).
+/// The 16 bytes of HMAC-SHA256 of `value` under `secret`, in hex (the README's "Protecting OTP and login endpoints", `hash = true`).
 fn hmac_hex(secret: &str, value: &str) -> String {
     use hmac::{Hmac, Mac};
     let mut mac = <Hmac<sha2::Sha256>>::new_from_slice(secret.as_bytes()).unwrap();

@@ -1,4 +1,4 @@
-//! Segment and plan limits (SPEC section 4): a limit's value per key comes from the first
+//! Segment and plan limits (README, "Configuration"): a limit's value per key comes from the first
 //! segment (config order) whose roaring bitmap holds the key read as a u32 user id, else from
 //! the key's plan in the plans file, else the limit's own value; the 429 body, `/v1/decisions`
 //! and `/admin/usage` name the segment or plan; a reload re-reads the files and a reload that

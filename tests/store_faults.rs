@@ -1,4 +1,4 @@
-//! A dead or slow Redis never hangs a request (SPEC section 5): `on_error` decides within
+//! A dead or slow Redis never hangs a request (README, "The traffic path"): `on_error` decides within
 //! `store.timeout`, every failure is counted, `/readyz` tells, and decisions resume (the script
 //! loaded again) after a restart. A Redis slower than the timeout is a paused one (`CLIENT PAUSE
 //! WRITE`), so the test knows that Redis had not answered when the gateway did, without a clock.

@@ -1,8 +1,8 @@
 //! The trace's knobs, one flag each, and the bounds the algorithms put on them.
 
-/// The most a `sliding_log` limit may hold (SPEC section 2).
+/// The most a `sliding_log` limit may hold (README, "Which algorithm").
 const MAX_LOG_LIMIT: u64 = 10_000;
-/// The counter's `limit * window` in microseconds stays below this (SPEC section 2).
+/// The counter's `limit * window` in microseconds stays below this (README, "Which algorithm").
 const EXACT_IN_A_DOUBLE: u128 = 1 << 53;
 
 /// What the trace looks like; every knob is a flag.

@@ -3,9 +3,11 @@
 //! decision API `/v1/decisions`. With no token configured the protected endpoints answer 403 and say why.
 //! Every answer carries an `X-Request-Id`; every error is a problem body (`crate::error`).
 
+mod blocked;
 mod config_view;
 mod decisions;
 pub use decisions::MAX_KEYS as MAX_BATCH_KEYS;
+mod query;
 mod usage;
 
 use std::net::SocketAddr;
@@ -33,7 +35,7 @@ pub fn router(state: Arc<GatewayState>) -> Router {
         .route("/readyz", get(readyz))
         .route("/admin/config", get(config_view::show))
         .route("/admin/usage", get(usage::show).delete(usage::reset))
-        .route("/admin/blocked", get(usage::blocked))
+        .route("/admin/blocked", get(blocked::blocked))
         .route("/admin/reload", post(reload))
         .route("/v1/decisions", post(decisions::decide))
         .fallback(|Extension(id): Extension<RequestId>| async move {

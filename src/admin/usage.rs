@@ -1,151 +1,106 @@
 //! `GET /admin/usage?route=R&key=K[&limit=L]` reads a key's usage without charging it (a cost-0
-//! decision); `DELETE` resets the key and lifts its block (level included) on every instance.
-//! With `limit=L`, `key` is that limit's derived key; without, the route's own, and every limit
-//! counting it is shown. `GET /admin/blocked?route=R` lists the keys the route blocks now.
+//! decision); `DELETE` resets the key and lifts its block (level included) on every instance and
+//! says which limits held it. `value=V` (once per key part) may name the key instead of `key`.
+//! With `limit=L` the key is that limit's; without, every limit of the route is asked: `GET`
+//! shows the limits that hold the key (a fresh key: the route's own key's limits), `DELETE`
+//! resets it in every limit.
 
 use std::sync::Arc;
 
-use axum::extract::{Query, State};
-use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
-use serde::Deserialize;
+use axum::extract::{RawQuery, State};
+use axum::response::Response;
+use axum::Extension;
 use serde_json::json;
 
+use super::query::{respond, KeyQuery};
 use crate::error::AdminError;
 use crate::limit::headers::ceil_millis;
 use crate::request_id::RequestId;
-use crate::route::Route;
 use crate::state::GatewayState;
-
-#[derive(Deserialize)]
-pub(super) struct UsageQuery {
-    route: Option<String>,
-    key: Option<String>,
-    limit: Option<String>,
-}
-
-/// The route, key and limit (by index) a query names.
-fn target(
-    state: &GatewayState,
-    q: UsageQuery,
-) -> Result<(Arc<Route>, String, Option<usize>), AdminError> {
-    let (Some(route), Some(key)) = (q.route, q.key) else {
-        return Err(AdminError::BadRequest(
-            "query parameters `route` and `key` are required".into(),
-        ));
-    };
-    let Some(route) = state.table().route(&route).cloned() else {
-        return Err(AdminError::UnknownRoute(route));
-    };
-    let limit = match q.limit {
-        None => None,
-        Some(name) => match route.config.limits.iter().position(|l| l.name == name) {
-            Some(i) => Some(i),
-            None => {
-                return Err(AdminError::BadRequest(format!(
-                    "route `{}` has no limit `{name}`",
-                    route.config.name
-                )))
-            }
-        },
-    };
-    Ok((route, key, limit))
-}
 
 pub(super) async fn show(
     State(state): State<Arc<GatewayState>>,
     Extension(id): Extension<RequestId>,
-    Query(q): Query<UsageQuery>,
+    RawQuery(query): RawQuery,
 ) -> Response {
-    let (route, key, limit) = match target(&state, q) {
-        Ok(t) => t,
-        Err(e) => return e.into_response(&id),
-    };
-    let usage = match state.limiter().usage(&route.policy, &key, limit).await {
-        Ok(u) => u,
-        Err(e) => return AdminError::StoreUnavailable(e.to_string()).into_response(&id),
-    };
-    let mut body = json!({
-        "route": route.config.name,
-        "key": key,
-        "limits": [],
-        "blocked_ms": 0,
-        "block_level": 0,
-        "deny_cached_ms": 0,
-    });
-    if let Some(usage) = usage {
-        let limits: Vec<_> = usage
-            .limits
-            .iter()
-            .map(|(i, u)| {
-                json!({
-                    "name": route.config.limits[*i].name,
-                    "used": u.used,
-                    "limit": u.limit,
-                    "remaining": u.remaining(),
-                    "reset_ms": ceil_millis(u.reset),
-                })
+    respond(usage(&state, query.as_deref()).await, &id)
+}
+
+async fn usage(state: &GatewayState, query: Option<&str>) -> Result<serde_json::Value, AdminError> {
+    let q = KeyQuery::parse(state, query)?;
+    let named = q.required()?;
+    let targets = q.targets(named)?;
+    let usage = state
+        .limiter()
+        .usage(&q.route.policy, &targets, q.limit)
+        .await
+        .map_err(|e| AdminError::StoreUnavailable(e.to_string()))?;
+    let config = &q.route.config;
+    let limits: Vec<_> = usage
+        .limits
+        .iter()
+        .map(|l| {
+            json!({
+                "name": config.limits[l.index].name,
+                "key": l.key,
+                "used": l.usage.used,
+                "limit": l.usage.limit,
+                "remaining": l.usage.remaining(),
+                "reset_ms": ceil_millis(l.usage.reset),
             })
-            .collect();
-        body["limits"] = json!(limits);
-        body["blocked_ms"] = json!(ceil_millis(usage.blocked));
-        body["block_level"] = json!(usage.block_level);
-        body["deny_cached_ms"] = json!(ceil_millis(usage.deny_cached));
-        if let Some(t) = usage.tier {
-            body[t.kind()] = json!(t.name());
-        }
+        })
+        .collect();
+    let mut body = json!({
+        "route": config.name,
+        "key": q.shown_key(named, &targets),
+        "limits": limits,
+        "blocked_ms": ceil_millis(usage.blocked),
+        "block_level": usage.block_level,
+        "deny_cached_ms": ceil_millis(usage.deny_cached),
+    });
+    if let Some(t) = usage.tier {
+        body[t.kind()] = json!(t.name());
     }
-    Json(body).into_response()
+    Ok(body)
 }
 
 pub(super) async fn reset(
     State(state): State<Arc<GatewayState>>,
     Extension(id): Extension<RequestId>,
-    Query(q): Query<UsageQuery>,
+    RawQuery(query): RawQuery,
 ) -> Response {
-    let (route, key, limit) = match target(&state, q) {
-        Ok(t) => t,
-        Err(e) => return e.into_response(&id),
-    };
-    match state.reset_key(&route.policy, &key, limit).await {
-        Ok(()) => {
-            Json(json!({"route": route.config.name, "key": key, "reset": true})).into_response()
-        }
-        Err(e) => AdminError::StoreUnavailable(e.to_string()).into_response(&id),
-    }
+    respond(reset_keys(&state, query.as_deref()).await, &id)
 }
 
-#[derive(Deserialize)]
-pub(super) struct BlockedQuery {
-    route: Option<String>,
-}
-
-pub(super) async fn blocked(
-    State(state): State<Arc<GatewayState>>,
-    Extension(id): Extension<RequestId>,
-    Query(q): Query<BlockedQuery>,
-) -> Response {
-    let Some(name) = q.route else {
-        return AdminError::BadRequest("query parameter `route` is required".into())
-            .into_response(&id);
-    };
-    let Some(route) = state.table().route(&name).cloned() else {
-        return AdminError::UnknownRoute(name).into_response(&id);
-    };
-    let blocked = match state.limiter().blocked(&route.policy).await {
-        Ok(b) => b,
-        Err(e) => return AdminError::StoreUnavailable(e.to_string()).into_response(&id),
-    };
-    let blocked: Vec<_> = blocked
+/// Resets what the query names; answers which limits held it (`"reset": false` when none).
+async fn reset_keys(
+    state: &GatewayState,
+    query: Option<&str>,
+) -> Result<serde_json::Value, AdminError> {
+    let q = KeyQuery::parse(state, query)?;
+    let named = q.required()?;
+    let targets = q.targets(named)?;
+    let policy = &q.route.policy;
+    let slots = state
+        .reset_keys(policy, &targets)
+        .await
+        .map_err(|e| AdminError::StoreUnavailable(e.to_string()))?;
+    let held: Vec<&str> = policy
+        .config
+        .limits
         .iter()
-        .map(|b| {
-            json!({
-                "key": b.key,
-                "limit": b.limit,
-                "block_level": b.block_level,
-                "remaining_ms": ceil_millis(b.remaining),
-            })
+        .enumerate()
+        .filter(|(i, _)| q.limit.is_none_or(|wanted| wanted == *i))
+        .filter(|(i, _)| {
+            let slot = policy.slot_of(*i);
+            slots.iter().any(|s| s.slot == slot && s.held)
         })
+        .map(|(_, l)| l.name.as_str())
         .collect();
-    Json(json!({"route": route.config.name, "blocked": blocked})).into_response()
+    Ok(json!({
+        "route": policy.name(),
+        "key": q.shown_key(named, &targets),
+        "reset": !held.is_empty(),
+        "limits": held,
+    }))
 }

@@ -49,11 +49,35 @@ pub enum Purpose {
     Layer,
 }
 
+impl Purpose {
+    /// What a config file's text is for when nobody says: a layer file when it has routes,
+    /// none of which names an `upstream`, and no `[upstreams]`; the gateway's otherwise (text
+    /// that does not parse too, so its errors are the gateway's).
+    pub fn detect(text: &str) -> Purpose {
+        let Ok(doc) = text.parse::<toml::Table>() else {
+            return Purpose::Gateway;
+        };
+        let routes = doc.get("routes").and_then(toml::Value::as_array);
+        let upstream_free = routes.is_some_and(|routes| {
+            !routes.is_empty()
+                && routes
+                    .iter()
+                    .all(|r| r.as_table().is_some_and(|t| !t.contains_key("upstream")))
+        });
+        match upstream_free && !doc.contains_key("upstreams") {
+            true => Purpose::Layer,
+            false => Purpose::Gateway,
+        }
+    }
+}
+
 /// A fully validated configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The file it was read from.
     pub source: PathBuf,
+    /// What it configures: the gateway, or a layer in front of someone's service.
+    pub purpose: Purpose,
     /// The environment it was read with (a reload reads the file again with it).
     pub env: Environment,
     /// `[server]`
@@ -106,11 +130,22 @@ impl Config {
         env: impl Into<Environment>,
         purpose: Purpose,
     ) -> Result<Config, ConfigError> {
+        Self::load_detected(path, env, Some(purpose))
+    }
+
+    /// Reads and validates `path` for what it is: `purpose` when given (`check --layer`), else
+    /// as [`Purpose::detect`] reads it.
+    pub fn load_detected(
+        path: &Path,
+        env: impl Into<Environment>,
+        purpose: Option<Purpose>,
+    ) -> Result<Config, ConfigError> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             file: file.clone(),
             source,
         })?;
+        let purpose = purpose.unwrap_or_else(|| Purpose::detect(&text));
         validate::parse(path, &text, &env.into(), purpose)
     }
 

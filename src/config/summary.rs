@@ -4,7 +4,7 @@
 use super::duration::format as format_duration;
 use std::fmt::Write;
 
-use super::{redact_url, Backend, Config, ExceedMode};
+use super::{redact_url, Backend, Config, ExceedMode, Purpose};
 
 /// Renders `config` as a short, human-readable listing.
 pub(super) fn render(config: &Config) -> String {
@@ -13,22 +13,38 @@ pub(super) fn render(config: &Config) -> String {
         Backend::Redis => format!("redis {}", redact_url(&config.store.url)),
         Backend::Memory => "memory (embedded, single instance)".to_string(),
     };
-    let _ = writeln!(out, "{}: OK", config.source.display());
-    let _ = writeln!(
-        out,
-        "listen {}  admin {}  store {}  timeout {}  on_error {}",
-        config.server.listen,
-        config.admin.listen,
+    let store = format!(
+        "store {}  timeout {}  on_error {}",
         store,
         format_duration(config.store.timeout),
         config.store.on_error.name()
     );
-    let _ = writeln!(
-        out,
-        "{} upstream(s), {} route(s):",
-        config.upstreams.len(),
-        config.routes.len()
-    );
+    match config.purpose {
+        Purpose::Gateway => {
+            let _ = writeln!(out, "{}: OK", config.source.display());
+            let _ = writeln!(
+                out,
+                "listen {}  admin {}  {store}",
+                config.server.listen, config.admin.listen
+            );
+            let _ = writeln!(
+                out,
+                "{} upstream(s), {} route(s):",
+                config.upstreams.len(),
+                config.routes.len()
+            );
+        }
+        Purpose::Layer => {
+            let _ = writeln!(
+                out,
+                "{}: OK (a layer file: RateLimitLayer in front of your service)",
+                config.source.display()
+            );
+            let _ = writeln!(out, "{store}");
+            let _ = writeln!(out, "client ip: {}", client_ip_source(config));
+            let _ = writeln!(out, "{} route(s):", config.routes.len());
+        }
+    }
     render_tiers(config, &mut out);
     for r in &config.routes {
         let methods = r.methods.as_ref().map_or("*".to_string(), |m| {
@@ -102,6 +118,24 @@ pub(super) fn render(config: &Config) -> String {
         }
     }
     out
+}
+
+/// Where a layer's `ip` key part comes from: the peer, or a trusted proxy's header.
+fn client_ip_source(config: &Config) -> String {
+    let server = &config.server;
+    if server.trusted_proxies.is_empty() {
+        return "the TCP peer (no server.trusted_proxies: behind a load balancer, every client is the balancer)".to_string();
+    }
+    let proxies: Vec<String> = server
+        .trusted_proxies
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    format!(
+        "{} from {} (else the TCP peer)",
+        server.client_ip_header.name(),
+        proxies.join(", ")
+    )
 }
 
 /// Segments (ids, bitmap bytes, measured lookup cost) and plans (keys), when configured.

@@ -66,6 +66,33 @@ pub fn is_trusted(ip: IpAddr, trusted: &[IpNet]) -> bool {
     trusted.iter().any(|net| net.contains(&ip))
 }
 
+/// The forwarding header (`X-Forwarded-For`, `Forwarded`, `X-Real-IP`) a request carries from a
+/// private or loopback peer that no trusted proxy range covers: most likely a load balancer or
+/// reverse proxy missing from `server.trusted_proxies`, whose clients then all count as it.
+/// (From a public peer such a header is a client's own, and ignored as it should be.)
+pub fn unvouched_forwarding(
+    peer: IpAddr,
+    headers: &HeaderMap,
+    trusted: &[IpNet],
+) -> Option<&'static HeaderName> {
+    let peer = peer.to_canonical();
+    let nearby = match peer {
+        IpAddr::V4(v4) => v4.is_private() || v4.is_loopback() || v4.is_link_local(),
+        // fc00::/7 (unique local) and fe80::/10 (link-local), written out for the MSRV
+        IpAddr::V6(v6) => {
+            v6.is_loopback()
+                || (v6.segments()[0] & 0xfe00) == 0xfc00
+                || (v6.segments()[0] & 0xffc0) == 0xfe80
+        }
+    };
+    if !nearby || is_trusted(peer, trusted) {
+        return None;
+    }
+    [&X_FORWARDED_FOR, &FORWARDED, &X_REAL_IP]
+        .into_iter()
+        .find(|name| headers.contains_key(*name))
+}
+
 /// Walks the hops right to left; the first one not trusted is the client. A hop that does not
 /// parse ends the walk at the last trusted hop seen: nothing left of it can be believed.
 fn rightmost_untrusted(peer: IpAddr, hops: Vec<String>, trusted: &[IpNet]) -> IpAddr {
@@ -183,6 +210,32 @@ mod tests {
         );
         let ip = client_ip("10.0.0.1".parse().unwrap(), &h, &nets(&["10.0.0.0/8"]), XFF);
         assert_eq!(ip, "198.51.100.1".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn forwarding_headers_from_a_nearby_untrusted_peer_are_noticed() {
+        let h = headers("forwarded", "for=198.51.100.1");
+        let none = nets(&[]);
+        for peer in [
+            "10.1.2.3",
+            "127.0.0.1",
+            "192.168.0.9",
+            "::1",
+            "fd00::7",
+            "::ffff:10.0.0.1",
+        ] {
+            let peer: IpAddr = peer.parse().unwrap();
+            assert_eq!(
+                unvouched_forwarding(peer, &h, &none),
+                Some(&FORWARDED),
+                "{peer}"
+            );
+        }
+        let public: IpAddr = "203.0.113.7".parse().unwrap();
+        assert_eq!(unvouched_forwarding(public, &h, &none), None);
+        let lb: IpAddr = "10.1.2.3".parse().unwrap();
+        assert_eq!(unvouched_forwarding(lb, &h, &nets(&["10.0.0.0/8"])), None);
+        assert_eq!(unvouched_forwarding(lb, &HeaderMap::new(), &none), None);
     }
 
     #[test]

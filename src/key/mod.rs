@@ -16,7 +16,7 @@ use std::net::IpAddr;
 use http::{HeaderMap, Method};
 
 pub use body::BodyKind;
-pub use client_ip::{client_ip, is_trusted, X_FORWARDED_FOR, X_REAL_IP};
+pub use client_ip::{client_ip, is_trusted, unvouched_forwarding, X_FORWARDED_FOR, X_REAL_IP};
 pub use jwt::JwtVerifier;
 pub use options::{hash_value, normalize_phone};
 
@@ -123,40 +123,74 @@ pub struct ValueContext<'a> {
     pub path_case: PathCase,
 }
 
-/// The derived key of `spec` for raw part values given one per part (`slidegate key`, plans
-/// of hashed keys): each read, normalised, cut, hashed and escaped as a request's would be.
-/// An error names the part whose value does not fit it.
+/// Why raw part values make no key (`slidegate key`, `/admin/usage?value=`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    /// Not one value per key part.
+    #[error("the key {spec} has {parts} part(s); {given} value(s) given")]
+    Count {
+        /// The key, as the config writes it.
+        spec: String,
+        /// Its parts.
+        parts: usize,
+        /// The values given.
+        given: usize,
+    },
+    /// A value the part cannot read (not an IP, not a phone number, a path with no safe form).
+    #[error("`{value}` is not a valid value for the part {part}: {why}")]
+    Invalid {
+        /// The part, as the config writes it.
+        part: String,
+        /// The value given.
+        value: String,
+        /// What is wrong with it.
+        why: String,
+    },
+}
+
+/// The derived key of `spec` for raw part values given one per part (`slidegate key`, the
+/// admin API's `value=`, plans of hashed keys): each read, normalised, cut, hashed and escaped
+/// as a request's would be (a path normalised as the traffic path normalises it). An error
+/// names the part whose value does not fit it.
 pub fn key_of_values(
     spec: &KeySpec,
     values: &[&str],
     ctx: &ValueContext<'_>,
-) -> Result<String, String> {
+) -> Result<String, ValueError> {
     if values.len() != spec.parts.len() {
-        return Err(format!(
-            "the key {spec} has {} part(s); {} value(s) given",
-            spec.parts.len(),
-            values.len()
-        ));
+        return Err(ValueError::Count {
+            spec: spec.to_string(),
+            parts: spec.parts.len(),
+            given: values.len(),
+        });
     }
     let mut key = String::new();
     for (i, (part, value)) in spec.parts.iter().zip(values).enumerate() {
         if i > 0 {
             key.push('|');
         }
+        let invalid = |why: String| ValueError::Invalid {
+            part: part.part.to_string(),
+            value: value.to_string(),
+            why,
+        };
         let raw = match &part.part {
             crate::config::KeyPart::Ip => match value.parse::<IpAddr>() {
                 Ok(ip) => ip_key(ip, ctx.ipv6_prefix),
-                Err(_) => return Err(format!("`{value}` is not an IP address (part `ip`)")),
+                Err(_) => return Err(invalid("not an IP address".into())),
             },
             crate::config::KeyPart::Method => value::method_value(value),
-            crate::config::KeyPart::Path => value::path_value(value, ctx.path_case),
+            crate::config::KeyPart::Path => match crate::path::normalize(value) {
+                Ok(path) => value::path_value(&path, ctx.path_case),
+                Err(e) => return Err(invalid(e.to_string())),
+            },
             _ => value.to_string(),
         };
         match options::apply(part, raw.into_bytes(), ctx.secret) {
             Some(v) => key.push_str(&v),
             None => {
-                return Err(format!(
-                    "`{value}` is not a valid value for the part {part} (it would count as missing)"
+                return Err(invalid(
+                    "a request carrying it would count as missing it".into(),
                 ))
             }
         }

@@ -64,8 +64,9 @@ impl Builder {
         self
     }
 
-    /// Any `[server]` setting the layer reads (`trusted_proxies`, `client_ip_header`,
-    /// `ipv6_prefix`, `path_case`, `header_read_timeout`).
+    /// A `[server]` setting of where clients come from, the only ones a layer takes:
+    /// `trusted_proxies` (behind a load balancer, its addresses), `client_ip_header` (the header
+    /// it writes) and `ipv6_prefix`. Any other is refused when the layer is built.
     pub fn server(mut self, setting: &str, value: impl Into<Value>) -> Self {
         self.server.insert(setting.into(), value.into());
         self

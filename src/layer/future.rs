@@ -115,6 +115,9 @@ where
         };
         let server = &table.config.server;
         let peer = client_addr(&head.extensions);
+        shared
+            .forwarding_warned
+            .check(peer, &head.headers, &server.trusted_proxies);
         let client = client_ip(
             peer,
             &head.headers,

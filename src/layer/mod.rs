@@ -9,7 +9,9 @@
 //! ```
 //!
 //! Built from the same TOML as the gateway (`[store]`, `[keys]`, `[[routes]]` without
-//! `upstream`) or from a [`Builder`]. A layer of the gateway answers 404 to a request no route
+//! `upstream`, and of `[server]` only `trusted_proxies`, `client_ip_header` and `ipv6_prefix`)
+//! or from a [`Builder`]. Behind a load balancer, `trusted_proxies` must name it: otherwise every
+//! client is keyed as the balancer, and the layer says so once ([`ForwardingWarning`]). A layer of the gateway answers 404 to a request no route
 //! takes; an embedded layer passes it to its service unlimited. Either refuses a path it cannot
 //! normalise (400) before it looks for a route, since that path could be a route's in another
 //! spelling, and hands the inner service the normalised path: wrap the whole router (not one
@@ -27,6 +29,7 @@ mod read;
 mod service;
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -107,6 +110,35 @@ pub struct Shared {
     /// An embedded layer's subscription to admin resets, ended with the last of its services
     /// (`None` in the gateway, which follows them until it stops).
     pub resets: Option<crate::limit::ResetFollower>,
+    /// Whether the warning about forwarding headers no trusted proxy vouches for was logged.
+    pub forwarding_warned: ForwardingWarning,
+}
+
+/// The once-per-layer warning that requests from a private or loopback peer carry forwarding
+/// headers while `server.trusted_proxies` does not cover that peer: the sign of a layer behind
+/// a load balancer that counts every client as the balancer. Once logged, a request costs one
+/// relaxed atomic load.
+#[derive(Debug, Default)]
+pub struct ForwardingWarning(AtomicBool);
+
+impl ForwardingWarning {
+    /// Logs the warning if this request shows the sign and it was not logged yet.
+    pub fn check(&self, peer: IpAddr, headers: &http::HeaderMap, trusted: &[ipnet::IpNet]) {
+        if self.0.load(Ordering::Relaxed) {
+            return;
+        }
+        let Some(header) = crate::key::unvouched_forwarding(peer, headers, trusted) else {
+            return;
+        };
+        if self.0.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        tracing::warn!(
+            peer = %peer,
+            header = %header,
+            "requests from {peer} carry {header}, but server.trusted_proxies does not list {peer}: every client behind it counts as {peer} for `ip` keys; list the load balancer's addresses in server.trusted_proxies (and the header it writes in server.client_ip_header). Logged once."
+        );
+    }
 }
 
 /// The rate-limit layer; cloning it (and the services it makes) shares one limiter.
@@ -129,8 +161,12 @@ impl RateLimitLayer {
         Self::from_config(config).await
     }
 
-    /// A layer from a validated config.
+    /// A layer from a validated config; its warnings (settings that are legal but almost always
+    /// a mistake) are logged, as the gateway logs its own at start.
     pub async fn from_config(config: Config) -> Result<RateLimitLayer, LayerError> {
+        for w in &config.warnings {
+            tracing::warn!("{w}");
+        }
         let metrics = Metrics::new();
         let store =
             crate::store::Store::from_config(&config.store, metrics.store_error_hook(), &[])
@@ -148,6 +184,7 @@ impl RateLimitLayer {
             limiter,
             unmatched: Unmatched::PassThrough,
             resets,
+            forwarding_warned: ForwardingWarning::default(),
         });
         Ok(RateLimitLayer { shared, metrics })
     }

@@ -1,81 +1,116 @@
-//! What the admin listener asks of the limiter: a key's usage without charging it
-//! (`GET /admin/usage`), a reset on every instance (`DELETE /admin/usage`), and the keys a
-//! route blocks now (`GET /admin/blocked`). With `limit=L` the key is that limit's own;
-//! without, the route's.
+//! What the admin listener asks of the limiter about keys an operator names ([`Target`]s, from
+//! `lookup`): their usage without charging them (`GET /admin/usage`) and a reset that says
+//! what it found (`DELETE /admin/usage`). Who is refused now (`GET /admin/blocked`) is in
+//! `refused.rs`.
 
 use std::time::{Duration, Instant};
 
-use super::keys::RequestKeys;
+use super::lookup::Target;
 use super::policy::RoutePolicy;
 use super::Limiter;
-use crate::store::{layout, local_now_us, DecisionRequest, LimitUsage, Outcome, StoreError};
+use crate::store::{DecisionRequest, LimitUsage, Outcome, Store, StoreError};
 use crate::tier::TierName;
 
-/// Most keys `/admin/blocked` lists.
-pub const MAX_BLOCKED_LISTED: usize = 1000;
-
-/// A key's usage, for `/admin/usage`.
-#[derive(Debug, Clone)]
+/// Keys' usage, for `/admin/usage`.
+#[derive(Debug, Clone, Default)]
 pub struct Usage {
-    /// The limits reported (by index in the route) with their usage.
-    pub limits: Vec<(usize, LimitUsage)>,
-    /// Time left of the key's block (zero when not blocked).
+    /// The limits reported, in the route's order.
+    pub limits: Vec<LimitReport>,
+    /// Time left of the longest block among the keys (zero when none is blocked).
     pub blocked: Duration,
-    /// The key's block level (0 when none is remembered).
+    /// The highest block level among the keys (0 when none is remembered).
     pub block_level: u64,
-    /// Time this instance's deny cache holds the key back without asking the store.
+    /// The longest time this instance's deny cache holds one of the keys back without asking
+    /// the store.
     pub deny_cached: Duration,
-    /// The segment or plan whose values applied.
+    /// The segment or plan whose values applied to the route's own key.
     pub tier: Option<TierName>,
 }
 
-/// One key blocked now, for `/admin/blocked`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BlockedKey {
-    /// The derived key (hashed keys stay hashed).
+/// One limit's usage by the key it counts.
+#[derive(Debug, Clone)]
+pub struct LimitReport {
+    /// The limit (its index in the route).
+    pub index: usize,
+    /// The key it counts.
     pub key: String,
-    /// The limit named by the block.
-    pub limit: String,
-    /// Its level.
-    pub block_level: u64,
-    /// Time left.
-    pub remaining: Duration,
+    /// Its state.
+    pub usage: LimitUsage,
 }
 
-/// The key slot and limits a usage or reset is about: `limit`'s (by name), or the route key's.
-fn slot_and_limits(policy: &RoutePolicy, limit: Option<usize>) -> Option<(usize, Vec<usize>)> {
-    let slot = match limit {
-        Some(i) => policy.slot_of(i),
-        None => policy.route_slot?,
-    };
-    let limits = match limit {
-        Some(i) => vec![i],
-        None => (0..policy.config.limits.len())
-            .filter(|&i| policy.slot_of(i) == slot)
-            .collect(),
-    };
-    Some((slot, limits))
+/// One key slot a reset cleared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResetSlot {
+    /// The key slot.
+    pub slot: usize,
+    /// Its storage base (other instances forget it in their deny caches).
+    pub base: String,
+    /// Whether the store held anything for it (counts, a block, a block level).
+    pub held: bool,
 }
 
 impl Limiter {
-    /// A key's usage without charging it (a cost-0 read, uncounted). `None` when the route has
-    /// no limit counting the key asked about.
+    /// The usage of `targets` without charging them (cost-0 reads, uncounted). With `limit`,
+    /// that limit alone; without, every limit of the slots that hold their key, or, when none
+    /// does, of the route's own key (a fresh key shows the room it has).
     pub async fn usage(
         &self,
         policy: &RoutePolicy,
-        key: &str,
+        targets: &[Target],
         limit: Option<usize>,
-    ) -> Result<Option<Usage>, StoreError> {
-        let Some((slot, reported)) = slot_and_limits(policy, limit) else {
-            return Ok(None);
+    ) -> Result<Usage, StoreError> {
+        let shown = match limit {
+            Some(_) => targets.to_vec(),
+            None => self.holding(policy, targets).await?,
         };
-        let tier = match policy.route_slot {
-            Some(s) if s == slot => policy.tier_for(key).unwrap_or(policy.default_tier()),
-            _ => policy.default_tier(),
-        };
-        let keys = RequestKeys::named(policy, key);
-        let (part, indexes) = tier.limits.part(slot);
-        let bases = vec![keys.bases[slot].clone()];
+        let mut usage = Usage::default();
+        for target in &shown {
+            self.slot_usage(policy, target, limit, &mut usage).await?;
+        }
+        usage.limits.sort_by_key(|l| l.index);
+        Ok(usage)
+    }
+
+    /// The targets whose slot holds their key in the store; the route's own slot when none does.
+    async fn holding(
+        &self,
+        policy: &RoutePolicy,
+        targets: &[Target],
+    ) -> Result<Vec<Target>, StoreError> {
+        let mut held = Vec::new();
+        for target in targets {
+            let (part, _) = policy.default_tier().limits.part(target.slot);
+            if self
+                .store
+                .held(&part, std::slice::from_ref(&target.base))
+                .await?
+                > 0
+            {
+                held.push(target.clone());
+            }
+        }
+        if held.is_empty() {
+            held.extend(
+                targets
+                    .iter()
+                    .filter(|t| Some(t.slot) == policy.route_slot)
+                    .cloned(),
+            );
+        }
+        Ok(held)
+    }
+
+    /// Adds the usage of one slot's key to `into`: `limit`'s, or every limit of the slot.
+    async fn slot_usage(
+        &self,
+        policy: &RoutePolicy,
+        target: &Target,
+        limit: Option<usize>,
+        into: &mut Usage,
+    ) -> Result<(), StoreError> {
+        let tier = target.tier(policy);
+        let (part, indexes) = tier.limits.part(target.slot);
+        let bases = vec![target.base.clone()];
         let request = DecisionRequest {
             limits: &part,
             bases: &bases,
@@ -84,96 +119,52 @@ impl Limiter {
             receipt: false,
         };
         let decision = self.store.decide(request).await?;
-        let limits = reported
-            .iter()
-            .filter_map(|&i| {
-                let k = indexes.iter().position(|&j| j == i)?;
-                Some((i, decision.limits[k].clone()))
-            })
-            .collect();
+        for (k, &i) in indexes.iter().enumerate() {
+            if limit.is_none_or(|wanted| wanted == i) {
+                into.limits.push(LimitReport {
+                    index: i,
+                    key: target.key.clone(),
+                    usage: decision.limits[k].clone(),
+                });
+            }
+        }
+        if decision.outcome == Outcome::Blocked {
+            into.blocked = into.blocked.max(decision.retry_after);
+        }
+        into.block_level = into.block_level.max(decision.block_level);
         let now = Instant::now();
-        let deny_cached = self
-            .deny_cache
-            .get(&keys.bases[slot], now)
-            .map_or(Duration::ZERO, |d| d.until.saturating_duration_since(now));
-        Ok(Some(Usage {
-            limits,
-            blocked: match decision.outcome {
-                Outcome::Blocked => decision.retry_after,
-                _ => Duration::ZERO,
-            },
-            block_level: decision.block_level,
-            deny_cached,
-            tier: tier.name.clone(),
-        }))
+        if let Some(denied) = self.deny_cache.get(&target.base, now) {
+            into.deny_cached = into
+                .deny_cached
+                .max(denied.until.saturating_duration_since(now));
+        }
+        if into.tier.is_none() {
+            into.tier = tier.name.clone();
+        }
+        Ok(())
     }
 
-    /// Forgets a key's counts and block (level included) in the store, the fallback and this
-    /// instance's deny cache; returns the bases reset, for the other instances. With `limit`,
-    /// that limit's key; without, the route's.
+    /// Forgets the targets' counts and blocks (levels included) in the store, the fallback and
+    /// this instance's deny cache; answers, slot by slot, whether there was anything to forget.
     pub async fn reset(
         &self,
         policy: &RoutePolicy,
-        key: &str,
-        limit: Option<usize>,
-    ) -> Result<Vec<String>, StoreError> {
-        let Some((slot, _)) = slot_and_limits(policy, limit) else {
-            return Ok(Vec::new());
-        };
-        let keys = RequestKeys::named(policy, key);
-        let (part, _) = policy.default_tier().limits.part(slot);
-        let bases = vec![keys.bases[slot].clone()];
-        self.store.reset(&part, &bases).await?;
-        crate::store::Store::Memory(self.fallback.clone())
-            .reset(&part, &bases)
-            .await?;
-        for base in &bases {
-            self.deny_cache.remove(base);
+        targets: &[Target],
+    ) -> Result<Vec<ResetSlot>, StoreError> {
+        let fallback = Store::Memory(self.fallback.clone());
+        let mut slots = Vec::with_capacity(targets.len());
+        for target in targets {
+            let (part, _) = policy.default_tier().limits.part(target.slot);
+            let bases = vec![target.base.clone()];
+            let held =
+                self.store.reset(&part, &bases).await? + fallback.reset(&part, &bases).await?;
+            self.deny_cache.remove(&target.base);
+            slots.push(ResetSlot {
+                slot: target.slot,
+                base: target.base.clone(),
+                held: held > 0,
+            });
         }
-        Ok(bases)
-    }
-
-    /// The keys of a route blocked now, newest first, at most [`MAX_BLOCKED_LISTED`].
-    pub async fn blocked(&self, policy: &RoutePolicy) -> Result<Vec<BlockedKey>, StoreError> {
-        let index = layout::blocked_index(&policy.key_prefix, policy.name());
-        let members = self
-            .store
-            .recent_blocks(&index, MAX_BLOCKED_LISTED * 4)
-            .await?;
-        let mut candidates: Vec<(String, String)> = Vec::new();
-        let mut markers: Vec<String> = Vec::new();
-        for member in members {
-            let Some((limit, key)) = member.split_once('|') else {
-                continue;
-            };
-            let Some(i) = policy.config.limits.iter().position(|l| l.name == limit) else {
-                continue;
-            };
-            let tag = &policy.slots[policy.slot_of(i)].tag;
-            let base = layout::base_of_named(&policy.key_prefix, policy.name(), tag, key);
-            let marker = layout::block_key(&base);
-            if markers.contains(&marker) {
-                continue;
-            }
-            markers.push(marker);
-            candidates.push((key.to_string(), limit.to_string()));
-        }
-        let found = self.store.markers(&markers).await?;
-        let now = local_now_us();
-        let blocked = candidates
-            .into_iter()
-            .zip(found)
-            .filter_map(|((key, _), marker)| {
-                let m = marker.filter(|m| m.until > now)?;
-                Some(BlockedKey {
-                    key,
-                    limit: m.name,
-                    block_level: m.level,
-                    remaining: Duration::from_micros(m.until - now),
-                })
-            })
-            .take(MAX_BLOCKED_LISTED)
-            .collect();
-        Ok(blocked)
+        Ok(slots)
     }
 }

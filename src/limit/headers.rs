@@ -1,4 +1,4 @@
-//! Rate-limit headers and the 429 answer (SPEC section 5): `RateLimit-Policy` and `RateLimit`
+//! Rate-limit headers and the 429 answer (README, "The traffic path"): `RateLimit-Policy` and `RateLimit`
 //! in the IETF httpapi draft's structured-field syntax, the de-facto `X-RateLimit-*` trio,
 //! `Retry-After`, and an RFC 9457 problem body with the members of every gateway error
 //! (`crate::error`) plus the limit's.

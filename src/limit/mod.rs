@@ -15,11 +15,13 @@
 //! ```
 
 mod admin;
+mod blocks;
 mod deciding;
 mod delay;
 mod deny_cache;
 pub mod headers;
 mod keys;
+pub mod lookup;
 mod outcome;
 mod policy;
 mod resets;
@@ -29,7 +31,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use admin::{BlockedKey, Usage};
+pub use admin::{LimitReport, ResetSlot, Usage};
+pub use blocks::{Reason, RefusedKey, MAX_BLOCKED_LISTED};
 pub use deciding::Deciding;
 pub use deny_cache::{CachedDenial, DenyCache};
 pub use keys::{KeysError, RequestKeys};
@@ -40,9 +43,7 @@ pub use verdict::Verdict;
 
 use crate::config::{ExceedMode, OnError};
 use crate::metrics::{DecisionLabel, Metrics};
-use crate::store::{
-    local_now_us, Decision, DecisionRequest, LimitSet, MemoryStore, Outcome, Store, StoreError,
-};
+use crate::store::{Decision, DecisionRequest, LimitSet, MemoryStore, Outcome, Store, StoreError};
 
 /// The `Retry-After` of a 503 when the store is unavailable and the route fails closed.
 pub const STORE_UNAVAILABLE_RETRY_SECS: u64 = 1;
@@ -287,52 +288,6 @@ impl Limiter {
             policy.metrics.limit_exceeded[i][mode].inc();
         }
     }
-
-    /// When a decision started blocks (a charging exceed on a blocking route, decided by the
-    /// store): counts each in `slidegate_blocks_started_total` under the limit it names, and
-    /// notes it in the route's block index for `/admin/blocked`.
-    fn note_blocks(&self, policy: &RoutePolicy, keys: &RequestKeys, verdict: &Verdict) {
-        let (ExceedMode::Block(_), Some(d)) = (&policy.config.on_exceed, &verdict.decision) else {
-            return;
-        };
-        if verdict.label != DecisionLabel::Rejected || d.outcome != Outcome::Rejected {
-            return;
-        }
-        for (slot, named) in blocked_slots(policy, d) {
-            policy.metrics.blocks_started[named].inc();
-            let member = format!(
-                "{}|{}",
-                policy.config.limits[named].name,
-                crate::store::layout::logged_key(&keys.keys[slot])
-            );
-            let index = crate::store::layout::blocked_index(&policy.key_prefix, policy.name());
-            let store = self.store.clone();
-            let now = local_now_us();
-            tokio::spawn(async move {
-                if let Err(e) = store.note_block(&index, &member, now).await {
-                    tracing::debug!(error = %e, "could not note a block for /admin/blocked");
-                }
-            });
-        }
-    }
-}
-
-/// The key slots a charging exceed blocked, each with the limit that names its block: every
-/// slot with a refusing limit, named by its longest wait (as `lua/decide.lua` starts them).
-fn blocked_slots(policy: &RoutePolicy, d: &Decision) -> Vec<(usize, usize)> {
-    let mut out: Vec<(usize, usize)> = Vec::new();
-    for (i, usage) in d.limits.iter().enumerate() {
-        if !usage.exceeded() {
-            continue;
-        }
-        let slot = policy.slot_of(i);
-        match out.iter_mut().find(|(s, _)| *s == slot) {
-            Some((_, named)) if d.limits[*named].retry_after < usage.retry_after => *named = i,
-            Some(_) => {}
-            None => out.push((slot, i)),
-        }
-    }
-    out
 }
 
 /// What the deny cache may remember of a refusal, key by key: each key whose limits refused,

@@ -1,6 +1,6 @@
 //! Admin resets from every instance: an instance on Redis follows the resets that any instance
 //! publishes (`DELETE /admin/usage`) and drops the key from its own deny cache, so a reset
-//! reaches every instance sharing the store within a second (SPEC section 5), a gateway's or an
+//! reaches every instance sharing the store within a second (README, "The traffic path"), a gateway's or an
 //! embedded layer's alike.
 
 use std::sync::Arc;

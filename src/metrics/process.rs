@@ -1,4 +1,4 @@
-//! The process metrics (`process_*`, SPEC section 7): the prometheus crate's collector, with its
+//! The process metrics (`process_*`, the README's "Metrics"): the prometheus crate's collector, with its
 //! `process_cpu_seconds_total` (whole seconds only: a gateway that has spent 0.9 s of CPU shows
 //! 0) replaced by one to the clock tick.
 

@@ -101,6 +101,21 @@ pub fn local_now_us() -> u64 {
         .map_or(0, |d| d.as_micros() as u64)
 }
 
+/// Every key a request's bases can have state in: each state of `limits`, each algorithm's
+/// state (a reload may have changed one), each block marker; sorted, once each.
+fn every_key(limits: &LimitSet, bases: &[String]) -> Vec<String> {
+    let mut keys = limits.keys(bases);
+    for base in bases {
+        keys.push(layout::block_key(base));
+        for algorithm in crate::algorithm::AlgorithmId::all() {
+            keys.push(layout::state_key(base, algorithm.get().key_suffix()));
+        }
+    }
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
 /// The store that decides: Redis (shared by every instance) or the embedded memory store.
 #[derive(Clone)]
 pub enum Store {
@@ -194,23 +209,23 @@ impl Store {
     }
 
     /// Forgets every count of a request's keys (under every algorithm: a reload may have
-    /// changed one) and lifts their blocks, levels included.
-    pub async fn reset(&self, limits: &LimitSet, bases: &[String]) -> Result<(), StoreError> {
-        let mut keys = limits.keys(bases);
-        for base in bases {
-            keys.push(layout::block_key(base));
-            for algorithm in crate::algorithm::AlgorithmId::all() {
-                keys.push(layout::state_key(base, algorithm.get().key_suffix()));
-            }
-        }
-        keys.sort();
-        keys.dedup();
+    /// changed one) and lifts their blocks, levels included; answers how many keys held
+    /// something (0: there was nothing to reset).
+    pub async fn reset(&self, limits: &LimitSet, bases: &[String]) -> Result<usize, StoreError> {
+        let keys = every_key(limits, bases);
         match self {
             Store::Redis(s) => s.delete(&keys).await,
-            Store::Memory(s) => {
-                s.forget(&keys);
-                Ok(())
-            }
+            Store::Memory(s) => Ok(s.forget(&keys)),
+        }
+    }
+
+    /// How many of the keys a reset of these bases would forget exist now: whether the store
+    /// holds anything for them.
+    pub async fn held(&self, limits: &LimitSet, bases: &[String]) -> Result<usize, StoreError> {
+        let keys = every_key(limits, bases);
+        match self {
+            Store::Redis(s) => s.exists(&keys).await,
+            Store::Memory(s) => Ok(s.held(&keys)),
         }
     }
 

@@ -120,6 +120,12 @@ impl LimitSet {
         LimitSet::new(None, limits, states, 1)
     }
 
+    /// The same limits without blocks: what the windows alone decide (whether a key whose
+    /// block ended is still refused).
+    pub fn without_block(&self) -> LimitSet {
+        LimitSet::new(None, self.limits.clone(), self.states.clone(), self.slots)
+    }
+
     /// The key slot limit `i` counts.
     pub fn slot_of(&self, i: usize) -> usize {
         self.states[self.limits[i].state].slot

@@ -43,3 +43,32 @@ pub async fn usage(admin: &str, query: &str) -> serde_json::Value {
     assert_eq!(r.status, 200, "{query}: {}", r.body);
     r.json()
 }
+
+/// `slidegate check --config FILE` (plus `extra` arguments) on `toml` written to a fresh
+/// temporary file named `name`, with `envs`; the file's path comes back with the output.
+pub fn check_text(
+    name: &str,
+    toml: &str,
+    extra: &[&str],
+    envs: &[(&str, &str)],
+) -> (tempfile::TempDir, String, Output) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(name);
+    std::fs::write(&file, toml).unwrap();
+    let file = path_arg(&file).to_string();
+    let mut args = vec!["check", "--config", file.as_str()];
+    args.extend_from_slice(extra);
+    let out = slidegate(&args, envs);
+    (dir, file, out)
+}
+
+/// `LINE:COLUMN` (1-based) of the first occurrence of `needle` in `text`.
+pub fn line_column(text: &str, needle: &str) -> String {
+    let at = text
+        .find(needle)
+        .unwrap_or_else(|| panic!("{needle:?} in the text"));
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    format!("{line}:{column}")
+}

@@ -1,4 +1,4 @@
-//! For the tests of SPEC section 9 through the gateway (`otp_*.rs`, `login_outcomes.rs`): a real
+//! For the tests of the README's "Protecting OTP and login endpoints" through the gateway (`otp_*.rs`, `login_outcomes.rs`): a real
 //! upstream that answers like an OTP sender and a login endpoint and records the bodies it got, a
 //! gateway in front of it on a real Redis that trusts 127.0.0.1 as a proxy (so tests can be many
 //! clients through `X-Forwarded-For`), the OTP route, and reading the gateway's metrics.

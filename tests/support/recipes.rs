@@ -73,7 +73,7 @@ impl Recipe {
                     "listen = \"127.0.0.1:0\"".into(),
                 ),
                 (
-                    "url = \"redis://127.0.0.1:6379\"",
+                    "url = \"redis://127.0.0.1:6390\"",
                     format!("url = \"{}\"", redis.url()),
                 ),
                 (

@@ -1,4 +1,4 @@
-//! Plain reference models of the three algorithms, written from SPEC section 2 (what each one counts)
+//! Plain reference models of the three algorithms, written from the README's "Which algorithm" (what each one counts)
 //! and section 5 (what the reset and Retry-After mean), not from the scripts or the memory store.
 //!
 //! Each limit only answers "how many units do you count at instant T?" ([`Units`], an exact
@@ -62,7 +62,7 @@ struct LimitModel {
 }
 
 impl LimitModel {
-    /// The units counted at instant `at`, as SPEC section 2 defines them (for gcra: the units
+    /// The units counted at instant `at`, as the README's "Which algorithm" defines them (for gcra: the units
     /// still owed, a fraction, each paid back window / limit after the one before it).
     fn units_at(&self, at: u64) -> Units {
         let window = self.window;
@@ -142,7 +142,7 @@ impl LimitModel {
 
     /// Until this limit alone lets `cost` units through: 0 when it has room now. A request
     /// larger than the limit never fits; the stores then answer one window (a convention of the
-    /// reply layout, not something SPEC says).
+    /// reply layout, not something the README promises).
     fn wait(&self, now: u64, cost: u64) -> u64 {
         let capacity = self.capacity();
         if self.units_at(now).fit(cost, capacity) {

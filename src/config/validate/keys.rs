@@ -103,9 +103,7 @@ impl Validator<'_> {
         let hash = t.hash.as_ref().is_some_and(|h| *h.get_ref());
         if hash && context.keys.hash_secret.is_none() {
             let why = match &context.keys.hash_secret_env {
-                Some(env) => {
-                    format!("the environment variable `{env}` ([keys] hash_secret_env) is not set")
-                }
+                Some(env) => format!("{} ([keys] hash_secret_env)", self.unusable_secret(env)),
                 None => {
                     "set [keys] hash_secret_env to the environment variable holding the HMAC secret"
                         .to_string()

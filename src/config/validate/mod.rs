@@ -72,6 +72,7 @@ impl Validator<'_> {
         self.config_warnings(&raw, &server, &admin, &routes);
         Ok(Config {
             source: path.to_path_buf(),
+            purpose: self.purpose,
             env: self.env.clone(),
             server,
             admin,

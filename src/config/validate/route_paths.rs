@@ -46,7 +46,7 @@ impl Validator<'_> {
     }
 
     /// A route's path (before its `suffix`, `/*` or none) must be in the normal form requests
-    /// are matched in (SPEC section 5): `/a/../b` or `/a//b` would never match anything.
+    /// are matched in (README, "The traffic path"): `/a/../b` or `/a//b` would never match anything.
     fn normal_path(&self, v: &Spanned<String>, key: &str, path: &str, suffix: &str) -> Result<()> {
         let written = v.get_ref();
         match crate::path::normalize(path) {

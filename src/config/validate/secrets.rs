@@ -5,6 +5,11 @@
 use toml::Spanned;
 
 use super::sections::uses_part;
+
+/// The shortest `[keys]` secret accepted without a warning.
+const MIN_HASH_SECRET_BYTES: usize = 16;
+/// The shortest HS256 secret accepted without a warning: the hash's size (RFC 7518 3.2).
+const MIN_HS256_SECRET_BYTES: usize = 32;
 use super::{Result, Validator};
 use crate::config::raw::{RawConfig, RawJwt};
 use crate::config::{
@@ -17,10 +22,15 @@ impl Validator<'_> {
     pub(super) fn jwt_section(&mut self, raw: &RawConfig) -> Result<Option<JwtConfig>> {
         let Some(j) = &raw.jwt else { return Ok(None) };
         if uses_part(raw, |p| matches!(p, KeyPart::Jwt(_))) {
-            return self.jwt(j).map(Some);
+            let jwt = self.jwt(j)?;
+            self.warn_short_jwt_secret(j.get_ref(), &jwt);
+            return Ok(Some(jwt));
         }
         match self.jwt(j) {
-            Ok(jwt) => Ok(Some(jwt)),
+            Ok(jwt) => {
+                self.warn_short_jwt_secret(j.get_ref(), &jwt);
+                Ok(Some(jwt))
+            }
             Err(ConfigError::Invalid { at, message }) => {
                 self.warnings.push(ConfigWarning {
                     at,
@@ -50,8 +60,8 @@ impl Validator<'_> {
                     return self.error(
                         env.span(),
                         format!(
-                            "jwt.hs256_secret_env: the environment variable `{}` is not set",
-                            env.get_ref()
+                            "jwt.hs256_secret_env: {}",
+                            self.unusable_secret(env.get_ref())
                         ),
                     )
                 }
@@ -92,9 +102,37 @@ impl Validator<'_> {
         }
     }
 
+    /// Why the secret in the environment variable `name` cannot be used: it is not set, or
+    /// it is set to nothing.
+    pub(super) fn unusable_secret(&self, name: &str) -> String {
+        match self.env.get(name) {
+            Some(_) => format!("the environment variable `{name}` is empty"),
+            None => format!("the environment variable `{name}` is not set"),
+        }
+    }
+
+    /// An HS256 secret shorter than the hash (RFC 7518 3.2 asks for at least 256 bits): the
+    /// issuer's tokens could be forged by whoever finds it by trying.
+    fn warn_short_jwt_secret(&mut self, raw: &RawJwt, jwt: &JwtConfig) {
+        let (JwtKey::Hs256(secret), Some(env)) = (&jwt.key, &raw.hs256_secret_env) else {
+            return;
+        };
+        if secret.len() < MIN_HS256_SECRET_BYTES {
+            self.warn(
+                env.span(),
+                format!(
+                    "jwt.hs256_secret_env: the secret in `{}` is {} bytes; HS256 wants at least {MIN_HS256_SECRET_BYTES} (RFC 7518 3.2): a shorter one can be found by trying, and then tokens forged with any claim",
+                    env.get_ref(),
+                    secret.len()
+                ),
+            );
+        }
+    }
+
     /// `[keys]`: the HMAC secret of `hash = true` key parts, read from the named variable.
-    /// Whether a route needs it is checked where a part asks for it.
-    pub(super) fn keys_section(&self, raw: &RawConfig) -> Result<KeysConfig> {
+    /// Whether a route needs it is checked where a part asks for it; a short one is warned
+    /// about.
+    pub(super) fn keys_section(&mut self, raw: &RawConfig) -> Result<KeysConfig> {
         let Some(k) = &raw.keys else {
             return Ok(KeysConfig::default());
         };
@@ -112,6 +150,18 @@ impl Validator<'_> {
             .get(env.get_ref())
             .filter(|s| !s.is_empty())
             .map(|s| HashSecret(s.into_bytes()));
+        if let Some(HashSecret(bytes)) = &secret {
+            if bytes.len() < MIN_HASH_SECRET_BYTES {
+                self.warn(
+                    env.span(),
+                    format!(
+                        "keys.hash_secret_env: the secret in `{}` is {} bytes; use at least {MIN_HASH_SECRET_BYTES} random bytes (`openssl rand -hex 32`): hashed key parts are HMACs under it, and whoever finds a short secret by trying can tell which phone number or e-mail each hashed key is",
+                        env.get_ref(),
+                        bytes.len()
+                    ),
+                );
+            }
+        }
         Ok(KeysConfig {
             hash_secret_env: Some(env.get_ref().clone()),
             hash_secret: secret,

@@ -9,10 +9,10 @@ use http::Uri;
 use toml::Spanned;
 
 use super::{Result, Validator};
-use crate::config::raw::{RawConfig, RawUpstream};
+use crate::config::raw::{RawConfig, RawServer, RawUpstream};
 use crate::config::{
     redact_url, AdminConfig, Backend, ClientIpHeader, ClockSource, KeyPart, OnError, PathCase,
-    ServerConfig, StoreConfig, TierFiles, UnknownPlan, UpstreamConfig, REDIS_URL_ENV,
+    Purpose, ServerConfig, StoreConfig, TierFiles, UnknownPlan, UpstreamConfig, REDIS_URL_ENV,
 };
 use crate::tier::{self, Membership};
 
@@ -51,6 +51,9 @@ const NOT_REDIS: &str =
 impl Validator<'_> {
     pub(super) fn server(&self, raw: &RawConfig) -> Result<ServerConfig> {
         let s = &raw.server;
+        if self.purpose == Purpose::Layer {
+            self.layer_server(s)?;
+        }
         Ok(ServerConfig {
             listen: self.socket_addr(s.listen.as_ref(), "server.listen", "0.0.0.0:8080")?,
             trusted_proxies: self
@@ -111,6 +114,40 @@ impl Validator<'_> {
                 PathCase::Insensitive,
             )?,
         })
+    }
+
+    /// A layer file's `[server]`: only where clients come from. The service the layer wraps
+    /// has a server of its own (listener, timeouts, head bounds), so any other `[server]` key
+    /// would be a setting that does nothing: refused, naming the keys a layer file takes.
+    fn layer_server(&self, s: &RawServer) -> Result<()> {
+        let strings = [
+            ("listen", &s.listen),
+            ("shutdown_grace", &s.shutdown_grace),
+            ("header_read_timeout", &s.header_read_timeout),
+            ("idle_timeout", &s.idle_timeout),
+            ("path_case", &s.path_case),
+        ];
+        let numbers = [
+            ("max_connections", &s.max_connections),
+            ("max_header_bytes", &s.max_header_bytes),
+            ("max_headers", &s.max_headers),
+        ];
+        let set = strings
+            .iter()
+            .filter_map(|(key, v)| v.as_ref().map(|v| (*key, v.span())))
+            .chain(
+                numbers
+                    .iter()
+                    .filter_map(|(key, v)| v.as_ref().map(|v| (*key, v.span()))),
+            )
+            .min_by_key(|(_, span)| span.start);
+        match set {
+            Some((key, span)) => self.error(
+                span,
+                format!("server.{key}: a layer file takes only server.trusted_proxies, server.client_ip_header and server.ipv6_prefix (where clients come from); the service the layer wraps has its own server"),
+            ),
+            None => Ok(()),
+        }
     }
 
     /// `[admin]`; its listener may not take the traffic listener's address (`server_listen`).

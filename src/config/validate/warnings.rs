@@ -3,9 +3,11 @@
 
 use std::sync::Arc;
 
+use http::Method;
+
 use super::Validator;
-use crate::config::raw::RawConfig;
-use crate::config::{AdminConfig, RouteConfig, ServerConfig};
+use crate::config::raw::{RawConfig, RawRoute};
+use crate::config::{AdminConfig, OnMissingKey, RouteConfig, ServerConfig};
 
 impl Validator<'_> {
     pub(super) fn config_warnings(
@@ -48,6 +50,88 @@ impl Validator<'_> {
             self.warn(0..0, "no routes: every request gets a 404");
         }
         self.shadowed_routes(raw, server, routes);
+        for (j, route) in routes.iter().enumerate() {
+            let raw_route = raw.routes[j].get_ref();
+            self.body_keys_without_body(j, raw_route, route);
+            self.body_keys_falling_back_to_ip(j, raw_route, route);
+        }
+    }
+
+    /// A `json:`/`form:` key part on a route whose methods carry no body: every request lacks
+    /// it (400 `missing_key`, or counted by the client IP), and a POST is not the route's.
+    fn body_keys_without_body(&mut self, j: usize, raw: &RawRoute, route: &RouteConfig) {
+        let Some(methods) = &route.methods else {
+            return;
+        };
+        if route.limits.is_empty() || methods.iter().any(carries_body) {
+            return;
+        }
+        let names: Vec<&str> = methods.iter().map(Method::as_str).collect();
+        // the route's key when a limit counts it, and each limit's own
+        let mut keys = Vec::new();
+        if route.limits.iter().any(|l| l.key.is_none()) {
+            keys.push((format!("routes[{j}].key"), &raw.key, &route.key));
+        }
+        for (i, (l, raw_l)) in route.limits.iter().zip(&raw.limits).enumerate() {
+            if let Some(own) = &l.key {
+                keys.push((
+                    format!("routes[{j}].limits[{i}].key"),
+                    &raw_l.get_ref().key,
+                    own,
+                ));
+            }
+        }
+        for (at, raw_key, spec) in keys {
+            let (Some(raw_key), Some(i)) =
+                (raw_key, spec.parts.iter().position(|p| p.part.reads_body()))
+            else {
+                continue;
+            };
+            let span = raw_key.get_ref()[i].span();
+            self.warn(
+                span,
+                format!(
+                    "{at}[{i}]: `{}` reads the request body, but routes[{j}].methods takes only {}, which carry none: every request of the route lacks this key part, and the requests that carry it (POST, PUT, PATCH) are not this route's",
+                    spec.parts[i].part,
+                    names.join(", ")
+                ),
+            );
+        }
+    }
+
+    /// `on_missing_key = "ip"` where the key comes from the body: a body the gateway cannot
+    /// read (another Content-Type, none, not JSON) is counted by the IP, which a bot rotates,
+    /// while an upstream that ignores Content-Type may act on the value in it.
+    fn body_keys_falling_back_to_ip(&mut self, j: usize, raw: &RawRoute, route: &RouteConfig) {
+        let mut warned_route = false;
+        for (i, (l, raw_l)) in route.limits.iter().zip(&raw.limits).enumerate() {
+            let key = l.key.as_ref().unwrap_or(&route.key);
+            let falls_back = l.on_missing_key.unwrap_or(route.on_missing_key) == OnMissingKey::Ip;
+            let Some(part) = key.parts.iter().find(|p| p.part.reads_body()) else {
+                continue;
+            };
+            if !falls_back {
+                continue;
+            }
+            let (at, setting) = match &raw_l.get_ref().on_missing_key {
+                Some(own) => (format!("routes[{j}].limits[{i}]"), own),
+                None if warned_route => continue,
+                None => match &raw.on_missing_key {
+                    Some(setting) => {
+                        warned_route = true;
+                        (format!("routes[{j}]"), setting)
+                    }
+                    None => continue,
+                },
+            };
+            self.warn(
+                setting.span(),
+                format!(
+                    "{at}.on_missing_key: \"ip\" on a key read from the body (`{}`): a body the gateway cannot read for it (another Content-Type, none, not JSON, the member left out) is counted by the client IP, which a bot rotates, while an upstream that ignores Content-Type may still act on the value in it; use \"reject\" (400 missing_key)",
+                    part.part
+                ),
+            );
+        }
     }
 
     /// A route an earlier route takes every request of can never match.
@@ -87,4 +171,10 @@ fn takes_every_method(earlier: &RouteConfig, later: &RouteConfig) -> bool {
         (Some(_), None) => false,
         (Some(_), Some(methods)) => methods.iter().all(|m| earlier.takes_method(m)),
     }
+}
+
+/// Whether requests of `method` carry a body (the methods whose requests do not, by use if not
+/// by RFC 9110: GET, HEAD, DELETE, OPTIONS).
+fn carries_body(method: &Method) -> bool {
+    ![Method::GET, Method::HEAD, Method::DELETE, Method::OPTIONS].contains(method)
 }

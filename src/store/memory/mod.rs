@@ -296,10 +296,24 @@ impl MemoryStore {
         self.put_back(&mut guards, keys);
     }
 
-    /// Forgets these keys (an admin reset).
-    pub fn forget(&self, keys: &[String]) {
-        let (mut guards, _) = self.take(keys, local_now_us());
+    /// Forgets these keys (an admin reset); answers how many were live.
+    pub fn forget(&self, keys: &[String]) -> usize {
+        let (mut guards, taken) = self.take(keys, local_now_us());
         self.put_back(&mut guards, Keys::default());
+        taken.values().filter(|slot| slot.is_some()).count()
+    }
+
+    /// How many of these keys are live.
+    pub fn held(&self, keys: &[String]) -> usize {
+        let now = local_now_us();
+        keys.iter()
+            .filter(|key| {
+                let shard = self.inner.shards[self.shard_of(key)]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                shard.keys.get(*key).is_some_and(|s| s.expires_at > now)
+            })
+            .count()
     }
 
     /// The block marker at `key`, if one is live.

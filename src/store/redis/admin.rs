@@ -20,14 +20,36 @@ impl RedisStore {
         Deadline::after((self.inner.timeout * 4).max(Duration::from_millis(200)))
     }
 
-    /// Deletes `keys`, one `DEL` per key (in a cluster they may live on several nodes).
-    pub async fn delete(&self, keys: &[String]) -> Result<(), StoreError> {
+    /// Deletes `keys`, one `DEL` per key (in a cluster they may live on several nodes);
+    /// answers how many existed.
+    pub async fn delete(&self, keys: &[String]) -> Result<usize, StoreError> {
         self.admin_deadline()
             .run(async {
+                let mut deleted = 0;
                 for key in keys {
-                    let _: i64 = self.client().del(key.as_str()).await.map_err(map_error)?;
+                    let n: i64 = self.client().del(key.as_str()).await.map_err(map_error)?;
+                    deleted += n.max(0) as usize;
                 }
-                Ok(())
+                Ok(deleted)
+            })
+            .await
+    }
+
+    /// How many of `keys` exist, one `EXISTS` per key (in a cluster they may live on several
+    /// nodes).
+    pub async fn exists(&self, keys: &[String]) -> Result<usize, StoreError> {
+        self.admin_deadline()
+            .run(async {
+                let mut found = 0;
+                for key in keys {
+                    let n: i64 = self
+                        .client()
+                        .exists(key.as_str())
+                        .await
+                        .map_err(map_error)?;
+                    found += n.max(0) as usize;
+                }
+                Ok(found)
             })
             .await
     }

@@ -1,0 +1,121 @@
+//! The query of the endpoints about keys (`/admin/usage`, `/admin/blocked`): `route=R`, an
+//! optional `limit=L`, and the key as `key=K` (as logs and `/admin/blocked` show it) or as
+//! `value=V`, repeated once per key part in the key's order (what a customer says: the gateway
+//! derives the key as the traffic path would). Read by hand rather than by serde, since `value`
+//! repeats.
+
+use std::sync::Arc;
+
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+use crate::error::AdminError;
+use crate::limit::lookup::{targets, Named, Target};
+use crate::request_id::RequestId;
+use crate::route::Route;
+use crate::state::GatewayState;
+
+/// What a query names.
+pub(super) struct KeyQuery {
+    /// The route.
+    pub route: Arc<Route>,
+    /// The limit, by index, when `limit=` names one.
+    pub limit: Option<usize>,
+    /// The key, when `key=` or `value=` gives one.
+    pub named: Option<Named>,
+}
+
+impl KeyQuery {
+    /// Reads `query` against the routes in force.
+    pub fn parse(state: &GatewayState, query: Option<&str>) -> Result<KeyQuery, AdminError> {
+        let (mut route, mut key, mut limit) = (None, None, None);
+        let mut values = Vec::new();
+        for (name, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+            let slot = match name.as_ref() {
+                "route" => &mut route,
+                "key" => &mut key,
+                "limit" => &mut limit,
+                "value" => {
+                    values.push(value.into_owned());
+                    continue;
+                }
+                _ => continue,
+            };
+            if slot.replace(value.into_owned()).is_some() {
+                return Err(AdminError::BadRequest(format!(
+                    "query parameter `{name}` is given more than once"
+                )));
+            }
+        }
+        let Some(route) = route else {
+            return Err(AdminError::BadRequest(
+                "query parameter `route` is required".into(),
+            ));
+        };
+        let Some(route) = state.table().route(&route).cloned() else {
+            return Err(AdminError::UnknownRoute(route));
+        };
+        let limit = limit
+            .map(|name| {
+                let index = route.config.limits.iter().position(|l| l.name == name);
+                index.ok_or_else(|| {
+                    AdminError::BadRequest(format!(
+                        "route `{}` has no limit `{name}`",
+                        route.config.name
+                    ))
+                })
+            })
+            .transpose()?;
+        let named = match (key, values.is_empty()) {
+            (Some(_), false) => {
+                return Err(AdminError::BadRequest(
+                    "give the key as `key` or as `value` (one per key part), not both".into(),
+                ))
+            }
+            (Some(key), true) => Some(Named::Key(key)),
+            (None, false) => Some(Named::Values(values)),
+            (None, true) => None,
+        };
+        Ok(KeyQuery {
+            route,
+            limit,
+            named,
+        })
+    }
+
+    /// The key, which the endpoint needs.
+    pub fn required(&self) -> Result<&Named, AdminError> {
+        self.named.as_ref().ok_or_else(|| {
+            AdminError::BadRequest(
+                "query parameter `key` (or `value`, once per key part) is required".into(),
+            )
+        })
+    }
+
+    /// The key slots `named` reaches, each with its key (a value that makes none is a 400
+    /// naming the part).
+    pub fn targets(&self, named: &Named) -> Result<Vec<Target>, AdminError> {
+        Ok(targets(&self.route.policy, named, self.limit)?)
+    }
+
+    /// The key an answer names: the one given, or the one the values made for the route's own
+    /// key (else for the first limit they made one for).
+    pub fn shown_key(&self, named: &Named, targets: &[Target]) -> serde_json::Value {
+        match named {
+            Named::Key(key) => key.as_str().into(),
+            Named::Values(_) => crate::limit::lookup::shown_key(&self.route.policy, targets)
+                .map_or(serde_json::Value::Null, Into::into),
+        }
+    }
+}
+
+/// The answer of a key endpoint: its JSON body, or its error as a problem body.
+pub(super) fn respond(
+    answer: Result<serde_json::Value, AdminError>,
+    request_id: &RequestId,
+) -> Response {
+    match answer {
+        Ok(body) => Json(body).into_response(),
+        Err(e) => e.into_response(request_id),
+    }
+}

@@ -1,0 +1,261 @@
+//! A blocking route's blocks: each one started is counted and noted in the route's block index
+//! (`layout::blocked_index`, the newest blocks), and the index answers who the route refuses
+//! now (`GET /admin/blocked`): keys serving a block, and keys whose block has ended while their
+//! window still refuses them. Listing the second kind needs no scan of the route's keys: a key
+//! refused by its window on a blocking route had its last refusal start a block, so the index
+//! names every candidate. Each candidate costs one dry-run decision of its windows (batched, as the
+//! batch API's are) and one read of its block marker, at most [`MAX_CANDIDATES`] per call.
+//!
+//! The wait shown is what a client is told: during a block, the longer of the block's remainder
+//! and the windows' own wait (the `Retry-After` of a blocked 429); after it, the windows' wait
+//! until the key is let in (an attempt before then is refused, and starts the next block).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::keys::RequestKeys;
+use super::lookup::Target;
+use super::policy::RoutePolicy;
+use super::{Limiter, Verdict};
+use crate::config::ExceedMode;
+use crate::metrics::DecisionLabel;
+use crate::store::{
+    layout, local_now_us, Decision, DecisionRequest, LimitSet, Marker, Outcome, StoreError,
+};
+
+/// Most keys `/admin/blocked` lists.
+pub const MAX_BLOCKED_LISTED: usize = 1000;
+/// Most index entries one listing looks at (the newest).
+pub const MAX_CANDIDATES: usize = MAX_BLOCKED_LISTED * 4;
+
+/// Why a key is refused now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// It serves a block.
+    Block,
+    /// Its block has ended, and its window still has no room.
+    Window,
+}
+
+impl Reason {
+    /// As answers write it: `"block"`, `"window"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Reason::Block => "block",
+            Reason::Window => "window",
+        }
+    }
+}
+
+/// A key refused now, for `/admin/blocked`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedKey {
+    /// The derived key as logs show it (hashed keys stay hashed).
+    pub key: String,
+    /// The limit a 429 would name: the block's, or the window's with the longest wait.
+    pub limit: String,
+    /// Its block level (0 when none is remembered).
+    pub block_level: u64,
+    /// The wait a client is told now.
+    pub retry_after: Duration,
+    /// Block or window.
+    pub reason: Reason,
+}
+
+impl Limiter {
+    /// When a decision started blocks (a charging exceed on a blocking route, decided by the
+    /// store): counts each in `slidegate_blocks_started_total` under the limit it names, and
+    /// notes it in the route's block index for `/admin/blocked`.
+    pub(super) fn note_blocks(&self, policy: &RoutePolicy, keys: &RequestKeys, verdict: &Verdict) {
+        let (ExceedMode::Block(_), Some(d)) = (&policy.config.on_exceed, &verdict.decision) else {
+            return;
+        };
+        if verdict.label != DecisionLabel::Rejected || d.outcome != Outcome::Rejected {
+            return;
+        }
+        for (slot, named) in blocked_slots(policy, d) {
+            policy.metrics.blocks_started[named].inc();
+            let member = format!(
+                "{}|{}",
+                policy.config.limits[named].name,
+                layout::logged_key(&keys.keys[slot])
+            );
+            let index = layout::blocked_index(&policy.key_prefix, policy.name());
+            let store = self.store.clone();
+            let now = local_now_us();
+            tokio::spawn(async move {
+                if let Err(e) = store.note_block(&index, &member, now).await {
+                    tracing::debug!(error = %e, "could not note a block for /admin/blocked");
+                }
+            });
+        }
+    }
+
+    /// The keys of `policy`'s route refused now: among `targets` when given (keys an operator
+    /// names), else among the route's newest blocks, newest first; at most
+    /// [`MAX_BLOCKED_LISTED`].
+    pub async fn refused(
+        &self,
+        policy: &RoutePolicy,
+        targets: Option<&[Target]>,
+    ) -> Result<Vec<RefusedKey>, StoreError> {
+        let candidates = match targets {
+            Some(targets) => targets.to_vec(),
+            None => self.recent_blocks(policy).await?,
+        };
+        let found = self.refusals(policy, &candidates).await?;
+        Ok(found
+            .into_iter()
+            .flatten()
+            .take(MAX_BLOCKED_LISTED)
+            .collect())
+    }
+
+    /// The key slots of the route's newest blocks, newest first, once each.
+    async fn recent_blocks(&self, policy: &RoutePolicy) -> Result<Vec<Target>, StoreError> {
+        let index = layout::blocked_index(&policy.key_prefix, policy.name());
+        let members = self.store.recent_blocks(&index, MAX_CANDIDATES).await?;
+        let mut targets: Vec<Target> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for member in members {
+            let Some((limit, key)) = member.split_once('|') else {
+                continue;
+            };
+            let Some(i) = policy.config.limits.iter().position(|l| l.name == limit) else {
+                continue;
+            };
+            let slot = policy.slot_of(i);
+            let tag = &policy.slots[slot].tag;
+            let base = layout::base_of_named(&policy.key_prefix, policy.name(), tag, key);
+            if !seen.insert(base.clone()) {
+                continue;
+            }
+            targets.push(Target {
+                slot,
+                key: key.to_string(),
+                base,
+            });
+        }
+        Ok(targets)
+    }
+
+    /// For each candidate, whether and why it is refused now: one dry-run decision of its
+    /// windows alone (no block), all in one batch, and its block marker.
+    async fn refusals(
+        &self,
+        policy: &RoutePolicy,
+        candidates: &[Target],
+    ) -> Result<Vec<Option<RefusedKey>>, StoreError> {
+        let mut windows = WindowSets::default();
+        let sets: Vec<Arc<LimitSet>> = candidates.iter().map(|t| windows.of(policy, t)).collect();
+        let bases: Vec<[String; 1]> = candidates.iter().map(|t| [t.base.clone()]).collect();
+        let requests: Vec<DecisionRequest<'_>> = sets
+            .iter()
+            .zip(&bases)
+            .map(|(limits, bases)| DecisionRequest {
+                limits,
+                bases,
+                cost: 1,
+                dry_run: true,
+                receipt: false,
+            })
+            .collect();
+        let decisions = self.store.decide_many(&requests, None).await;
+        let markers = match policy.config.on_exceed {
+            ExceedMode::Block(_) => {
+                let keys: Vec<String> = candidates
+                    .iter()
+                    .map(|t| layout::block_key(&t.base))
+                    .collect();
+                self.store.markers(&keys).await?
+            }
+            _ => vec![None; candidates.len()],
+        };
+        candidates
+            .iter()
+            .zip(decisions)
+            .zip(markers)
+            .zip(&sets)
+            .map(|(((target, decision), marker), set)| Ok(refusal(target, &decision?, marker, set)))
+            .collect()
+    }
+}
+
+/// Whether a key is refused, from its windows' dry-run `decision` and its block `marker`.
+fn refusal(
+    target: &Target,
+    decision: &Decision,
+    marker: Option<Marker>,
+    set: &LimitSet,
+) -> Option<RefusedKey> {
+    let now = decision.decided_at_us;
+    let window_wait = match decision.allowed() {
+        true => Duration::ZERO,
+        false => decision.retry_after,
+    };
+    let window_limit = decision
+        .rejecting_limit()
+        .map(|i| set.limits[i].name.clone());
+    let level = marker.as_ref().map_or(0, |m| m.level);
+    let (reason, retry_after, limit) = match marker.filter(|m| m.until > now) {
+        Some(block) => {
+            let left = Duration::from_micros(block.until - now);
+            match window_limit.filter(|_| window_wait > left) {
+                Some(longer) => (Reason::Block, window_wait, longer),
+                None => (Reason::Block, left, block.name),
+            }
+        }
+        None => (Reason::Window, window_wait, window_limit?),
+    };
+    Some(RefusedKey {
+        key: target.key.clone(),
+        limit,
+        block_level: level,
+        retry_after,
+        reason,
+    })
+}
+
+/// The windows-only limit sets of one listing, made once per tier and slot (so the candidates
+/// of one batch share their plan).
+#[derive(Default)]
+struct WindowSets {
+    made: Vec<(usize, usize, Arc<LimitSet>)>,
+}
+
+impl WindowSets {
+    /// The limits a candidate's key is decided with (its tier's, cut to its slot), no block.
+    fn of(&mut self, policy: &RoutePolicy, target: &Target) -> Arc<LimitSet> {
+        let tier = target.tier(policy);
+        let id = Arc::as_ptr(tier) as usize;
+        if let Some((_, _, set)) = self
+            .made
+            .iter()
+            .find(|(t, s, _)| *t == id && *s == target.slot)
+        {
+            return set.clone();
+        }
+        let (part, _) = tier.limits.part(target.slot);
+        let set = Arc::new(part.without_block());
+        self.made.push((id, target.slot, set.clone()));
+        set
+    }
+}
+
+/// The key slots a charging exceed blocked, each with the limit that names its block: every
+/// slot with a refusing limit, named by its longest wait (as `lua/decide.lua` starts them).
+fn blocked_slots(policy: &RoutePolicy, d: &Decision) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for (i, usage) in d.limits.iter().enumerate() {
+        if !usage.exceeded() {
+            continue;
+        }
+        let slot = policy.slot_of(i);
+        match out.iter_mut().find(|(s, _)| *s == slot) {
+            Some((_, named)) if d.limits[*named].retry_after < usage.retry_after => *named = i,
+            Some(_) => {}
+            None => out.push((slot, i)),
+        }
+    }
+    out
+}
