@@ -3,6 +3,8 @@
 //! query names it too (`?phone=V` beside a body's `phone`): many frameworks merge the query
 //! into the parameters they read, some letting it win.
 
+use std::borrow::Cow;
+
 use super::{body, form, ip_key, jwt, KeySource};
 use crate::config::{KeyPart, PathCase};
 
@@ -86,11 +88,14 @@ pub fn method_value(method: &str) -> String {
     }
 }
 
-/// The value a `path` part counts: the (normalised) path, in lower case unless
-/// `server.path_case` is sensitive.
+/// The value a `path` part counts: the (normalised) path as routing reads it (without `;`
+/// parameters), in lower case unless `server.path_case` is sensitive. (A request whose path has
+/// no such form was refused before its route; a value given to `slidegate key` is then taken
+/// as it is.)
 pub fn path_value(path: &str, case: PathCase) -> String {
+    let routed = crate::path::without_parameters(path).unwrap_or(Cow::Borrowed(path));
     match case {
-        PathCase::Insensitive => path.to_ascii_lowercase(),
-        PathCase::Sensitive => path.to_string(),
+        PathCase::Insensitive => routed.to_ascii_lowercase(),
+        PathCase::Sensitive => routed.into_owned(),
     }
 }
