@@ -94,6 +94,28 @@ fn query_values_are_decoded_and_the_path_follows_the_case_rule() {
         derive_key(&spec, OnMissingKey::Reject, &sensitive).unwrap(),
         "/API/Otp"
     );
+    // as routing reads it: without `;` parameters or a trailing slash
+    for sent in [
+        "/API/Otp;jsessionid=1",
+        "/api/otp/",
+        "/api;v=1/otp;x/",
+        "/api/x/..;/otp",
+    ] {
+        let src = KeySource {
+            path: sent,
+            ..source(&h, None)
+        };
+        assert_eq!(
+            derive_key(&spec, OnMissingKey::Reject, &src).unwrap(),
+            "/api/otp",
+            "{sent}"
+        );
+    }
+    let root = KeySource {
+        path: "/",
+        ..source(&h, None)
+    };
+    assert_eq!(derive_key(&spec, OnMissingKey::Reject, &root).unwrap(), "/");
 }
 
 #[test]
