@@ -104,7 +104,10 @@ impl Validator<'_> {
         if hash && context.keys.hash_secret.is_none() {
             let why = match &context.keys.hash_secret_env {
                 Some(env) => {
-                    format!("the environment variable `{env}` ([keys] hash_secret_env) is not set")
+                    format!(
+                        "the environment variable `{}` ([keys] hash_secret_env) is not set",
+                        crate::config::redact_url(env)
+                    )
                 }
                 None => {
                     "set [keys] hash_secret_env to the environment variable holding the HMAC secret"

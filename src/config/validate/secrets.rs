@@ -8,7 +8,7 @@ use super::sections::uses_part;
 use super::{Result, Validator};
 use crate::config::raw::{RawConfig, RawJwt};
 use crate::config::{
-    ConfigError, ConfigWarning, HashSecret, JwtConfig, JwtKey, KeyPart, KeysConfig,
+    redact_url, ConfigError, ConfigWarning, HashSecret, JwtConfig, JwtKey, KeyPart, KeysConfig,
 };
 
 impl Validator<'_> {
@@ -51,7 +51,7 @@ impl Validator<'_> {
                         env.span(),
                         format!(
                             "jwt.hs256_secret_env: the environment variable `{}` is not set",
-                            env.get_ref()
+                            redact_url(env.get_ref())
                         ),
                     )
                 }
@@ -73,7 +73,10 @@ impl Validator<'_> {
             Err(e) => {
                 return self.error(
                     file.span(),
-                    format!("jwt.public_key_file: cannot read `{}`: {e}", path.display()),
+                    format!(
+                        "jwt.public_key_file: cannot read `{}`: {e}",
+                        redact_url(&path.display().to_string())
+                    ),
                 )
             }
         };
@@ -86,7 +89,7 @@ impl Validator<'_> {
                 file.span(),
                 format!(
                     "jwt.public_key_file: `{}` is not an RSA or EC public key in PEM",
-                    path.display()
+                    redact_url(&path.display().to_string())
                 ),
             )
         }
