@@ -1,5 +1,5 @@
 //! A key is the value the upstream acts on, over real sockets with a real Redis and a real
-//! upstream (SPEC sections 5 and 9): every bare spelling of one mailbox is one key and other
+//! upstream: every bare spelling of one mailbox is one key and other
 //! e-mail forms are refused before the upstream; a path's `;` parameters do not move a request
 //! to another route; a body the gateway reads for a key has its `Expect: 100-continue` answered
 //! by the gateway and not forwarded.
