@@ -1,8 +1,8 @@
 //! A key is the value the upstream acts on, over real sockets with a real Redis and a real
-//! upstream: every bare spelling of one mailbox is one key and other
-//! e-mail forms are refused before the upstream; a path's `;` parameters do not move a request
-//! to another route; a body the gateway reads for a key has its `Expect: 100-continue` answered
-//! by the gateway and not forwarded.
+//! upstream: every bare spelling of one mailbox is one key and other e-mail forms are refused
+//! before the upstream; a path's `;` parameters do not move a request to another route; a body
+//! the gateway reads for a key has its `Expect: 100-continue` answered by the gateway and not
+//! forwarded.
 
 mod support;
 

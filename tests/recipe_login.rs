@@ -405,24 +405,25 @@ async fn login_copies_and_unreadable_bodies_never_reach_the_upstream() {
 
     let json = login("victim", "right");
     let utf16: Vec<u8> = json.encode_utf16().flat_map(u16::to_le_bytes).collect();
-    let unreadable: [(&[(&str, &str)], Vec<u8>); 4] = [
-        (&[("content-type", "text/plain")], json.clone().into_bytes()),
-        (&[], json.clone().into_bytes()),
-        (&[("content-type", "application/json")], utf16.clone()),
+    // (content-type, body): the same login, in forms the gateway cannot read
+    let unreadable: [(Option<&str>, Vec<u8>); 4] = [
+        (Some("text/plain"), json.clone().into_bytes()),
+        (None, json.clone().into_bytes()),
+        (Some("application/json"), utf16.clone()),
         (
-            &[("content-type", "application/json; charset=utf-16")],
+            Some("application/json; charset=utf-16"),
             [&[0xFF, 0xFE][..], &utf16].concat(),
         ),
     ];
-    for (n, (headers, body)) in unreadable.into_iter().enumerate() {
+    for (n, (content_type, body)) in unreadable.into_iter().enumerate() {
         let forwarded = ip(120 + n as u32);
-        let mut all = vec![("x-forwarded-for", forwarded.as_str())];
-        all.extend_from_slice(headers);
+        let mut headers = vec![("x-forwarded-for", forwarded.as_str())];
+        headers.extend(content_type.map(|t| ("content-type", t)));
         let r = client
-            .send_bytes(http::Method::POST, &url, &all, body)
+            .send_bytes(http::Method::POST, &url, &headers, body)
             .await;
-        assert_eq!(r.status, 400, "{headers:?}: {}", r.body);
-        assert_eq!(r.json()["error"], "missing_key", "{headers:?}");
+        assert_eq!(r.status, 400, "{content_type:?}: {}", r.body);
+        assert_eq!(r.json()["error"], "missing_key", "{content_type:?}");
     }
     assert_eq!(
         upstream.bodies("/api/login").len(),
