@@ -1,8 +1,7 @@
 //! A key is the value the upstream acts on, over real sockets with a real Redis and a real
 //! upstream: every bare spelling of one mailbox is one key and other e-mail forms are refused
-//! before the upstream; a path's `;` parameters do not move a request to another route; a body
-//! the gateway reads for a key has its `Expect: 100-continue` answered by the gateway and not
-//! forwarded.
+//! before the upstream; a body the gateway reads for a key has its `Expect: 100-continue`
+//! answered by the gateway and not forwarded. (`;` path parameters: `path_normalisation.rs`.)
 
 mod support;
 
@@ -111,69 +110,6 @@ async fn every_bare_spelling_of_a_mailbox_is_one_key_and_other_forms_are_refused
     let m = scrape(&gw).await;
     assert_eq!(requests(&m, "signup", "bad_request"), refused.len() as f64);
     assert_eq!(requests(&m, "signup", "allowed"), 6.0);
-    gw.stop().await;
-}
-
-const PARAMETER_ROUTES: &str = r#"
-[[routes]]
-name = "otp"
-path = "/api/otp"
-methods = ["POST"]
-upstream = "up"
-key = ["ip", "path"]
-
-  [[routes.limits]]
-  name = "per-ip"
-  limit = 2
-  window = "10m"
-
-[[routes]]
-name = "rest"
-path = "/*"
-upstream = "up"
-"#;
-
-/// `;` parameters do not take a request past its route to a catch-all: `/api/otp;jsessionid=1`
-/// and the other spellings a servlet container routes to `/api/otp` share its quota and its
-/// `path` key, and go upstream as sent.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn path_parameters_do_not_dodge_a_route() {
-    let redis = RedisServer::start_async().await;
-    let upstream = AuthUpstream::start().await;
-    let gw = gateway_on(&redis, &upstream, PARAMETER_ROUTES).await;
-    let client = HttpClient::default();
-    let sent = [
-        "/api/otp;jsessionid=1",
-        "/API/otp;a=1;b=2",
-        "/api/otp;x/",
-        "/api/x/..;/otp",
-        "/api;v=2/otp",
-    ];
-    let mut statuses = Vec::new();
-    for path in sent {
-        let r = post(
-            &client,
-            &gw.url(path),
-            &[("x-forwarded-for", "192.0.2.7")],
-            "{}",
-        )
-        .await;
-        statuses.push(r.status.as_u16());
-        if r.status == 429 {
-            assert_eq!(r.json()["route"], "otp", "{path}: {}", r.body);
-        }
-    }
-    assert_eq!(statuses, [200, 200, 429, 429, 429]);
-    assert_eq!(
-        upstream.bodies("/api/otp;jsessionid=1").len(),
-        1,
-        "sent as is"
-    );
-    assert_eq!(upstream.bodies("/API/otp;a=1;b=2").len(), 1, "sent as is");
-    let m = scrape(&gw).await;
-    assert_eq!(requests(&m, "otp", "allowed"), 2.0);
-    assert_eq!(requests(&m, "otp", "rejected"), 3.0);
-    assert_eq!(requests(&m, "rest", "allowed"), 0.0);
     gw.stop().await;
 }
 
