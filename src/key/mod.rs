@@ -18,7 +18,7 @@ use std::net::IpAddr;
 
 use http::{HeaderMap, Method};
 
-pub use body::{number_text, BodyKind};
+pub use body::BodyKind;
 pub use client_ip::{client_ip, is_trusted, X_FORWARDED_FOR, X_REAL_IP};
 pub use jwt::JwtVerifier;
 pub use options::{hash_value, normalize_phone};
@@ -80,7 +80,7 @@ pub enum KeyError {
 
 /// Why a part has no value in the key (`on_missing_key` decides what follows).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Absent {
+pub(crate) enum Absent {
     /// The request does not carry it (or nothing is left of it).
     NotSent,
     /// The request carries something that is not a value: what it must be.

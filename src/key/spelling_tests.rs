@@ -5,6 +5,7 @@
 use http::{HeaderMap, HeaderValue, Method};
 use proptest::prelude::*;
 
+use super::body::number_text;
 use super::*;
 use crate::config::{KeyPart, KeyPartSpec, KeySpec, Normalize};
 

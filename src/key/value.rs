@@ -13,7 +13,7 @@ use crate::config::{KeyPart, PathCase};
 pub enum ReadError {
     /// Named twice, or in a spelling some framework folds into its name, or in the query too.
     Ambiguous,
-    /// Present, but not a value: what it is not ("a number within the range of a double").
+    /// Present, but not a value: what it must be ("a number within the range of a double").
     Invalid(&'static str),
 }
 
