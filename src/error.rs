@@ -91,9 +91,11 @@ impl GatewayError {
                 "request_head_too_large",
             ),
             GatewayError::Route(RouteError::NoRoute { .. }) => (StatusCode::NOT_FOUND, "no_route"),
-            GatewayError::Key(crate::key::KeyError::Missing { .. }) => {
-                (StatusCode::BAD_REQUEST, "missing_key")
-            }
+            // A value that is not one (not a phone number) is a missing part: the same code,
+            // its own detail.
+            GatewayError::Key(
+                crate::key::KeyError::Missing { .. } | crate::key::KeyError::Invalid { .. },
+            ) => (StatusCode::BAD_REQUEST, "missing_key"),
             GatewayError::Key(crate::key::KeyError::Ambiguous { .. }) => {
                 (StatusCode::BAD_REQUEST, "ambiguous_key")
             }

@@ -153,7 +153,7 @@ async fn key_prints_the_key_a_real_request_is_counted_under() {
     );
     assert!(!bad.status.success());
     assert!(
-        stderr(&bad).contains("`call me` is not a valid value"),
+        stderr(&bad).contains("`call me` is not a valid phone number"),
         "{}",
         stderr(&bad)
     );

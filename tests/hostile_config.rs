@@ -1,6 +1,7 @@
 //! Careless configs and secrets (README, "Configuration", "Admin listener" and "Protecting OTP and login endpoints"): `check` (and the start) warn about
 //! settings that weaken the gateway, naming each; a Redis password never shows (a password
-//! holding `@` included) in `/admin/config`, the start-up log or a validation error; a hashed
+//! holding `@` included, a URL that does not parse at all) in `/admin/config`, the start-up log
+//! or a validation error of `check` or the start; a hashed
 //! API key never shows raw in the access log, yet its plan applies (the plans file holds raw
 //! keys), and `[plans] unknown = "reject"` answers 403 `unknown_key`.
 
@@ -74,6 +75,72 @@ fn a_password_with_an_at_sign_never_shows_in_errors() {
     }
 }
 
+/// The misspelt URLs an operator writes, each with the password `hunter2`: none parses, and
+/// neither `check` nor the start shows the password (or the user) when refusing it, whether it
+/// comes from the file or from `SLIDEGATE_REDIS_URL`; an upstream URL likewise.
+#[test]
+fn a_value_that_does_not_parse_never_shows_its_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    let refused = |stderr: &str, what: &str| {
+        assert!(stderr.contains("***"), "{what}: nothing masked: {stderr}");
+        for secret in ["hunter2", "hun", "ter2", "opsuser"] {
+            assert!(
+                !stderr.contains(secret),
+                "{what}: {secret} leaked: {stderr}"
+            );
+        }
+    };
+    // values the client library would take, so `check` does too: its summary shows them masked
+    for url in [
+        "redis://opsuser:hun ter2@redis.example:6379",
+        "redis-sentinel://redis.example:26379/m?sentinelPassword=hunter2",
+    ] {
+        std::fs::write(&path, format!("[store]\nurl = \"{url}\"\n")).unwrap();
+        let (ok, stdout, stderr) = check(&path);
+        assert!(ok, "{stderr}");
+        refused(&stdout, url);
+    }
+    for url in [
+        "rediss//:hunter2@redis.example:6379",
+        "redis:/opsuser:hunter2@redis.example",
+        "redis://opsuser:hunter2@",
+        "redis://opsuser:hunter2",
+        "redis://opsuser:hun/ter2@redis.example",
+        "redis://opsuser:hun?ter2@redis.example",
+        "opsuser:hunter2@redis.example:6379",
+    ] {
+        std::fs::write(&path, format!("[store]\nurl = \"{url}\"\n")).unwrap();
+        let (ok, _, stderr) = check(&path);
+        assert!(!ok, "{url} accepted");
+        assert!(stderr.contains("store.url"), "{stderr}");
+        refused(&stderr, url);
+        // the same value from the environment, at the start of the gateway itself
+        std::fs::write(
+            &path,
+            "[server]\nlisten = \"127.0.0.1:0\"\n[admin]\nlisten = \"127.0.0.1:0\"\n",
+        )
+        .unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_slidegate"))
+            .arg("--config")
+            .arg(&path)
+            .env("SLIDEGATE_REDIS_URL", url)
+            .env_remove("SLIDEGATE_ADMIN_TOKEN")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{url}: the gateway started");
+        refused(&String::from_utf8_lossy(&out.stderr), url);
+    }
+    std::fs::write(
+        &path,
+        "[upstreams.up]\nurl = \"htp//opsuser:hunter2@upstream.example\"\n",
+    )
+    .unwrap();
+    let (ok, _, stderr) = check(&path);
+    assert!(!ok);
+    refused(&stderr, "upstream");
+}
+
 /// The running gateway shows the URL redacted in `/admin/config` and in its start-up line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_redis_password_is_redacted_in_admin_config_and_logs() {
@@ -91,7 +158,7 @@ async fn the_redis_password_is_redacted_in_admin_config_and_logs() {
         .nth(1)
         .and_then(|s| s.split(')').next())
         .expect("the start-up line names the admin listener");
-    assert!(log.contains("redis://:***@127.0.0.1:1"), "{log}");
+    assert!(log.contains("redis://***@127.0.0.1:1"), "{log}");
     let auth = format!("Bearer {TOKEN}");
     let view = HttpClient::default()
         .get(
@@ -100,7 +167,7 @@ async fn the_redis_password_is_redacted_in_admin_config_and_logs() {
         )
         .await
         .json();
-    assert_eq!(view["store"]["url"], "redis://:***@127.0.0.1:1");
+    assert_eq!(view["store"]["url"], "redis://***@127.0.0.1:1");
     for secret in ["p@ss", "w0rd"] {
         assert!(!log.contains(secret) && !view.to_string().contains(secret));
     }

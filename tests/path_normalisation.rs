@@ -1,5 +1,6 @@
 //! No spelling of a limited path reaches the upstream uncounted: routing, keying and forwarding
-//! all use the normalised path (README, "The traffic path").
+//! all use the normalised path (README, "The traffic path"), and routing and keying read it
+//! without `;` parameters, as servlet containers route it; the upstream gets it as sent.
 
 mod support;
 
@@ -50,6 +51,13 @@ async fn every_spelling_of_an_exhausted_otp_path_is_refused_and_never_forwarded(
         "/api/./otp/send",
         "/api/x/%2e%2e/otp/send",
         "/api/otp/send?utm=1",
+        // `;` parameters, which servlet containers cut before routing
+        "/api/otp/send;jsessionid=1",
+        "/API/otp/send;a=1;b=2",
+        "/api/otp;v=2/send",
+        "/api/otp/send;x/",
+        "/api/otp/x/..;/send",
+        "/api;v=1/x/..;/otp/send",
     ];
     for target in counted_as_the_same_path {
         let r = raw::request(addr, "POST", target, &[]).await;
@@ -96,6 +104,10 @@ async fn the_upstream_receives_the_normalised_path_with_the_query_untouched() {
     .await;
     assert_eq!(r.status, 200, "{}", r.head);
     assert_eq!(up.seen(), vec!["/docs/~user/b%20c?q=%2F..%2F&x=//y"]);
+    // `;` parameters are cut for routing and keying only
+    let r = raw::request(addr, "POST", "/api/otp;v=2/send;jsessionid=1?q=1", &[]).await;
+    assert_eq!(r.status, 200, "{}", r.head);
+    assert_eq!(up.seen()[1], "/api/otp;v=2/send;jsessionid=1?q=1");
     gw.stop().await;
 }
 

@@ -92,7 +92,7 @@ named! {
     pub enum Normalize {
         /// E.164 by libphonenumber's rules (`+6281234567890`).
         Phone = "phone",
-        /// Trimmed, lower-cased, `+tag` dropped from the local part.
+        /// A bare address only: trimmed, lower-cased, `+tag` dropped, the domain in ASCII.
         Email = "email",
         /// Trimmed and lower-cased.
         Lower = "lower",

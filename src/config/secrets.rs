@@ -1,24 +1,38 @@
-//! Keeping secrets out of what the gateway shows: a Redis URL's password is masked in logs,
-//! `/admin/config`, `check` output and validation errors. The authority is split where the
-//! URL parsers split it (the last `@`), so a password holding `@` shows no part of itself.
+//! Keeping secrets out of what the gateway shows: a configured value (a Redis or upstream URL,
+//! the value of an environment variable that overrides one) appears in logs, `/admin/config`,
+//! `check` output and validation errors only through [`redact_url`], also when it does not
+//! parse: an operator's typo (`rediss//:pw@h`, a space in a password) must not print the
+//! password in a log that many people read.
+//!
+//! Differences from redacting a parsed URL: the value is not parsed. Everything before the
+//! last `@` (after the scheme) is userinfo, since a password may hold `/`, `?` or `#` when it
+//! was not percent-encoded; a `:` after a host that is not followed by a port number may be a
+//! password whose `@host` was left out (the whole `user:pw` is masked); query parameters that name a password or a token keep
+//! their name only. Hiding too much costs a moment of reading; showing a password cannot be
+//! taken back.
 
-/// Hides the password (or lone credential) of a URL: `redis://user:s3cr@t@host` ->
-/// `redis://user:***@host`; a URL without credentials comes back unchanged.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, hosts)) => {
-            let user = userinfo.split(':').next().unwrap_or("");
-            // a lone credential (`redis://secret@host`) is a password too
-            let shown = if userinfo.contains(':') { user } else { "" };
-            format!("{scheme}://{shown}:***@{hosts}{tail}")
+/// `value` with its userinfo (user and password), a host whose port is not a number, and the values
+/// of password or token query parameters replaced by `***`: `redis://user:pw@host` ->
+/// `redis://***@host`. A value with nothing of the kind comes back unchanged.
+pub fn redact_url(value: &str) -> String {
+    let scheme = scheme_len(value);
+    let (head, rest) = value.split_at(scheme);
+    let (rest, query) = match rest.rsplit_once('@') {
+        Some((_, after)) => {
+            let (hosts, query) = split_query(after);
+            (format!("***@{}", mask_ports(hosts)), query)
         }
-        None => url.to_string(),
+        None => {
+            let (hosts, query) = split_query(rest);
+            (mask_ports(hosts), query)
+        }
+    };
+    let mut out = format!("{head}{rest}");
+    if let Some(query) = query {
+        out.push('?');
+        out.push_str(&mask_query(query));
     }
+    out
 }
 
 /// Masks every URL credential found in `text` (an error message that quotes a URL).
@@ -40,30 +54,145 @@ pub fn redact_secrets(text: &str) -> String {
     out
 }
 
+/// The length of a scheme and the `:`/`/` run after it (`redis://`, or the typo `rediss//`);
+/// 0 when the value does not start with one (a bare `user:pw@host` has no scheme: its `user:`
+/// is userinfo).
+fn scheme_len(value: &str) -> usize {
+    let word = value
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+        .unwrap_or(value.len());
+    let run = value[word..]
+        .find(|c: char| c != ':' && c != '/')
+        .unwrap_or(value.len() - word);
+    // The separator ends at its last `/`: a `:` after it starts the userinfo (`redis://:pw@h`).
+    match value[word..word + run].rfind('/') {
+        Some(slash) if word > 0 => word + slash + 1,
+        _ => 0,
+    }
+}
+
+/// The part before the first `?` (hosts, path) and the query after it.
+fn split_query(text: &str) -> (&str, Option<&str>) {
+    match text.split_once('?') {
+        Some((before, query)) => (before, Some(query)),
+        None => (text, None),
+    }
+}
+
+/// Hosts (`h1:p1,h2:p2`, then an optional path) with every host whose `:` is not followed by a
+/// port number masked whole: `user:pw` with its `@host` left out.
+fn mask_ports(hosts_and_path: &str) -> String {
+    let (hosts, path) = match hosts_and_path.find('/') {
+        Some(i) => hosts_and_path.split_at(i),
+        None => (hosts_and_path, ""),
+    };
+    let masked: Vec<String> = hosts
+        .split(',')
+        .map(|host| {
+            let after_bracket = host.rfind(']').map_or(0, |i| i + 1);
+            match host[after_bracket..].find(':') {
+                Some(i) => {
+                    let colon = after_bracket + i;
+                    let port = &host[colon + 1..];
+                    if port.bytes().all(|b| b.is_ascii_digit()) {
+                        host.to_string()
+                    } else {
+                        "***".to_string()
+                    }
+                }
+                None => host.to_string(),
+            }
+        })
+        .collect();
+    format!("{}{path}", masked.join(","))
+}
+
+/// A query with the values of parameters that name a password, a secret or a token masked
+/// (`sentinelPassword=***`).
+fn mask_query(query: &str) -> String {
+    let masked: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, _)) if names_a_secret(name) => format!("{name}=***"),
+            _ => pair.to_string(),
+        })
+        .collect();
+    masked.join("&")
+}
+
+fn names_a_secret(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    ["pass", "pwd", "secret", "token", "auth"]
+        .iter()
+        .any(|word| name.contains(word))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn passwords_are_masked_wherever_the_parser_splits() {
-        assert_eq!(
-            redact_url("redis://:secret@host:6379"),
-            "redis://:***@host:6379"
-        );
-        assert_eq!(
-            redact_url("redis://user:p@ss@w0rd@host:6379/0"),
-            "redis://user:***@host:6379/0"
-        );
-        assert_eq!(redact_url("redis://tok@host"), "redis://:***@host");
-        assert_eq!(redact_url("redis://host:6379"), "redis://host:6379");
-        assert_eq!(
-            redact_url("redis-sentinel://:pw@a:1,b:2/mymaster"),
-            "redis-sentinel://:***@a:1,b:2/mymaster"
-        );
+    fn userinfo_is_masked_wherever_the_parser_splits() {
+        for (url, shown) in [
+            ("redis://:secret@host:6379", "redis://***@host:6379"),
+            (
+                "redis://user:p@ss@w0rd@host:6379/0",
+                "redis://***@host:6379/0",
+            ),
+            ("redis://tok@host", "redis://***@host"),
+            ("redis://host:6379", "redis://host:6379"),
+            ("redis://host:6379/2", "redis://host:6379/2"),
+            ("redis://[::1]:6379", "redis://[::1]:6379"),
+            (
+                "redis-sentinel://:pw@a:1,b:2/mymaster",
+                "redis-sentinel://***@a:1,b:2/mymaster",
+            ),
+            ("redis-cluster://a:1,b:2", "redis-cluster://a:1,b:2"),
+            ("http://127.0.0.1:9000/base", "http://127.0.0.1:9000/base"),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
+    }
+
+    #[test]
+    fn values_that_do_not_parse_show_no_secret_either() {
+        for (value, shown) in [
+            ("rediss//:pw@h", "rediss//***@h"),
+            ("redis:/user:pw@h", "redis:/***@h"),
+            ("redis://user:pw@", "redis://***@"),
+            ("redis://user:p w@h", "redis://***@h"),
+            ("redis://us er:pw@h:6379", "redis://***@h:6379"),
+            ("redis://u:pa/ss@h", "redis://***@h"),
+            ("redis://u:pa?ss@h", "redis://***@h"),
+            ("redis://u:pa#ss@h", "redis://***@h"),
+            ("user:pw@h", "***@h"),
+            (":pw@h:6379", "***@h:6379"),
+            ("redis://user:pw", "redis://***"),
+            ("redis://:pw", "redis://***"),
+            ("redis://h:6379,g:pw", "redis://h:6379,***"),
+            ("redis://user:pw/0", "redis://***/0"),
+            (
+                "redis-sentinel://h:26379/m?sentinelPassword=pw&node=g:1",
+                "redis-sentinel://h:26379/m?sentinelPassword=***&node=g:1",
+            ),
+            ("not a url", "not a url"),
+            ("", ""),
+        ] {
+            let redacted = redact_url(value);
+            assert_eq!(redacted, shown, "{value}");
+            assert!(
+                !redacted.contains("pw") && !redacted.contains("pa"),
+                "{redacted}"
+            );
+        }
+    }
+
+    #[test]
+    fn urls_quoted_in_a_message_are_masked() {
         let text = "store.url: `rediss://u:p@x@h:1 ` is not valid";
         assert_eq!(
             redact_secrets(text),
-            "store.url: `rediss://u:***@h:1 ` is not valid"
+            "store.url: `rediss://***@h:1 ` is not valid"
         );
     }
 }

@@ -1,15 +1,20 @@
-//! Key parts read from a request body: `json:PATH` from a JSON body, `form:NAME` from an
-//! `application/x-www-form-urlencoded` one (decoded like a query string, which is read the same
-//! way). A member named twice on the path, or a form field named twice, is ambiguous:
-//! frameworks disagree about which copy they use, so a duplicate could be counted as one value
-//! and acted on as another.
+//! Key parts read from a JSON body (`json:PATH`), and which kind of body a request says it
+//! carries (form bodies are read in `form.rs`). A key is the value the upstream will act on,
+//! never its spelling: a string gives its decoded text (escapes resolved), a number the text
+//! JavaScript's `String(number)` writes for the IEEE-754 double it parses to (`6.2E3`, `6200.0`
+//! and `6200` are all `6200`; `-0` is `0`; beyond 2^53 a number rounds as the double does),
+//! `true`/`false` their names. A number beyond the double's range has no value parsers agree on
+//! (infinity, an error, a big decimal): it is an invalid value, a missing key part. `null`, an
+//! object, an array, a missing member or a body that does not parse (nested past serde_json's
+//! depth limit included) give nothing.
+//!
+//! A member named twice on the path, or named in a spelling some framework folds into the wanted
+//! name (`PHONE`, `"phone "`, `names.rs`), on any object of the path, is ambiguous: the gateway
+//! cannot know which copy the upstream reads.
 //!
 //! Differences from parsing into a `serde_json::Value`: a map keeps the last of two equal
 //! member names, which would hide the duplicate; here the walk follows the path itself, checks
-//! each object on it for duplicates, and skips everything else without building it. Values:
-//! a string gives its decoded text, a number its text as written, `true`/`false` their names;
-//! `null`, an object, an array, a missing member or a body that does not parse (nested past
-//! serde_json's depth limit included) give nothing.
+//! each object on it for copies, and skips everything else without building it.
 
 use std::fmt;
 
@@ -19,7 +24,8 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::value::Ambiguous;
+use super::names::{compare, NameMatch};
+use super::value::ReadError;
 
 /// What kind of body a request says it carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,10 +54,11 @@ enum Found {
     Value(Vec<u8>),
     Nothing,
     Ambiguous,
+    Invalid(&'static str),
 }
 
 /// The value at `path` of the JSON `body`.
-pub fn json_value(body: &[u8], path: &[String]) -> Result<Option<Vec<u8>>, Ambiguous> {
+pub fn json_value(body: &[u8], path: &[String]) -> Result<Option<Vec<u8>>, ReadError> {
     let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
     let mut de = serde_json::Deserializer::from_slice(body);
     let found = match (PathSeed { path }).deserialize(&mut de) {
@@ -61,7 +68,8 @@ pub fn json_value(body: &[u8], path: &[String]) -> Result<Option<Vec<u8>>, Ambig
     match found {
         Found::Value(v) => Ok(Some(v)),
         Found::Nothing => Ok(None),
-        Found::Ambiguous => Err(Ambiguous),
+        Found::Ambiguous => Err(ReadError::Ambiguous),
+        Found::Invalid(what) => Err(ReadError::Invalid(what)),
     }
 }
 
@@ -81,7 +89,7 @@ impl<'de> DeserializeSeed<'de> for PathSeed<'_> {
     }
 }
 
-/// The key material of a JSON value: strings decoded, numbers as written, booleans by name.
+/// The key material of a JSON value: strings decoded, numbers by value, booleans by name.
 fn scalar(raw: &str) -> Found {
     match raw.as_bytes().first() {
         Some(b'"') => match serde_json::from_str::<String>(raw) {
@@ -89,9 +97,27 @@ fn scalar(raw: &str) -> Found {
             _ => Found::Nothing,
         },
         Some(b't' | b'f') => Found::Value(raw.as_bytes().to_vec()),
-        Some(b'-' | b'0'..=b'9') => Found::Value(raw.as_bytes().to_vec()),
+        Some(b'-' | b'0'..=b'9') => match number_text(raw) {
+            Some(text) => Found::Value(text.into_bytes()),
+            None => Found::Invalid(BEYOND_DOUBLE),
+        },
         _ => Found::Nothing,
     }
+}
+
+/// What a number beyond the double's range is not.
+const BEYOND_DOUBLE: &str = "a number within the range of a double";
+
+/// A JSON number (as the parser accepted it) as JavaScript's `String(number)` writes the double
+/// it parses to; `None` beyond the double's range. `-0` is `0`, as in JavaScript.
+pub fn number_text(raw: &str) -> Option<String> {
+    // Rust's parser rounds correctly (to nearest, ties to even), as JSON.parse does.
+    let value: f64 = raw.parse().ok()?;
+    if !value.is_finite() {
+        return None;
+    }
+    let value = if value == 0.0 { 0.0 } else { value };
+    Some(ryu_js::Buffer::new().format_finite(value).to_string())
 }
 
 struct PathVisitor<'p> {
@@ -109,15 +135,22 @@ impl<'de> Visitor<'de> for PathVisitor<'_> {
         let (wanted, rest) = (&self.path[0], &self.path[1..]);
         let mut found: Option<Found> = None;
         while let Some(name) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            if name != wanted.as_str() {
-                map.next_value::<IgnoredAny>()?;
-                continue;
+            match compare(&name, wanted) {
+                NameMatch::Exact => {
+                    let value = map.next_value_seed(PathSeed { path: rest })?;
+                    found = Some(match found {
+                        None => value,
+                        Some(_) => Found::Ambiguous,
+                    });
+                }
+                NameMatch::Copy => {
+                    map.next_value::<IgnoredAny>()?;
+                    found = Some(Found::Ambiguous);
+                }
+                NameMatch::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
             }
-            let value = map.next_value_seed(PathSeed { path: rest })?;
-            found = Some(match found {
-                None => value,
-                Some(_) => Found::Ambiguous,
-            });
         }
         Ok(found.unwrap_or(Found::Nothing))
     }
@@ -162,106 +195,115 @@ impl<'de> Visitor<'de> for PathVisitor<'_> {
     }
 }
 
-/// The decoded values of field `name` in a form body or query string, in order: pairs split
-/// on `&`, `+` read as a space, `%XX` decoded to the byte (not to text: bytes that are not
-/// UTF-8 stay apart, so they can be escaped apart).
-pub fn form_values<'a>(input: &'a [u8], name: &'a str) -> impl Iterator<Item = Vec<u8>> + 'a {
-    input
-        .split(|&b| b == b'&')
-        .filter(|pair| !pair.is_empty())
-        .filter_map(move |pair| {
-            let (k, v) = match pair.iter().position(|&b| b == b'=') {
-                Some(i) => (&pair[..i], &pair[i + 1..]),
-                None => (pair, &pair[pair.len()..]),
-            };
-            (decode(k) == name.as_bytes()).then(|| decode(v))
-        })
-}
-
-fn decode(bytes: &[u8]) -> Vec<u8> {
-    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push(h << 4 | l);
-                    i += 2;
-                }
-                _ => out.push(b'%'),
-            },
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn at(body: &str, path: &str) -> Result<Option<String>, ()> {
+    fn at(body: &str, path: &str) -> Result<Option<String>, ReadError> {
         let path: Vec<String> = path.split('.').map(str::to_string).collect();
-        json_value(body.as_bytes(), &path)
-            .map(|v| v.map(|v| String::from_utf8(v).unwrap()))
-            .map_err(|_| ())
+        json_value(body.as_bytes(), &path).map(|v| v.map(|v| String::from_utf8(v).unwrap()))
+    }
+
+    fn value(body: &str) -> Option<String> {
+        at(body, "phone").expect("a readable member")
     }
 
     #[test]
     fn json_values_follow_the_path() {
-        assert_eq!(
-            at(r#"{"phone":"+62 812"}"#, "phone"),
-            Ok(Some("+62 812".into()))
-        );
-        assert_eq!(
-            at(r#"{"phone":"\u002b62"}"#, "phone"),
-            Ok(Some("+62".into()))
-        );
+        assert_eq!(value(r#"{"phone":"+62 812"}"#), Some("+62 812".into()));
+        assert_eq!(value(r#"{"phone":"\u002b62"}"#), Some("+62".into()));
         assert_eq!(
             at(r#"{"user":{"phone":6281}}"#, "user.phone"),
             Ok(Some("6281".into()))
         );
         assert_eq!(at(r#"{"to":["a","b"]}"#, "to.1"), Ok(Some("b".into())));
-        assert_eq!(at(r#"{"n":1.50e3}"#, "n"), Ok(Some("1.50e3".into())));
         assert_eq!(at(r#"{"b":true}"#, "b"), Ok(Some("true".into())));
         for missing in [
             r#"{"phone":null}"#,
             r#"{"phone":{}}"#,
+            r#"{"phone":""}"#,
             r#"{"x":1}"#,
             "[1]",
             "{",
             "{\"phone\":\"1\"} x",
             "",
         ] {
-            assert_eq!(at(missing, "phone"), Ok(None), "{missing}");
+            assert_eq!(value(missing), None, "{missing}");
+        }
+        assert_eq!(value("\u{feff}{\"phone\":\"1\"}"), Some("1".into()));
+        let deep = "[".repeat(10_000) + &"]".repeat(10_000);
+        assert_eq!(value(&deep), None);
+    }
+
+    #[test]
+    fn numbers_are_keyed_by_the_double_they_parse_to() {
+        for (spellings, text) in [
+            (
+                &[
+                    "6281234567890",
+                    "6281234567890.0",
+                    "628123456789e1",
+                    "6.28123456789E12",
+                    "62812345678900e-1",
+                    "0.628123456789e+13",
+                ][..],
+                "6281234567890",
+            ),
+            (&["12345", "12345.00", "1.2345e4", "123450E-1"][..], "12345"),
+            (&["0", "-0", "0.0", "-0.0e5", "1e-400"][..], "0"),
+            (&["-5", "-5.0", "-0.5e1"][..], "-5"),
+            (&["0.1", "1e-1", "0.10"][..], "0.1"),
+            (&["1e21", "1000000000000000000000"][..], "1e+21"),
+            (&["1.5e-7"][..], "1.5e-7"),
+            // beyond 2^53 a number rounds as the double does
+            (
+                &["9007199254740993", "9007199254740992", "9007199254740992.5"][..],
+                "9007199254740992",
+            ),
+        ] {
+            for spelling in spellings {
+                let body = format!(r#"{{"phone":{spelling}}}"#);
+                assert_eq!(value(&body).as_deref(), Some(text), "{spelling}");
+            }
+        }
+        // beyond the double's range: no value every parser agrees on
+        for huge in ["1e400", "-1e400", "1.8e308"] {
+            let body = format!(r#"{{"phone":{huge}}}"#);
+            assert_eq!(at(&body, "phone"), Err(ReadError::Invalid(BEYOND_DOUBLE)));
+        }
+        // not JSON numbers: the body does not parse
+        for bad in ["0812", "+62", ".5", "5.", "0x10", "Infinity", "NaN", "1e"] {
+            let body = format!(r#"{{"phone":{bad}}}"#);
+            assert_eq!(value(&body), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_copy_on_the_path_is_ambiguous_elsewhere_not() {
+        for body in [
+            r#"{"phone":"A","phone":"B"}"#,
+            r#"{"phone":"A","PHONE":"B"}"#,
+            r#"{"PHONE":"B"}"#,
+            r#"{"phone ":"B"}"#,
+            r#"{"phone\u0000":"B"}"#,
+            r#"{"phone[]":"B"}"#,
+            r#"{"\ufeffphone":"B"}"#,
+            r#"{"\u0070hone":"B","phone":"A"}"#,
+        ] {
+            assert_eq!(at(body, "phone"), Err(ReadError::Ambiguous), "{body}");
         }
         assert_eq!(
-            at("\u{feff}{\"phone\":\"1\"}", "phone"),
-            Ok(Some("1".into()))
+            at(r#"{"u":{"p":"A","p":"B"}}"#, "u.p"),
+            Err(ReadError::Ambiguous)
         );
-        let deep = "[".repeat(10_000) + &"]".repeat(10_000);
-        assert_eq!(at(&deep, "phone"), Ok(None));
-    }
-
-    #[test]
-    fn a_duplicate_on_the_path_is_ambiguous_elsewhere_not() {
-        assert_eq!(at(r#"{"phone":"A","phone":"B"}"#, "phone"), Err(()));
-        assert_eq!(at(r#"{"u":{"p":"A","p":"B"}}"#, "u.p"), Err(()));
         assert_eq!(
-            at(r#"{"x":{"p":1,"p":2},"phone":"A"}"#, "phone"),
-            Ok(Some("A".into()))
+            at(r#"{"U":{"p":"B"},"u":{"p":"A"}}"#, "u.p"),
+            Err(ReadError::Ambiguous)
         );
-    }
-
-    #[test]
-    fn form_fields_decode_like_queries() {
-        let values: Vec<Vec<u8>> = form_values(b"a=1&user=j%C3%B6rg+x&b", "user").collect();
-        assert_eq!(values, vec!["jörg x".as_bytes().to_vec()]);
-        let raw: Vec<Vec<u8>> = form_values(b"u=%FF%fe", "u").collect();
-        assert_eq!(raw, vec![vec![0xFF, 0xFE]]);
-        assert_eq!(form_values(b"u=1&u=2", "u").count(), 2);
+        assert_eq!(at(r#"{"u":{"P":"B"}}"#, "u.p"), Err(ReadError::Ambiguous));
+        assert_eq!(
+            value(r#"{"x":{"p":1,"p":2},"PHONES":1,"phone":"A"}"#),
+            Some("A".into())
+        );
     }
 }

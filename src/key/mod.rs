@@ -7,7 +7,10 @@
 
 mod body;
 mod client_ip;
+mod email;
+mod form;
 mod jwt;
+mod names;
 mod options;
 mod value;
 
@@ -57,12 +60,31 @@ pub enum KeyError {
         /// The part, as written in the config.
         part: String,
     },
-    /// A body member or form field named twice on the part's path.
-    #[error("the request body names {part} more than once; send it once")]
+    /// A part the request carries with a value that is not one (a missing part too: the same
+    /// code, a detail that says what is wrong).
+    #[error("{part} is not {what} (needed for the rate-limit key)")]
+    Invalid {
+        /// The part, as written in the config.
+        part: String,
+        /// What the value must be: "a valid phone number".
+        what: &'static str,
+    },
+    /// A body member or form field named twice on the part's path, in any spelling a framework
+    /// reads as its name, or also in the query.
+    #[error("the request names {part} more than once (in the body, in another spelling, or in the query too); send it once")]
     Ambiguous {
         /// The part, as written in the config.
         part: String,
     },
+}
+
+/// Why a part has no value in the key (`on_missing_key` decides what follows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Absent {
+    /// The request does not carry it (or nothing is left of it).
+    NotSent,
+    /// The request carries something that is not a value: what it must be.
+    Invalid(&'static str),
 }
 
 /// Joins the key parts' values with `|` in config order, e.g. `203.0.113.7|POST`. A missing
@@ -79,36 +101,43 @@ pub fn derive_key(
             key.push('|');
         }
         match part_value(part, src, &mut cache)? {
-            Some(v) => key.push_str(&v),
-            None => match on_missing {
+            Ok(v) => key.push_str(&v),
+            Err(absent) => match on_missing {
                 OnMissingKey::Ip => push_fallback(&mut key, src),
-                OnMissingKey::Reject => {
-                    return Err(KeyError::Missing {
-                        part: part.part.to_string(),
-                    })
-                }
+                OnMissingKey::Reject => return Err(missing(part, absent)),
             },
         }
     }
     Ok(key)
 }
 
-/// One part's value as it appears in the key: read, normalised, cut, hashed, escaped.
+/// One part's value as it appears in the key (read, normalised, cut, hashed, escaped), or why
+/// it has none; an error when the request names it ambiguously.
 fn part_value(
     spec: &KeyPartSpec,
     src: &KeySource<'_>,
     cache: &mut value::Cache,
-) -> Result<Option<String>, KeyError> {
+) -> Result<Result<String, Absent>, KeyError> {
     let raw = match value::read(&spec.part, src, cache) {
         Ok(Some(raw)) => raw,
-        Ok(None) => return Ok(None),
-        Err(value::Ambiguous) => {
+        Ok(None) => return Ok(Err(Absent::NotSent)),
+        Err(value::ReadError::Invalid(what)) => return Ok(Err(Absent::Invalid(what))),
+        Err(value::ReadError::Ambiguous) => {
             return Err(KeyError::Ambiguous {
                 part: spec.part.to_string(),
             })
         }
     };
     Ok(options::apply(spec, raw, src.hash_secret))
+}
+
+/// The error of a part that has no value, saying why.
+fn missing(spec: &KeyPartSpec, absent: Absent) -> KeyError {
+    let part = spec.part.to_string();
+    match absent {
+        Absent::NotSent => KeyError::Missing { part },
+        Absent::Invalid(what) => KeyError::Invalid { part, what },
+    }
 }
 
 /// What a key derived from given values needs besides them: the secret of hashed parts, and
@@ -187,10 +216,13 @@ pub fn key_of_values(
             _ => value.to_string(),
         };
         match options::apply(part, raw.into_bytes(), ctx.secret) {
-            Some(v) => key.push_str(&v),
-            None => {
+            Ok(v) => key.push_str(&v),
+            Err(Absent::Invalid(what)) => {
+                return Err(invalid(format!("not {what} (it would count as missing)")))
+            }
+            Err(Absent::NotSent) => {
                 return Err(invalid(
-                    "a request carrying it would count as missing it".into(),
+                    "it leaves nothing of the part (it would count as missing)".into(),
                 ))
             }
         }
@@ -246,5 +278,7 @@ pub fn ip_key(ip: IpAddr, prefix: u8) -> String {
     }
 }
 
+#[cfg(test)]
+mod spelling_tests;
 #[cfg(test)]
 mod tests;

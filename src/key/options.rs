@@ -8,27 +8,39 @@ use hmac::{Hmac, Mac};
 use phonenumber::country::Id;
 use sha2::Sha256;
 
-use super::escape;
+use super::email::normalize_email;
+use super::{escape, Absent};
 use crate::config::{HashSecret, KeyPartSpec, Normalize};
 
-/// The part's value in the key, or `None` when the value is not valid for its normalisation
-/// (then the part counts as missing).
-pub fn apply(spec: &KeyPartSpec, raw: Vec<u8>, secret: Option<&HashSecret>) -> Option<String> {
+/// The part's value in the key; [`Absent`] when nothing is left of it, or when it is not valid
+/// for its normalisation (then the part counts as missing).
+pub fn apply(
+    spec: &KeyPartSpec,
+    raw: Vec<u8>,
+    secret: Option<&HashSecret>,
+) -> Result<String, Absent> {
     let mut value = match spec.normalize {
         None => raw,
-        Some(how) => normalize(how, std::str::from_utf8(&raw).ok()?, spec.region)?.into_bytes(),
+        Some(how) => {
+            let invalid = Absent::Invalid(what_it_must_be(how));
+            let text = std::str::from_utf8(&raw).map_err(|_| invalid)?;
+            normalize(how, text, spec.region)
+                .ok_or(invalid)?
+                .into_bytes()
+        }
     };
     if let Some(n) = spec.prefix {
         value = prefix(value, n);
     }
     if value.is_empty() {
-        return None;
+        return Err(Absent::NotSent);
     }
-    if spec.hash {
+    match (spec.hash, secret) {
+        (true, Some(secret)) => Ok(hash_value(secret, &value)),
         // The config refuses `hash = true` without a secret.
-        return Some(hash_value(secret?, &value));
+        (true, None) => Err(Absent::NotSent),
+        (false, _) => Ok(escape(&value)),
     }
-    Some(escape(&value))
 }
 
 fn normalize(how: Normalize, text: &str, region: Option<Id>) -> Option<String> {
@@ -36,6 +48,15 @@ fn normalize(how: Normalize, text: &str, region: Option<Id>) -> Option<String> {
         Normalize::Phone => normalize_phone(text, region),
         Normalize::Email => normalize_email(text),
         Normalize::Lower => Some(text.trim().to_lowercase()),
+    }
+}
+
+/// What a value must be for `how` to read it (the 400's detail says it is not).
+fn what_it_must_be(how: Normalize) -> &'static str {
+    match how {
+        Normalize::Phone => "a valid phone number",
+        Normalize::Email => "a valid e-mail address",
+        Normalize::Lower => "text (UTF-8)",
     }
 }
 
@@ -75,21 +96,6 @@ fn other_script_digit(c: char) -> Option<char> {
         .iter()
         .find(|&&zero| (zero..zero + 10).contains(&code))
         .map(|&zero| char::from(b'0' + (code - zero) as u8))
-}
-
-/// Trimmed, lower-cased, `+tag` dropped from the local part; `None` without exactly one `@`
-/// or with nothing on either side of it.
-fn normalize_email(text: &str) -> Option<String> {
-    let lower = text.trim().to_lowercase();
-    let (local, domain) = lower.split_once('@')?;
-    if domain.contains('@') || domain.is_empty() {
-        return None;
-    }
-    let local = local.split('+').next().unwrap_or("");
-    if local.is_empty() {
-        return None;
-    }
-    Some(format!("{local}@{domain}"))
 }
 
 /// The first `n` characters (bytes, for a value that is not UTF-8).
@@ -139,17 +145,6 @@ mod tests {
         }
         for junk in ["", "hello", "123", "+62", &"9".repeat(40), "+999123456789"] {
             assert_eq!(normalize_phone(junk, id), None, "{junk}");
-        }
-    }
-
-    #[test]
-    fn emails_lose_case_and_tags() {
-        assert_eq!(
-            normalize_email(" Jo+promo@Example.COM ").as_deref(),
-            Some("jo@example.com")
-        );
-        for junk in ["no-at", "a@b@c", "@x", "x@", "+tag@x"] {
-            assert_eq!(normalize_email(junk), None, "{junk}");
         }
     }
 

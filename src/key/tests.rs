@@ -94,6 +94,28 @@ fn query_values_are_decoded_and_the_path_follows_the_case_rule() {
         derive_key(&spec, OnMissingKey::Reject, &sensitive).unwrap(),
         "/API/Otp"
     );
+    // as routing reads it: without `;` parameters or a trailing slash
+    for sent in [
+        "/API/Otp;jsessionid=1",
+        "/api/otp/",
+        "/api;v=1/otp;x/",
+        "/api/x/..;/otp",
+    ] {
+        let src = KeySource {
+            path: sent,
+            ..source(&h, None)
+        };
+        assert_eq!(
+            derive_key(&spec, OnMissingKey::Reject, &src).unwrap(),
+            "/api/otp",
+            "{sent}"
+        );
+    }
+    let root = KeySource {
+        path: "/",
+        ..source(&h, None)
+    };
+    assert_eq!(derive_key(&spec, OnMissingKey::Reject, &root).unwrap(), "/");
 }
 
 #[test]
@@ -244,4 +266,56 @@ proptest! {
         let (_, kb) = key_of(&b);
         prop_assert_ne!(ka, kb);
     }
+}
+
+#[test]
+fn a_value_that_is_not_one_says_so_and_still_falls_back() {
+    let h = {
+        let mut h = HeaderMap::new();
+        h.insert("content-type", HeaderValue::from_static("application/json"));
+        h
+    };
+    let part = |normalize| KeySpec {
+        parts: vec![KeyPartSpec {
+            normalize: Some(normalize),
+            region: Some(phonenumber::country::Id::ID),
+            ..KeyPartSpec::plain(KeyPart::Json(vec!["phone".into()]))
+        }],
+    };
+    for (normalize, body, detail) in [
+        (
+            Normalize::Phone,
+            &br#"{"phone":"call me"}"#[..],
+            "json:phone is not a valid phone number",
+        ),
+        (
+            Normalize::Email,
+            br#"{"phone":"Alice <a@example.com>"}"#,
+            "json:phone is not a valid e-mail address",
+        ),
+        (
+            Normalize::Lower,
+            br#"{"phone":1e999}"#,
+            "json:phone is not a number within the range of a double",
+        ),
+    ] {
+        let src = KeySource {
+            body: Some(body),
+            ..source(&h, None)
+        };
+        let err = derive_key(&part(normalize), OnMissingKey::Reject, &src).unwrap_err();
+        assert!(err.to_string().starts_with(detail), "{err}");
+        // an invalid value is a missing part: `on_missing_key = "ip"` still falls back
+        let key = derive_key(&part(normalize), OnMissingKey::Ip, &src).unwrap();
+        assert_eq!(key, "%ip:203.0.113.7");
+    }
+    let src = KeySource {
+        body: Some(br#"{"user":"x"}"#),
+        ..source(&h, None)
+    };
+    let err = derive_key(&part(Normalize::Phone), OnMissingKey::Reject, &src).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the request has no json:phone (needed for the rate-limit key)"
+    );
 }

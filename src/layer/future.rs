@@ -15,7 +15,7 @@ use http::{Request, Response};
 use tower::Service;
 
 use super::body::{BoxError, RequestBody, ResponseBody};
-use super::read::{check_head, Reading};
+use super::read::{start_reading, Reading};
 use super::{client_addr, Decided, MatchedRoute, Shared, Unmatched};
 use crate::error::GatewayError;
 use crate::key::{client_ip, KeySource};
@@ -150,7 +150,7 @@ where
         let config = &step.route.config;
         if config.reads_body() {
             let max = config.max_key_body_bytes;
-            if let Err(e) = check_head(&step.head.headers, max) {
+            if let Err(e) = start_reading(&mut step.head.headers, max) {
                 return Self::state(step.refuse(e));
             }
             let reading = Reading::new(body, max, body_timeout);

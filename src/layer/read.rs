@@ -2,6 +2,10 @@
 //! them, at most `max_key_body_bytes` (413 beyond: padding must not dodge a limit), unencoded
 //! (415 for a `Content-Encoding` other than `identity`), and within `header_read_timeout` (408:
 //! a slow body must not hold a slot). What is read goes upstream byte for byte.
+//!
+//! `Expect: 100-continue` is the gateway's to answer on such a route: hyper sends the client
+//! `100 Continue` when the body is first read, and the upstream, which then gets the whole body
+//! at once, is not sent the `Expect` (it would answer a question already answered).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -9,7 +13,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http::header::{CONTENT_ENCODING, CONTENT_LENGTH};
+use http::header::{CONTENT_ENCODING, CONTENT_LENGTH, EXPECT};
 use http::HeaderMap;
 use http_body::Body;
 use tokio::time::Sleep;
@@ -17,9 +21,9 @@ use tokio::time::Sleep;
 use super::body::BoxError;
 use crate::error::GatewayError;
 
-/// Refuses before reading what can be refused from the head: an encoded body, or a length
-/// over the bound.
-pub fn check_head(headers: &HeaderMap, max: usize) -> Result<(), GatewayError> {
+/// Before reading a body whole: refuses what can be refused from the head (an encoded body, a
+/// length over the bound), and takes `Expect` off the head, since the gateway answers it.
+pub fn start_reading(headers: &mut HeaderMap, max: usize) -> Result<(), GatewayError> {
     // Every line counts: `identity` on the first and `gzip` on the second is a gzip body.
     for encoding in headers.get_all(CONTENT_ENCODING) {
         let text = String::from_utf8_lossy(encoding.as_bytes());
@@ -39,6 +43,7 @@ pub fn check_head(headers: &HeaderMap, max: usize) -> Result<(), GatewayError> {
     if announced.is_some_and(|n| n > max as u64) {
         return Err(GatewayError::BodyTooLarge { max });
     }
+    headers.remove(EXPECT);
     Ok(())
 }
 

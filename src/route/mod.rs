@@ -1,13 +1,13 @@
 //! Routing, the first step of the request path: [`admit`] refuses what must not go further (a
 //! head over the bounds, a path without one safe spelling), normalises the path
 //! ([`normalize`]) and matches it against the routes of the [`RouteTable`] in file order (paths
-//! ignoring ASCII case unless `server.path_case = "sensitive"`, methods ignoring case, `HEAD` by
-//! a route that takes `GET`). Everything after this step (keys, limits, the forwarded request)
-//! sees only the normalised path.
+//! ignoring ASCII case unless `server.path_case = "sensitive"`, segments' `;` parameters
+//! ignored, methods ignoring case, `HEAD` by a route that takes `GET`). Everything after this
+//! step (keys, limits, the forwarded request) sees only the normalised path.
 
 mod table;
 
-pub use crate::path::{normalize, PathError};
+pub use crate::path::{normalize, without_parameters, PathError};
 pub use table::{Carried, CompileError, Route, RouteTable};
 
 use std::borrow::Cow;
@@ -62,7 +62,7 @@ pub fn normalize_uri(uri: &mut Uri) -> Result<(), PathError> {
 }
 
 /// The checks before routing, then the route: the head within bounds, a path with one safe
-/// spelling (which replaces the one sent). (Conflicting framing never gets this far: hyper
+/// spelling (which replaces the one sent), matched without its `;` parameters. (Conflicting framing never gets this far: hyper
 /// decodes a request with both `Content-Length` and `Transfer-Encoding` by the latter alone,
 /// drops the former and closes the connection after the answer, as RFC 9112 6.1 allows.)
 pub fn admit<'t>(table: &'t RouteTable, head: &mut Parts) -> Result<&'t Arc<Route>, RouteError> {
@@ -86,8 +86,9 @@ pub fn admit<'t>(table: &'t RouteTable, head: &mut Parts) -> Result<&'t Arc<Rout
         });
     }
     normalize_uri(&mut head.uri)?;
+    let routed = without_parameters(head.uri.path())?;
     table
-        .find(&head.method, head.uri.path())
+        .find(&head.method, &routed)
         .ok_or_else(|| RouteError::NoRoute {
             method: head.method.to_string(),
             path: head.uri.path().to_string(),

@@ -1,7 +1,7 @@
 //! A real upstream that answers like the services slidegate protects: a login endpoint (`POST
 //! /api/login`: 200 for the password `right`, 401 for anything else, after `?ms=N` milliseconds
 //! when asked), `POST /echo` (the body it got) and anything else with 200 (an OTP sent); it
-//! records every body it was sent, by path.
+//! records every request it was sent: path, headers and body.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -14,8 +14,8 @@ use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
-/// The bodies an upstream was sent, with their paths, in arrival order.
-type SeenBodies = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+/// The requests an upstream was sent (path, headers, body), in arrival order.
+type SeenBodies = Arc<Mutex<Vec<(String, http::HeaderMap, Vec<u8>)>>>;
 
 /// An upstream that answers `POST /api/login` with 200 for the password `right` and 401 for
 /// anything else (after `?ms=N` milliseconds when asked), `POST /api/otp/send` with 200, and
@@ -66,8 +66,17 @@ impl AuthUpstream {
     pub fn bodies(&self, path: &str) -> Vec<Vec<u8>> {
         let all = self.bodies.lock().unwrap();
         all.iter()
-            .filter(|(p, _)| p == path)
-            .map(|(_, b)| b.clone())
+            .filter(|(p, _, _)| p == path)
+            .map(|(_, _, b)| b.clone())
+            .collect()
+    }
+
+    /// The headers of the requests to `path`, in arrival order.
+    pub fn heads(&self, path: &str) -> Vec<http::HeaderMap> {
+        let all = self.bodies.lock().unwrap();
+        all.iter()
+            .filter(|(p, _, _)| p == path)
+            .map(|(_, h, _)| h.clone())
             .collect()
     }
 
@@ -82,9 +91,10 @@ impl AuthUpstream {
 
 async fn answer(
     req: Request<Incoming>,
-    seen: &Mutex<Vec<(String, Vec<u8>)>>,
+    seen: &Mutex<Vec<(String, http::HeaderMap, Vec<u8>)>>,
 ) -> Response<Full<Bytes>> {
     let path = req.uri().path().to_string();
+    let headers = req.headers().clone();
     let wait = req
         .uri()
         .query()
@@ -92,7 +102,9 @@ async fn answer(
         .and_then(|ms| ms.parse::<u64>().ok());
     let body = req.into_body().collect().await.map(|b| b.to_bytes());
     let body = body.unwrap_or_default();
-    seen.lock().unwrap().push((path.clone(), body.to_vec()));
+    seen.lock()
+        .unwrap()
+        .push((path.clone(), headers, body.to_vec()));
     if let Some(ms) = wait {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }

@@ -53,11 +53,23 @@ impl HttpClient {
         headers: &[(&str, &str)],
         body: &str,
     ) -> Reply {
+        self.send_bytes(method, url, headers, body.as_bytes().to_vec())
+            .await
+    }
+
+    /// Sends a request with headers and a body of any bytes; fails the test after 10 s.
+    pub async fn send_bytes(
+        &self,
+        method: Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> Reply {
         let mut req = Request::builder().method(method).uri(url);
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
-        let req = req.body(Full::new(Bytes::from(body.to_string()))).unwrap();
+        let req = req.body(Full::new(Bytes::from(body))).unwrap();
         let fut = async {
             let resp = self.client.request(req).await.expect("request sent");
             let (parts, body) = resp.into_parts();

@@ -46,6 +46,24 @@ pub async fn send(addr: SocketAddr, request: &[u8]) -> RawReply {
         .expect("raw response within 10 s")
 }
 
+/// Reads one response head (up to its blank line) off `stream`, no further; fails the test
+/// after 10 s. For the interim `100 Continue` a client waits for before it sends its body.
+pub async fn read_head(stream: &mut TcpStream) -> String {
+    let fut = async {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            let n = stream.read(&mut byte).await.expect("read a response head");
+            assert!(n > 0, "closed before a whole head: {head:?}");
+            head.push(byte[0]);
+        }
+        String::from_utf8_lossy(&head).into_owned()
+    };
+    tokio::time::timeout(Duration::from_secs(10), fut)
+        .await
+        .expect("a response head within 10 s")
+}
+
 /// `METHOD TARGET HTTP/1.1` with a Host header, extra header lines and no body.
 pub async fn request(addr: SocketAddr, method: &str, target: &str, headers: &[&str]) -> RawReply {
     let mut text = format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");

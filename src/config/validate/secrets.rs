@@ -13,7 +13,7 @@ const MIN_HS256_SECRET_BYTES: usize = 32;
 use super::{Result, Validator};
 use crate::config::raw::{RawConfig, RawJwt};
 use crate::config::{
-    ConfigError, ConfigWarning, HashSecret, JwtConfig, JwtKey, KeyPart, KeysConfig,
+    redact_url, ConfigError, ConfigWarning, HashSecret, JwtConfig, JwtKey, KeyPart, KeysConfig,
 };
 
 impl Validator<'_> {
@@ -83,7 +83,10 @@ impl Validator<'_> {
             Err(e) => {
                 return self.error(
                     file.span(),
-                    format!("jwt.public_key_file: cannot read `{}`: {e}", path.display()),
+                    format!(
+                        "jwt.public_key_file: cannot read `{}`: {e}",
+                        redact_url(&path.display().to_string())
+                    ),
                 )
             }
         };
@@ -96,7 +99,7 @@ impl Validator<'_> {
                 file.span(),
                 format!(
                     "jwt.public_key_file: `{}` is not an RSA or EC public key in PEM",
-                    path.display()
+                    redact_url(&path.display().to_string())
                 ),
             )
         }
@@ -105,9 +108,10 @@ impl Validator<'_> {
     /// Why the secret in the environment variable `name` cannot be used: it is not set, or
     /// it is set to nothing.
     pub(super) fn unusable_secret(&self, name: &str) -> String {
+        let shown = redact_url(name);
         match self.env.get(name) {
-            Some(_) => format!("the environment variable `{name}` is empty"),
-            None => format!("the environment variable `{name}` is not set"),
+            Some(_) => format!("the environment variable `{shown}` is empty"),
+            None => format!("the environment variable `{shown}` is not set"),
         }
     }
 

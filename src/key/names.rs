@@ -1,0 +1,140 @@
+//! Member and field names as the frameworks behind the gateway may read them. A body key part
+//! names one member or field; a name that some framework folds into it (Go's `encoding/json`
+//! matches member names ignoring case, PHP turns `phone[]` into `phone` and ` phone` into
+//! `phone`) could carry the value the upstream acts on while the gateway counts another. Such a
+//! name is a copy of the wanted one: the caller refuses the request rather than pick a copy.
+//!
+//! Differences from a plain case-insensitive compare: besides case (ASCII, and Unicode lower
+//! case, which takes in Go's simple folding: the Kelvin sign `K` is `k`, the long `ſ` is `s`),
+//! a copy may differ by surrounding whitespace (any Unicode space), NUL or invisible characters
+//! (byte order mark, zero-width space and joiners, soft hyphen: anywhere in the name), a
+//! bracket suffix (`phone[]`, `phone[0]`), and PHP's `.` and ` ` read as `_`. The exact name is
+//! compared first, so the common case costs one comparison and allocates nothing.
+
+/// How a name relates to the wanted one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameMatch {
+    /// The very name.
+    Exact,
+    /// Another spelling of it that some framework reads as it.
+    Copy,
+    /// Another name.
+    Other,
+}
+
+/// How `name` relates to `wanted`.
+pub fn compare(name: &str, wanted: &str) -> NameMatch {
+    if name == wanted {
+        NameMatch::Exact
+    } else if folded(name).eq(folded(wanted)) {
+        NameMatch::Copy
+    } else {
+        NameMatch::Other
+    }
+}
+
+/// How a name given as bytes (a decoded form field or query parameter, which need not be
+/// UTF-8) relates to `wanted`. Bytes that are not UTF-8 are compared as they are.
+pub fn compare_bytes(name: &[u8], wanted: &str) -> NameMatch {
+    if name == wanted.as_bytes() {
+        return NameMatch::Exact;
+    }
+    match std::str::from_utf8(name) {
+        Ok(text) => compare(text, wanted),
+        Err(_) => compare(&String::from_utf8_lossy(name), wanted),
+    }
+}
+
+/// The characters of `name` as a folding framework compares them: the name's core (see
+/// [`core`]) without invisible characters, each character in lower case, `.` and ` ` as `_`.
+fn folded(name: &str) -> impl Iterator<Item = char> + '_ {
+    core(name)
+        .chars()
+        .filter(|&c| !is_invisible(c))
+        .flat_map(char::to_lowercase)
+        .map(|c| match c {
+            'ſ' => 's',
+            '.' | ' ' => '_',
+            c => c,
+        })
+}
+
+/// The name without what surrounds it: whitespace, NUL and invisible characters at either end,
+/// and a bracket suffix (`phone[]`, `phone[0]`, `phone [x]`) with what comes before it.
+fn core(name: &str) -> &str {
+    let trimmed = name.trim_matches(is_padding);
+    match trimmed.find('[') {
+        Some(open) if open > 0 && trimmed.ends_with(']') => {
+            trimmed[..open].trim_end_matches(is_padding)
+        }
+        _ => trimmed,
+    }
+}
+
+/// Characters a name may be padded with: Unicode whitespace, NUL, invisible characters.
+fn is_padding(c: char) -> bool {
+    c.is_whitespace() || c == '\0' || is_invisible(c)
+}
+
+/// Characters that show nothing and that some readers drop: the byte order mark, zero-width
+/// space, joiners and word joiner, the Mongolian vowel separator, the soft hyphen, and NUL
+/// (which a C string ends at).
+pub(super) fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\0' | '\u{00AD}' | '\u{180E}' | '\u{200B}'..='\u{200D}' | '\u{2060}' | '\u{FEFF}'
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exact_name_is_exact_and_other_names_are_other() {
+        assert_eq!(compare("phone", "phone"), NameMatch::Exact);
+        for other in ["phones", "phon", "ph one", "to", "", "[]", "p[hone]"] {
+            assert_eq!(compare(other, "phone"), NameMatch::Other, "{other:?}");
+        }
+    }
+
+    #[test]
+    fn folded_spellings_are_copies() {
+        for copy in [
+            "PHONE",
+            "Phone",
+            "phone ",
+            " phone",
+            "\tphone\n",
+            "phone\u{0}",
+            "\u{0}phone",
+            "ph\u{0}one",
+            "\u{FEFF}phone",
+            "ph\u{FEFF}one",
+            "phone\u{200B}",
+            "pho\u{00AD}ne",
+            "phone\u{00A0}",
+            "\u{3000}phone",
+            "\u{2028}phone\u{2029}",
+            "phone[]",
+            "phone[0]",
+            "PHONE []",
+            "phone[x]",
+        ] {
+            assert_eq!(compare(copy, "phone"), NameMatch::Copy, "{copy:?}");
+        }
+        // Go's simple folding: the Kelvin sign and the long s
+        assert_eq!(compare("\u{212A}ey", "key"), NameMatch::Copy);
+        assert_eq!(compare("\u{017F}ms", "sms"), NameMatch::Copy);
+        // PHP reads `.` and ` ` in a field name as `_`
+        assert_eq!(compare("user.id", "user_id"), NameMatch::Copy);
+        assert_eq!(compare("user id", "user_id"), NameMatch::Copy);
+    }
+
+    #[test]
+    fn names_as_bytes_fold_the_same() {
+        assert_eq!(compare_bytes(b"phone", "phone"), NameMatch::Exact);
+        assert_eq!(compare_bytes(b"PHONE[]", "phone"), NameMatch::Copy);
+        assert_eq!(compare_bytes(b"phone\xff", "phone"), NameMatch::Other);
+    }
+}
