@@ -166,7 +166,7 @@ pub enum ValueError {
         given: usize,
     },
     /// A value the part cannot read (not an IP, not a phone number, a path with no safe form).
-    #[error("`{value}` is not a valid value for the part {part}: {why}")]
+    #[error("`{value}` is {why} (part {part})")]
     Invalid {
         /// The part, as the config writes it.
         part: String,
@@ -211,18 +211,18 @@ pub fn key_of_values(
             crate::config::KeyPart::Method => value::method_value(value),
             crate::config::KeyPart::Path => match crate::path::normalize(value) {
                 Ok(path) => value::path_value(&path, ctx.path_case),
-                Err(e) => return Err(invalid(e.to_string())),
+                Err(e) => return Err(invalid(format!("no path the gateway takes: {e}"))),
             },
             _ => value.to_string(),
         };
         match options::apply(part, raw.into_bytes(), ctx.secret) {
             Ok(v) => key.push_str(&v),
             Err(Absent::Invalid(what)) => {
-                return Err(invalid(format!("not {what} (it would count as missing)")))
+                return Err(invalid(format!("not {what}; it would count as missing")))
             }
             Err(Absent::NotSent) => {
                 return Err(invalid(
-                    "it leaves nothing of the part (it would count as missing)".into(),
+                    "empty once normalised; it would count as missing".into(),
                 ))
             }
         }
