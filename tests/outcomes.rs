@@ -1,9 +1,11 @@
 //! Counting outcomes (SPEC section 9) at the store: an attempt is charged when admitted (a
-//! reservation) and settled later: kept when its status counts, refunded when it does not or
-//! when its client left, or the whole count cleared when its status resets. For random traces
-//! of overlapping attempts and outcomes, on the memory store and on Redis (at given instants,
-//! and on the Redis clock), every decision matches a plain model in which reservations count
-//! until answered, and no window ever holds more than `limit` counted attempts.
+//! reservation) and settled later: kept (and confirmed as answered) when its status counts or
+//! never came, refunded when it does not count or the upstream never saw it, and a resetting
+//! status forgives the answered attempts while the reservations still in flight stay. For
+//! random traces of overlapping attempts and outcomes, on the memory store and on Redis (at
+//! given instants, and on the Redis clock), every decision matches a plain model in which
+//! reservations count until answered, and no window ever holds more than `limit` counted
+//! attempts.
 
 mod support;
 
@@ -26,14 +28,17 @@ const WINDOW: u64 = 2_000_000;
 /// What happens to an admitted attempt when it is settled.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Outcome {
-    /// Its status counts: the charge stays.
+    /// Its status counts: the charge stays, confirmed as answered.
     Counted,
     /// Its status does not count: refunded.
     Uncounted,
-    /// Its status resets the count.
+    /// Its status resets the count: its own charge and the answered ones go, the ones in
+    /// flight stay.
     Reset,
-    /// Its client left first: refunded.
-    Gone,
+    /// Its client left before the upstream saw it: refunded.
+    Unseen,
+    /// The upstream saw it but no status came: kept, confirmed as answered.
+    NoStatus,
 }
 
 /// One step: after `gap` µs, a new attempt; and settle the oldest attempt in flight with
@@ -49,42 +54,49 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
         3 => Just(Outcome::Counted),
         3 => Just(Outcome::Uncounted),
         1 => Just(Outcome::Reset),
-        1 => Just(Outcome::Gone),
+        1 => Just(Outcome::Unseen),
+        1 => Just(Outcome::NoStatus),
     ];
     let step = (0u64..700_000, proptest::option::weighted(0.7, outcome))
         .prop_map(|(gap, settle)| Step { gap, settle });
     proptest::collection::vec(step, 1..50)
 }
 
-/// The plain model: the instants of the attempts that count now (kept and in flight); a refund
-/// takes one out, a reset empties it; an attempt is admitted while fewer than `LIMIT` count in
+/// The plain model: the attempts that count now, with their instants and whether they were
+/// answered (kept) or are still in flight; a refund takes one out, a reset takes its own and
+/// the answered ones; an attempt is admitted while fewer than `LIMIT` count in
 /// `(now - WINDOW, now]`.
 #[derive(Default)]
 struct Model {
-    counting: Vec<(u64, u64)>,
+    /// (instant, attempt, answered)
+    counting: Vec<(u64, u64, bool)>,
 }
 
 impl Model {
     fn in_window(&self, now: u64) -> usize {
         self.counting
             .iter()
-            .filter(|(t, _)| now < t + WINDOW && *t <= now)
+            .filter(|(t, _, _)| now < t + WINDOW && *t <= now)
             .count()
     }
 
     fn admit(&mut self, id: u64, now: u64) -> bool {
         let fits = (self.in_window(now) as u64) < LIMIT;
         if fits {
-            self.counting.push((now, id));
+            self.counting.push((now, id, false));
         }
         fits
     }
 
     fn settle(&mut self, id: u64, outcome: Outcome) {
         match outcome {
-            Outcome::Counted => {}
-            Outcome::Uncounted | Outcome::Gone => self.counting.retain(|(_, i)| *i != id),
-            Outcome::Reset => self.counting.clear(),
+            Outcome::Counted | Outcome::NoStatus => {
+                for entry in self.counting.iter_mut().filter(|e| e.1 == id) {
+                    entry.2 = true;
+                }
+            }
+            Outcome::Uncounted | Outcome::Unseen => self.counting.retain(|e| e.1 != id),
+            Outcome::Reset => self.counting.retain(|e| e.1 != id && !e.2),
         }
     }
 }
@@ -130,16 +142,18 @@ async fn settle(
         .receipt
         .clone()
         .expect("an admitted attempt has a receipt");
-    let (refund, reset) = match outcome {
-        Outcome::Counted => return,
-        Outcome::Uncounted | Outcome::Gone => (vec![0], vec![]),
-        Outcome::Reset => (vec![], vec![0]),
+    // What the gateway sends for each outcome (the limit resets, so a kept charge is confirmed).
+    let (refund, confirm, reset) = match outcome {
+        Outcome::Counted | Outcome::NoStatus => (vec![], vec![0], vec![]),
+        Outcome::Uncounted | Outcome::Unseen => (vec![0], vec![], vec![]),
+        Outcome::Reset => (vec![], vec![], vec![0]),
     };
     let settlement = Settlement {
         limits: set.clone(),
         bases: bases.to_vec(),
         receipt,
         refund,
+        confirm,
         reset,
     };
     store.settle(settlement).await.expect("the store settles");
