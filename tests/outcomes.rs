@@ -5,7 +5,8 @@
 //! random traces of overlapping attempts and outcomes, on the memory store and on Redis (at
 //! given instants, and on the Redis clock), every decision matches a plain model in which
 //! reservations count until answered, and no window ever holds more than `limit` counted
-//! attempts.
+//! attempts. `outcomes_through_the_layer` plays such traces through the rate-limit layer itself
+//! with clients that leave at random moments.
 
 mod support;
 
@@ -24,6 +25,9 @@ use support::unique_prefix;
 const T0: u64 = 1_700_000_000_000_000;
 const LIMIT: u64 = 3;
 const WINDOW: u64 = 2_000_000;
+
+#[path = "outcomes/through_the_layer.rs"]
+mod through_the_layer;
 
 /// What happens to an admitted attempt when it is settled.
 #[derive(Debug, Clone, Copy, PartialEq)]

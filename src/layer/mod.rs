@@ -20,6 +20,7 @@
 //! than as request extensions. The inner service gets the matched route as a request extension
 //! ([`MatchedRoute`]), and the response carries what was decided ([`Decided`]) for an access log.
 
+mod attempt;
 mod body;
 mod builder;
 mod future;
@@ -31,6 +32,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
+pub use attempt::{Attempt, Departed, OnDeparted};
 pub use body::{BoxError, RequestBody, ResponseBody};
 pub use builder::{Builder, RouteBuilder};
 pub use future::ResponseFuture;
