@@ -26,6 +26,7 @@ mod builder;
 mod future;
 mod read;
 mod service;
+mod state;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
