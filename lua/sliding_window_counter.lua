@@ -96,13 +96,25 @@ local function report(s)
   return used, time_until(s, used - 1)
 end
 
+-- A limit's stored counts read straight from its hash (settlements run before the call's
+-- decisions open their hashes), when they are of this window length; and written back.
+local function stored_counts(key, name, window)
+  local stored = call('HGET', key, name)
+  if not stored then return nil end
+  local w, c, p, l = parse(stored)
+  if l ~= window then return nil end
+  return w, c, p
+end
+
+local function write_counts(key, name, w, c, p, window)
+  call('HSET', key, name, int(w) .. ' ' .. int(c) .. ' ' .. int(p) .. ' ' .. int(window))
+end
+
 -- A refund takes the units back from the fixed window they were counted in (the current one,
 -- or the previous one if a window has turned since); older charges no longer weigh anything.
 local function refund(key, name, limit, window, param, member, at, cost)
-  local stored = call('HGET', key, name)
-  if not stored then return end
-  local w, c, p, l = parse(stored)
-  if l ~= window then return end
+  local w, c, p = stored_counts(key, name, window)
+  if w == nil then return end
   local index = floor(at / window)
   if w == index then
     c = c - cost
@@ -113,7 +125,7 @@ local function refund(key, name, limit, window, param, member, at, cost)
   else
     return
   end
-  call('HSET', key, name, int(w) .. ' ' .. int(c) .. ' ' .. int(p) .. ' ' .. int(l))
+  write_counts(key, name, w, c, p, window)
 end
 
 -- Answered units: a field "<limit>!" holds "<index> <units answered and counted in that fixed
@@ -129,10 +141,8 @@ local function answered(key, name)
 end
 
 local function confirm(key, name, limit, window, param, member, at, cost)
-  local stored = call('HGET', key, name)
-  if not stored then return end
-  local w, c, p, l = parse(stored)
-  if l ~= window then return end
+  local w = stored_counts(key, name, window)
+  if w == nil then return end
   local index = floor(at / window)
   if index + 1 < w then return end
   local i, a, b = answered(key, name)
@@ -170,7 +180,7 @@ local function clear(key, name)
   if c == 0 and p == 0 then
     call('HDEL', key, name)
   else
-    call('HSET', key, name, int(w) .. ' ' .. int(c) .. ' ' .. int(p) .. ' ' .. int(l))
+    write_counts(key, name, w, c, p, l)
   end
 end
 

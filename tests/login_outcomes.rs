@@ -13,7 +13,7 @@ use http::Method;
 use support::gateway::{Gateway, TOKEN};
 use support::http::HttpClient;
 use support::metrics::value;
-use support::otp_login::{gateway_on, post, scrape, AuthUpstream};
+use support::otp_login::{gateway_on, login_route, post, scrape, AuthUpstream};
 use support::redis::RedisServer;
 
 const LOGIN_ROUTE: &str = r#"
@@ -160,23 +160,10 @@ async fn failed_logins_block_escalating_and_successes_do_not_count() {
 /// come back uncounted, not refused until the cached wait runs out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refund_lifts_the_refusal_the_deny_cache_remembered() {
-    const ROUTE: &str = r#"
-[[routes]]
-name = "login"
-path = "/api/login"
-methods = ["POST"]
-upstream = "up"
-key = [{ part = "json:username", normalize = "lower" }]
-
-  [[routes.limits]]
-  name = "failed-logins"
-  limit = 2
-  window = "1m"
-  count_status = [401]
-"#;
+    let route = login_route("limit = 2\nwindow = \"1m\"\ncount_status = [401]");
     let redis = RedisServer::start_async().await;
     let upstream = AuthUpstream::start().await;
-    let gw = gateway_on(&redis, &upstream, ROUTE).await;
+    let gw = gateway_on(&redis, &upstream, &route).await;
     let client = HttpClient::default();
     let url = gw.url("/api/login");
     let slow = gw.url("/api/login?ms=600");

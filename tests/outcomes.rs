@@ -17,9 +17,9 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 use slidegate::config::ClockSource;
-use slidegate::store::{Decision, DecisionRequest, LimitSet, MemoryStore, Settlement, Store};
+use slidegate::store::{Decision, LimitSet, MemoryStore, Store};
 use support::redis::RedisServer;
-use support::store::{bases, limit_sets, redis_store};
+use support::store::{bases, limit_sets, redis_store, reserve, settle_first, Settle};
 use support::unique_prefix;
 
 const T0: u64 = 1_700_000_000_000_000;
@@ -114,27 +114,7 @@ fn route() -> Arc<LimitSet> {
     .remove(0)
 }
 
-async fn decide(
-    store: &Store,
-    set: &Arc<LimitSet>,
-    bases: &[String],
-    now: Option<u64>,
-) -> Decision {
-    let request = DecisionRequest {
-        limits: set,
-        bases,
-        cost: 1,
-        dry_run: false,
-        receipt: true,
-    };
-    store
-        .decide_many(&[request], now)
-        .await
-        .pop()
-        .unwrap()
-        .expect("the store decides")
-}
-
+/// What the gateway sends the store for an outcome.
 async fn settle(
     store: &Store,
     set: &Arc<LimitSet>,
@@ -142,25 +122,13 @@ async fn settle(
     d: &Decision,
     outcome: Outcome,
 ) {
-    let receipt = d
-        .receipt
-        .clone()
-        .expect("an admitted attempt has a receipt");
-    // What the gateway sends for each outcome (the limit resets, so a kept charge is confirmed).
-    let (refund, confirm, reset) = match outcome {
-        Outcome::Counted | Outcome::NoStatus => (vec![], vec![0], vec![]),
-        Outcome::Uncounted | Outcome::Unseen => (vec![0], vec![], vec![]),
-        Outcome::Reset => (vec![], vec![], vec![0]),
+    // The limit resets, so a kept charge is confirmed.
+    let settle = match outcome {
+        Outcome::Counted | Outcome::NoStatus => Settle::Confirm,
+        Outcome::Uncounted | Outcome::Unseen => Settle::Refund,
+        Outcome::Reset => Settle::Reset,
     };
-    let settlement = Settlement {
-        limits: set.clone(),
-        bases: bases.to_vec(),
-        receipt,
-        refund,
-        confirm,
-        reset,
-    };
-    store.settle(settlement).await.expect("the store settles");
+    settle_first(store, set, bases, d, settle).await;
 }
 
 /// Plays `steps` on `store` (at chosen instants when `clock` is false, else on the store's own
@@ -180,7 +148,7 @@ async fn follows_the_model(
         if !chosen_instants {
             tokio::time::sleep(Duration::from_micros(step.gap.min(50_000))).await;
         }
-        let d = decide(store, &set, &bases, chosen_instants.then_some(now)).await;
+        let d = reserve(store, &set, &bases, chosen_instants.then_some(now)).await;
         let at = if chosen_instants {
             now
         } else {

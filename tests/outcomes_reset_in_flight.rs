@@ -10,72 +10,27 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use slidegate::config::ClockSource;
-use slidegate::store::{Decision, DecisionRequest, LimitSet, MemoryStore, Settlement, Store};
+use slidegate::store::{Decision, LimitSet, MemoryStore, Store};
 use support::http::HttpClient;
-use support::otp_login::{gateway_on, post, AuthUpstream};
+use support::otp_login::{gateway_on, login_route, post, AuthUpstream};
 use support::redis::RedisServer;
-use support::store::{bases, limit_sets, redis_store};
+use support::store::{bases, limit_sets, redis_store, reserve, settle_first, Settle};
 use support::unique_prefix;
 
 const ALGORITHMS: [&str; 3] = ["sliding_log", "sliding_window_counter", "gcra"];
 
-fn login_route(algorithm: &str) -> String {
-    format!(
-        r#"
-[[routes]]
-name = "login"
-path = "/api/login"
-methods = ["POST"]
-upstream = "up"
-key = [{{ part = "json:username", normalize = "lower" }}]
-
-  [[routes.limits]]
-  name = "failed-logins"
-  limit = 5
-  window = "1d"
-  algorithm = "{algorithm}"
-  count_status = [401]
-  reset_status = [200]
-"#
-    )
-}
-
-/// One attempt, on the store's clock, with a receipt (a reservation).
-async fn attempt(store: &Store, set: &Arc<LimitSet>, bases: &[String]) -> Decision {
-    let request = DecisionRequest {
-        limits: set,
-        bases,
-        cost: 1,
-        dry_run: false,
-        receipt: true,
-    };
-    let mut answers = store.decide_many(&[request], None).await;
-    answers.pop().unwrap().expect("the store decides")
-}
-
-/// Settles `d` on the route's one limit: `kind` is what the gateway sends for the answer.
-async fn settle(store: &Store, set: &Arc<LimitSet>, bases: &[String], d: &Decision, kind: char) {
-    let mut settlement = Settlement {
-        limits: set.clone(),
-        bases: bases.to_vec(),
-        receipt: d.receipt.clone().expect("a reservation"),
-        refund: vec![],
-        confirm: vec![],
-        reset: vec![],
-    };
-    match kind {
-        'r' => settlement.refund.push(0),
-        'c' => settlement.confirm.push(0),
-        _ => settlement.reset.push(0),
-    }
-    store.settle(settlement).await.expect("the store settles");
+/// The login route's limit: 5 failures a day, a success resets, on `algorithm`.
+fn login(algorithm: &str) -> String {
+    login_route(&format!(
+        "limit = 5\nwindow = \"1d\"\nalgorithm = \"{algorithm}\"\ncount_status = [401]\nreset_status = [200]"
+    ))
 }
 
 /// Of `n` attempts, the admitted ones.
 async fn admitted(store: &Store, set: &Arc<LimitSet>, bases: &[String], n: usize) -> Vec<Decision> {
     let mut allowed = Vec::new();
     for _ in 0..n {
-        let d = attempt(store, set, bases).await;
+        let d = reserve(store, set, bases, None).await;
         if d.allowed() {
             allowed.push(d);
         }
@@ -87,12 +42,12 @@ async fn admitted(store: &Store, set: &Arc<LimitSet>, bases: &[String], n: usize
 /// five. Once the failures are answered (counted) and an attempt refunded, the next success
 /// forgives them all.
 async fn the_reset_keeps_what_is_in_flight(store: &Store, algorithm: &str) {
-    let set = limit_sets(&login_route(algorithm)).remove(0);
+    let set = limit_sets(&login(algorithm)).remove(0);
     let bases = bases(&unique_prefix("reset"), "login", "ann");
     let failures = admitted(store, &set, &bases, 4).await;
     assert_eq!(failures.len(), 4, "{algorithm}");
-    let success = attempt(store, &set, &bases).await;
-    settle(store, &set, &bases, &success, 'x').await;
+    let success = reserve(store, &set, &bases, None).await;
+    settle_first(store, &set, &bases, &success, Settle::Reset).await;
     let after_reset = admitted(store, &set, &bases, 5).await;
     assert_eq!(
         after_reset.len(),
@@ -100,12 +55,12 @@ async fn the_reset_keeps_what_is_in_flight(store: &Store, algorithm: &str) {
         "{algorithm}: the four failures in flight stay reserved after a reset"
     );
     for failure in &failures {
-        settle(store, &set, &bases, failure, 'c').await;
+        settle_first(store, &set, &bases, failure, Settle::Confirm).await;
     }
-    settle(store, &set, &bases, &after_reset[0], 'r').await;
-    let success = attempt(store, &set, &bases).await;
+    settle_first(store, &set, &bases, &after_reset[0], Settle::Refund).await;
+    let success = reserve(store, &set, &bases, None).await;
     assert!(success.allowed(), "{algorithm}: room after the refund");
-    settle(store, &set, &bases, &success, 'x').await;
+    settle_first(store, &set, &bases, &success, Settle::Reset).await;
     assert_eq!(
         admitted(store, &set, &bases, 6).await.len(),
         5,
@@ -138,7 +93,7 @@ async fn one_success_while_failures_are_in_flight_lets_no_more_than_the_limit_th
     let redis = RedisServer::start_async().await;
     for algorithm in ALGORITHMS {
         let upstream = AuthUpstream::start().await;
-        let gw = gateway_on(&redis, &upstream, &login_route(algorithm)).await;
+        let gw = gateway_on(&redis, &upstream, &login(algorithm)).await;
         let client = HttpClient::default();
         let held: Vec<_> = (0..4)
             .map(|_| {
