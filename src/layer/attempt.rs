@@ -83,6 +83,12 @@ impl Attempt {
         self.0.stage.load(Ordering::Acquire) != TRACKED
     }
 
+    /// Whether the service says when the request goes out (a forwarding proxy, which also
+    /// counts the upstream's answer in its metrics, so it is read to its end).
+    fn tracked(&self) -> bool {
+        self.0.stage.load(Ordering::Acquire) != UNTRACKED
+    }
+
     /// The status the attempt is settled by once its client left: the upstream's as the
     /// service reported it, or (a service that does not track) its own answer's.
     fn status_after_leaving(&self, answered: Option<u16>) -> Option<u16> {
@@ -153,6 +159,9 @@ impl Settling {
 /// The client of a forwarded request left: an attempt the upstream may have seen is carried to
 /// its answer in a task of its own and settled by the upstream's status (kept when none
 /// arrives); one it never saw is dropped and refunded at once. `then` hears the end either way.
+/// A call with nothing waiting for its end (no reservation, no `then`, a service that does not
+/// track it: an embedded app's handler on a route that does not count outcomes) is dropped, as
+/// hyper would.
 pub(super) fn leave<ResB, E>(
     call: InnerCall<Result<Response<ResB>, E>>,
     settling: Box<Settling>,
@@ -162,20 +171,25 @@ pub(super) fn leave<ResB, E>(
     ResB: 'static,
     E: 'static,
 {
+    if !attempt.seen() {
+        drop(call);
+        tell(then, settling.abandon());
+        return;
+    }
+    let awaited = settling.reservation.is_some() || then.is_some() || attempt.tracked();
     let runtime = tokio::runtime::Handle::try_current();
-    let (true, Ok(runtime)) = (attempt.seen(), runtime) else {
-        // Never seen (or no runtime left to finish it on, and then it stays counted below).
-        let departed = match attempt.seen() {
-            false => settling.abandon(),
-            true => Departed {
-                decided: settling.decided,
+    let (true, Ok(runtime)) = (awaited, runtime) else {
+        // Nothing waits for its end, or no runtime is left to finish it on: dropped, and its
+        // reservation (if any) stays counted.
+        drop(call);
+        let decided = settling.decided;
+        tell(
+            then,
+            Departed {
+                decided,
                 answer: None,
             },
-        };
-        drop(call);
-        if let Some(then) = then {
-            then(departed);
-        }
+        );
         return;
     };
     let attempt = attempt.clone();
@@ -189,11 +203,13 @@ pub(super) fn leave<ResB, E>(
                 None => reservation.keep(),
             }
         }
-        if let Some(then) = then {
-            then(Departed {
-                decided: settling.decided,
-                answer,
-            });
-        }
+        let decided = settling.decided;
+        tell(then, Departed { decided, answer });
     });
+}
+
+fn tell(then: Option<OnDeparted>, departed: Departed) {
+    if let Some(then) = then {
+        then(departed);
+    }
 }
