@@ -20,6 +20,11 @@
 #   login-outcome slidegate, Redis, `count_status = [401]`: half the attempts fail (the demo
 #                 upstream's /login?fail=1), every attempt reserved, the others refunded
 #                 (bench/login.lua, 100,000 X-User keys)
+#   login-leave   login-outcome with a quarter of the clients leaving before their answer:
+#                 wrk (bench/login.lua) on three quarters of the connections, and BENCH_LEAVERS
+#                 clients (bench/leaver.py) that send a failing attempt the demo upstream holds
+#                 BENCH_LEAVE_MS, close the socket at a random moment before it, and reconnect;
+#                 checks that the entries in Redis plus the refunds equal the admitted attempts
 #   gcra          redis-keys with a gcra limit (10,000 per hour) instead of the sliding log
 #   batch         slidegate's POST /v1/decisions, 10,000 distinct keys per call, two limits,
 #                 next to redis-benchmark -P 16 running EVALSHA of the same two-limit script
@@ -58,7 +63,7 @@ export LC_ALL=C # wrk/hey output and printf use "." decimals
 START_TIME=$(date +%s)
 
 ALL_TARGETS=(nginx peer peer-keys haproxy-deny proxy memory redis-hot redis-keys deny otp-body login-outcome
-    gcra batch)
+    login-leave gcra batch)
 AB_TARGETS=(proxy memory redis-hot redis-keys) # run on BENCH_BASELINE_BIN too, as <target>-base
 QUICK=0
 ARG_TARGETS=()
@@ -104,6 +109,8 @@ STORE_TIMEOUT=${BENCH_STORE_TIMEOUT:-50ms}
 PHONES=${BENCH_OTP_PHONES:-100000}
 OTP_NORMALIZE=${BENCH_OTP_NORMALIZE:-0}
 FAIL_SHARE=${BENCH_LOGIN_FAIL_SHARE:-0.5}
+LEAVERS=${BENCH_LEAVERS:-$((CONNS / 4))} # login-leave: clients that leave, of CONNS
+LEAVE_MS=${BENCH_LEAVE_MS:-20}          # login-leave: how long the upstream holds their answer
 BASELINE_BIN=${BENCH_BASELINE_BIN:-}
 export BENCH_USERS=$USERS BENCH_PHONES=$PHONES BENCH_FAIL_SHARE=$FAIL_SHARE BENCH_THREADS=$THREADS # read by the wrk scripts
 unset BENCH_RATE # set only for the paced half-load runs (bench/wrk_pace.lua)
@@ -199,17 +206,18 @@ fi
 
 # Per target: the process under test (a CPU group, see below), what its ratio is taken against,
 # whether it answers 429s by design, and whether its decisions happen in Redis.
-GW_TARGETS=(proxy memory redis-hot redis-keys deny otp-body login-outcome gcra batch) # slidegate
+GW_TARGETS=(proxy memory redis-hot redis-keys deny otp-body login-outcome login-leave gcra batch) # slidegate
 declare -A FRONT=([nginx]=nginx [peer]=peer [peer-keys]=peer [haproxy-deny]=haproxy [redis-benchmark]=none)
 declare -A ANCHOR=([proxy]=nginx [memory]=nginx [redis-hot]=peer [redis-keys]=peer-keys
-    [deny]=haproxy-deny [otp-body]=redis-keys [login-outcome]=redis-keys [gcra]=redis-keys
+    [deny]=haproxy-deny [otp-body]=redis-keys [login-outcome]=redis-keys [login-leave]=redis-keys
+    [gcra]=redis-keys
     [batch]=redis-benchmark)
 declare -A DENIES=([haproxy-deny]=1 [deny]=1)
 declare -A USES_REDIS=([peer]=1 [peer-keys]=1 [redis-hot]=1 [redis-keys]=1 [deny]=1 [otp-body]=1
-    [login-outcome]=1 [gcra]=1 [batch]=1 [redis-benchmark]=1)
+    [login-outcome]=1 [login-leave]=1 [gcra]=1 [batch]=1 [redis-benchmark]=1)
 # The wrk script of each keyed target (the others are plain GETs of BENCH_PATH).
 declare -A KEYED=([peer-keys]=random_user.lua [redis-keys]=random_user.lua [otp-body]=otp_body.lua
-    [login-outcome]=login.lua [gcra]=random_user.lua)
+    [login-outcome]=login.lua [login-leave]=login.lua [gcra]=random_user.lua)
 # Redis holds one sorted-set entry per allowed decision of these targets (their windows hold
 # every entry of a run); the others are checked against the EVALSHA calls (verification).
 declare -A ZSET_EXACT=([redis-keys]=1 [deny]=1 [otp-body]=1)
@@ -230,6 +238,7 @@ done
 TMP=""
 PIDS=()  # background services
 CHILD="" # the current long-running step (cargo, wrk, hey, clients), see run_fg
+LEAVER_PID="" # login-leave's leaving clients while they run beside wrk, see leave_start
 exec 9>&2 # the real stderr, for cleanup messages even if a signal lands inside a redirection
 cleanup() {
     local rc=$? pid i
@@ -239,6 +248,7 @@ cleanup() {
     local order=() interrupted=0
     ((rc == 130 || rc == 143)) && interrupted=1 && log "interrupted, stopping everything"
     [[ -n $CHILD ]] && order+=("$CHILD")
+    [[ -n $LEAVER_PID ]] && order+=("$LEAVER_PID")
     for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do order+=("${PIDS[i]}"); done
     for pid in "${order[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
     for pid in "${order[@]}"; do
@@ -302,6 +312,7 @@ required=(redis-server redis-cli curl timeout pgrep)
 wants_any nginx peer peer-keys && required+=("$NGINX")
 wants haproxy-deny && required+=(haproxy)
 wants batch && required+=(python3 redis-benchmark)
+wants login-leave && required+=(python3)
 ((${#HEY_TARGETS[@]})) && required+=(hey)
 for tool in "${required[@]}"; do
     command -v "$tool" >/dev/null 2>&1 || die "missing required tool: $tool"
@@ -630,7 +641,7 @@ $KEY_NEVER" ;;
 $(limit_toml one 1 1h sliding_log)" ;;
     otp-body) gw_config "$t" redis "$(route_toml "$route" "/*" "$OTP_KEY" 'methods = ["POST"]')
 $(limit_toml per-phone 10000 1h sliding_log)" ;;
-    login-outcome) gw_config "$t" redis "$(route_toml "$route" "/*" '["header:X-User"]')
+    login-outcome | login-leave) gw_config "$t" redis "$(route_toml "$route" "/*" '["header:X-User"]')
 $(limit_toml failed-logins 10000 1h sliding_log 'count_status = [401]')" ;;
     gcra) gw_config "$t" redis "$(route_toml "$route" "/*" '["header:X-User"]')
 $(limit_toml never 10000 1h gcra)" ;;
@@ -771,18 +782,44 @@ declare -A TOT=()   # TOT[target,field]: every run incl. warm-ups (completed, ok
 add_tot() { TOT[$1,$2]=$((${TOT[$1,$2]:-0} + $3)); }
 
 wrk_cmd() { # wrk_cmd TARGET SECONDS [--latency]: the wrk command line, into WRK
-    local t=$1 s=$2
-    WRK=(timeout $((s + 30)) wrk -t"$THREADS" -c"$CONNS" -d"${s}s")
+    local t=$1 s=$2 c=$CONNS
+    [[ $t == login-leave ]] && c=$((CONNS - LEAVERS)) # the other clients leave (bench/leaver.py)
+    WRK=(timeout $((s + 30)) wrk -t"$THREADS" -c"$c" -d"${s}s")
     [[ ${3:-} == --latency ]] && WRK+=(--latency)
     [[ -n ${KEYED[$t]:-} ]] && WRK+=(-s "$ROOT/bench/${KEYED[$t]}")
     WRK+=("http://127.0.0.1:${PORT[$t]}$URL_PATH")
 }
 
+# leave_start TARGET SECONDS FILE: login-leave's leaving clients, in the background, for as
+# long as wrk runs (their one-line report into FILE); leave_end FILE: waits for them and sets
+# LEFT and LEFT_FIRST (their attempts, and those answered before they left). Other targets:
+# nothing, 0.
+leave_start() {
+    LEAVER_PID=""
+    [[ $1 == login-leave ]] || return 0
+    timeout $(($2 + 30)) python3 "$ROOT/bench/leaver.py" 127.0.0.1 "${PORT[$1]}" "$LEAVERS" "$2" "$USERS" \
+        "$LEAVE_MS" >"$3" 2>&1 &
+    LEAVER_PID=$!
+}
+leave_end() {
+    LEFT=0 LEFT_FIRST=0
+    [[ -n $LEAVER_PID ]] || return 0
+    wait "$LEAVER_PID" || die "bench/leaver.py failed: $(cat "$1")"
+    LEAVER_PID=""
+    read -r LEFT LEFT_FIRST < <(sed -n 's/^attempts=\([0-9]*\) answered_first=\([0-9]*\)$/\1 \2/p' "$1") || true
+    [[ $LEFT =~ ^[0-9]+$ && $LEFT_FIRST =~ ^[0-9]+$ ]] || die "bench/leaver.py: no report in $1"
+}
+
 measure_wrk() { # measure_wrk TARGET ROUND
     local t=$1 r=$2 out="$TMP/wrk-$1-$2.txt" c0 n_done non2xx rps p50 p99 errs m0="" m1="" e0 e1 f0 f1 dec
+    local left
     if ((WARMUP > 0)); then
         wrk_cmd "$t" "$WARMUP"
+        leave_start "$t" "$WARMUP" "$TMP/leaver-warmup-$t-$r.txt"
         run_fg "${WRK[@]}" >"$TMP/warmup-$t-$r.txt" 2>&1 || die "wrk warm-up against $t failed"
+        leave_end "$TMP/leaver-warmup-$t-$r.txt"
+        add_tot "$t" left "$LEFT"
+        add_tot "$t" left_first "$LEFT_FIRST"
         read -r n_done non2xx < <(wrk_counts "$TMP/warmup-$t-$r.txt")
         add_tot "$t" completed "$n_done"
         add_tot "$t" ok2xx $((n_done - non2xx))
@@ -794,7 +831,10 @@ measure_wrk() { # measure_wrk TARGET ROUND
     snap_all a
     children_cpu
     c0=$CHILD_MS
+    leave_start "$t" "$SECONDS_PER_RUN" "$TMP/leaver-$t-$r.txt"
     run_fg "${WRK[@]}" >"$out" 2>&1 || { cat "$out" >&2; die "wrk against $t failed"; }
+    leave_end "$TMP/leaver-$t-$r.txt"
+    left=$LEFT
     children_cpu
     snap_all b
     read -r e1 f1 < <(evalsha_stats)
@@ -803,11 +843,14 @@ measure_wrk() { # measure_wrk TARGET ROUND
     add_tot "$t" completed "$n_done"
     add_tot "$t" ok2xx $((n_done - non2xx))
     add_tot "$t" runs 1
+    add_tot "$t" left "$left"
+    add_tot "$t" left_first "$LEFT_FIRST"
     R[$t,$r,rps]=$rps R[$t,$r,p50]=$p50 R[$t,$r,p99]=$p99 R[$t,$r,non2xx]=$non2xx
-    R[$t,$r,sockerr]=$errs R[$t,$r,done]=$n_done
-    R[$t,$r,front]=$(us_per "${FRONT[$t]}" "$n_done")
-    R[$t,$r,redis]=$(us_per redis "$n_done")
-    R[$t,$r,upstream]=$(us_per upstream "$n_done")
+    R[$t,$r,sockerr]=$errs R[$t,$r,done]=$n_done R[$t,$r,left]=$left
+    # CPU per attempt: the ones that left cost the gateway too
+    R[$t,$r,front]=$(us_per "${FRONT[$t]}" $((n_done + left)))
+    R[$t,$r,redis]=$(us_per redis $((n_done + left)))
+    R[$t,$r,upstream]=$(us_per upstream $((n_done + left)))
     R[$t,$r,client]=$(awk -v ms=$((CHILD_MS - c0)) -v n="$n_done" 'BEGIN { printf "%.1f", (n > 0 ? ms * 1000 / n : 0) }')
     R[$t,$r,evalsha]=$((e1 - e0)) R[$t,$r,evalsha_failed]=$((f1 - f0))
     # Decisions made in Redis during the measured run: the peer makes one per request; slidegate
@@ -1049,7 +1092,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
     done
 done
 echo "(batch and redis-benchmark: req/s is decisions/s; p50/p99 are per call for batch, per command for redis-benchmark;"
-echo " non-2xx is expected on the deny targets, every request after the first a 429, and on login-outcome, its 401s)"
+echo " non-2xx is expected on the deny targets, every request after the first a 429, and on login-outcome and"
+echo " login-leave, their 401s; login-leave's req/s is its wrk clients', its CPU per attempt counts those that left too)"
 
 echo
 echo "medians over $ROUNDS round(s) (each column independently); ratio = req/s over the anchor's:"
@@ -1142,7 +1186,7 @@ for t in "${WRK_TARGETS[@]}"; do
     ((completed > 0)) || fail "$t: no completed requests"
     if [[ -n ${DENIES[$t]:-} ]]; then
         ((ok2xx <= 1)) || fail "$t: $ok2xx requests answered 2xx; the limit allows 1 per hour"
-    elif [[ $route != login-outcome ]]; then # its 401s are by design, checked below
+    elif [[ $route != login-outcome && $route != login-leave ]]; then # their 401s are by design, checked below
         ((ok2xx == completed)) || fail "$t: $((completed - ok2xx)) non-2xx responses"
     fi
     line="$t: $completed requests, $ok2xx 2xx, $sockerr socket errors in measured runs"
@@ -1195,12 +1239,27 @@ for t in "${WRK_TARGETS[@]}"; do
                 || fail "$t: $refunds refunds and $up4xx failures for $allowed admitted attempts (slack $sl)"
             awk -v f="$failed" -v n="$completed" -v s="$FAIL_SHARE" 'BEGIN { exit !(n < 1000 || (f / n > s - 0.05 && f / n < s + 0.05)) }' \
                 || fail "$t: $failed of $completed attempts failed; BENCH_LOGIN_FAIL_SHARE is $FAIL_SHARE"
+        elif [[ $route == login-leave ]]; then
+            # wrk's attempts and the leavers' (each left before its answer, the upstream's 401
+            # coming after it: counted once the attempt went upstream, refunded when it had not).
+            left=${TOT[$t,left]:-0}
+            line+="; $left attempts left before their answer (${TOT[$t,left_first]:-0} answered first)"
+            line+=", $refunds refunded"
+            ((allowed + err_allowed + sl >= completed + left && allowed <= completed + left + sl)) \
+                || fail "$t: /metrics allowed=$allowed does not match $completed + $left attempts (slack $sl)"
         elif [[ $route != deny ]]; then
             ((allowed + err_allowed >= ok2xx && allowed <= ok2xx + sl)) \
                 || fail "$t: /metrics allowed=$allowed does not match $ok2xx 2xx answers (in-flight slack $sl)"
         fi
         [[ -n ${USES_REDIS[$t]:-} ]] || { report "$line"; continue; }
-        if [[ -n ${ZSET_EXACT[$t]:-} || $route == login-outcome ]]; then
+        if [[ $route == login-leave ]]; then
+            # Every admitted attempt is counted (an entry in Redis) or refunded, never neither.
+            read -r nkeys entries <<<"$(zcard_sum "sgb-$t:*")"
+            line+="; Redis: $nkeys key(s), $entries entries + $refunds refunds = $((entries + refunds))"
+            line+=" for $allowed admitted"
+            ((entries + refunds >= allowed && entries + refunds <= allowed + err_allowed)) \
+                || fail "$t: $entries entries + $refunds refunds for $allowed admitted attempts (fail-open slack $err_allowed)"
+        elif [[ -n ${ZSET_EXACT[$t]:-} || $route == login-outcome ]]; then
             read -r nkeys entries <<<"$(zcard_sum "sgb-$t:*")"
             line+="; Redis: $nkeys key(s), $entries entries (ZCARD)"
             kept=$allowed
@@ -1305,6 +1364,9 @@ else
 fi
 rate_goal otp-body redis-keys 0.9
 rate_goal login-outcome redis-keys 0.8
+q=$(rate_ratio login-leave redis-keys)
+[[ $q == - ]] || printf '  INFO  %-48s %s\n' "login-leave / redis-keys (req/s of wrk's clients), no goal" \
+    "$q x ($(fmt_num "${MED[login-leave,rps]:--}") vs $(fmt_num "${MED[redis-keys,rps]:--}"); plus ${TOT[login-leave,left]:-0} attempts that left, all runs)"
 q=$(rate_ratio gcra redis-keys)
 [[ $q == - ]] || printf '  INFO  %-48s %s\n' "gcra / redis-keys (req/s), no goal" \
     "$q x ($(fmt_num "${MED[gcra,rps]:--}") vs $(fmt_num "${MED[redis-keys,rps]:--}"))"

@@ -7,7 +7,7 @@
 -- `finish()` (writes every charged state).
 --
 -- One call first applies settlements (refunds of reservations whose outcome was not counted,
--- resets), then decides many requests ("decisions"), all at one instant `now`, in arrival
+-- confirmations of answered ones that stay counted, resets), then decides many requests ("decisions"), all at one instant `now`, in arrival
 -- order: each decision's limits are all charged or none is. A key met again later in the same
 -- call is loaded once, its writes are made once at the end, and every decision sees the
 -- charges of the decisions before it.
@@ -22,7 +22,9 @@
 --             block_forget_ms, S (key slots), Q (states), Q pairs: algorithm code, slot,
 --             N (limits), N quintuples: state, name, limit, window in µs, param (gcra: burst)
 -- then      R, the number of settlements; per settlement:
---             plan, kind ("r" refund, "x" reset), member, decided-at µs, cost, M, M limit indexes
+--             plan, kind ("r" refund, "c" confirm: answered and counted, "x" reset: its own
+--             charge refunded and the answered charges forgiven), member, decided-at µs, cost,
+--             M, M limit indexes
 -- then      D, the number of decisions; per decision: plan, cost (0 reads usage)
 -- KEYS      per settlement, then per decision: its plan's Q state keys, then its S block
 --           markers when the plan blocks. A cluster call that spans slots of one node declares
@@ -117,10 +119,16 @@ for r = 1, settlements do
     local i = ARGV[a + j] + 0
     local q = plan.lstate[i]
     local key = keys[k + q]
-    if kind == 'r' then
-      plan.alg[q].refund(key, plan.names[i], plan.limits[i], plan.windows[i], plan.params[i],
+    if kind == 'c' then
+      plan.alg[q].confirm(key, plan.names[i], plan.limits[i], plan.windows[i], plan.params[i],
         member, at, cost)
     else
+      plan.alg[q].refund(key, plan.names[i], plan.limits[i], plan.windows[i], plan.params[i],
+        member, at, cost)
+    end
+    if kind == 'x' then
+      -- a reset: the attempt's own charge went back above; the answered ones are forgiven,
+      -- the reservations still in flight stay
       plan.alg[q].clear(key, plan.names[i])
       if plan.block_ms > 0 then
         local marker = keys[k + plan.q + plan.sslot[q]]

@@ -11,8 +11,9 @@
 -- Field: "<window> <limit> <time of the last charge> <debt then> <debt before that charge>
 -- <the charge's member>": a refund of the latest charge restores the debt before it exactly; an
 -- older charge's refund is not applied (the debt may have been paid back in between, and
--- taking it off again would let more through than the rate allows). The build wraps this file
--- in a scope of its own (see lua/README.md for the whole contract).
+-- taking it off again would let more through than the rate allows). A field "<limit>!" counts
+-- the answered attempts a reset may forgive (see `add_answered`). The build wraps this file in
+-- a scope of its own (see lua/README.md for the whole contract).
 
 -- The call's hashes (prelude's `field_hashes`): a field is "<window> <limit> <time of the last
 -- charge> <debt then> <debt before it> <its member>"; a hash lives until its largest debt is
@@ -89,17 +90,85 @@ local function report(s)
   return used, r
 end
 
+-- Answered units: a field "<limit>!" holds "<units> <charge instant of the earliest>" (a limit
+-- name never holds '!'): the attempts answered (counted, or refunded when the refund could not
+-- be applied) whose charges may still weigh in the debt. The debt pays back `limit` a
+-- microsecond whoever owes it, so those units still owe at least
+-- units * window - (now - earliest) * limit: what a reset forgives, never more, so the
+-- reservations still in flight keep their whole weight.
+local function answered_units(stored)
+  local u, e = string.match(stored, '^(%d+) (%d+)$')
+  if e == nil then return 0, now end
+  return u + 0, e + 0
+end
+
+-- What `units` charged from `earliest` on still owe at least (in the debt's units).
+local function still_owed(units, earliest, window, limit)
+  local elapsed = now - earliest
+  if elapsed < 0 then elapsed = 0 end
+  return units * window - elapsed * limit
+end
+
+local function add_answered(key, name, window, limit, at, cost)
+  local side = name .. '!'
+  local units, earliest = cost, at
+  local stored = call('HGET', key, side)
+  if stored then
+    local u, e = answered_units(stored)
+    -- units that owe nothing any more are dropped: the bound only shrinks
+    if still_owed(u, e, window, limit) > 0 then
+      units = u + cost
+      if e < at then earliest = e end
+    end
+  end
+  call('HSET', key, side, int(units) .. ' ' .. int(earliest))
+end
+
+-- A refund restores the debt before the key's latest charge exactly; an earlier charge's refund
+-- cannot be taken off the debt (it may have been paid back in between), so its attempt joins
+-- the answered ones, which the next reset forgives.
 local function refund(key, name, limit, window, burst, member, at, cost)
   local stored = call('HGET', key, name)
   if not stored then return end
   local w, l, t, debt, prev, last = parse(stored)
-  if last ~= member or w ~= window or l ~= limit then return end
+  if w ~= window or l ~= limit then return end
+  if last ~= member then
+    add_answered(key, name, window, limit, at, cost)
+    return
+  end
   call('HSET', key, name, int(w) .. ' ' .. int(l) .. ' ' .. int(t) .. ' ' .. int(prev) .. ' '
     .. int(prev) .. ' -')
 end
 
+local function confirm(key, name, limit, window, burst, member, at, cost)
+  local stored = call('HGET', key, name)
+  if not stored then return end
+  local w, l = parse(stored)
+  if w ~= window or l ~= limit then return end
+  add_answered(key, name, window, limit, at, cost)
+end
+
+-- A reset forgives what the answered attempts still owe at least; the rest of the debt (the
+-- reservations in flight) stays.
 local function clear(key, name)
-  call('HDEL', key, name)
+  local stored = call('HGET', key, name)
+  local answered = call('HGET', key, name .. '!')
+  call('HDEL', key, name .. '!')
+  if not stored or not answered then return end
+  local w, l, t, debt = parse(stored)
+  if w == nil then return end
+  local units, earliest = answered_units(answered)
+  local owed = decayed(debt, t, l)
+  local forgiven = still_owed(units, earliest, w, l)
+  if forgiven <= 0 then return end
+  if forgiven >= owed then
+    call('HDEL', key, name)
+    return
+  end
+  local left, written = owed - forgiven, t
+  if now > t then written = now end
+  call('HSET', key, name, int(w) .. ' ' .. int(l) .. ' ' .. int(written) .. ' ' .. int(left)
+    .. ' ' .. int(left) .. ' -')
 end
 
 local function finish()

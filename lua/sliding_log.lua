@@ -12,7 +12,8 @@
 -- one longest window after its last entry.
 --
 -- Within one call every charge is made at `now`: charges are kept pending and written with one
--- ZADD and one PEXPIRE per set at the end (`finish`).
+-- ZADD and one PEXPIRE per set at the end (`finish`). In a set of limits that count outcomes,
+-- an entry is a reservation until `confirm` marks its attempt answered (a member ending in '!').
 
 -- A set whose longest-window limit is below this is read whole (one ZRANGE gives every count,
 -- the oldest entries and every rank); a larger one is counted with ZCARD / ZCOUNT.
@@ -182,8 +183,41 @@ local function refund(key, name, limit, window, param, member, at, cost)
   call('ZREM', key, unpack(members))
 end
 
+-- An entry is a reservation in flight until its attempt is answered; a counted answer gives its
+-- members the answered form (a trailing '!', which no member the script writes ends with), so a
+-- reset can tell the two apart. The entry keeps its score: it counts exactly as before.
+local function confirm(key, name, limit, window, param, member, at, cost)
+  for j = 1, cost do
+    local m = member
+    if j > 1 then m = member .. '.' .. int(j) end
+    local score = call('ZSCORE', key, m)
+    if score then
+      call('ZREM', key, m)
+      call('ZADD', key, score, m .. '!')
+    end
+  end
+end
+
+-- A reset forgives the answered entries and keeps the reservations still in flight.
 local function clear(key, name)
-  call('DEL', key)
+  local members = call('ZRANGE', key, '0', '-1')
+  local answered, n = {}, 0
+  for i = 1, #members do
+    local m = members[i]
+    if string.byte(m, -1) == 33 then
+      n = n + 1
+      answered[n] = m
+    end
+  end
+  if n == #members then
+    call('DEL', key)
+    return
+  end
+  for first = 1, n, 1000 do
+    local last = first + 999
+    if last > n then last = n end
+    call('ZREM', key, unpack(answered, first, last))
+  end
 end
 
 -- ZADD's arguments for a set with several pending members (at most 500 members a command).

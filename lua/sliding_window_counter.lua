@@ -4,8 +4,9 @@
 -- holds "<index of the current fixed window> <its count> <the previous window's count>
 -- <window length>" (a changed length starts afresh). The estimate is
 -- p * (1 - elapsed / window) + c. Only allowed requests are counted; the hash expires two of its
--- longest windows after its last write, when it can no longer weigh on any estimate. The build
--- wraps this file in a scope of its own (see lua/README.md for the whole contract).
+-- longest windows after its last write, when it can no longer weigh on any estimate. A field
+-- "<limit>!" counts the answered units a reset forgives (see `confirm`). The build wraps this
+-- file in a scope of its own (see lua/README.md for the whole contract).
 
 -- The call's hashes (prelude's `field_hashes`): a field is "<index> <count> <previous>
 -- <window>"; a hash lives two of its longest charged windows after this write.
@@ -95,13 +96,25 @@ local function report(s)
   return used, time_until(s, used - 1)
 end
 
+-- A limit's stored counts read straight from its hash (settlements run before the call's
+-- decisions open their hashes), when they are of this window length; and written back.
+local function stored_counts(key, name, window)
+  local stored = call('HGET', key, name)
+  if not stored then return nil end
+  local w, c, p, l = parse(stored)
+  if l ~= window then return nil end
+  return w, c, p
+end
+
+local function write_counts(key, name, w, c, p, window)
+  call('HSET', key, name, int(w) .. ' ' .. int(c) .. ' ' .. int(p) .. ' ' .. int(window))
+end
+
 -- A refund takes the units back from the fixed window they were counted in (the current one,
 -- or the previous one if a window has turned since); older charges no longer weigh anything.
 local function refund(key, name, limit, window, param, member, at, cost)
-  local stored = call('HGET', key, name)
-  if not stored then return end
-  local w, c, p, l = parse(stored)
-  if l ~= window then return end
+  local w, c, p = stored_counts(key, name, window)
+  if w == nil then return end
   local index = floor(at / window)
   if w == index then
     c = c - cost
@@ -112,11 +125,63 @@ local function refund(key, name, limit, window, param, member, at, cost)
   else
     return
   end
-  call('HSET', key, name, int(w) .. ' ' .. int(c) .. ' ' .. int(p) .. ' ' .. int(l))
+  write_counts(key, name, w, c, p, window)
 end
 
+-- Answered units: a field "<limit>!" holds "<index> <units answered and counted in that fixed
+-- window> <in the one before it>" (a limit name never holds '!'), written by `confirm`, so a
+-- reset takes off the answered units and keeps the reservations still in flight. Only a charge
+-- whose window still weighs is confirmed (its field exists: the hash keeps its expiry).
+local function answered(key, name)
+  local stored = call('HGET', key, name .. '!')
+  if not stored then return nil end
+  local i, a, b = string.match(stored, '^(%d+) (%d+) (%d+)$')
+  if b == nil then return nil end
+  return i + 0, a + 0, b + 0
+end
+
+local function confirm(key, name, limit, window, param, member, at, cost)
+  local w = stored_counts(key, name, window)
+  if w == nil then return end
+  local index = floor(at / window)
+  if index + 1 < w then return end
+  local i, a, b = answered(key, name)
+  if i == nil or i + 1 < index then
+    i, a, b = index, cost, 0
+  elseif i == index - 1 then
+    i, a, b = index, cost, a
+  elseif i == index then
+    a = a + cost
+  elseif i == index + 1 then
+    b = b + cost
+  else
+    return
+  end
+  call('HSET', key, name .. '!', int(i) .. ' ' .. int(a) .. ' ' .. int(b))
+end
+
+-- A reset takes the answered units off both fixed windows; what is still in flight stays.
 local function clear(key, name)
-  call('HDEL', key, name)
+  local stored = call('HGET', key, name)
+  local i, a, b = answered(key, name)
+  call('HDEL', key, name .. '!')
+  if not stored or i == nil then return end
+  local w, c, p, l = parse(stored)
+  if l == nil then return end
+  local function units_in(index)
+    if index == i then return a end
+    if index == i - 1 then return b end
+    return 0
+  end
+  c = c - units_in(w)
+  p = p - units_in(w - 1)
+  if c < 0 then c = 0 end
+  if p < 0 then p = 0 end
+  if c == 0 and p == 0 then
+    call('HDEL', key, name)
+  else
+    write_counts(key, name, w, c, p, l)
+  end
 end
 
 local function finish()

@@ -1,6 +1,9 @@
 //! The gateway's request path: the rate-limit layer ([`crate::layer`]) in front of the proxy
 //! ([`ProxyService`]), wrapped by what only the gateway does around it: the request id (kept
-//! from a trusted peer, else generated, returned on every answer) and the access log line.
+//! from a trusted peer, else generated, returned on every answer) and the access log line. A
+//! request whose client left before its answer is logged too, with status 499 (NGINX's "client
+//! closed request"), once the layer knows what became of it (the upstream's answer, read after
+//! the client left, is on the line).
 //!
 //! ```text
 //! GatewayService (request id, access log) -> RateLimit (route, keys, limits) -> ProxyService
@@ -12,7 +15,7 @@ use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use axum::body::Body;
@@ -24,7 +27,7 @@ use tower::Service;
 use crate::access_log::{self, AccessEntry};
 use crate::error::GatewayError;
 use crate::key::is_trusted;
-use crate::layer::{ClientAddr, Decided, RateLimit, ResponseBody, Shared};
+use crate::layer::{ClientAddr, Decided, Departed, RateLimit, ResponseBody, Shared};
 use crate::proxy::{Peer, ProxyService, UpstreamOutcome, Upstreams};
 use crate::request_id::{RequestId, X_REQUEST_ID};
 
@@ -122,6 +125,9 @@ struct Logged {
     uri: http::Uri,
 }
 
+/// The status an access log line shows for a request whose client left before its answer.
+pub const CLIENT_CLOSED_REQUEST: u16 = 499;
+
 pin_project_lite::pin_project! {
     /// A request through the gateway: the layer's future, then the request id on the answer
     /// and the access log line.
@@ -131,6 +137,27 @@ pin_project_lite::pin_project! {
         request_id: RequestId,
         log: Option<Logged>,
         started: Instant,
+    }
+
+    impl PinnedDrop for GatewayFuture {
+        fn drop(this: Pin<&mut Self>) {
+            // Still to log: the client left before the answer.
+            let this = this.project();
+            let Some(log) = this.log.take() else { return };
+            let (request_id, started) = (this.request_id.clone(), *this.started);
+            let then = Box::new(move |departed: Departed| {
+                let upstream = departed
+                    .answer
+                    .as_ref()
+                    .and_then(|a| a.extensions.get::<UpstreamOutcome>());
+                let line = Line { decided: Some(&departed.decided), upstream };
+                line.write(&log, &request_id, CLIENT_CLOSED_REQUEST, started.elapsed());
+            });
+            match this.future.as_pin_mut() {
+                Either::Left(layer) => layer.client_left(Some(then)),
+                Either::Right(_) => then(Departed { decided: Decided::default(), answer: None }),
+            }
+        }
     }
 }
 
@@ -144,25 +171,33 @@ impl Future for GatewayFuture {
             .headers_mut()
             .insert(X_REQUEST_ID.clone(), this.request_id.header_value().clone());
         if let Some(log) = this.log.take() {
-            write_log(&log, this.request_id, &response, this.started.elapsed());
+            let extensions = response.extensions();
+            let line = Line {
+                decided: extensions.get::<Decided>(),
+                upstream: extensions.get::<UpstreamOutcome>(),
+            };
+            let status = response.status().as_u16();
+            line.write(&log, this.request_id, status, this.started.elapsed());
         }
         Poll::Ready(Ok(response))
     }
 }
 
-fn write_log<B>(
-    log: &Logged,
-    request_id: &RequestId,
-    response: &Response<B>,
-    elapsed: std::time::Duration,
-) {
-    let decided = response.extensions().get::<Decided>();
-    let mut entry = AccessEntry::new(request_id, &log.method, Some(log.uri.path()));
-    if let Some(d) = decided {
-        entry.decided(d);
+/// What an access log line shows beyond the request itself.
+struct Line<'a> {
+    decided: Option<&'a Decided>,
+    upstream: Option<&'a UpstreamOutcome>,
+}
+
+impl Line<'_> {
+    fn write(&self, log: &Logged, request_id: &RequestId, status: u16, elapsed: Duration) {
+        let mut entry = AccessEntry::new(request_id, &log.method, Some(log.uri.path()));
+        if let Some(d) = self.decided {
+            entry.decided(d);
+        }
+        if let Some(outcome) = self.upstream {
+            entry.upstream(*outcome);
+        }
+        entry.write(status, elapsed);
     }
-    if let Some(outcome) = response.extensions().get::<UpstreamOutcome>() {
-        entry.upstream(*outcome);
-    }
-    entry.write(response.status().as_u16(), elapsed);
 }

@@ -216,12 +216,12 @@ impl Metrics {
             ),
             outcome_refunds: counter(
                 "slidegate_outcome_refunds_total",
-                "Reservations of outcome-counted limits given back (the answer's status is not counted, or the client left).",
+                "Reservations of outcome-counted limits given back (the answer's status is not counted or resets the count, or the upstream never saw the attempt).",
                 &["route", "limit"],
             ),
             outcome_resets: counter(
                 "slidegate_outcome_resets_total",
-                "Counts cleared by a reset_status answer.",
+                "Answered counts cleared by a reset_status answer (attempts in flight stay counted).",
                 &["route", "limit"],
             ),
             blocks_started: counter(

@@ -1,6 +1,7 @@
 //! Limits that count outcomes in `slidegate::RateLimitLayer` (README, "Embedding: the tower layer"): `count_status`
 //! settles by the handler's own status, a refund shown in an answer's headers is in force for the
-//! very next request, and a path no route takes passes through unlimited and uncounted.
+//! very next request, a path no route takes passes through unlimited and uncounted, and an
+//! attempt whose client leaves after the handler got it is settled by the handler's status.
 
 mod support;
 
@@ -181,4 +182,116 @@ async fn a_refund_shown_in_the_headers_is_in_force_for_the_next_request() {
         [(200, Some("1")), (200, Some("1")), (200, Some("1"))],
         "every 200 was refunded before the next attempt was decided"
     );
+}
+
+/// Embedded, the layer keeps the gateway's rule for clients that leave: the app's handler got
+/// the attempt, so it may act on it; the layer carries the handler's future to its end after
+/// the client closed its socket and settles by the handler's status (a 401 stays counted, a 200
+/// is refunded), rather than letting the handler be cancelled and the reservation refunded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_the_handler_got_counts_by_its_status_after_the_client_left() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::AsyncWriteExt;
+
+    let layer = RateLimitLayer::builder()
+        .memory()
+        .route(
+            RouteBuilder::new("login", "/login")
+                .key(&["json:user"])
+                .limit_table(toml::toml! {
+                    name = "failures"
+                    limit = 2
+                    window = "1m"
+                    count_status = [401]
+                }),
+        )
+        .build()
+        .await
+        .unwrap();
+    let (called, finished) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (c, f) = (called.clone(), finished.clone());
+    let app = Router::new().route(
+        "/login",
+        post(move |body: Bytes| {
+            let (c, f) = (c.clone(), f.clone());
+            async move {
+                c.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+                f.fetch_add(1, Ordering::SeqCst);
+                let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                match json["password"].as_str() {
+                    Some("right") => (StatusCode::OK, "welcome"),
+                    _ => (StatusCode::UNAUTHORIZED, "no"),
+                }
+            }
+        }),
+    );
+    let addr = serve(Router::new().fallback_service(tower::Layer::layer(&layer, app))).await;
+    // each attempt in turn, once the one before has ended (reservations in flight count)
+    let leave = |password: &'static str| {
+        let (called, finished) = (called.clone(), finished.clone());
+        async move {
+            for _ in 0..1000 {
+                if finished.load(Ordering::SeqCst) == called.load(Ordering::SeqCst) {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            let before = called.load(Ordering::SeqCst);
+            let body = format!("{{\"user\":\"ann\",\"password\":\"{password}\"}}");
+            let request = format!(
+                "POST /login HTTP/1.1\r\nHost: app\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+            stream.write_all(request.as_bytes()).await.unwrap();
+            for _ in 0..1000 {
+                if called.load(Ordering::SeqCst) > before {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            assert!(called.load(Ordering::SeqCst) > before, "the handler got it");
+        } // the client closes its socket
+    };
+    let labels = [("route", "login"), ("limit", "failures")];
+    leave("right").await;
+    leave("wrong").await;
+    leave("wrong").await;
+    for _ in 0..400 {
+        if finished.load(Ordering::SeqCst) == 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        finished.load(Ordering::SeqCst),
+        3,
+        "the handlers ran to their end after their clients left"
+    );
+    // settled as each handler returned: the 200 refunded, the 401s kept
+    let mut m = layer.metrics().encode();
+    for _ in 0..200 {
+        if count(&m, "slidegate_outcome_refunds_total", &labels) > 0.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        m = layer.metrics().encode();
+    }
+    assert_eq!(
+        count(&m, "slidegate_outcome_refunds_total", &labels),
+        1.0,
+        "{m}"
+    );
+    let body = serde_json::json!({"user": "ann", "password": "right"}).to_string();
+    let third = HttpClient::default()
+        .send(
+            Method::POST,
+            &format!("http://{addr}/login"),
+            &[("content-type", "application/json")],
+            &body,
+        )
+        .await;
+    assert_eq!(third.status, 429, "the two 401s stayed counted");
+    assert_eq!(called.load(Ordering::SeqCst), 3);
 }

@@ -1,9 +1,12 @@
 //! Counting outcomes (README, "Protecting OTP and login endpoints") at the store: an attempt is charged when admitted (a
-//! reservation) and settled later: kept when its status counts, refunded when it does not or
-//! when its client left, or the whole count cleared when its status resets. For random traces
-//! of overlapping attempts and outcomes, on the memory store and on Redis (at given instants,
-//! and on the Redis clock), every decision matches a plain model in which reservations count
-//! until answered, and no window ever holds more than `limit` counted attempts.
+//! reservation) and settled later: kept (and confirmed as answered) when its status counts or
+//! never came, refunded when it does not count or the upstream never saw it, and a resetting
+//! status forgives the answered attempts while the reservations still in flight stay. For
+//! random traces of overlapping attempts and outcomes, on the memory store and on Redis (at
+//! given instants, and on the Redis clock), every decision matches a plain model in which
+//! reservations count until answered, and no window ever holds more than `limit` counted
+//! attempts. `outcomes_through_the_layer` plays such traces through the rate-limit layer itself
+//! with clients that leave at random moments.
 
 mod support;
 
@@ -14,26 +17,32 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 use slidegate::config::ClockSource;
-use slidegate::store::{Decision, DecisionRequest, LimitSet, MemoryStore, Settlement, Store};
+use slidegate::store::{Decision, LimitSet, MemoryStore, Store};
 use support::redis::RedisServer;
-use support::store::{bases, limit_sets, redis_store};
+use support::store::{bases, limit_sets, redis_store, reserve, settle_first, Settle};
 use support::unique_prefix;
 
 const T0: u64 = 1_700_000_000_000_000;
 const LIMIT: u64 = 3;
 const WINDOW: u64 = 2_000_000;
 
+#[path = "outcomes/through_the_layer.rs"]
+mod through_the_layer;
+
 /// What happens to an admitted attempt when it is settled.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Outcome {
-    /// Its status counts: the charge stays.
+    /// Its status counts: the charge stays, confirmed as answered.
     Counted,
     /// Its status does not count: refunded.
     Uncounted,
-    /// Its status resets the count.
+    /// Its status resets the count: its own charge and the answered ones go, the ones in
+    /// flight stay.
     Reset,
-    /// Its client left first: refunded.
-    Gone,
+    /// Its client left before the upstream saw it: refunded.
+    Unseen,
+    /// The upstream saw it but no status came: kept, confirmed as answered.
+    NoStatus,
 }
 
 /// One step: after `gap` µs, a new attempt; and settle the oldest attempt in flight with
@@ -49,42 +58,49 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
         3 => Just(Outcome::Counted),
         3 => Just(Outcome::Uncounted),
         1 => Just(Outcome::Reset),
-        1 => Just(Outcome::Gone),
+        1 => Just(Outcome::Unseen),
+        1 => Just(Outcome::NoStatus),
     ];
     let step = (0u64..700_000, proptest::option::weighted(0.7, outcome))
         .prop_map(|(gap, settle)| Step { gap, settle });
     proptest::collection::vec(step, 1..50)
 }
 
-/// The plain model: the instants of the attempts that count now (kept and in flight); a refund
-/// takes one out, a reset empties it; an attempt is admitted while fewer than `LIMIT` count in
+/// The plain model: the attempts that count now, with their instants and whether they were
+/// answered (kept) or are still in flight; a refund takes one out, a reset takes its own and
+/// the answered ones; an attempt is admitted while fewer than `LIMIT` count in
 /// `(now - WINDOW, now]`.
 #[derive(Default)]
 struct Model {
-    counting: Vec<(u64, u64)>,
+    /// (instant, attempt, answered)
+    counting: Vec<(u64, u64, bool)>,
 }
 
 impl Model {
     fn in_window(&self, now: u64) -> usize {
         self.counting
             .iter()
-            .filter(|(t, _)| now < t + WINDOW && *t <= now)
+            .filter(|(t, _, _)| now < t + WINDOW && *t <= now)
             .count()
     }
 
     fn admit(&mut self, id: u64, now: u64) -> bool {
         let fits = (self.in_window(now) as u64) < LIMIT;
         if fits {
-            self.counting.push((now, id));
+            self.counting.push((now, id, false));
         }
         fits
     }
 
     fn settle(&mut self, id: u64, outcome: Outcome) {
         match outcome {
-            Outcome::Counted => {}
-            Outcome::Uncounted | Outcome::Gone => self.counting.retain(|(_, i)| *i != id),
-            Outcome::Reset => self.counting.clear(),
+            Outcome::Counted | Outcome::NoStatus => {
+                for entry in self.counting.iter_mut().filter(|e| e.1 == id) {
+                    entry.2 = true;
+                }
+            }
+            Outcome::Uncounted | Outcome::Unseen => self.counting.retain(|e| e.1 != id),
+            Outcome::Reset => self.counting.retain(|e| e.1 != id && !e.2),
         }
     }
 }
@@ -98,27 +114,7 @@ fn route() -> Arc<LimitSet> {
     .remove(0)
 }
 
-async fn decide(
-    store: &Store,
-    set: &Arc<LimitSet>,
-    bases: &[String],
-    now: Option<u64>,
-) -> Decision {
-    let request = DecisionRequest {
-        limits: set,
-        bases,
-        cost: 1,
-        dry_run: false,
-        receipt: true,
-    };
-    store
-        .decide_many(&[request], now)
-        .await
-        .pop()
-        .unwrap()
-        .expect("the store decides")
-}
-
+/// What the gateway sends the store for an outcome.
 async fn settle(
     store: &Store,
     set: &Arc<LimitSet>,
@@ -126,23 +122,13 @@ async fn settle(
     d: &Decision,
     outcome: Outcome,
 ) {
-    let receipt = d
-        .receipt
-        .clone()
-        .expect("an admitted attempt has a receipt");
-    let (refund, reset) = match outcome {
-        Outcome::Counted => return,
-        Outcome::Uncounted | Outcome::Gone => (vec![0], vec![]),
-        Outcome::Reset => (vec![], vec![0]),
+    // The limit resets, so a kept charge is confirmed.
+    let settle = match outcome {
+        Outcome::Counted | Outcome::NoStatus => Settle::Confirm,
+        Outcome::Uncounted | Outcome::Unseen => Settle::Refund,
+        Outcome::Reset => Settle::Reset,
     };
-    let settlement = Settlement {
-        limits: set.clone(),
-        bases: bases.to_vec(),
-        receipt,
-        refund,
-        reset,
-    };
-    store.settle(settlement).await.expect("the store settles");
+    settle_first(store, set, bases, d, settle).await;
 }
 
 /// Plays `steps` on `store` (at chosen instants when `clock` is false, else on the store's own
@@ -162,7 +148,7 @@ async fn follows_the_model(
         if !chosen_instants {
             tokio::time::sleep(Duration::from_micros(step.gap.min(50_000))).await;
         }
-        let d = decide(store, &set, &bases, chosen_instants.then_some(now)).await;
+        let d = reserve(store, &set, &bases, chosen_instants.then_some(now)).await;
         let at = if chosen_instants {
             now
         } else {

@@ -59,11 +59,34 @@ struct Field {
     member: String,
 }
 
-/// One hash of gcra fields, and the call's views.
+/// One hash of gcra fields; per limit, the answered units that may still weigh in its debt
+/// `(units, charge instant of the earliest)` (the script's `<limit>!` field); the call's views.
 #[derive(Clone, Default)]
 pub struct GcraState {
     fields: HashMap<String, Field>,
+    answered: HashMap<String, (u64, u64)>,
     views: Vec<GcraView>,
+}
+
+/// What `units` charged from `earliest` on still owe at least at `now`, in the debt's units:
+/// the debt pays back `limit` a microsecond whoever owes it.
+fn still_owed(units: u64, earliest: u64, window: u64, limit: u64, now: u64) -> i128 {
+    units as i128 * window as i128 - now.saturating_sub(earliest) as i128 * limit as i128
+}
+
+impl GcraState {
+    /// Counts an answered charge among those a reset forgives (units that owe nothing any more
+    /// are dropped first: the bound only shrinks).
+    fn add_answered(&mut self, limit: &LimitParams<'_>, at: u64, cost: u64, now: u64) {
+        let entry = self
+            .answered
+            .entry(limit.name.to_string())
+            .or_insert((0, at));
+        *entry = match *entry {
+            (u, e) if still_owed(u, e, limit.window, limit.limit, now) > 0 => (u + cost, e.min(at)),
+            _ => (cost, at),
+        };
+    }
 }
 
 #[derive(Clone)]
@@ -167,17 +190,59 @@ impl KeyState for GcraState {
         (used as i64, reset)
     }
 
-    fn refund(&mut self, limit: &LimitParams<'_>, member: &str, _at: u64, _cost: u64) {
-        if let Some(f) = self.fields.get_mut(limit.name) {
-            if f.member == member && f.window == limit.window && f.limit == limit.limit {
-                f.debt = f.prev;
-                f.member = "-".to_string();
-            }
+    fn refund(&mut self, limit: &LimitParams<'_>, member: &str, at: u64, cost: u64, now: u64) {
+        let Some(f) = self.fields.get_mut(limit.name) else {
+            return;
+        };
+        if f.window != limit.window || f.limit != limit.limit {
+            return;
+        }
+        if f.member != member {
+            self.add_answered(limit, at, cost, now);
+            return;
+        }
+        f.debt = f.prev;
+        f.member = "-".to_string();
+    }
+
+    fn confirm(&mut self, limit: &LimitParams<'_>, _member: &str, at: u64, cost: u64, now: u64) {
+        if self
+            .fields
+            .get(limit.name)
+            .is_some_and(|f| f.window == limit.window && f.limit == limit.limit)
+        {
+            self.add_answered(limit, at, cost, now);
         }
     }
 
-    fn clear(&mut self, name: &str) {
-        self.fields.remove(name);
+    fn clear(&mut self, name: &str, now: u64) {
+        let answered = self.answered.remove(name);
+        let (Some((units, earliest)), Some(f)) = (answered, self.fields.get(name)) else {
+            return;
+        };
+        let owed = decayed(f.debt, f.at, f.limit, now);
+        let forgiven = still_owed(units, earliest, f.window, f.limit, now);
+        if forgiven <= 0 {
+            return;
+        }
+        if forgiven >= owed as i128 {
+            self.fields.remove(name);
+            return;
+        }
+        let left = owed - forgiven as u64;
+        let at = now.max(f.at);
+        let (window, limit) = (f.window, f.limit);
+        self.fields.insert(
+            name.to_string(),
+            Field {
+                window,
+                limit,
+                at,
+                debt: left,
+                prev: left,
+                member: "-".to_string(),
+            },
+        );
     }
 
     fn finish(&mut self, now: u64) -> Option<u64> {
@@ -200,6 +265,6 @@ impl KeyState for GcraState {
     }
 
     fn is_empty(&self) -> bool {
-        self.fields.is_empty()
+        self.fields.is_empty() && self.answered.is_empty()
     }
 }

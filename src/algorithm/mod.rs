@@ -5,7 +5,7 @@
 //! algorithm: the config, the scripts and the stores find them here by [`AlgorithmId`].
 //!
 //! ```text
-//! lua/<name>.lua      open, view, fits, wait, charge, report, refund, clear, finish
+//! lua/<name>.lua      open, view, fits, wait, charge, report, refund, confirm, clear, finish
 //! <name>.rs           Algorithm (name, bounds, key suffix) + KeyState (the same steps in Rust)
 //! ```
 
@@ -133,10 +133,12 @@ pub trait KeyState: Send + 'static {
     fn charge(&mut self, view: usize, cost: u64, member: &str, d: u64);
     /// Units used, and the time until the next one comes back.
     fn report(&self, view: usize, now: u64) -> (i64, i64);
-    /// Takes back the charge of `member`, made at `at` for `cost` units.
-    fn refund(&mut self, limit: &LimitParams<'_>, member: &str, at: u64, cost: u64);
-    /// Forgets one limit's count.
-    fn clear(&mut self, name: &str);
+    /// Takes back the charge of `member`, made at `at` for `cost` units (settled at `now`).
+    fn refund(&mut self, limit: &LimitParams<'_>, member: &str, at: u64, cost: u64, now: u64);
+    /// The charge of `member` was answered and stays counted: it is no longer in flight.
+    fn confirm(&mut self, limit: &LimitParams<'_>, member: &str, at: u64, cost: u64, now: u64);
+    /// Forgets one limit's answered charges; the reservations still in flight stay.
+    fn clear(&mut self, name: &str, now: u64);
     /// Lua's `finish`: writes the call's charges; the key's new expiry when it set one.
     fn finish(&mut self, now: u64) -> Option<u64>;
     /// Whether the key holds nothing (Redis would have deleted it).

@@ -62,9 +62,28 @@ struct LogView {
     off: usize,
 }
 
+/// What ends the member of an answered entry (the script's `confirm`): a reset forgives these
+/// and keeps the others, the reservations still in flight.
+const ANSWERED: char = '!';
+
+/// The members of a charge of `cost` units whose first is `member`.
+fn units(member: &str, cost: u64) -> Vec<String> {
+    std::iter::once(member.to_string())
+        .chain((2..=cost).map(|j| format!("{member}.{j}")))
+        .collect()
+}
+
 impl LogState {
     fn used(&self, v: &LogView) -> u64 {
         (v.stored + self.pending.len()) as u64
+    }
+
+    /// Adds an entry where Redis keeps it (equal scores in member order).
+    fn insert(&mut self, score: u64, member: String) {
+        let at = self
+            .entries
+            .partition_point(|(s, m)| (*s, m.as_str()) <= (score, member.as_str()));
+        self.entries.insert(at, (score, member));
     }
 }
 
@@ -153,15 +172,23 @@ impl KeyState for LogState {
         (count, (oldest as i64 + v.window as i64 - now as i64).max(0))
     }
 
-    fn refund(&mut self, _limit: &LimitParams<'_>, member: &str, _at: u64, cost: u64) {
-        let members: Vec<String> = std::iter::once(member.to_string())
-            .chain((2..=cost).map(|j| format!("{member}.{j}")))
-            .collect();
+    fn refund(&mut self, _limit: &LimitParams<'_>, member: &str, _at: u64, cost: u64, _now: u64) {
+        let members = units(member, cost);
         self.entries.retain(|(_, m)| !members.contains(m));
     }
 
-    fn clear(&mut self, _name: &str) {
-        self.entries.clear();
+    fn confirm(&mut self, _limit: &LimitParams<'_>, member: &str, _at: u64, cost: u64, _now: u64) {
+        for m in units(member, cost) {
+            let Some(i) = self.entries.iter().position(|(_, e)| *e == m) else {
+                continue;
+            };
+            let (score, _) = self.entries.remove(i).expect("found");
+            self.insert(score, format!("{m}{ANSWERED}"));
+        }
+    }
+
+    fn clear(&mut self, _name: &str, _now: u64) {
+        self.entries.retain(|(_, m)| !m.ends_with(ANSWERED));
     }
 
     fn finish(&mut self, now: u64) -> Option<u64> {
@@ -169,11 +196,7 @@ impl KeyState for LogState {
             return None;
         }
         for member in std::mem::take(&mut self.pending) {
-            // Redis orders equal scores by member.
-            let at = self
-                .entries
-                .partition_point(|(s, m)| (*s, m.as_str()) <= (now, member.as_str()));
-            self.entries.insert(at, (now, member));
+            self.insert(now, member);
         }
         Some(expiry_after(now, self.window))
     }

@@ -41,10 +41,12 @@ impl Algorithm for SlidingWindowCounter {
 }
 
 /// One hash: per limit `(index of the current fixed window, its count, the previous count,
-/// window length)`, and the call's views.
+/// window length)`; per limit whose charges were confirmed, the answered units `(index, in that
+/// window, in the one before)` (the script's `<limit>!` field); and the call's views.
 #[derive(Clone, Default)]
 pub struct CounterState {
     fields: HashMap<String, (u64, u64, u64, u64)>,
+    answered: HashMap<String, (u64, u64, u64)>,
     views: Vec<CounterView>,
 }
 
@@ -146,7 +148,7 @@ impl KeyState for CounterState {
         (used, v.time_until((used - 1) as f64))
     }
 
-    fn refund(&mut self, limit: &LimitParams<'_>, _member: &str, at: u64, cost: u64) {
+    fn refund(&mut self, limit: &LimitParams<'_>, _member: &str, at: u64, cost: u64, _now: u64) {
         let Some((w, c, p, l)) = self.fields.get_mut(limit.name) else {
             return;
         };
@@ -161,8 +163,45 @@ impl KeyState for CounterState {
         }
     }
 
-    fn clear(&mut self, name: &str) {
-        self.fields.remove(name);
+    fn confirm(&mut self, limit: &LimitParams<'_>, _member: &str, at: u64, cost: u64, _now: u64) {
+        let Some(&(w, _, _, l)) = self.fields.get(limit.name) else {
+            return;
+        };
+        let index = at / limit.window;
+        if l != limit.window || index + 1 < w {
+            return;
+        }
+        let next = match self.answered.get(limit.name).copied() {
+            None => (index, cost, 0),
+            Some((i, _, _)) if i + 1 < index => (index, cost, 0),
+            Some((i, a, _)) if i + 1 == index => (index, cost, a),
+            Some((i, a, b)) if i == index => (i, a + cost, b),
+            Some((i, a, b)) if i == index + 1 => (i, a, b + cost),
+            Some(_) => return,
+        };
+        self.answered.insert(limit.name.to_string(), next);
+    }
+
+    fn clear(&mut self, name: &str, _now: u64) {
+        let answered = self.answered.remove(name);
+        let (Some((i, a, b)), Some(&(w, c, p, l))) = (answered, self.fields.get(name)) else {
+            return;
+        };
+        let units_in = |index: u64| match index {
+            _ if index == i => a,
+            _ if index + 1 == i => b,
+            _ => 0,
+        };
+        let c = c.saturating_sub(units_in(w));
+        let p = match w.checked_sub(1) {
+            Some(before) => p.saturating_sub(units_in(before)),
+            None => p,
+        };
+        if c == 0 && p == 0 {
+            self.fields.remove(name);
+        } else {
+            self.fields.insert(name.to_string(), (w, c, p, l));
+        }
     }
 
     fn finish(&mut self, now: u64) -> Option<u64> {
@@ -179,6 +218,6 @@ impl KeyState for CounterState {
     }
 
     fn is_empty(&self) -> bool {
-        self.fields.is_empty()
+        self.fields.is_empty() && self.answered.is_empty()
     }
 }

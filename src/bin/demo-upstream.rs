@@ -3,7 +3,8 @@
 //!
 //! `/login` stands for a login endpoint whose outcome the caller picks: `401 Unauthorized` when
 //! the query holds `fail=1`, 200 otherwise (the benchmark's `login-outcome` target sends half
-//! its attempts that way, for a route that counts only failed logins).
+//! its attempts that way, for a route that counts only failed logins), after `ms=N`
+//! milliseconds when the query asks (the `login-leave` target's clients leave meanwhile).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -24,8 +25,24 @@ fn failed_login(req: &Request<Incoming>) -> bool {
             .is_some_and(|q| q.split('&').any(|pair| pair == "fail=1"))
 }
 
+/// The `ms=N` of a `/login` query: how long to hold the answer.
+fn login_delay(req: &Request<Incoming>) -> Option<std::time::Duration> {
+    if req.uri().path() != "/login" {
+        return None;
+    }
+    let ms = req
+        .uri()
+        .query()?
+        .split('&')
+        .find_map(|p| p.strip_prefix("ms="))?;
+    ms.parse().ok().map(std::time::Duration::from_millis)
+}
+
 async fn answer(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
     let failed = failed_login(&req);
+    if let Some(delay) = login_delay(&req) {
+        tokio::time::sleep(delay).await;
+    }
     let xff = req
         .headers()
         .get("x-forwarded-for")

@@ -22,11 +22,13 @@
 //! than as request extensions. The inner service gets the matched route as a request extension
 //! ([`MatchedRoute`]), and the response carries what was decided ([`Decided`]) for an access log.
 
+mod attempt;
 mod body;
 mod builder;
 mod future;
 mod read;
 mod service;
+mod state;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,6 +36,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
+pub use attempt::{Attempt, Departed, OnDeparted};
 pub use body::{BoxError, RequestBody, ResponseBody};
 pub use builder::{Builder, RouteBuilder};
 pub use future::ResponseFuture;

@@ -36,9 +36,11 @@ impl<S: Clone> Clone for RateLimit<S> {
 impl<S, B, ResB> Service<Request<B>> for RateLimit<S>
 where
     S: Service<Request<RequestBody<B>>, Response = Response<ResB>> + Clone,
+    S::Future: Send + 'static,
+    S::Error: 'static,
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
-    ResB: http_body::Body<Data = Bytes>,
+    ResB: http_body::Body<Data = Bytes> + 'static,
     ResB::Error: Into<BoxError>,
 {
     type Response = Response<ResponseBody<ResB>>;

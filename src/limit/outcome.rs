@@ -1,8 +1,15 @@
 //! Counting outcomes (`count_status`, `reset_status`). An admitted attempt is charged at once,
-//! as a [`Reservation`]; when its response head arrives, the limits whose `count_status` does
-//! not list the status give their charge back, and those whose `reset_status` lists it forget
-//! their count and their key's block level. An attempt whose answer never comes (the client
-//! left first) gives back every reservation. So at most `limit` counted attempts ever fall in
+//! as a [`Reservation`], and settled once, by what is known of it:
+//! - the status of its answer ([`Reservation::settle`]): limits whose `count_status` does not
+//!   list it give their charge back; those whose `reset_status` lists it give it back and
+//!   forgive the key's answered attempts and block level (reservations still in flight stay:
+//!   a reset forgives answers, never what is still being decided); the others keep it;
+//! - no status, though the upstream saw the attempt ([`Reservation::keep`]): kept;
+//! - proof the upstream never saw it ([`Reservation::abandon`]): given back.
+//!
+//! **The invariant kept here: every admitted attempt is either counted or refunded, and a refund
+//! needs a known status or proof that the upstream never saw the attempt.** A reservation
+//! dropped without a settlement stays counted. So at most `limit` counted attempts ever fall in
 //! one window, and attempts in flight count until they are answered.
 //!
 //! The settlement rides in the next store call of its keys' lane; the response's rate-limit
@@ -11,7 +18,7 @@
 use std::sync::Arc;
 
 use super::keys::RequestKeys;
-use super::policy::{RoutePolicy, Tier};
+use super::policy::{OutcomeRule, RoutePolicy, Tier};
 use super::{Limiter, Verdict};
 use crate::store::{Decision, LimitSet, Receipt, Settlement};
 
@@ -29,13 +36,27 @@ pub struct Reservation {
 pub struct Settled {
     /// Limits whose charge went back.
     pub refunded: Vec<usize>,
-    /// Limits whose count was cleared.
+    /// Limits whose answered count was cleared (the attempt's own charge going back with it).
     pub reset: Vec<usize>,
+    /// Limits whose charge stays, confirmed as answered (a status may reset them later).
+    pub confirmed: Vec<usize>,
     /// Units of the charge.
     pub cost: u64,
 }
 
+/// What becomes of one limit's charge.
+enum Fate {
+    Refund,
+    Keep,
+    Reset,
+}
+
 impl Settled {
+    /// Whether it leaves the store as it is (every charge kept, none to confirm).
+    pub fn is_empty(&self) -> bool {
+        self.refunded.is_empty() && self.reset.is_empty() && self.confirmed.is_empty()
+    }
+
     /// Shows the settlement in the decision the headers describe: a refunded limit has the
     /// charge back, a reset one counts nothing.
     pub fn apply(&self, decision: &mut Decision) {
@@ -80,40 +101,55 @@ impl Reservation {
 
     /// Settles the attempt by the status of its answer.
     pub fn settle(mut self, status: u16) -> Settled {
+        let settled = self.settlement(|rule| {
+            if rule.reset.as_ref().is_some_and(|r| r.contains(status)) {
+                Fate::Reset
+            } else if rule.count.as_ref().is_some_and(|c| !c.contains(status)) {
+                Fate::Refund
+            } else {
+                Fate::Keep
+            }
+        });
+        self.send(&settled);
+        settled
+    }
+
+    /// The upstream saw the attempt but its status never came (it timed out, or failed after
+    /// the request went out): it stays counted, as it may have been acted on.
+    pub fn keep(mut self) {
+        let settled = self.settlement(|_| Fate::Keep);
+        self.send(&settled);
+    }
+
+    /// The attempt never reached the upstream (its client left before anything was forwarded):
+    /// the limits that count only some statuses give the charge back; the others count every
+    /// admitted attempt and keep it.
+    pub fn abandon(mut self) {
+        let settled = self.settlement(|rule| match rule.count {
+            Some(_) => Fate::Refund,
+            None => Fate::Keep,
+        });
+        self.send(&settled);
+    }
+
+    /// What happens to each outcome-counted limit's charge, by `fate`. A charge kept on a limit
+    /// that a status may reset is confirmed: the store learns the attempt is no longer in
+    /// flight, so a later reset forgives it.
+    fn settlement(&self, fate: impl Fn(&OutcomeRule) -> Fate) -> Settled {
         let mut settled = Settled {
             cost: self.receipt.as_ref().map_or(0, |r| r.cost),
             ..Settled::default()
         };
         for (i, rule) in self.policy.outcomes.iter().enumerate() {
             let Some(rule) = rule else { continue };
-            if rule.reset.as_ref().is_some_and(|r| r.contains(status)) {
-                settled.reset.push(i);
-            } else if rule.count.as_ref().is_some_and(|c| !c.contains(status)) {
-                settled.refunded.push(i);
+            match fate(rule) {
+                Fate::Reset => settled.reset.push(i),
+                Fate::Refund => settled.refunded.push(i),
+                Fate::Keep if rule.reset.is_some() => settled.confirmed.push(i),
+                Fate::Keep => {}
             }
         }
-        self.send(&settled);
         settled
-    }
-
-    /// The client left before its answer: every reservation goes back.
-    pub fn abandon(mut self) {
-        let settled = self.abandoned();
-        self.send(&settled);
-    }
-
-    fn abandoned(&self) -> Settled {
-        Settled {
-            refunded: (0..self.policy.outcomes.len())
-                .filter(|&i| {
-                    self.policy.outcomes[i]
-                        .as_ref()
-                        .is_some_and(|r| r.count.is_some())
-                })
-                .collect(),
-            reset: Vec::new(),
-            cost: self.receipt.as_ref().map_or(0, |r| r.cost),
-        }
     }
 
     /// Counts the settlement and hands it to the store in the background.
@@ -121,11 +157,12 @@ impl Reservation {
         let Some(receipt) = self.receipt.take() else {
             return;
         };
-        if settled.refunded.is_empty() && settled.reset.is_empty() {
+        if settled.is_empty() {
             return;
         }
         let metrics = &self.policy.metrics;
-        for &i in &settled.refunded {
+        // A reset gives the attempt's own charge back too: a refund as well as a reset.
+        for &i in settled.refunded.iter().chain(&settled.reset) {
             metrics.outcome_refunds[i].inc();
         }
         for &i in &settled.reset {
@@ -143,6 +180,7 @@ impl Reservation {
             bases: std::mem::take(&mut self.bases),
             receipt,
             refund: settled.refunded.clone(),
+            confirm: settled.confirmed.clone(),
             reset: settled.reset.clone(),
         };
         // Queued (or applied) now, before the answer goes out: the next decision of this
@@ -160,10 +198,12 @@ impl Reservation {
     }
 }
 
+/// A reservation dropped unsettled has no known status and no proof the upstream never saw its
+/// attempt: it stays counted.
 impl Drop for Reservation {
     fn drop(&mut self) {
         if self.receipt.is_some() {
-            let settled = self.abandoned();
+            let settled = self.settlement(|_| Fate::Keep);
             self.send(&settled);
         }
     }

@@ -1,7 +1,11 @@
 //! The forwarding half of the gateway: [`ProxyService`], the service the rate-limit layer wraps,
 //! sends an allowed request to its route's upstream and streams the answer back. Upstream
 //! refused -> 502, no response head in time -> 504 (see `crate::error`). It knows nothing of
-//! limits: the layer hands it the matched route and the client IP in the request's extensions.
+//! limits: the layer hands it the matched route and the client IP in the request's extensions,
+//! and an [`Attempt`] it tells when the request goes out and what the upstream answered. When
+//! the client leaves after the request went out, the layer keeps polling this service's future
+//! (in a task of its own), so the upstream's answer is still read within its `timeout` and
+//! counted in the upstream metrics.
 
 mod connect;
 pub mod headers;
@@ -26,7 +30,7 @@ pub use upstream::Upstream;
 
 use crate::config::{Config, UpstreamConfig};
 use crate::error::GatewayError;
-use crate::layer::{MatchedRoute, RequestBody};
+use crate::layer::{Attempt, MatchedRoute, RequestBody};
 use crate::request_id::RequestId;
 
 /// What the upstream answered, for the access log (response extension).
@@ -98,6 +102,10 @@ impl tower::Service<Request<RequestBody<Incoming>>> for ProxyService {
         let extensions = req.extensions();
         let matched = extensions.get::<MatchedRoute>().cloned();
         let peer = extensions.get::<Arc<Peer>>().cloned();
+        // Told when the request goes out and what the upstream answered, so that the layer can
+        // settle an attempt whose client leaves (see `crate::layer::Attempt`).
+        let attempt = extensions.get::<Attempt>().cloned().unwrap_or_default();
+        attempt.track();
         let request_id = extensions
             .get::<RequestId>()
             .cloned()
@@ -117,7 +125,7 @@ impl tower::Service<Request<RequestBody<Incoming>>> for ProxyService {
             };
             let started = Instant::now();
             let result = upstream
-                .forward(req, &peer, matched.client_ip, &request_id)
+                .forward(req, &peer, matched.client_ip, &request_id, &attempt)
                 .await;
             let duration = started.elapsed();
             let metrics = &matched.route.metrics;
@@ -125,6 +133,7 @@ impl tower::Service<Request<RequestBody<Incoming>>> for ProxyService {
             let (mut response, status) = match result {
                 Ok(response) => {
                     let status = response.status().as_u16();
+                    attempt.answered(status);
                     metrics.upstream(Some(status));
                     (response, Some(status))
                 }

@@ -39,7 +39,7 @@ use super::headers::{remove_hop_by_hop, set_forwarded, Peer};
 use super::sent_body::{BodyProgress, SentBody};
 use crate::config::UpstreamConfig;
 use crate::error::GatewayError;
-use crate::layer::RequestBody;
+use crate::layer::{Attempt, RequestBody};
 use crate::request_id::{RequestId, X_REQUEST_ID};
 use crate::workers::PerWorker;
 
@@ -132,6 +132,7 @@ impl Upstream {
         peer: &Peer,
         client: IpAddr,
         request_id: &RequestId,
+        attempt: &Attempt,
     ) -> Result<Response<Body>, GatewayError> {
         self.prepare(&mut req, peer, client, request_id);
         // A request without a body is sent with its head: nothing to watch.
@@ -140,7 +141,7 @@ impl Upstream {
             inner,
             sent: sent.clone(),
         });
-        let mut send = std::pin::pin!(self.send(req));
+        let mut send = std::pin::pin!(self.send(req, attempt));
         // Armed (its deadline set, from now) once the body has been sent.
         let timeout = self.config.timeout;
         let mut deadline = std::pin::pin!(tokio::time::sleep(timeout));
@@ -211,7 +212,13 @@ impl Upstream {
     }
 
     /// Sends on an idle connection (or a new one) and drives it until the response head is in.
-    async fn send(&self, mut req: Request<OutBody>) -> Result<Response<Body>, BoxError> {
+    /// The request counts as seen by the upstream ([`Attempt::sent`]) from the moment it is
+    /// handed to an open connection, whose next poll writes its head.
+    async fn send(
+        &self,
+        mut req: Request<OutBody>,
+        attempt: &Attempt,
+    ) -> Result<Response<Body>, BoxError> {
         let mut fresh = false;
         loop {
             let mut conn = match self.take_idle().await {
@@ -221,6 +228,7 @@ impl Upstream {
                     self.connect().await?
                 }
             };
+            attempt.sent();
             let mut sent = std::pin::pin!(conn.sender.try_send_request(req));
             let result = poll_fn(|cx| {
                 // The connection does the I/O; the response future waits for its head.
@@ -228,14 +236,21 @@ impl Upstream {
                 sent.as_mut().poll(cx)
             })
             .await;
-            match result {
+            let mut e = match result {
                 Ok(response) => return Ok(self.stream_back(response, conn)),
-                // Closed before the request was written: safe to send again, once on a new one.
-                Err(mut e) if !fresh => match e.take_message() {
-                    Some(message) => req = message,
-                    None => return Err(e.into_error().into()),
-                },
-                Err(e) => return Err(e.into_error().into()),
+                Err(e) => e,
+            };
+            match e.take_message() {
+                // Closed before the request was written: not seen, and safe to send again, once
+                // on a new connection.
+                Some(message) => {
+                    attempt.unsent();
+                    if fresh {
+                        return Err(e.into_error().into());
+                    }
+                    req = message;
+                }
+                None => return Err(e.into_error().into()),
             }
         }
     }

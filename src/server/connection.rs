@@ -1,7 +1,8 @@
 //! One client connection: its protocol told from the first bytes, served by hyper with the
 //! gateway's service, and watched ([`Activity`]) so that a slow request head, an idle
 //! keep-alive connection and an HTTP/2 connection with no open stream are closed in time, and
-//! the drain closes it gracefully.
+//! the drain closes it gracefully. An HTTP/2 connection whose client resets its accepted streams
+//! faster than it lets them finish ([`StreamResets`]) gets GOAWAY and is closed.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -19,6 +20,7 @@ use tower::Service;
 
 use super::activity::{Activity, Due};
 use super::refusals::Refusals;
+use super::resets::StreamResets;
 use crate::config::ServerConfig;
 use crate::layer::BoxError;
 
@@ -34,8 +36,10 @@ pub struct Builders {
 /// Most streams one HTTP/2 connection may have open at once.
 pub const MAX_CONCURRENT_STREAMS: u32 = 128;
 /// Streams a client may reset before the server has accepted them; beyond, the connection is
-/// closed (rapid-reset protection).
+/// closed (rapid-reset protection; resets of accepted streams: [`StreamResets`]).
 pub const MAX_PENDING_RESETS: usize = 20;
+/// How long a connection told GOAWAY for rapid resets has to close before it is cut.
+const RESET_CUT_GRACE: Duration = Duration::from_secs(1);
 
 impl Builders {
     /// The builders for `settings`.
@@ -114,25 +118,40 @@ pub async fn run<S: Served>(
     };
     let Some(protocol) = protocol else { return };
     let activity = Arc::new(Activity::new(matches!(protocol, Protocol::Http1)));
-    let service = Tracked {
-        inner: service,
-        activity: activity.clone(),
-    };
     let served = match protocol {
         Protocol::Http1 => {
+            let service = Tracked {
+                inner: service,
+                activity: activity.clone(),
+                resets: None,
+            };
             let io = TokioIo::new(Refusals::new(stream, activity.clone()));
             let conn = builders.http1.serve_connection(io, service);
             let shut_down =
                 |c: Pin<&mut _>| hyper::server::conn::http1::Connection::graceful_shutdown(c);
-            watch(conn, shut_down, &activity, &builders, true, stopping).await
+            watch(conn, shut_down, &activity, None, &builders, stopping).await
         }
         Protocol::Http2 => {
+            let resets = Arc::new(StreamResets::default());
+            let service = Tracked {
+                inner: service,
+                activity: activity.clone(),
+                resets: Some(resets.clone()),
+            };
             let conn = builders
                 .http2
                 .serve_connection(TokioIo::new(stream), service);
             let shut_down =
                 |c: Pin<&mut _>| hyper::server::conn::http2::Connection::graceful_shutdown(c);
-            watch(conn, shut_down, &activity, &builders, false, stopping).await
+            watch(
+                conn,
+                shut_down,
+                &activity,
+                Some(&resets),
+                &builders,
+                stopping,
+            )
+            .await
         }
     };
     if let Err(e) = served {
@@ -142,7 +161,8 @@ pub async fn run<S: Served>(
 
 /// Drives `conn` while watching it: a head past `header_read_timeout` closes it, `idle_timeout`
 /// with nothing in flight or the drain shut it down gracefully, and a connection still idle a
-/// whole period after that (a client that ignores HTTP/2's GOAWAY and PING) is closed.
+/// whole period after that (a client that ignores HTTP/2's GOAWAY and PING) is closed. HTTP/2
+/// rapid resets (`resets` tripped) shut it down at once and close it [`RESET_CUT_GRACE`] later.
 ///
 /// The watchdog is one timer, re-armed only when it fires: at the next instant `activity`
 /// says something is due, and never more than `header_read_timeout` (or `idle_timeout`) ahead,
@@ -152,10 +172,12 @@ async fn watch<C: Future<Output = Result<(), hyper::Error>>>(
     conn: C,
     shut_down: impl Fn(Pin<&mut C>),
     activity: &Activity,
+    resets: Option<&StreamResets>,
     builders: &Builders,
-    heads: bool,
     mut stopping: watch::Receiver<bool>,
 ) -> Result<(), hyper::Error> {
+    // HTTP/1 connections time request heads; HTTP/2 ones count stream resets.
+    let heads = resets.is_none();
     let period = match heads {
         true => builders.header_read_timeout.min(builders.idle_timeout),
         false => builders.idle_timeout,
@@ -167,16 +189,35 @@ async fn watch<C: Future<Output = Result<(), hyper::Error>>>(
         let _ = stopping.wait_for(|stop| *stop).await;
     };
     let mut stop = std::pin::pin!(stop);
+    let rapid = async move {
+        match resets {
+            Some(resets) => resets.tripped().await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut rapid = std::pin::pin!(rapid);
     let mut shutting = false;
+    let mut cutting = false;
     loop {
         tokio::select! {
             biased;
             served = conn.as_mut() => return served,
+            () = rapid.as_mut(), if !cutting => {
+                if !shutting {
+                    shut_down(conn.as_mut());
+                    shutting = true;
+                }
+                cutting = true;
+                timer.as_mut().reset(tokio::time::Instant::now() + RESET_CUT_GRACE);
+            }
             () = stop.as_mut(), if !shutting => {
                 shut_down(conn.as_mut());
                 shutting = true;
             }
             () = timer.as_mut() => {
+                if cutting {
+                    return Ok(());
+                }
                 let now = tokio::time::Instant::now();
                 let next = match activity.due(builders.header_read_timeout, builders.idle_timeout, heads) {
                     Due::HeadTimeout => return Ok(()),
@@ -220,11 +261,12 @@ async fn sniff(stream: &TcpStream, within: Duration) -> Option<Protocol> {
 }
 
 /// A connection's service, telling the connection's [`Activity`] when a request begins and
-/// when its response body ends.
+/// when its response body ends, and (HTTP/2) its [`StreamResets`] how each stream ended.
 #[derive(Clone)]
 struct Tracked<S> {
     inner: S,
     activity: Arc<Activity>,
+    resets: Option<Arc<StreamResets>>,
 }
 
 impl<S: Served> hyper::service::Service<Request<Incoming>> for Tracked<S> {
@@ -238,17 +280,31 @@ impl<S: Served> hyper::service::Service<Request<Incoming>> for Tracked<S> {
         let mut inner = self.inner.clone();
         TrackedFuture {
             inner: inner.call(req),
-            activity: Some(End(self.activity.clone())),
+            end: Some(End {
+                activity: self.activity.clone(),
+                resets: self.resets.clone(),
+                finished: false,
+            }),
         }
     }
 }
 
-/// Ends the request's activity when dropped (with its response body, or unanswered).
-struct End(Arc<Activity>);
+/// Ends the request's activity when dropped (with its response body, or unanswered), and tells
+/// the stream resets whether the response reached its end (`finished`) or the stream was reset.
+struct End {
+    activity: Arc<Activity>,
+    resets: Option<Arc<StreamResets>>,
+    finished: bool,
+}
 
 impl Drop for End {
     fn drop(&mut self) {
-        self.0.end();
+        self.activity.end();
+        match (&self.resets, self.finished) {
+            (Some(resets), true) => resets.finished(),
+            (Some(resets), false) => resets.reset(),
+            (None, _) => {}
+        }
     }
 }
 
@@ -257,21 +313,26 @@ pin_project_lite::pin_project! {
     struct TrackedFuture<F> {
         #[pin]
         inner: F,
-        activity: Option<End>,
+        end: Option<End>,
     }
 }
 
 impl<F, B> Future for TrackedFuture<F>
 where
     F: Future<Output = Result<Response<B>, Infallible>>,
+    B: http_body::Body,
 {
     type Output = Result<Response<TrackedBody<B>>, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let response = std::task::ready!(this.inner.poll(cx))?;
-        let end = this.activity.take();
-        Poll::Ready(Ok(response.map(|inner| TrackedBody { inner, _end: end })))
+        let mut end = this.end.take();
+        if let Some(end) = &mut end {
+            // An empty body is sent with the head: hyper never polls it.
+            end.finished = response.body().is_end_stream();
+        }
+        Poll::Ready(Ok(response.map(|inner| TrackedBody { inner, end })))
     }
 }
 
@@ -280,7 +341,7 @@ pin_project_lite::pin_project! {
     struct TrackedBody<B> {
         #[pin]
         inner: B,
-        _end: Option<End>,
+        end: Option<End>,
     }
 }
 
@@ -295,10 +356,14 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
-        self.project()
-            .inner
-            .poll_frame(cx)
-            .map(|frame| frame.map(|f| f.map_err(Into::into)))
+        let mut this = self.project();
+        let frame = std::task::ready!(this.inner.as_mut().poll_frame(cx));
+        if frame.is_none() || this.inner.is_end_stream() {
+            if let Some(end) = this.end {
+                end.finished = true;
+            }
+        }
+        Poll::Ready(frame.map(|f| f.map_err(Into::into)))
     }
 
     fn is_end_stream(&self) -> bool {

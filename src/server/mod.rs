@@ -16,6 +16,7 @@
 mod activity;
 mod connection;
 mod refusals;
+mod resets;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,6 +27,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify, Semaphore};
 
 pub use connection::{MAX_CONCURRENT_STREAMS, MAX_PENDING_RESETS};
+pub use resets::{RAPID_RESETS, RAPID_RESET_SPAN};
 
 use crate::config::ServerConfig;
 use crate::gateway::Gateway;

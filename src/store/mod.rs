@@ -54,9 +54,10 @@ impl<'a> DecisionRequest<'a> {
     }
 }
 
-/// Takes back what a decision charged, for some of its limits: `refund` gives the charge back
-/// (a reservation whose outcome is not counted), `reset` forgets the limit's whole count and
-/// the block level of its key.
+/// Settles what a decision charged, for some of its limits: `refund` gives the charge back (a
+/// reservation whose outcome is not counted), `confirm` marks it answered and counted (no longer
+/// in flight), `reset` gives it back and forgets the limit's answered charges and the block
+/// level of its key, keeping the reservations still in flight.
 #[derive(Debug, Clone)]
 pub struct Settlement {
     /// The limits the decision was made with.
@@ -67,8 +68,17 @@ pub struct Settlement {
     pub receipt: Receipt,
     /// Limits (indexes into `limits`) whose charge goes back.
     pub refund: Vec<usize>,
-    /// Limits whose count is cleared.
+    /// Limits whose charge was answered and stays counted.
+    pub confirm: Vec<usize>,
+    /// Limits whose answered count is cleared (the charge itself going back).
     pub reset: Vec<usize>,
+}
+
+impl Settlement {
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.refund.is_empty() && self.confirm.is_empty() && self.reset.is_empty()
+    }
 }
 
 /// One decision on its way: [`Store::submit`]'s answer.

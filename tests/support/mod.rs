@@ -15,6 +15,7 @@ pub mod gateway;
 pub mod hardening;
 pub mod http;
 pub mod layer;
+pub mod leaving;
 pub mod load;
 pub mod metrics;
 pub mod observe;

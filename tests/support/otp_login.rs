@@ -46,6 +46,17 @@ key = ["ip"]
   window = "1h"
 "#;
 
+/// A login route (`POST /api/login` to the upstream `up`, keyed by the JSON body's `username`,
+/// lower-cased) whose one limit, `failed-logins`, has the settings `limit` (TOML lines:
+/// `limit`, `window`, `count_status`, ...).
+pub fn login_route(limit: &str) -> String {
+    format!(
+        "[[routes]]\nname = \"login\"\npath = \"/api/login\"\nmethods = [\"POST\"]\nupstream = \"up\"\n\
+         key = [{{ part = \"json:username\", normalize = \"lower\" }}]\n\n\
+         [[routes.limits]]\nname = \"failed-logins\"\n{limit}\n"
+    )
+}
+
 pub async fn post(client: &HttpClient, url: &str, headers: &[(&str, &str)], body: &str) -> Reply {
     let mut all = vec![("content-type", "application/json")];
     all.extend_from_slice(headers);

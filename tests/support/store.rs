@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use slidegate::config::{Backend, ClockSource, Config, OnError, Purpose, StoreConfig};
-use slidegate::store::{layout, Decision, DecisionRequest, LimitSet, RedisStore, Store};
+use slidegate::store::{
+    layout, Decision, DecisionRequest, LimitSet, RedisStore, Settlement, Store,
+};
 
 use super::redis::RedisServer;
 
@@ -78,4 +80,62 @@ pub async fn decide_at(
         .pop()
         .expect("one answer")
         .expect("store decides")
+}
+
+/// One attempt that is settled later (a reservation: its decision comes with a receipt), at
+/// `now_us` (the store's clock when `None`).
+pub async fn reserve(
+    store: &Store,
+    limits: &Arc<LimitSet>,
+    bases: &[String],
+    now_us: Option<u64>,
+) -> Decision {
+    let request = DecisionRequest {
+        limits,
+        bases,
+        cost: 1,
+        dry_run: false,
+        receipt: true,
+    };
+    store
+        .decide_many(&[request], now_us)
+        .await
+        .pop()
+        .expect("one answer")
+        .expect("the store decides")
+}
+
+/// What the gateway sends the store for an attempt's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    /// Not counted: the charge goes back.
+    Refund,
+    /// Counted (or no status came): answered, no longer in flight.
+    Confirm,
+    /// A resetting status: its charge back, the answered ones forgiven.
+    Reset,
+}
+
+/// Settles `decision`'s reservation on the first limit of `limits`.
+pub async fn settle_first(
+    store: &Store,
+    limits: &Arc<LimitSet>,
+    bases: &[String],
+    decision: &Decision,
+    settle: Settle,
+) {
+    let mut settlement = Settlement {
+        limits: limits.clone(),
+        bases: bases.to_vec(),
+        receipt: decision.receipt.clone().expect("a reservation"),
+        refund: vec![],
+        confirm: vec![],
+        reset: vec![],
+    };
+    match settle {
+        Settle::Refund => settlement.refund.push(0),
+        Settle::Confirm => settlement.confirm.push(0),
+        Settle::Reset => settlement.reset.push(0),
+    }
+    store.settle(settlement).await.expect("the store settles");
 }

@@ -296,15 +296,27 @@ pub struct Charge<'a> {
     pub cost: u64,
 }
 
-/// A settlement, as the settlement loop of `decide.lua`: refunds (`reset` false) or resets of
-/// limits `limits` of `set`, on the keys `keys_of`.
+/// What a settlement does to a limit's charge (the script's settlement kinds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettleKind {
+    /// `r`: the charge goes back.
+    Refund,
+    /// `c`: answered and counted; no longer in flight.
+    Confirm,
+    /// `x`: the charge goes back, the answered charges are forgiven, the block lifted.
+    Reset,
+}
+
+/// A settlement, as the settlement loop of `decide.lua`: `kind` for limits `limits` of `set`,
+/// on the keys `keys_of`, at `now`.
 pub fn settle(
     keys: &mut Keys,
     set: &LimitSet,
     keys_of: &[String],
-    reset: bool,
+    kind: SettleKind,
     limits: &[usize],
     charge: &Charge<'_>,
+    now: u64,
 ) {
     let q = set.states.len();
     for &i in limits {
@@ -315,16 +327,22 @@ pub fn settle(
             ..
         })) = keys.get_mut(key)
         {
-            if reset {
-                state.clear(&l.name);
-            } else {
-                state.refund(&params(set, i), charge.member, charge.at, charge.cost);
+            let limit = params(set, i);
+            let (member, at, cost) = (charge.member, charge.at, charge.cost);
+            match kind {
+                SettleKind::Confirm => state.confirm(&limit, member, at, cost, now),
+                SettleKind::Refund | SettleKind::Reset => {
+                    state.refund(&limit, member, at, cost, now)
+                }
+            }
+            if kind == SettleKind::Reset {
+                state.clear(&l.name, now);
             }
             if state.is_empty() {
                 keys.insert(key.clone(), None);
             }
         }
-        if reset && set.block.is_some() {
+        if kind == SettleKind::Reset && set.block.is_some() {
             keys.insert(keys_of[q + set.slot_of(i)].clone(), None);
         }
     }

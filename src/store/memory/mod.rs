@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use call::Marker;
-use call::{Keys, Slot, Value};
+use call::{Keys, SettleKind, Slot, Value};
 
 use super::{
     local_now_us, Decision, DecisionRequest, Receipt, ReceiptPart, Settlement, StoreError,
@@ -269,8 +269,9 @@ impl MemoryStore {
         Decision::from_reply(set, &reply, now)
     }
 
-    /// Applies a settlement: refunds and resets of one decision's limits. Keys expire on the
-    /// clock the decision was made on (its instant), as they were written.
+    /// Applies a settlement: refunds, confirmations and resets of one decision's limits. Keys
+    /// expire on the clock the decision was made on (its instant), as they were written, and the
+    /// settlement is applied at that instant.
     pub fn settle(&self, settlement: &Settlement) {
         let set = &settlement.limits;
         let keys_of = set.keys(&settlement.bases);
@@ -283,15 +284,20 @@ impl MemoryStore {
         let (mut guards, mut keys) = self.take(&keys_of, now);
         for part in &settlement.receipt.parts {
             let only = |i: &usize| part.slot.is_none_or(|s| set.slot_of(*i) == s);
-            let refund: Vec<usize> = settlement.refund.iter().copied().filter(only).collect();
-            let reset: Vec<usize> = settlement.reset.iter().copied().filter(only).collect();
             let charge = call::Charge {
                 member: &part.member,
                 at: part.decided_at_us,
                 cost: settlement.receipt.cost,
             };
-            call::settle(&mut keys, set, &keys_of, false, &refund, &charge);
-            call::settle(&mut keys, set, &keys_of, true, &reset, &charge);
+            let kinds = [
+                (SettleKind::Refund, &settlement.refund),
+                (SettleKind::Confirm, &settlement.confirm),
+                (SettleKind::Reset, &settlement.reset),
+            ];
+            for (kind, limits) in kinds {
+                let limits: Vec<usize> = limits.iter().copied().filter(only).collect();
+                call::settle(&mut keys, set, &keys_of, kind, &limits, &charge, now);
+            }
         }
         self.put_back(&mut guards, keys);
     }

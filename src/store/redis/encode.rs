@@ -19,11 +19,13 @@ pub fn encode(batch: &Batch, token: &str, clock: ClockSource) -> (Vec<Key>, Vec<
         (None, ClockSource::Redis) => Value::from(""),
     };
     let mut plans: Vec<&Arc<LimitSet>> = Vec::new();
-    // A settlement that refunds some limits and resets others is two entries, one per kind.
+    // A settlement that refunds some limits and resets others is an entry per kind.
     let settlements: Vec<(i64, &str, &PendingSettlement, &Vec<usize>)> = batch
         .settlements
         .iter()
-        .flat_map(|s| [("r", &s.refund), ("x", &s.reset)].map(|(kind, l)| (s, kind, l)))
+        .flat_map(|s| {
+            [("r", &s.refund), ("c", &s.confirm), ("x", &s.reset)].map(|(kind, l)| (s, kind, l))
+        })
         .filter(|(_, _, limits)| !limits.is_empty())
         .collect::<Vec<_>>()
         .into_iter()

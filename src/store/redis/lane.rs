@@ -74,7 +74,9 @@ pub struct PendingSettlement {
     pub cost: u64,
     /// Limits whose charge goes back.
     pub refund: Vec<usize>,
-    /// Limits whose count is cleared.
+    /// Limits whose charge was answered and stays counted.
+    pub confirm: Vec<usize>,
+    /// Limits whose answered count is cleared (the charge itself going back).
     pub reset: Vec<usize>,
     /// When it stops waiting.
     pub deadline: Deadline,

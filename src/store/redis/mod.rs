@@ -287,8 +287,12 @@ impl RedisStore {
                     .filter_map(|i| index_of.iter().position(|j| j == i))
                     .collect()
             };
-            let (refund, reset) = (within(&settlement.refund), within(&settlement.reset));
-            if refund.is_empty() && reset.is_empty() {
+            let (refund, confirm, reset) = (
+                within(&settlement.refund),
+                within(&settlement.confirm),
+                within(&settlement.reset),
+            );
+            if refund.is_empty() && confirm.is_empty() && reset.is_empty() {
                 continue;
             }
             let keys: Vec<Key> = limits.keys(&bases).into_iter().map(Key::from).collect();
@@ -301,6 +305,7 @@ impl RedisStore {
                 at: part.decided_at_us,
                 cost: settlement.receipt.cost,
                 refund,
+                confirm,
                 reset,
                 deadline: Deadline::after(self.inner.timeout * 4),
                 done,

@@ -11,8 +11,8 @@ use std::sync::OnceLock;
 use crate::algorithm::AlgorithmId;
 
 /// The functions every algorithm's file defines, which its scope returns.
-const FUNCTIONS: [&str; 9] = [
-    "open", "view", "fits", "wait", "charge", "report", "refund", "clear", "finish",
+const FUNCTIONS: [&str; 10] = [
+    "open", "view", "fits", "wait", "charge", "report", "refund", "confirm", "clear", "finish",
 ];
 
 /// The whole decision script's text.

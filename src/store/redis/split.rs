@@ -139,6 +139,7 @@ fn take_back(store: &RedisStore, parts: Vec<Part>) {
         };
         let settlement = Settlement {
             refund: (0..part.set.limits.len()).collect(),
+            confirm: Vec::new(),
             reset: Vec::new(),
             limits: part.set,
             bases: part.bases,

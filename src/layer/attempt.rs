@@ -1,0 +1,215 @@
+//! An attempt the layer forwards to its inner service, from the call to its settlement, and what
+//! becomes of it when its client leaves before the answer: once any of the request went
+//! upstream, the upstream may act on it (send the SMS, check the password), so its answer is
+//! still read, in a task of its own, and the reservation settled by its status; an attempt whose
+//! status never arrives stays counted; only one the upstream never saw is refunded at once.
+//!
+//! **When "any of the request went upstream".** A service that forwards says so through the
+//! request's [`Attempt`]: it calls [`Attempt::track`] when it takes the request and
+//! [`Attempt::sent`] at the moment it hands the request to an open upstream connection (the
+//! gateway's proxy: just before the connection's next poll, which writes the head). From then on
+//! bytes of it may be on the wire, so the attempt counts as seen and is carried to its answer if
+//! the client leaves; before it (routing, reading the body, deciding, connecting) nothing of it
+//! can have reached the upstream. The last moment the gateway can still take the request back
+//! unseen is the first byte of its head: marking the hand-over rather than that write costs no
+//! hook in the connection's I/O and errs on the counted side only, by the time between handing
+//! the request over and the connection's write, in which the client would have to leave (and the
+//! request is then still written: the upstream does see it). A service that does not track (an
+//! embedded app's handler) has seen the request once it is called.
+//!
+//! Differences from letting the inner future go with the client's (hyper drops the service
+//! future when the client leaves): a forwarded call is boxed, so that it can move into a task of
+//! its own when the layer's future is dropped; that task costs nothing unless a client leaves.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU16, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use http::Response;
+
+use super::body::ResponseBody;
+use super::Decided;
+use crate::limit::headers::add_headers;
+use crate::limit::{Reservation, Tier, Verdict};
+use crate::route::Route;
+
+/// How far a forwarded request got, as its forwarding service tells the layer (a request
+/// extension). Clones share it.
+#[derive(Clone, Default)]
+pub struct Attempt(Arc<Progress>);
+
+#[derive(Default)]
+struct Progress {
+    /// [`UNTRACKED`], [`TRACKED`] or [`SENT`].
+    stage: AtomicU8,
+    /// The upstream's status, 0 until it answered.
+    status: AtomicU16,
+}
+
+/// The service never said: it saw the request when it was called.
+const UNTRACKED: u8 = 0;
+/// The service will say when the request goes out; it has not yet.
+const TRACKED: u8 = 1;
+/// Some of the request went (or is going) to the upstream.
+const SENT: u8 = 2;
+
+impl Attempt {
+    /// The service takes the request and will call [`Attempt::sent`] when it goes out; until
+    /// then the upstream has not seen it.
+    pub fn track(&self) {
+        self.0.stage.store(TRACKED, Ordering::Release);
+    }
+
+    /// The request is handed to an open upstream connection: the upstream may see it from now.
+    pub fn sent(&self) {
+        self.0.stage.store(SENT, Ordering::Release);
+    }
+
+    /// The request came back unsent (a kept-alive connection had closed before writing it);
+    /// it is not seen until it is handed to another one.
+    pub fn unsent(&self) {
+        self.0.stage.store(TRACKED, Ordering::Release);
+    }
+
+    /// The upstream answered with `status` (its own response head, not the service's answer
+    /// when the upstream could not be reached or timed out).
+    pub fn answered(&self, status: u16) {
+        self.0.status.store(status, Ordering::Release);
+    }
+
+    /// Whether the upstream may have seen any of the request.
+    fn seen(&self) -> bool {
+        self.0.stage.load(Ordering::Acquire) != TRACKED
+    }
+
+    /// Whether the service says when the request goes out (a forwarding proxy, which also
+    /// counts the upstream's answer in its metrics, so it is read to its end).
+    fn tracked(&self) -> bool {
+        self.0.stage.load(Ordering::Acquire) != UNTRACKED
+    }
+
+    /// The status the attempt is settled by once its client left: the upstream's as the
+    /// service reported it, or (a service that does not track) its own answer's.
+    fn status_after_leaving(&self, answered: Option<u16>) -> Option<u16> {
+        match self.0.stage.load(Ordering::Acquire) {
+            UNTRACKED => answered,
+            _ => Some(self.0.status.load(Ordering::Acquire)).filter(|&s| s != 0),
+        }
+    }
+}
+
+/// What became of a request whose client left before its answer, for an access log.
+pub struct Departed {
+    /// What the layer decided, as far as it got.
+    pub decided: Decided,
+    /// The inner service's answer, read after the client left (status, headers, extensions);
+    /// `None` when the request never reached it, or its call failed.
+    pub answer: Option<http::response::Parts>,
+}
+
+/// Told once what became of a request whose client left ([`super::ResponseFuture::client_left`]).
+pub type OnDeparted = Box<dyn FnOnce(Departed) + Send>;
+
+/// A forwarded call of the inner service, boxed so that it can outlive its client.
+pub(super) type InnerCall<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// What a forwarded request's answer needs: the verdict (for its headers), the reservation to
+/// settle, and what the access log shows.
+pub(super) struct Settling {
+    pub route: Arc<Route>,
+    pub tier: Option<Arc<Tier>>,
+    pub verdict: Verdict,
+    pub reservation: Option<Reservation>,
+    pub decided: Decided,
+}
+
+impl Settling {
+    /// The inner service's answer with the rate-limit headers (showing the settlement of its
+    /// reservation) and what was decided.
+    pub fn finish<ResB>(mut self, response: Response<ResB>) -> Response<ResponseBody<ResB>> {
+        let status = response.status().as_u16();
+        let mut response = response.map(ResponseBody::inner);
+        let mut decision = self.verdict.decision.take();
+        if let Some(reservation) = self.reservation.take() {
+            let settled = reservation.settle(status);
+            if let Some(d) = &mut decision {
+                settled.apply(d);
+            }
+        }
+        if let (true, Some(d), Some(tier)) = (self.route.config.headers, &decision, &self.tier) {
+            add_headers(response.headers_mut(), tier, d);
+        }
+        response.extensions_mut().insert(self.decided);
+        response
+    }
+
+    /// The client left before the request went upstream: the reservation goes back at once.
+    pub fn abandon(mut self: Box<Self>) -> Departed {
+        if let Some(reservation) = self.reservation.take() {
+            reservation.abandon();
+        }
+        Departed {
+            decided: self.decided,
+            answer: None,
+        }
+    }
+}
+
+/// The client of a forwarded request left: an attempt the upstream may have seen is carried to
+/// its answer in a task of its own and settled by the upstream's status (kept when none
+/// arrives); one it never saw is dropped and refunded at once. `then` hears the end either way.
+/// A call with nothing waiting for its end (no reservation, no `then`, a service that does not
+/// track it: an embedded app's handler on a route that does not count outcomes) is dropped, as
+/// hyper would.
+pub(super) fn leave<ResB, E>(
+    call: InnerCall<Result<Response<ResB>, E>>,
+    settling: Box<Settling>,
+    attempt: &Attempt,
+    then: Option<OnDeparted>,
+) where
+    ResB: 'static,
+    E: 'static,
+{
+    if !attempt.seen() {
+        drop(call);
+        tell(then, settling.abandon());
+        return;
+    }
+    let awaited = settling.reservation.is_some() || then.is_some() || attempt.tracked();
+    let runtime = tokio::runtime::Handle::try_current();
+    let (true, Ok(runtime)) = (awaited, runtime) else {
+        // Nothing waits for its end, or no runtime is left to finish it on: dropped, and its
+        // reservation (if any) stays counted.
+        drop(call);
+        let decided = settling.decided;
+        tell(
+            then,
+            Departed {
+                decided,
+                answer: None,
+            },
+        );
+        return;
+    };
+    let attempt = attempt.clone();
+    runtime.spawn(async move {
+        let answer = call.await.ok().map(|r| r.into_parts().0);
+        let mut settling = settling;
+        let status = attempt.status_after_leaving(answer.as_ref().map(|a| a.status.as_u16()));
+        if let Some(reservation) = settling.reservation.take() {
+            match status {
+                Some(status) => drop(reservation.settle(status)),
+                None => reservation.keep(),
+            }
+        }
+        let decided = settling.decided;
+        tell(then, Departed { decided, answer });
+    });
+}
+
+fn tell(then: Option<OnDeparted>, departed: Departed) {
+    if let Some(then) = then {
+        then(departed);
+    }
+}
