@@ -214,6 +214,18 @@ pub enum StoreError {
     /// The script failed or replied in an unexpected shape.
     #[error("rate-limit script failed: {0}")]
     Script(String),
+    /// Fewer replicas than `store.replica_acks` acknowledged a charge within `store.timeout`
+    /// (`acknowledged`: what `WAIT` answered, `None` when no answer came in time). The charge
+    /// stays on the master.
+    #[error("{} of {wanted} replica(s) acknowledged the charge within {within:?}", acknowledged.map_or_else(|| "no answer on how many".to_string(), |n| n.to_string()))]
+    Unreplicated {
+        /// Replicas that acknowledged, when `WAIT` answered.
+        acknowledged: Option<u64>,
+        /// `store.replica_acks`.
+        wanted: u32,
+        /// `store.timeout`.
+        within: Duration,
+    },
     /// The in-process store holds `store.max_keys` live keys and this key is not one of them.
     #[error("the in-process store is full ({0} live keys)")]
     Full(usize),
@@ -226,7 +238,9 @@ impl StoreError {
     /// The `kind` label of `slidegate_store_errors_total`.
     pub fn kind(&self) -> &'static str {
         match self {
-            StoreError::Timeout(_) => "timeout",
+            // The replicas did not acknowledge in time: the store did not confirm the decision
+            // within store.timeout.
+            StoreError::Timeout(_) | StoreError::Unreplicated { .. } => "timeout",
             StoreError::Connection(_) => "connection",
             StoreError::Script(_) => "script",
             StoreError::Full(_) => "full",
