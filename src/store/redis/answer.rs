@@ -78,10 +78,12 @@ pub(super) fn is_noscript(e: &FredError) -> bool {
 pub(super) fn map_error(e: FredError) -> StoreError {
     let details = e.details();
     // The node cannot serve now (a cluster failing over, a replica, a server loading its
-    // data): the store is unavailable, as when the connection fails.
+    // data): the store is unavailable, as when the connection fails. A script sees the cluster
+    // down when it first touches a key (its own error then says so).
     if ["CLUSTERDOWN", "MASTERDOWN", "LOADING", "READONLY"]
         .iter()
         .any(|p| details.starts_with(p))
+        || details.contains("while the cluster is down")
     {
         return StoreError::Connection(e.to_string());
     }

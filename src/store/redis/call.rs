@@ -271,10 +271,7 @@ impl Caller {
         let (reply, acks) = match result {
             Ok(done) => done,
             Err(e) => {
-                if self.nodes.is_cluster() && !matches!(e, StoreError::Script(_)) {
-                    // A node that times out or drops its connection may be failing over.
-                    self.nodes.request_refresh();
-                }
+                self.nodes.note_failure(&e);
                 (self.on_error)(&e);
                 return batch.fail(e);
             }

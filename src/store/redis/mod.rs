@@ -7,8 +7,9 @@
 //! request at most `store.timeout`. In a cluster each primary has a connection of its own
 //! ([`nodes`]), so a dead node costs only the decisions of its own slots.
 //!
-//! `lane.rs` queues, `call.rs` packs and sends one call, `answer.rs` decodes its reply and
-//! sorts its errors, `nodes.rs` keeps the connections (and a cluster's slot table, `slots.rs`),
+//! `lane.rs` queues (`lanes.rs` picks a decision's lane), `call.rs` packs and sends one call, `answer.rs` decodes its reply and
+//! sorts its errors, `nodes.rs` keeps a worker's connections (`node.rs` one of them;
+//! `topology.rs` reads a cluster's slot table, `slots.rs`),
 //! `send.rs` sends a command where it belongs and follows redirections (`redirect.rs`),
 //! `acks.rs` waits for replicas (`store.replica_acks`), `split.rs` decides a cluster request
 //! whose keys live in several slots one part per slot, `admin.rs` resets, pings, blocks and the
@@ -23,35 +24,39 @@ mod dry;
 mod encode;
 mod keeper;
 mod lane;
+mod lanes;
+mod node;
 mod nodes;
 mod redirect;
 mod script;
 mod send;
 mod slots;
 mod split;
+mod topology;
 mod url;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use fred::clients::Client;
 use fred::interfaces::ClientLike;
-use fred::types::config::{Config as FredConfig, ConnectionConfig, ReconnectPolicy, Server};
+use fred::types::config::Config as FredConfig;
 use fred::types::{Builder, Key};
 use tokio::sync::oneshot;
 
 use acks::AckPolicy;
 pub use answer::RedisAnswer;
 use answer::{is_noscript, map_error, Single};
-use call::{Caller, Target};
+use call::Caller;
 pub use deadline::Deadline;
 use lane::{Lane, Pending, PendingSettlement, MAX_PER_CALL};
-use nodes::{MakeBuilder, Nodes, Topology};
+use lanes::Lanes;
+use node::builder;
+use nodes::Nodes;
 pub use script::decision_script;
-use slots::slot_of;
+use topology::{MakeBuilder, Topology};
 pub use url::fred_url;
 
 use super::{Answer, Decision, DecisionRequest, Settlement, StoreError};
@@ -80,27 +85,7 @@ struct Inner {
 struct Connection {
     nodes: Arc<Nodes>,
     caller: Arc<Caller>,
-    /// Standalone and sentinel: the one lane, found without a lock.
-    single: OnceLock<Lane>,
-    /// Cluster: one lane per primary node (`None`: per slot, while the slot table is unknown),
-    /// and the table generation they were last pruned for.
-    lanes: RwLock<(HashMap<Option<Server>, Lane>, u64)>,
-}
-
-/// A client builder with the store's connection settings.
-fn builder(config: FredConfig) -> Builder {
-    let mut builder = Builder::from_config(config);
-    builder
-        .with_connection_config(|c: &mut ConnectionConfig| {
-            c.connection_timeout = Duration::from_secs(1);
-            c.internal_command_timeout = Duration::from_secs(1);
-            // Without it, a call written while another is unacknowledged (a batch's second
-            // call, an admin command beside a decision) waits in the kernel for the first
-            // reply, which carries Redis's delayed ACK: Nagle's algorithm undoing pipelining.
-            c.tcp.nodelay = Some(true);
-        })
-        .set_policy(ReconnectPolicy::new_exponential(0, 50, 1000, 2));
-    builder
+    lanes: Lanes,
 }
 
 impl RedisStore {
@@ -159,8 +144,7 @@ impl RedisStore {
             Connection {
                 nodes,
                 caller: Arc::new(caller),
-                single: OnceLock::new(),
-                lanes: RwLock::new((HashMap::new(), 0)),
+                lanes: Lanes::default(),
             }
         });
         Ok(RedisStore {
@@ -172,24 +156,25 @@ impl RedisStore {
         })
     }
 
-    /// Waits up to `wait` for the slot table (in a cluster), every worker's connections and
-    /// the script on every node. A node that does not answer in time is reported; the others
-    /// serve meanwhile.
+    /// Waits up to `wait` for the slot table (in a cluster), every worker's connections (each
+    /// at most half of it) and the script on every node that answers. A node that does not
+    /// answer in time is reported; the others serve meanwhile, and it loads the script on its
+    /// first call once back.
     pub async fn wait_until_ready(&self, wait: Duration) -> Result<(), StoreError> {
         let deadline = Deadline::after(wait);
         let ready = deadline.run(async {
             let all = self.inner.connections.all();
             all[0].nodes.refresh().await?;
             let nodes = all.iter().flat_map(|c| c.nodes.every_node());
-            let connected = futures_util::future::join_all(
-                nodes.map(|n| async move { n.client.wait_for_connect().await }),
-            )
+            let connected = futures_util::future::join_all(nodes.map(|n| async move {
+                let connect = Deadline::after(wait / 2);
+                connect
+                    .run(async { n.client.wait_for_connect().await.map_err(map_error) })
+                    .await
+            }))
             .await;
             let loaded = all[0].caller.load_scripts().await;
-            connected
-                .into_iter()
-                .find_map(Result::err)
-                .map_or(loaded, |e| Err(map_error(e)))
+            connected.into_iter().find(Result::is_err).unwrap_or(loaded)
         });
         // Boxed: the start's future is deep enough without this one's layers.
         Box::pin(ready).await
@@ -378,42 +363,11 @@ impl RedisStore {
         (pending, answer)
     }
 
-    /// The lane of the node serving `keys` (they share one hash tag, so one slot).
+    /// The lane of the node serving `keys`.
     fn lane_for(&self, keys: &[Key]) -> Lane {
         let connection = self.connection();
-        if !connection.nodes.is_cluster() {
-            return connection
-                .single
-                .get_or_init(|| Lane::start(connection.caller.clone(), Target::ByKey))
-                .clone();
-        }
-        let slot = keys.first().map_or(0, |k| slot_of(k.as_bytes()));
-        let table = connection.nodes.table().unwrap_or_default();
-        let node = table.primary(slot).cloned();
-        if node.is_none() {
-            connection.nodes.request_refresh();
-        }
-        let generation = connection.nodes.generation();
-        {
-            let lanes = connection.lanes.read().unwrap_or_else(|e| e.into_inner());
-            if let (Some(lane), true) = (lanes.0.get(&node), lanes.1 == generation) {
-                return lane.clone();
-            }
-        }
-        let mut lanes = connection.lanes.write().unwrap_or_else(|e| e.into_inner());
-        if lanes.1 != generation {
-            // A node that left the table takes its lane along; its driver ends once idle.
-            let primaries = table.primaries();
-            lanes
-                .0
-                .retain(|server, _| server.as_ref().is_none_or(|s| primaries.contains(s)));
-            lanes.1 = generation;
-        }
-        let target = node.clone().map_or(Target::PerSlot, Target::Node);
-        lanes
-            .0
-            .entry(node)
-            .or_insert_with(|| Lane::start(connection.caller.clone(), target))
-            .clone()
+        connection
+            .lanes
+            .for_keys(&connection.nodes, &connection.caller, keys)
     }
 }

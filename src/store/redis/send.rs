@@ -21,6 +21,7 @@ use fred::types::config::{Options, Server};
 use fred::types::{ClusterHash, CustomCommand, Value};
 
 use super::acks::AckPolicy;
+use super::map_error;
 use super::nodes::Nodes;
 use super::redirect::Redirect;
 
@@ -103,9 +104,7 @@ pub async fn send(
                 target = Some(node);
             }
             None => {
-                if nodes.is_cluster() && calls_for_a_new_table(error) {
-                    nodes.request_refresh();
-                }
+                nodes.note_failure(&map_error(error.clone()));
                 return sent;
             }
         }
@@ -114,18 +113,6 @@ pub async fn send(
         ErrorKind::Cluster,
         format!("more than {MAX_REDIRECTIONS} cluster redirections"),
     ))
-}
-
-/// Whether an error says the node may no longer serve what the table says it does: its
-/// connection failed, it is a replica now, or the cluster is failing over.
-fn calls_for_a_new_table(error: &FredError) -> bool {
-    let details = error.details();
-    matches!(
-        error.kind(),
-        ErrorKind::IO | ErrorKind::Canceled | ErrorKind::Timeout
-    ) || ["READONLY", "CLUSTERDOWN", "MASTERDOWN", "LOADING"]
-        .iter()
-        .any(|p| details.starts_with(p))
 }
 
 fn failed(error: FredError) -> Sent {
