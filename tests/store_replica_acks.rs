@@ -52,6 +52,17 @@ fn store(url: &str, prefix: &str, acks: u32) -> String {
     )
 }
 
+/// A gateway on `master` with `replica_acks = 1`, its upstream, and its key prefix.
+async fn gateway_on(
+    master: &RedisServer,
+    test: &str,
+) -> (gateway::Gateway, upstream::Upstream, String) {
+    let up = upstream::start().await;
+    let prefix = unique_prefix(test);
+    let toml = config(&store(&master.url(), &prefix, 1), &up.url(), ROUTES);
+    (gateway::start(&toml).await, up, prefix)
+}
+
 fn log_key(prefix: &str, route: &str, user: &str) -> String {
     format!("{prefix}:{{{route}|{user}}}#log")
 }
@@ -80,14 +91,7 @@ async fn an_allowed_decision_is_answered_once_the_replica_holds_it() {
         assert!(Instant::now() < deadline, "the replica never synced");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let up = upstream::start().await;
-    let prefix = unique_prefix("acks-held");
-    let gw = gateway::start(&config(
-        &store(&master.url(), &prefix, 1),
-        &up.url(),
-        ROUTES,
-    ))
-    .await;
+    let (gw, _up, prefix) = gateway_on(&master, "acks-held").await;
     let client = HttpClient::default();
     let waits_before = command_calls(&master, "wait");
     for i in 0..10 {
@@ -111,14 +115,7 @@ async fn an_allowed_decision_is_answered_once_the_replica_holds_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_few_replicas_hand_an_allowed_decision_to_on_error_and_keep_its_charge() {
     let master = RedisServer::start_async().await;
-    let up = upstream::start().await;
-    let prefix = unique_prefix("acks-none");
-    let gw = gateway::start(&config(
-        &store(&master.url(), &prefix, 1),
-        &up.url(),
-        ROUTES,
-    ))
-    .await;
+    let (gw, _up, prefix) = gateway_on(&master, "acks-none").await;
     let client = HttpClient::default();
 
     let started = Instant::now();
@@ -210,14 +207,7 @@ async fn the_setting_shows_where_the_store_does() {
     );
 
     let master = RedisServer::start_async().await;
-    let up = upstream::start().await;
-    let prefix = unique_prefix("acks-shown");
-    let gw = gateway::start(&config(
-        &store(&master.url(), &prefix, 1),
-        &up.url(),
-        ROUTES,
-    ))
-    .await;
+    let (gw, _up, _) = gateway_on(&master, "acks-shown").await;
     let (name, value) = auth();
     let shown = HttpClient::default()
         .get(&gw.admin("/admin/config"), &[(name, &value)])

@@ -26,23 +26,7 @@ impl RedisCluster {
                 ])
             })
             .collect();
-        for (node, (from, to)) in nodes.iter().zip(SLOTS) {
-            let reply = node.cmd(&[
-                "CLUSTER",
-                "ADDSLOTSRANGE",
-                &from.to_string(),
-                &to.to_string(),
-            ]);
-            assert_eq!(
-                reply,
-                Resp::Simple("OK".into()),
-                "ADDSLOTSRANGE on {}",
-                node.port
-            );
-        }
-        for other in &nodes[1..] {
-            nodes[0].cmd(&["CLUSTER", "MEET", "127.0.0.1", &other.port.to_string()]);
-        }
+        assign_slots_and_meet(&nodes, &[]);
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let ok = nodes.iter().all(|n| match n.cmd(&["CLUSTER", "INFO"]) {
@@ -114,18 +98,7 @@ impl FailoverCluster {
             .iter()
             .map(|&n| (0..n).map(|_| RedisServer::start_with(&args)).collect())
             .collect();
-        for (node, (from, to)) in masters.iter().zip(SLOTS) {
-            let reply = node.cmd(&[
-                "CLUSTER",
-                "ADDSLOTSRANGE",
-                &from.to_string(),
-                &to.to_string(),
-            ]);
-            assert_eq!(reply, Resp::Simple("OK".into()));
-        }
-        for other in masters[1..].iter().chain(replicas.iter().flatten()) {
-            masters[0].cmd(&["CLUSTER", "MEET", "127.0.0.1", &other.port.to_string()]);
-        }
+        assign_slots_and_meet(&masters, &replicas.iter().flatten().collect::<Vec<_>>());
         let deadline = Instant::now() + Duration::from_secs(30);
         for (master, followers) in masters.iter().zip(&replicas) {
             let Resp::Bulk(Some(master_id)) = master.cmd(&["CLUSTER", "MYID"]) else {
@@ -171,6 +144,27 @@ impl FailoverCluster {
             .map(|m| format!("127.0.0.1:{}", m.port))
             .collect();
         format!("redis-cluster://{}", hosts.join(","))
+    }
+}
+
+/// Gives each of the three `masters` its [`SLOTS`] and has the first meet every other node.
+fn assign_slots_and_meet(masters: &[RedisServer], others: &[&RedisServer]) {
+    for (node, (from, to)) in masters.iter().zip(SLOTS) {
+        let reply = node.cmd(&[
+            "CLUSTER",
+            "ADDSLOTSRANGE",
+            &from.to_string(),
+            &to.to_string(),
+        ]);
+        assert_eq!(
+            reply,
+            Resp::Simple("OK".into()),
+            "ADDSLOTSRANGE on {}",
+            node.port
+        );
+    }
+    for other in masters[1..].iter().chain(others.iter().copied()) {
+        masters[0].cmd(&["CLUSTER", "MEET", "127.0.0.1", &other.port.to_string()]);
     }
 }
 

@@ -74,33 +74,14 @@ pub async fn cluster(acks: Acks) -> (FailoverCluster, Failover) {
     let mut cluster = tokio::task::spawn_blocking(move || FailoverCluster::start(per_master))
         .await
         .unwrap();
-    let up = upstream::start().await;
-    let prefix = unique_prefix("fl-cfail");
-    let store = with_acks(&store(&cluster.url(), &prefix), acks);
-    let gw = gateway::start(&config(&store, &up.url(), &routes())).await;
     // A few hot keys on the master about to die (slots SLOTS[0]), 5 % of the requests (as in
     // bench/faults); the others spread over every slot, so over the three masters.
     let hot = users_in("allow", SLOTS[0].0 as u16..=SLOTS[0].1 as u16, 4);
-    let t0 = Instant::now();
-    let load = Load::start(gw.running().proxy_addr, Keys::new(hot, 0.05));
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let url = cluster.url();
     let (master, replicas) = (&mut cluster.masters[0], &cluster.replicas[0]);
-    let killed = kill(master, replicas, acks).await;
-    let promoted = wait_until(Duration::from_secs(30), "replica promoted", || {
-        replicas.iter().any(is_master)
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(3500)).await;
-    let run = load.stop().await;
-    gw.stop().await;
-    let failover = Failover {
-        run,
-        prefix,
-        t0,
-        killed,
-        promoted,
-        back: promoted,
-    };
+    let keys = Keys::new(hot, 0.05);
+    // The store answers again as soon as the replica is promoted.
+    let failover = under_load(&url, "fl-cfail", acks, keys, master, replicas, || true).await;
     (cluster, failover)
 }
 
@@ -130,45 +111,70 @@ pub async fn sentinel(acks: Acks) -> (Vec<RedisServer>, Failover) {
         || sentinels.iter().all(|s| s.knows(replicas.len(), 2)),
     )
     .await;
-    let up = upstream::start().await;
-    let prefix = unique_prefix("fl-sentinel");
     let hosts: Vec<String> = sentinels
         .iter()
         .map(|s| format!("127.0.0.1:{}", s.port))
         .collect();
     let url = format!("redis-sentinel://{}/main", hosts.join(","));
-    let store = with_acks(&store(&url, &prefix), acks);
-    let gw = gateway::start(&config(&store, &up.url(), &routes())).await;
+    let keys = Keys::new(vec!["hot".into()], 0.1);
+    // The store answers again once the sentinels name the promoted replica.
+    let named = || {
+        let port = sentinels[0].master_port();
+        replicas.iter().any(|r| port == Some(r.port))
+    };
+    let failover = under_load(
+        &url,
+        "fl-sentinel",
+        acks,
+        keys,
+        &mut master,
+        &replicas,
+        named,
+    )
+    .await;
+    (replicas, failover)
+}
 
+/// Runs the load on `keys` through a gateway on `url` (`store.replica_acks` as `acks` says)
+/// for 1.5 s, kills `master` ([`kill`]), waits until one of `replicas` is promoted and `back`
+/// holds, then 3.5 s more.
+async fn under_load(
+    url: &str,
+    test: &str,
+    acks: Acks,
+    keys: Keys,
+    master: &mut RedisServer,
+    replicas: &[RedisServer],
+    back: impl Fn() -> bool,
+) -> Failover {
+    let up = upstream::start().await;
+    let prefix = unique_prefix(test);
+    let store = format!(
+        "{}\nreplica_acks = {}",
+        store(url, &prefix),
+        acks.replica_acks()
+    );
+    let gw = gateway::start(&config(&store, &up.url(), &routes())).await;
     let t0 = Instant::now();
-    let load = Load::start(gw.running().proxy_addr, Keys::new(vec!["hot".into()], 0.1));
+    let load = Load::start(gw.running().proxy_addr, keys);
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let killed = kill(&mut master, &replicas, acks).await;
+    let killed = kill(master, replicas, acks).await;
     let promoted = wait_until(Duration::from_secs(30), "replica promoted", || {
         replicas.iter().any(is_master)
     })
     .await;
-    let named = wait_until(Duration::from_secs(30), "sentinels name it", || {
-        let port = sentinels[0].master_port();
-        replicas.iter().any(|r| port == Some(r.port))
-    })
-    .await;
+    let back = wait_until(Duration::from_secs(30), "the store answers again", back).await;
     tokio::time::sleep(Duration::from_millis(3500)).await;
     let run = load.stop().await;
     gw.stop().await;
-    let failover = Failover {
+    Failover {
         run,
         prefix,
         t0,
         killed,
         promoted,
-        back: named,
-    };
-    (replicas, failover)
-}
-
-fn with_acks(store: &str, acks: Acks) -> String {
-    format!("{store}\nreplica_acks = {}", acks.replica_acks())
+        back,
+    }
 }
 
 /// Kills `master` (SIGKILL); with acks, cuts it off its `replicas` (paused, links closed) for
