@@ -217,7 +217,7 @@ pub enum StoreError {
     /// Fewer replicas than `store.replica_acks` acknowledged a charge within `store.timeout`
     /// (`acknowledged`: what `WAIT` answered, `None` when no answer came in time). The charge
     /// stays on the master.
-    #[error("{} of {wanted} replica(s) acknowledged the charge within {within:?}", acknowledged.map_or_else(|| "no answer on how many".to_string(), |n| n.to_string()))]
+    #[error("{}", unreplicated(*acknowledged, *wanted, *within))]
     Unreplicated {
         /// Replicas that acknowledged, when `WAIT` answered.
         acknowledged: Option<u64>,
@@ -232,6 +232,14 @@ pub enum StoreError {
     /// Anything else.
     #[error("store error: {0}")]
     Other(String),
+}
+
+/// What [`StoreError::Unreplicated`] says.
+fn unreplicated(acknowledged: Option<u64>, wanted: u32, within: Duration) -> String {
+    match acknowledged {
+        Some(n) => format!("{n} of {wanted} replica(s) acknowledged the charge within {within:?}"),
+        None => format!("no word from the replicas within {within:?} ({wanted} asked for)"),
+    }
 }
 
 impl StoreError {
