@@ -39,12 +39,12 @@ use crate::store::{Decision, StoreError};
 /// Where a lane's calls go.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Target {
-    /// The one server (standalone or the sentinel's master), or in a cluster the node that owns
-    /// the first key's slot, as the client library routes it.
+    /// The one server (standalone or the sentinel's master), or in a cluster the node that
+    /// serves the first key's slot, as the slot table says (redirections followed).
     ByKey,
     /// One cluster primary: calls carry keys of several of its slots.
     Node(Server),
-    /// A cluster whose slot table is not known yet: one call per slot, routed by key.
+    /// A cluster whose slot table is not known yet: one call per key, routed by its slot.
     PerSlot,
 }
 
@@ -60,7 +60,7 @@ pub struct Caller {
     timeout: Duration,
     /// `store.replica_acks`: the acknowledgement a charging call waits for.
     acks: Option<AckPolicy>,
-    /// Whether the cross-slot script loaded (Redis 7); if not, cluster calls go per slot.
+    /// Whether the cross-slot script loaded (Redis 7); if not, cluster calls go per key.
     /// Shared by every worker's caller.
     cross_slot: Arc<AtomicBool>,
     on_error: Arc<dyn Fn(&StoreError) + Send + Sync>,
@@ -97,7 +97,7 @@ impl Caller {
         self.load(&self.scripts.plain).await?;
         if self.nodes.is_cluster() && self.cross_slot.load(Ordering::Relaxed) {
             if let Err(e) = self.load(&self.scripts.cross_slot).await {
-                tracing::warn!(error = %e, "Redis refused the cross-slot script (needs Redis 7); cluster decisions go one call per slot");
+                tracing::warn!(error = %e, "Redis refused the cross-slot script (needs Redis 7); cluster decisions go one call per key");
                 self.cross_slot.store(false, Ordering::Relaxed);
             }
         }
