@@ -13,6 +13,11 @@
 #   redis-hot     slidegate, Redis, key = ["route"] (one hot key), the same limit
 #   redis-keys    slidegate, Redis, key = ["header:X-User"] (100,000 keys), same wrk script,
 #                 10,000 per hour per key
+#   redis-keys-acks  redis-keys with store.replica_acks = 1: every allowed decision answered
+#                 once a replica holds it. Not in the default set: when selected, the private
+#                 Redis gets a replica for the whole run (every target then runs against a
+#                 replicated Redis), so `bench/run.sh redis-keys redis-keys-acks` gives the cost
+#                 of the acknowledgement alone as the ratio of the two
 #   deny          slidegate, Redis, 1 per hour on one key: every request after the first is a
 #                 429 from the local deny cache
 #   otp-body      slidegate, Redis, an OTP route keyed on the JSON body member `json:phone`:
@@ -62,7 +67,10 @@ set -euo pipefail
 export LC_ALL=C # wrk/hey output and printf use "." decimals
 START_TIME=$(date +%s)
 
-ALL_TARGETS=(nginx peer peer-keys haproxy-deny proxy memory redis-hot redis-keys deny otp-body login-outcome
+ALL_TARGETS=(nginx peer peer-keys haproxy-deny proxy memory redis-hot redis-keys redis-keys-acks deny otp-body
+    login-outcome login-leave gcra batch)
+# Every target but redis-keys-acks, which puts a replica behind the shared Redis.
+DEFAULT_TARGETS=(nginx peer peer-keys haproxy-deny proxy memory redis-hot redis-keys deny otp-body login-outcome
     login-leave gcra batch)
 AB_TARGETS=(proxy memory redis-hot redis-keys) # run on BENCH_BASELINE_BIN too, as <target>-base
 QUICK=0
@@ -161,7 +169,7 @@ if ((${#ARG_TARGETS[@]})); then
 elif [[ -n ${BENCH_TARGETS:-} ]]; then
     read -r -a requested <<<"$BENCH_TARGETS"
 else
-    requested=("${ALL_TARGETS[@]}")
+    requested=("${DEFAULT_TARGETS[@]}")
 fi
 declare -A WANT=()
 for t in "${requested[@]}"; do
@@ -206,21 +214,21 @@ fi
 
 # Per target: the process under test (a CPU group, see below), what its ratio is taken against,
 # whether it answers 429s by design, and whether its decisions happen in Redis.
-GW_TARGETS=(proxy memory redis-hot redis-keys deny otp-body login-outcome login-leave gcra batch) # slidegate
+GW_TARGETS=(proxy memory redis-hot redis-keys redis-keys-acks deny otp-body login-outcome login-leave gcra
+    batch) # slidegate
 declare -A FRONT=([nginx]=nginx [peer]=peer [peer-keys]=peer [haproxy-deny]=haproxy [redis-benchmark]=none)
 declare -A ANCHOR=([proxy]=nginx [memory]=nginx [redis-hot]=peer [redis-keys]=peer-keys
-    [deny]=haproxy-deny [otp-body]=redis-keys [login-outcome]=redis-keys [login-leave]=redis-keys
-    [gcra]=redis-keys
-    [batch]=redis-benchmark)
+    [redis-keys-acks]=redis-keys [deny]=haproxy-deny [otp-body]=redis-keys [login-outcome]=redis-keys
+    [login-leave]=redis-keys [gcra]=redis-keys [batch]=redis-benchmark)
 declare -A DENIES=([haproxy-deny]=1 [deny]=1)
-declare -A USES_REDIS=([peer]=1 [peer-keys]=1 [redis-hot]=1 [redis-keys]=1 [deny]=1 [otp-body]=1
-    [login-outcome]=1 [login-leave]=1 [gcra]=1 [batch]=1 [redis-benchmark]=1)
+declare -A USES_REDIS=([peer]=1 [peer-keys]=1 [redis-hot]=1 [redis-keys]=1 [redis-keys-acks]=1 [deny]=1
+    [otp-body]=1 [login-outcome]=1 [login-leave]=1 [gcra]=1 [batch]=1 [redis-benchmark]=1)
 # The wrk script of each keyed target (the others are plain GETs of BENCH_PATH).
-declare -A KEYED=([peer-keys]=random_user.lua [redis-keys]=random_user.lua [otp-body]=otp_body.lua
-    [login-outcome]=login.lua [login-leave]=login.lua [gcra]=random_user.lua)
+declare -A KEYED=([peer-keys]=random_user.lua [redis-keys]=random_user.lua [redis-keys-acks]=random_user.lua
+    [otp-body]=otp_body.lua [login-outcome]=login.lua [login-leave]=login.lua [gcra]=random_user.lua)
 # Redis holds one sorted-set entry per allowed decision of these targets (their windows hold
 # every entry of a run); the others are checked against the EVALSHA calls (verification).
-declare -A ZSET_EXACT=([redis-keys]=1 [deny]=1 [otp-body]=1)
+declare -A ZSET_EXACT=([redis-keys]=1 [redis-keys-acks]=1 [deny]=1 [otp-body]=1)
 declare -A FRONT_LABEL=([nginx]="nginx, $NGINX_WORKERS worker" [peer]="nginx+lua, $PEER_WORKERS workers"
     [haproxy]=haproxy [none]="-")
 declare -A GW_BIN=() # the binary each slidegate target runs
@@ -409,6 +417,20 @@ for ((i = 0; ; i++)); do
     [[ $(rcli ping 2>/dev/null) == PONG ]] && break
     sleep 0.2
 done
+if wants redis-keys-acks; then
+    # A replica for redis-keys-acks to wait for (its CPU is not in the Redis column).
+    pick_port REPLICA_PORT
+    mkdir -p "$TMP/replica"
+    log "starting a replica of it on 127.0.0.1:$REPLICA_PORT (redis-keys-acks)"
+    start replica redis-server --port "$REPLICA_PORT" --bind 127.0.0.1 --save "" --appendonly no \
+        --daemonize no --dir "$TMP/replica" --replicaof 127.0.0.1 "$REDIS_PORT"
+    for ((i = 0; ; i++)); do
+        ((i < 150)) || die "the replica did not sync within 30s"
+        timeout 5 redis-cli -h 127.0.0.1 -p "$REPLICA_PORT" info replication 2>/dev/null \
+            | grep -q '^master_link_status:up' && break
+        sleep 0.2
+    done
+fi
 
 log "starting demo-upstream on 127.0.0.1:$UP_PORT"
 start upstream "$UPSTREAM_BIN" "127.0.0.1:$UP_PORT"
@@ -563,13 +585,14 @@ fi
 # the A/B targets use only settings an older build knows (it refuses unknown keys).
 ADMIN_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 NEVER=100000000 # the peer's and redis-benchmark's hand-made script: a limit never reached
-gw_config() { # gw_config TARGET STORE ROUTE_TOML
+gw_config() { # gw_config TARGET STORE ROUTE_TOML (STORE: memory, redis or redis-acks)
     local t=$1 store=$2 route=$3 store_toml
-    if [[ $store == redis ]]; then
+    if [[ $store == redis* ]]; then
         store_toml="backend = \"redis\"
 url = \"redis://127.0.0.1:$REDIS_PORT\"
 timeout = \"$STORE_TIMEOUT\"
 key_prefix = \"sgb-$t\""
+        [[ $store == redis-acks ]] && store_toml+=$'\nreplica_acks = 1'
     else
         store_toml='backend = "memory"'
     fi
@@ -636,6 +659,8 @@ $HOT_NEVER" ;;
     redis-hot) gw_config "$t" redis "$(route_toml "$route" "/*" '["route"]')
 $HOT_NEVER" ;;
     redis-keys) gw_config "$t" redis "$(route_toml "$route" "/*" '["header:X-User"]')
+$KEY_NEVER" ;;
+    redis-keys-acks) gw_config "$t" redis-acks "$(route_toml "$route" "/*" '["header:X-User"]')
 $KEY_NEVER" ;;
     deny) gw_config "$t" redis "$(route_toml "$route" "/*" '["route"]')
 $(limit_toml one 1 1h sliding_log)" ;;
@@ -1367,6 +1392,9 @@ rate_goal login-outcome redis-keys 0.8
 q=$(rate_ratio login-leave redis-keys)
 [[ $q == - ]] || printf '  INFO  %-48s %s\n' "login-leave / redis-keys (req/s of wrk's clients), no goal" \
     "$q x ($(fmt_num "${MED[login-leave,rps]:--}") vs $(fmt_num "${MED[redis-keys,rps]:--}"); plus ${TOT[login-leave,left]:-0} attempts that left, all runs)"
+q=$(rate_ratio redis-keys-acks redis-keys)
+[[ $q == - ]] || printf '  INFO  %-48s %s\n' "redis-keys-acks / redis-keys (req/s), no goal" \
+    "$q x ($(fmt_num "${MED[redis-keys-acks,rps]:--}") vs $(fmt_num "${MED[redis-keys,rps]:--}"))"
 q=$(rate_ratio gcra redis-keys)
 [[ $q == - ]] || printf '  INFO  %-48s %s\n' "gcra / redis-keys (req/s), no goal" \
     "$q x ($(fmt_num "${MED[gcra,rps]:--}") vs $(fmt_num "${MED[redis-keys,rps]:--}"))"

@@ -54,6 +54,7 @@ macro_rules! as_written_by_display {
 as_written_by_display!(
     std::net::SocketAddr,
     usize,
+    u32,
     String,
     crate::config::Backend,
     crate::config::OnError,
@@ -76,7 +77,7 @@ macro_rules! restart_only {
 }
 
 /// Every setting read only at start, once.
-pub static RESTART_ONLY: [RestartOnly; 13] = [
+pub static RESTART_ONLY: [RestartOnly; 14] = [
     restart_only!("server.listen", |c| c.server.listen),
     restart_only!("admin.listen", |c| c.admin.listen),
     restart_only!("server.max_connections", |c| c.server.max_connections),
@@ -92,6 +93,7 @@ pub static RESTART_ONLY: [RestartOnly; 13] = [
     restart_only!("store.on_error", |c| c.store.on_error),
     restart_only!("store.key_prefix", |c| c.store.key_prefix),
     restart_only!("store.clock", |c| c.store.clock),
+    restart_only!("store.replica_acks", |c| c.store.replica_acks),
 ];
 
 /// `store.url` and `store.max_keys` are read only at start too; the URL shows redacted.

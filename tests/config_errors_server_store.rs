@@ -72,6 +72,14 @@ fn store_url_bad_port() {
 }
 
 #[test]
+fn store_replica_acks_out_of_range() {
+    assert_eq!(
+        load_err("store_replica_acks_out_of_range.toml"),
+        "store_replica_acks_out_of_range.toml:4:16: store.replica_acks: must be between 0 and 16, got 17"
+    );
+}
+
+#[test]
 fn store_url_bad_database() {
     assert_eq!(
         load_err("store_url_bad_database.toml"),

@@ -125,6 +125,7 @@ async fn connect(port: u16) -> RedisStore {
         max_keys: 1_000_000,
         key_prefix: PREFIX.into(),
         clock: ClockSource::Local,
+        replica_acks: 0,
     };
     let on_error = Arc::new(|e: &StoreError| eprintln!("store error: {e}"));
     let store = RedisStore::connect(&config, on_error, &[])

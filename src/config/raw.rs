@@ -87,6 +87,7 @@ pub struct RawStore {
     pub max_keys: Option<Spanned<i64>>,
     pub key_prefix: Option<Spanned<String>>,
     pub clock: Option<Spanned<String>>,
+    pub replica_acks: Option<Spanned<i64>>,
 }
 
 /// `[upstreams.NAME]`

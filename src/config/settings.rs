@@ -161,6 +161,9 @@ pub struct StoreConfig {
     pub key_prefix: String,
     /// Whose clock the windows use.
     pub clock: ClockSource,
+    /// Replicas that must hold an allowed decision's charge before it is answered (`WAIT`);
+    /// 0 answers at once.
+    pub replica_acks: u32,
 }
 
 impl StoreConfig {

@@ -10,6 +10,11 @@ use super::{redact_url, Backend, Config, ExceedMode, Purpose};
 pub(super) fn render(config: &Config) -> String {
     let mut out = String::new();
     let store = match config.store.backend {
+        Backend::Redis if config.store.replica_acks > 0 => format!(
+            "redis {} (replica_acks {})",
+            redact_url(&config.store.url),
+            config.store.replica_acks
+        ),
         Backend::Redis => format!("redis {}", redact_url(&config.store.url)),
         Backend::Memory => "memory (embedded, single instance)".to_string(),
     };

@@ -214,6 +214,18 @@ pub enum StoreError {
     /// The script failed or replied in an unexpected shape.
     #[error("rate-limit script failed: {0}")]
     Script(String),
+    /// Fewer replicas than `store.replica_acks` acknowledged a charge within `store.timeout`
+    /// (`acknowledged`: what `WAIT` answered, `None` when no answer came in time). The charge
+    /// stays on the master.
+    #[error("{}", unreplicated(*acknowledged, *wanted, *within))]
+    Unreplicated {
+        /// Replicas that acknowledged, when `WAIT` answered.
+        acknowledged: Option<u64>,
+        /// `store.replica_acks`.
+        wanted: u32,
+        /// `store.timeout`.
+        within: Duration,
+    },
     /// The in-process store holds `store.max_keys` live keys and this key is not one of them.
     #[error("the in-process store is full ({0} live keys)")]
     Full(usize),
@@ -222,11 +234,21 @@ pub enum StoreError {
     Other(String),
 }
 
+/// What [`StoreError::Unreplicated`] says.
+fn unreplicated(acknowledged: Option<u64>, wanted: u32, within: Duration) -> String {
+    match acknowledged {
+        Some(n) => format!("{n} of {wanted} replica(s) acknowledged the charge within {within:?}"),
+        None => format!("no word from the replicas within {within:?} ({wanted} asked for)"),
+    }
+}
+
 impl StoreError {
     /// The `kind` label of `slidegate_store_errors_total`.
     pub fn kind(&self) -> &'static str {
         match self {
-            StoreError::Timeout(_) => "timeout",
+            // The replicas did not acknowledge in time: the store did not confirm the decision
+            // within store.timeout.
+            StoreError::Timeout(_) | StoreError::Unreplicated { .. } => "timeout",
             StoreError::Connection(_) => "connection",
             StoreError::Script(_) => "script",
             StoreError::Full(_) => "full",

@@ -22,6 +22,7 @@
 //! counts, which users' keys hash to given slots).
 
 pub mod client;
+pub mod failover;
 pub mod probe;
 pub mod run;
 

@@ -173,6 +173,26 @@ impl RedisServer {
         }
     }
 
+    /// Stops its process (SIGSTOP) without closing its connections: it reads and answers
+    /// nothing until [`RedisServer::resume`] (a replica falling behind, a hung node).
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a paused process run again (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, which: &str) {
+        let child = self.child.as_ref().expect("a server this handle started");
+        let status = Command::new("kill")
+            .args([which, &child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill {which} failed");
+    }
+
     /// Starts it again on the same port (empty: it keeps nothing on disk).
     pub fn restart(&mut self) {
         self.kill();

@@ -21,6 +21,7 @@ pub async fn redis_store(server: &RedisServer, timeout: Duration, clock: ClockSo
         max_keys: 1_000_000,
         key_prefix: "unused".into(),
         clock,
+        replica_acks: 0,
     };
     let store = RedisStore::connect(&config, Arc::new(|_| {}), &[])
         .await

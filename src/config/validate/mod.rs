@@ -64,6 +64,7 @@ impl Validator<'_> {
         let server = self.server(&raw)?;
         let admin = self.admin(&raw, server.listen)?;
         let store = self.store(&raw)?;
+        self.store_warnings(&raw, &store);
         let upstreams = self.upstreams(&raw.upstreams)?;
         let jwt = self.jwt_section(&raw)?;
         let keys = self.keys_section(&raw)?;

@@ -48,6 +48,9 @@ fn is_redis_url(url: &str) -> bool {
 const NOT_REDIS: &str =
     "is not a Redis URL (redis://, rediss://, redis-cluster://, redis-sentinel://)";
 
+/// The most replicas `store.replica_acks` may wait for (far more than a master ever has).
+const MAX_REPLICA_ACKS: i64 = 16;
+
 impl Validator<'_> {
     pub(super) fn server(&self, raw: &RawConfig) -> Result<ServerConfig> {
         let s = &raw.server;
@@ -179,6 +182,7 @@ impl Validator<'_> {
         })
     }
 
+    /// `[store]`. `replica_acks` is bounded by [`MAX_REPLICA_ACKS`].
     pub(super) fn store(&self, raw: &RawConfig) -> Result<StoreConfig> {
         let s = &raw.store;
         let backend = self.choice(
@@ -258,6 +262,13 @@ impl Validator<'_> {
                 ClockSource::NAMES,
                 ClockSource::Redis,
             )?,
+            replica_acks: self.integer_in(
+                s.replica_acks.as_ref(),
+                "store.replica_acks",
+                0,
+                MAX_REPLICA_ACKS,
+                0,
+            )? as u32,
         })
     }
 

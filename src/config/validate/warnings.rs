@@ -7,9 +7,21 @@ use http::Method;
 
 use super::Validator;
 use crate::config::raw::{RawConfig, RawRoute};
-use crate::config::{AdminConfig, OnMissingKey, RouteConfig, ServerConfig};
+use crate::config::{AdminConfig, Backend, OnMissingKey, RouteConfig, ServerConfig, StoreConfig};
 
 impl Validator<'_> {
+    /// `[store]` settings the chosen backend ignores.
+    pub(super) fn store_warnings(&mut self, raw: &RawConfig, store: &StoreConfig) {
+        if let (Some(acks), Backend::Memory) = (&raw.store.replica_acks, store.backend) {
+            if store.replica_acks > 0 {
+                self.warn(
+                    acks.span(),
+                    "store.replica_acks is ignored: the memory backend has no replicas",
+                );
+            }
+        }
+    }
+
     pub(super) fn config_warnings(
         &mut self,
         raw: &RawConfig,

@@ -1,14 +1,16 @@
 //! Operations besides decisions: deleting a key's state (an admin reset), `PING` for `/readyz`,
 //! the index of recent blocks and their markers (`/admin/blocked`), and the pub/sub channel that
 //! carries resets to every instance's deny cache. Each runs under a [`Deadline`] of its own:
-//! four times `store.timeout`, at least 200 ms.
+//! four times `store.timeout`, at least 200 ms, and goes to the node of its key as decisions do
+//! ([`super::send`]), redirections followed.
 
 use std::time::Duration;
 
-use fred::interfaces::{
-    ClientLike, EventInterface, KeysInterface, PubsubInterface, SortedSetsInterface,
-};
+use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
+use fred::types::{ClusterHash, CustomCommand, FromValue, Value};
 
+use super::send::{send, Route};
+use super::slots::slot_of;
 use super::{map_error, Deadline, RedisStore};
 use crate::store::{Marker, StoreError};
 
@@ -20,6 +22,20 @@ impl RedisStore {
         Deadline::after((self.inner.timeout * 4).max(Duration::from_millis(200)))
     }
 
+    /// Runs `name` with `args` on the node serving `key` (the one server outside a cluster).
+    async fn command<R: FromValue>(
+        &self,
+        name: &'static str,
+        key: &str,
+        args: Vec<Value>,
+    ) -> Result<R, StoreError> {
+        let command = CustomCommand::new_static(name, ClusterHash::FirstKey, false);
+        let route = Route::Slot(slot_of(key.as_bytes()));
+        let nodes = &self.connection().nodes;
+        let sent = Box::pin(send(nodes, route, command, args, None)).await;
+        sent.reply.and_then(|v| v.convert()).map_err(map_error)
+    }
+
     /// Deletes `keys`, one `DEL` per key (in a cluster they may live on several nodes);
     /// answers how many existed.
     pub async fn delete(&self, keys: &[String]) -> Result<usize, StoreError> {
@@ -27,7 +43,7 @@ impl RedisStore {
             .run(async {
                 let mut deleted = 0;
                 for key in keys {
-                    let n: i64 = self.client().del(key.as_str()).await.map_err(map_error)?;
+                    let n: i64 = self.command("DEL", key, vec![key.as_str().into()]).await?;
                     deleted += n.max(0) as usize;
                 }
                 Ok(deleted)
@@ -43,10 +59,8 @@ impl RedisStore {
                 let mut found = 0;
                 for key in keys {
                     let n: i64 = self
-                        .client()
-                        .exists(key.as_str())
-                        .await
-                        .map_err(map_error)?;
+                        .command("EXISTS", key, vec![key.as_str().into()])
+                        .await?;
                     found += n.max(0) as usize;
                 }
                 Ok(found)
@@ -54,12 +68,22 @@ impl RedisStore {
             .await
     }
 
-    /// `PING`.
+    /// `PING`: answered when some node answers (in a cluster, a primary: every instance sees
+    /// the same cluster, so one node's outage is not a reason to take them all out of a load
+    /// balancer; it shows in `slidegate_store_errors_total`).
     pub async fn ping(&self) -> Result<(), StoreError> {
         self.admin_deadline()
             .run(async {
-                let _: String = self.client().ping(None).await.map_err(map_error)?;
-                Ok(())
+                let pings = self.connection().nodes.every_node().into_iter().map(|n| {
+                    Box::pin(async move {
+                        let _: String = n.client.ping(None).await.map_err(map_error)?;
+                        Ok::<(), StoreError>(())
+                    })
+                });
+                match futures_util::future::select_ok(pings).await {
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(e),
+                }
             })
             .await
     }
@@ -73,15 +97,10 @@ impl RedisStore {
     ) -> Result<(), StoreError> {
         self.admin_deadline()
             .run(async {
-                let client = self.client();
-                let _: i64 = client
-                    .zadd(index, None, None, false, false, (start_us as f64, member))
-                    .await
-                    .map_err(map_error)?;
-                let _: i64 = client
-                    .zremrangebyrank(index, 0, -(MAX_BLOCK_INDEX + 1))
-                    .await
-                    .map_err(map_error)?;
+                let zadd = vec![index.into(), (start_us as f64).into(), member.into()];
+                let _: i64 = self.command("ZADD", index, zadd).await?;
+                let trim = vec![index.into(), 0.into(), Value::from(-(MAX_BLOCK_INDEX + 1))];
+                let _: i64 = self.command("ZREMRANGEBYRANK", index, trim).await?;
                 Ok(())
             })
             .await
@@ -91,10 +110,8 @@ impl RedisStore {
     pub async fn recent_blocks(&self, index: &str, n: usize) -> Result<Vec<String>, StoreError> {
         self.admin_deadline()
             .run(async {
-                self.client()
-                    .zrevrange(index, 0, n as i64 - 1, false)
-                    .await
-                    .map_err(map_error)
+                let args = vec![index.into(), 0.into(), Value::from(n as i64 - 1)];
+                self.command("ZREVRANGE", index, args).await
             })
             .await
     }
@@ -105,28 +122,24 @@ impl RedisStore {
             .run(async {
                 let reads = keys
                     .iter()
-                    .map(|k| self.client().get::<Option<String>, _>(k.as_str()));
+                    .map(|k| self.command::<Option<String>>("GET", k, vec![k.as_str().into()]));
                 let values = futures_util::future::join_all(reads).await;
                 values
                     .into_iter()
-                    .map(|v| {
-                        v.map(|v| v.and_then(|text| parse_marker(&text)))
-                            .map_err(map_error)
-                    })
+                    .map(|v| v.map(|v| v.and_then(|text| parse_marker(&text))))
                     .collect()
             })
             .await
     }
 
-    /// Tells every instance (through Redis pub/sub on `channel`) to forget `base` in its deny cache.
+    /// Tells every instance (through Redis pub/sub on `channel`) to forget `base` in its deny
+    /// cache. In a cluster any node carries a message to every node's subscribers; it goes to
+    /// the node of the channel's slot.
     pub async fn publish_reset(&self, channel: &str, base: &str) -> Result<(), StoreError> {
         self.admin_deadline()
             .run(async {
-                let _: i64 = self
-                    .client()
-                    .publish(channel, base)
-                    .await
-                    .map_err(map_error)?;
+                let args = vec![channel.into(), base.into()];
+                let _: i64 = self.command("PUBLISH", channel, args).await?;
                 Ok(())
             })
             .await
@@ -150,7 +163,7 @@ impl RedisStore {
     {
         let subscriber = self
             .inner
-            .builder
+            .subscriber
             .build_subscriber_client()
             .map_err(|e| StoreError::Other(e.to_string()))?;
         let (subscribed_tx, subscribed_rx) = tokio::sync::oneshot::channel();

@@ -77,6 +77,16 @@ pub(super) fn is_noscript(e: &FredError) -> bool {
 /// Sorts a client error into the `kind` label of `slidegate_store_errors_total`.
 pub(super) fn map_error(e: FredError) -> StoreError {
     let details = e.details();
+    // The node cannot serve now (a cluster failing over, a replica, a server loading its
+    // data): the store is unavailable, as when the connection fails. A script sees the cluster
+    // down when it first touches a key (its own error then says so).
+    if ["CLUSTERDOWN", "MASTERDOWN", "LOADING", "READONLY"]
+        .iter()
+        .any(|p| details.starts_with(p))
+        || details.contains("while the cluster is down")
+    {
+        return StoreError::Connection(e.to_string());
+    }
     if details.starts_with("NOSCRIPT")
         || details.starts_with("ERR")
         || details.starts_with("WRONGTYPE")

@@ -3,26 +3,35 @@
 //! `NOSCRIPT`, within the same deadline) and hands each decision its part of the reply.
 //!
 //! In a cluster a lane serves one primary node and its calls use the `allow-cross-slot-keys`
-//! script (Redis 7). When such a call fails for a reason other than the connection (a MOVED or
-//! ASK during resharding, a server without script flags), its contents are sent again one call
-//! per slot, routed by their own keys, so the client library follows the redirections.
+//! script (Redis 7). When such a call fails for a reason other than the connection (a node
+//! that no longer serves one of its slots during a reshard, a server without script flags),
+//! its contents are sent again one call per key, each routed by its slot, so that
+//! [`super::send`] follows the redirections (a call per key rather than per slot: Redis
+//! answers a call on several keys of a migrating slot with `TRYAGAIN` while some of them have
+//! not moved, or do not exist).
+//!
+//! With `store.replica_acks`, a call that may charge is followed by `WAIT` on its connection;
+//! its allowed decisions are answered once that says enough replicas hold them, the others at
+//! once.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::clients::Client;
 use fred::error::Error as FredError;
 use fred::interfaces::{ClientLike, LuaInterface};
-use fred::types::cluster::ClusterRouting;
-use fred::types::config::{Options, Server};
+use fred::types::config::Server;
 use fred::types::{ClusterHash, CustomCommand, Key, Value};
 
+use super::acks::AckPolicy;
 use super::deadline::Deadline;
 use super::encode::{call_token, encode, instance_id};
-use super::lane::{Answer, Batch};
+use super::lane::{Answer, Batch, Pending};
+use super::nodes::Nodes;
 use super::script::{Script, Scripts};
+use super::send::{send, Acks, Route};
+use super::slots::slot_of;
 use super::{is_noscript, map_error};
 use crate::config::ClockSource;
 use crate::store::{Decision, StoreError};
@@ -30,47 +39,53 @@ use crate::store::{Decision, StoreError};
 /// Where a lane's calls go.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Target {
-    /// The one server (standalone or the sentinel's master), or in a cluster the node that owns
-    /// the first key's slot, as the client library routes it.
+    /// The one server (standalone or the sentinel's master), or in a cluster the node that
+    /// serves the first key's slot, as the slot table says (redirections followed).
     ByKey,
     /// One cluster primary: calls carry keys of several of its slots.
     Node(Server),
-    /// A cluster whose slot table is not known yet: one call per slot, routed by key.
+    /// A cluster whose slot table is not known yet: one call per key, routed by its slot.
     PerSlot,
 }
 
-/// What every lane of a worker shares: the client, the scripts, the clock, the call tokens.
+/// What every lane of a worker shares: the connections, the scripts, the clock, the call
+/// tokens.
 pub struct Caller {
-    client: Client,
+    nodes: Arc<Nodes>,
     clock: ClockSource,
     scripts: Scripts,
     instance: String,
     sequence: AtomicU64,
     /// `store.timeout`: the most one call may take once sent.
     timeout: Duration,
-    /// Whether the cross-slot script loaded (Redis 7); if not, cluster calls go per slot.
+    /// `store.replica_acks`: the acknowledgement a charging call waits for.
+    acks: Option<AckPolicy>,
+    /// Whether the cross-slot script loaded (Redis 7); if not, cluster calls go per key.
     /// Shared by every worker's caller.
     cross_slot: Arc<AtomicBool>,
     on_error: Arc<dyn Fn(&StoreError) + Send + Sync>,
 }
 
 impl Caller {
-    /// A caller for `client` whose calls each take at most `timeout` once sent; `on_error` sees
-    /// every failed call once; `cross_slot` is shared with the other workers' callers.
+    /// A caller on `nodes` whose calls each take at most `timeout` once sent (and, with
+    /// `acks`, whose charges wait for the replicas); `on_error` sees every failed call once;
+    /// `cross_slot` is shared with the other workers' callers.
     pub fn new(
-        client: Client,
+        nodes: Arc<Nodes>,
         clock: ClockSource,
         timeout: Duration,
+        acks: Option<AckPolicy>,
         on_error: Arc<dyn Fn(&StoreError) + Send + Sync>,
         cross_slot: Arc<AtomicBool>,
     ) -> Caller {
         Caller {
-            client,
+            nodes,
             clock,
             scripts: Scripts::new(),
             instance: instance_id(),
             sequence: AtomicU64::new(0),
             timeout,
+            acks,
             cross_slot,
             on_error,
         }
@@ -80,22 +95,29 @@ impl Caller {
     /// cross-slot calls off.
     pub async fn load_scripts(&self) -> Result<(), StoreError> {
         self.load(&self.scripts.plain).await?;
-        if self.client.is_clustered() && self.cross_slot.load(Ordering::Relaxed) {
+        if self.nodes.is_cluster() && self.cross_slot.load(Ordering::Relaxed) {
             if let Err(e) = self.load(&self.scripts.cross_slot).await {
-                tracing::warn!(error = %e, "Redis refused the cross-slot script (needs Redis 7); cluster decisions go one call per slot");
+                tracing::warn!(error = %e, "Redis refused the cross-slot script (needs Redis 7); cluster decisions go one call per key");
                 self.cross_slot.store(false, Ordering::Relaxed);
             }
         }
         Ok(())
     }
 
+    /// Loads `script` on every node this worker reaches (in a cluster, each primary that is
+    /// connected: a node that is down loads it on its first call once back).
     async fn load(&self, script: &Script) -> Result<(), StoreError> {
-        let loaded: Result<Value, FredError> = if self.client.is_clustered() {
-            self.client.script_load_cluster(script.lua.as_str()).await
-        } else {
-            self.client.script_load(script.lua.as_str()).await
-        };
-        loaded.map(|_| ()).map_err(map_error)
+        let nodes = self.nodes.every_node().into_iter();
+        let reachable = nodes.filter(|n| n.client.is_connected());
+        let loads = reachable.map(|node| async move {
+            let loaded: Result<Value, FredError> =
+                node.client.script_load(script.lua.as_str()).await;
+            loaded.map(|_| ()).map_err(map_error)
+        });
+        futures_util::future::join_all(loads)
+            .await
+            .into_iter()
+            .collect()
     }
 
     /// Whether cluster lanes may carry several slots per call.
@@ -123,20 +145,20 @@ impl Caller {
                     .await
                 {
                     Err(StoreError::Script(why)) => {
-                        tracing::debug!(%why, "cross-slot call refused; deciding per slot");
-                        return self.call_per_slot(batch, deadline).await;
+                        tracing::debug!(%why, "cross-slot call refused; deciding per key");
+                        return self.call_per_key(batch, deadline).await;
                     }
                     other => other,
                 }
             }
-            Target::Node(_) | Target::PerSlot => return self.call_per_slot(batch, deadline).await,
+            Target::Node(_) | Target::PerSlot => return self.call_per_key(batch, deadline).await,
             Target::ByKey => {
                 self.bounded(deadline)
                     .run(self.attempt(target, &batch, &token))
                     .await
             }
         };
-        self.answer(batch, result, &token);
+        self.answer(batch, result, &token).await;
     }
 
     /// The deadline of an attempt sent now: its contents' own, and at most `store.timeout`
@@ -147,60 +169,55 @@ impl Caller {
         deadline.min(Deadline::after(self.timeout))
     }
 
-    /// The cluster fallback: one call per slot, routed by the client library. These calls run
-    /// at once and may each load a flushed script again, so together they keep the contents'
-    /// own deadline.
-    async fn call_per_slot(&self, batch: Batch, deadline: Deadline) {
-        let slot_of = |keys: &[Key]| {
-            keys.first()
-                .map_or(0, |k| ClusterRouting::hash_key(k.as_bytes()))
-        };
+    /// The cluster fallback: one call per key (what share the same keys, in arrival order),
+    /// each routed by its slot. These calls run at once and may each load a flushed script
+    /// again, so together they keep the contents' own deadline.
+    async fn call_per_key(&self, batch: Batch, deadline: Deadline) {
         let dry = batch.dry;
-        let mut by_slot: HashMap<u16, Batch> = HashMap::new();
+        let mut by_keys: HashMap<Vec<Key>, Batch> = HashMap::new();
         for s in batch.settlements {
-            by_slot
-                .entry(slot_of(&s.keys))
+            by_keys
+                .entry(s.keys.clone())
                 .or_default()
                 .settlements
                 .push(s);
         }
         for d in batch.decisions {
-            by_slot
-                .entry(slot_of(&d.keys))
-                .or_default()
-                .decisions
-                .push(d);
+            by_keys.entry(d.keys.clone()).or_default().decisions.push(d);
         }
-        let calls = by_slot.into_values().map(|mut group| async move {
+        let calls = by_keys.into_values().map(|mut group| async move {
             group.dry = dry;
             let token = self.token();
             let result = deadline
                 .run(self.attempt(&Target::ByKey, &group, &token))
                 .await;
-            self.answer(group, result, &token);
+            self.answer(group, result, &token).await;
         });
         futures_util::future::join_all(calls).await;
     }
 
-    /// Sends the call (loading the script again once on `NOSCRIPT`) and returns the reply.
+    /// Sends the call (loading the script again once on `NOSCRIPT`) and returns the reply,
+    /// with the replicas' acknowledgement when the call may charge and `store.replica_acks`
+    /// asks for one.
     async fn attempt(
         &self,
         target: &Target,
         batch: &Batch,
         token: &str,
-    ) -> Result<Vec<i64>, StoreError> {
+    ) -> Result<(Vec<i64>, Option<Acks>), StoreError> {
         let script = match target {
             Target::Node(_) => &self.scripts.cross_slot,
             Target::ByKey | Target::PerSlot => &self.scripts.plain,
         };
+        let acks = self.acks.filter(|_| may_charge(batch));
         let (keys, args) = encode(batch, token, self.clock);
         match self
-            .evalsha(target, script, keys.clone(), args.clone())
+            .evalsha(target, script, keys.clone(), args.clone(), acks)
             .await
         {
             Err(e) if is_noscript(&e) => {
                 self.load(script).await?;
-                self.evalsha(target, script, keys, args)
+                self.evalsha(target, script, keys, args, acks)
                     .await
                     .map_err(map_error)
             }
@@ -214,60 +231,47 @@ impl Caller {
         script: &Script,
         keys: Vec<Key>,
         args: Vec<Value>,
-    ) -> Result<Vec<i64>, FredError> {
-        // A call routed by its slot in a cluster may meet one redirection while a slot moves
-        // (MOVED, or ASK during a migration): it gets a second attempt to follow it. fred sends
-        // ASKING with the command's remaining attempts, so with one attempt an ASK could never
-        // complete and the failure ends the client's routing task. A redirected command did not
-        // run, and `fail_fast` keeps fred from sending a command again after a disconnect, so
-        // no decision is ever made twice. (fred reads `max_redirections: Some(0)` as unset, so a
-        // cross-slot call follows one redirection too; on a node that no longer serves every
-        // slot of the call the script refuses it, and the call is split per slot.)
-        let follows_redirection = self.client.is_clustered() && !matches!(target, Target::Node(_));
-        let options = Options {
-            fail_fast: true,
-            max_attempts: Some(if follows_redirection { 2 } else { 1 }),
-            cluster_node: match target {
-                Target::Node(server) => Some(server.clone()),
-                Target::ByKey | Target::PerSlot => None,
-            },
-            max_redirections: Some(1),
-            ..Default::default()
-        };
-        // Sent as a custom command: fred 10 has no `LuaInterface` for `WithOptions`, so
-        // `.with_options(..).evalsha(..)` reaches the plain client through `Deref` and drops
-        // every option above (a call would wait out a reconnection instead of failing fast, be
-        // sent again after one, and follow redirections). Routed by its first key's slot, as
-        // `evalsha` routes it.
-        let slot = keys
-            .first()
-            .map_or(0, |k| ClusterRouting::hash_key(k.as_bytes()));
+        acks: Option<AckPolicy>,
+    ) -> Result<(Vec<i64>, Option<Acks>), FredError> {
+        // Sent as a custom command on the node's own client ([`super::send`]), which fails
+        // fast while disconnected and follows a cluster's redirections within the deadline.
+        let slot = keys.first().map_or(0, |k| slot_of(k.as_bytes()));
         let mut command = Vec::with_capacity(2 + keys.len() + args.len());
         command.push(Value::from(script.sha.as_str()));
-        if matches!(target, Target::Node(_)) {
+        let route = if let Target::Node(server) = target {
             // Redis checks declared keys for one slot even under allow-cross-slot-keys: a call
             // spanning slots of one node passes its keys after the arguments (lua/decide.lua).
             command.push(Value::from(0));
             command.extend(args);
             command.extend(keys.into_iter().map(Value::from));
+            Route::Node(server.clone())
         } else {
             command.push(Value::from(keys.len() as i64));
             command.extend(keys.into_iter().map(Value::from));
             command.extend(args);
-        }
+            Route::Slot(slot)
+        };
         let evalsha = CustomCommand::new_static("EVALSHA", ClusterHash::Custom(slot), false);
-        // Boxed: the client's command future is kilobytes large, and every future that waits on
-        // this one (the attempt, its deadline, the lane's call) would otherwise hold a copy and
-        // move it.
-        Box::pin(self.client.with_options(&options).custom(evalsha, command)).await
+        // Boxed: the command's future is large, and every future that waits on this one (the
+        // attempt, its deadline, the lane's call) would otherwise hold a copy and move it.
+        let sent = Box::pin(send(&self.nodes, route, evalsha, command, acks)).await;
+        let reply: Vec<i64> = sent.reply?.convert()?;
+        Ok((reply, sent.acks))
     }
 
     /// Hands each decision its part of the reply and tells each settlement it is done (or
-    /// gives everything the call's error, counted once).
-    fn answer(&self, batch: Batch, result: Result<Vec<i64>, StoreError>, token: &str) {
-        let reply = match result {
-            Ok(reply) => reply,
+    /// gives everything the call's error, counted once). With an acknowledgement to wait for,
+    /// the allowed decisions that charged are answered once it came (or with its error).
+    async fn answer(
+        &self,
+        batch: Batch,
+        result: Result<(Vec<i64>, Option<Acks>), StoreError>,
+        token: &str,
+    ) {
+        let (reply, acks) = match result {
+            Ok(done) => done,
             Err(e) => {
+                self.nodes.note_failure(&e);
                 (self.on_error)(&e);
                 return batch.fail(e);
             }
@@ -280,6 +284,8 @@ impl Caller {
         for s in batch.settlements {
             let _ = s.done.send(Ok(()));
         }
+        let dry = batch.dry;
+        let mut held: Vec<(Pending, Answer)> = Vec::new();
         for (d, p) in batch.decisions.into_iter().enumerate() {
             let len = Decision::reply_len(&p.limits);
             if rest.len() < len {
@@ -291,11 +297,40 @@ impl Caller {
             }
             let (mine, others) = rest.split_at(len);
             rest = others;
-            let _ = p.reply.send(Ok(Answer {
+            let answer = Answer {
                 values: mine.to_vec(),
                 decided_at_us: now.max(0) as u64,
                 member: p.receipt.then(|| format!("{token}{}", d + 1)),
-            }));
+            };
+            if acks.is_some() && charged(&p, &answer, dry) {
+                held.push((p, answer));
+            } else {
+                let _ = p.reply.send(Ok(answer));
+            }
+        }
+        if let (Some(acks), Some(policy), false) = (acks, self.acks, held.is_empty()) {
+            self.answer_acknowledged(held, policy.confirm(acks).await);
         }
     }
+
+    /// Answers the decisions that waited for the replicas: as decided, or (too few replicas
+    /// acknowledged) with the error, counted once; their charge stays.
+    fn answer_acknowledged(&self, held: Vec<(Pending, Answer)>, confirmed: Result<(), StoreError>) {
+        if let Err(e) = &confirmed {
+            (self.on_error)(e);
+        }
+        for (p, answer) in held {
+            let _ = p.reply.send(confirmed.clone().map(|()| answer));
+        }
+    }
+}
+
+/// Whether a call may charge anything (a decision that spends units outside a dry run).
+fn may_charge(batch: &Batch) -> bool {
+    !batch.dry && batch.decisions.iter().any(|d| d.cost > 0)
+}
+
+/// Whether a decision's answer charged: allowed, spending units, outside a dry run.
+fn charged(p: &Pending, answer: &Answer, dry: bool) -> bool {
+    !dry && p.cost > 0 && answer.values.first() == Some(&1)
 }

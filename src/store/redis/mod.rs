@@ -4,13 +4,18 @@
 //! The script is loaded with `SCRIPT LOAD` at start; a `NOSCRIPT` reply (restart, failover,
 //! `SCRIPT FLUSH`) loads it again and retries within the same deadline, so no client ever sees
 //! it. Commands fail fast while disconnected instead of queueing, so a dead Redis costs a
-//! request at most `store.timeout`.
+//! request at most `store.timeout`. In a cluster each primary has a connection of its own
+//! ([`nodes`]), so a dead node costs only the decisions of its own slots.
 //!
-//! `lane.rs` queues, `call.rs` packs and sends one call, `answer.rs` decodes its reply and
-//! sorts its errors, `split.rs` decides a cluster request
+//! `lane.rs` queues (`lanes.rs` picks a decision's lane), `call.rs` packs and sends one call, `answer.rs` decodes its reply and
+//! sorts its errors, `nodes.rs` keeps a worker's connections (`node.rs` one of them;
+//! `topology.rs` reads a cluster's slot table, `slots.rs`),
+//! `send.rs` sends a command where it belongs and follows redirections (`redirect.rs`),
+//! `acks.rs` waits for replicas (`store.replica_acks`), `split.rs` decides a cluster request
 //! whose keys live in several slots one part per slot, `admin.rs` resets, pings, blocks and the
 //! reset channel, `script.rs` the script, `url.rs` the URL forms, `deadline.rs` the deadline.
 
+mod acks;
 mod admin;
 mod answer;
 mod call;
@@ -19,30 +24,39 @@ mod dry;
 mod encode;
 mod keeper;
 mod lane;
+mod lanes;
+mod node;
+mod nodes;
+mod redirect;
 mod script;
+mod send;
+mod slots;
 mod split;
+mod topology;
 mod url;
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
 
-use arc_swap::ArcSwapOption;
 use fred::clients::Client;
-use fred::interfaces::{ClientLike, ClusterInterface};
-use fred::types::cluster::ClusterRouting;
-use fred::types::config::{Config as FredConfig, ConnectionConfig, ReconnectPolicy, Server};
+use fred::interfaces::ClientLike;
+use fred::types::config::Config as FredConfig;
 use fred::types::{Builder, Key};
 use tokio::sync::oneshot;
 
+use acks::AckPolicy;
 pub use answer::RedisAnswer;
 use answer::{is_noscript, map_error, Single};
-use call::{Caller, Target};
+use call::Caller;
 pub use deadline::Deadline;
 use lane::{Lane, Pending, PendingSettlement, MAX_PER_CALL};
+use lanes::Lanes;
+use node::builder;
+use nodes::Nodes;
 pub use script::decision_script;
+use topology::{MakeBuilder, Topology};
 pub use url::fred_url;
 
 use super::{Answer, Decision, DecisionRequest, Settlement, StoreError};
@@ -59,40 +73,35 @@ pub struct RedisStore {
 }
 
 struct Inner {
-    builder: Builder,
+    /// The URL's settings, for the reset channel's subscriber.
+    subscriber: Builder,
     timeout: Duration,
-    /// One connection per worker (see `crate::workers`): a request's decision goes out on its
-    /// own worker's connection and lanes, so no hop wakes another thread.
+    /// One set of connections per worker (see `crate::workers`): a request's decision goes out
+    /// on its own worker's connection and lanes, so no hop wakes another thread.
     connections: PerWorker<Connection>,
-    started: Instant,
 }
 
 /// What one worker uses to reach Redis.
 struct Connection {
-    client: Client,
+    nodes: Arc<Nodes>,
     caller: Arc<Caller>,
-    /// Standalone and sentinel: the one lane, found without a lock.
-    single: OnceLock<Lane>,
-    /// Cluster: one lane per primary node.
-    lanes: RwLock<HashMap<Option<Server>, Lane>>,
-    /// The cluster's slot table, re-read from the client at most once a second.
-    routing: ArcSwapOption<ClusterRouting>,
-    routing_read_at_ms: AtomicU64,
+    lanes: Lanes,
 }
 
 impl RedisStore {
     /// Connects to `config.url` in the background; returns at once even if Redis is down (the
-    /// client keeps reconnecting, and decisions fail fast meanwhile). Every failed call is
+    /// clients keep reconnecting, and decisions fail fast meanwhile). Every failed call is
     /// handed to `on_error`.
     ///
-    /// With several workers, pass their runtimes' `handles`: each worker's client is connected
-    /// inside its runtime, so its I/O is driven there. An empty list means the current runtime.
+    /// With several workers, pass their runtimes' `handles`: each worker's clients are
+    /// connected inside its runtime, so their I/O is driven there. An empty list means the
+    /// current runtime.
     pub async fn connect(
         config: &StoreConfig,
         on_error: OnError,
         handles: &[tokio::runtime::Handle],
     ) -> Result<RedisStore, StoreError> {
-        let fred_config = FredConfig {
+        let base = FredConfig {
             fail_fast: false,
             ..FredConfig::from_url(&fred_url(&config.url)).map_err(|e| {
                 StoreError::Other(format!(
@@ -101,92 +110,103 @@ impl RedisStore {
                 ))
             })?
         };
-        let mut builder = Builder::from_config(fred_config);
-        builder
-            .with_connection_config(|c: &mut ConnectionConfig| {
-                c.connection_timeout = Duration::from_secs(1);
-                c.internal_command_timeout = Duration::from_secs(1);
-                // Without it, a call written while another is unacknowledged (a batch's second
-                // call, an admin command beside a decision) waits in the kernel for the first
-                // reply, which carries Redis's delayed ACK: Nagle's algorithm undoing pipelining.
-                c.tcp.nodelay = Some(true);
-            })
-            .set_policy(ReconnectPolicy::new_exponential(0, 50, 1000, 2));
+        let make: MakeBuilder = Arc::new(builder);
+        let topology = base
+            .server
+            .is_clustered()
+            .then(|| Arc::new(Topology::new(base.clone(), make.clone())));
+        let acks = AckPolicy::new(config.replica_acks, config.timeout);
         let cross_slot = Arc::new(AtomicBool::new(true));
-        let mut clients = Vec::with_capacity(crate::workers::count());
-        let mut tasks = Vec::with_capacity(crate::workers::count());
+        let mut workers = Vec::with_capacity(crate::workers::count());
         for i in 0..crate::workers::count() {
-            let client = builder
-                .build()
-                .map_err(|e| StoreError::Other(e.to_string()))?;
-            // The client spawns its connection tasks on the runtime it is connected from.
-            let _entered = handles.get(i).map(|h| h.enter());
-            tasks.push(client.connect());
-            clients.push(client);
+            let handle = handles
+                .get(i)
+                .cloned()
+                .unwrap_or_else(tokio::runtime::Handle::current);
+            let nodes = match &topology {
+                Some(topology) => Nodes::cluster(topology.clone(), handle),
+                None => Nodes::single(&make(base.clone()), handle)?,
+            };
+            workers.push(Some(Arc::new(nodes)));
         }
         let connections = PerWorker::new(|i| {
-            let client = clients[i].clone();
+            let nodes = workers[i]
+                .take()
+                .expect("one set of connections per worker");
             let caller = Caller::new(
-                client.clone(),
+                nodes.clone(),
                 config.clock,
                 config.timeout,
+                acks,
                 on_error.clone(),
                 cross_slot.clone(),
             );
             Connection {
-                client,
+                nodes,
                 caller: Arc::new(caller),
-                single: OnceLock::new(),
-                lanes: RwLock::new(HashMap::new()),
-                routing: ArcSwapOption::empty(),
-                routing_read_at_ms: AtomicU64::new(0),
+                lanes: Lanes::default(),
             }
         });
-        let redis = RedisStore {
+        Ok(RedisStore {
             inner: Arc::new(Inner {
-                builder,
+                subscriber: make(base),
                 timeout: config.timeout,
                 connections,
-                started: Instant::now(),
             }),
-        };
-        // Each worker's connection task is watched on that worker, for as long as the store
-        // lives (the keeper holds it weakly).
-        for (i, task) in tasks.into_iter().enumerate() {
-            let _entered = handles.get(i).map(|h| h.enter());
-            let store = Arc::downgrade(&redis.inner);
-            keeper::keep_connected(task, move || {
-                let inner = store.upgrade()?;
-                Some(inner.connections.all()[i].client.connect())
-            });
-        }
-        Ok(redis)
+        })
     }
 
-    /// Waits up to `wait` for every worker's connection and loads the script.
+    /// Waits up to `wait` for the slot table (in a cluster), every worker's connections (each
+    /// at most half of it) and the script on every node that answers. A node that does not
+    /// answer in time is reported; the others serve meanwhile, and it loads the script on its
+    /// first call once back.
     pub async fn wait_until_ready(&self, wait: Duration) -> Result<(), StoreError> {
-        Deadline::after(wait)
-            .run(async {
-                for c in self.inner.connections.all() {
-                    c.client.wait_for_connect().await.map_err(map_error)?;
-                }
-                self.inner.connections.all()[0].caller.load_scripts().await
-            })
-            .await
+        let deadline = Deadline::after(wait);
+        let ready = deadline.run(async {
+            let all = self.inner.connections.all();
+            all[0].nodes.refresh().await?;
+            let nodes = all.iter().flat_map(|c| c.nodes.every_node());
+            let connected = futures_util::future::join_all(nodes.map(|n| async move {
+                let connect = Deadline::after(wait / 2);
+                connect
+                    .run(async { n.client.wait_for_connect().await.map_err(map_error) })
+                    .await
+            }))
+            .await;
+            let loaded = all[0].caller.load_scripts().await;
+            connected.into_iter().find(Result::is_err).unwrap_or(loaded)
+        });
+        // Boxed: the start's future is deep enough without this one's layers.
+        Box::pin(ready).await
     }
 
-    /// Whether this worker's client is connected to Redis now.
+    /// Whether this worker reaches Redis now (in a cluster: some primary).
     pub fn is_connected(&self) -> bool {
-        self.inner.connections.get().client.is_connected()
+        self.connection()
+            .nodes
+            .every_node()
+            .iter()
+            .any(|n| n.client.is_connected())
     }
 
-    /// This worker's client (for admin operations and tests).
-    pub fn client(&self) -> &Client {
-        &self.inner.connections.get().client
+    /// This worker's client of the one server (standalone or sentinel), or of a cluster's
+    /// first primary (for tests).
+    pub fn client(&self) -> Client {
+        self.connection()
+            .nodes
+            .every_node()
+            .into_iter()
+            .next()
+            .map(|n| n.client)
+            .expect("a store has a node once connected")
+    }
+
+    fn connection(&self) -> &Connection {
+        self.inner.connections.get()
     }
 
     fn clustered(&self) -> bool {
-        self.inner.connections.get().client.is_clustered()
+        self.connection().nodes.is_cluster()
     }
 
     /// Queues one request on its node's lane, coalesced with the others in flight there; the
@@ -348,55 +368,11 @@ impl RedisStore {
         (pending, answer)
     }
 
-    /// The lane of the node serving `keys` (they share one hash tag, so one slot).
+    /// The lane of the node serving `keys`.
     fn lane_for(&self, keys: &[Key]) -> Lane {
-        let connection = self.inner.connections.get();
-        if !connection.client.is_clustered() {
-            return connection
-                .single
-                .get_or_init(|| Lane::start(connection.caller.clone(), Target::ByKey))
-                .clone();
-        }
-        let slot = keys
-            .first()
-            .map_or(0, |k| ClusterRouting::hash_key(k.as_bytes()));
-        let (node, target) = match self
-            .routing(connection)
-            .and_then(|r| r.get_server(slot).cloned())
-        {
-            Some(server) => (Some(server.clone()), Target::Node(server)),
-            None => (None, Target::PerSlot),
-        };
-        if let Some(lane) = connection
+        let connection = self.connection();
+        connection
             .lanes
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&node)
-        {
-            return lane.clone();
-        }
-        let mut lanes = connection.lanes.write().unwrap_or_else(|e| e.into_inner());
-        lanes
-            .entry(node)
-            .or_insert_with(|| Lane::start(connection.caller.clone(), target))
-            .clone()
-    }
-
-    /// The cluster slot table as the client last learnt it (re-read at most once a second).
-    fn routing(&self, connection: &Connection) -> Option<Arc<ClusterRouting>> {
-        let now_ms = self.inner.started.elapsed().as_millis() as u64;
-        let read_at = connection.routing_read_at_ms.load(Ordering::Relaxed);
-        let cached = connection.routing.load_full();
-        if cached.is_none() || now_ms >= read_at + 1000 {
-            connection
-                .routing_read_at_ms
-                .store(now_ms, Ordering::Relaxed);
-            if let Some(fresh) = connection.client.cached_cluster_state() {
-                let fresh = Arc::new(fresh);
-                connection.routing.store(Some(fresh.clone()));
-                return Some(fresh);
-            }
-        }
-        cached
+            .for_keys(&connection.nodes, &connection.caller, keys)
     }
 }

@@ -66,7 +66,7 @@ impl Script {
 
 /// Both forms of the decision script.
 pub struct Scripts {
-    /// For standalone and sentinel servers, and per-slot calls in a cluster.
+    /// For standalone and sentinel servers, and calls per key in a cluster.
     pub plain: Script,
     /// For calls that decide keys of several slots of one cluster node.
     pub cross_slot: Script,

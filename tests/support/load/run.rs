@@ -102,6 +102,26 @@ impl Run {
         None
     }
 
+    /// Per second from `from` until `to` (windows of 1 s, the last cut at `to` and kept when it
+    /// lasts 250 ms or more), the share of the requests sent in it that the store decided, as
+    /// `bench/faults` reports it: how much of the keyspace a fault left working.
+    pub fn decided_shares(&self, from: Instant, to: Instant) -> Vec<f64> {
+        let mut shares = Vec::new();
+        let mut start = from;
+        while start < to {
+            let end = (start + Duration::from_secs(1)).min(to);
+            if end - start >= Duration::from_millis(250) {
+                let sent = self.count(start, end, |_| true);
+                let decided = self.count(start, end, |r| r.outcome == Outcome::Decided);
+                if sent > 0 {
+                    shares.push(decided as f64 / sent as f64);
+                }
+            }
+            start = end;
+        }
+        shares
+    }
+
     /// Requests per 250 ms from `t0`, as `decided/other`, for failure messages.
     pub fn timeline(&self, t0: Instant) -> String {
         let mut buckets: Vec<(usize, usize)> = Vec::new();

@@ -48,6 +48,19 @@ fn figure_list(f: &Figures, lost: &Lost, metrics: &str, skipped: u64, note: &str
         f.outage
     );
     let _ = writeln!(out, "- first request decided correctly after that: {}; recovered after it (the first whole second in which every request was decided correctly starts): {} (goal: within 2 s)", f.first_good, f.settle);
+    if !f.outage_shares.is_empty() {
+        let shares: Vec<String> = f
+            .outage_shares
+            .iter()
+            .map(|s| format!("{:.0} %", s * 100.0))
+            .collect();
+        let _ = writeln!(
+            out,
+            "- decided by the store while it was down, per second from the fault: {} (lowest {})",
+            shares.join(", "),
+            lowest_share(f)
+        );
+    }
     let _ = writeln!(
         out,
         "- answered by on_error: {} fail-open 200 on `allow`, {} 503 on `deny`; 502/504: {}",
@@ -98,10 +111,11 @@ fn figure_list(f: &Figures, lost: &Lost, metrics: &str, skipped: u64, note: &str
 /// The fault's row of the Markdown table of `bench/faults/README.md`.
 fn markdown_row(fault: &str, run: &Run, f: &Figures, lost: &Lost, note: &str) -> String {
     format!(
-        "| {fault} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} |\n",
+        "| {fault} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} |\n",
         thousands(run.rate),
         thousands(run.requests.len() as f64),
         f.outage,
+        lowest_share(f),
         f.first_good,
         f.settle,
         f.open_allow,
@@ -113,6 +127,16 @@ fn markdown_row(fault: &str, run: &Run, f: &Figures, lost: &Lost, note: &str) ->
         lost.text,
         if note.is_empty() { "-" } else { note }
     )
+}
+
+/// The lowest share of requests decided by the store in a second of the outage (`-` when
+/// the run has no outage).
+fn lowest_share(f: &Figures) -> String {
+    f.outage_shares
+        .iter()
+        .copied()
+        .reduce(f64::min)
+        .map_or("-".into(), |s| format!("{:.0} %", s * 100.0))
 }
 
 /// Appends `text` to the file `path` (created if need be); dies when it cannot be opened.

@@ -34,6 +34,9 @@ pub struct Figures {
     pub first_good: String,
     /// From the store's return to the recovery, or why there is none.
     pub settle: String,
+    /// The share of requests the store decided in each second from the fault to the store's
+    /// return (the last, shorter window only when it lasts a quarter of a second or more).
+    pub outage_shares: Vec<f64>,
 }
 
 impl Figures {
@@ -63,8 +66,36 @@ impl Figures {
             outage: outage(run),
             first_good: first_good(run),
             settle: settle(run, recovered_at),
+            outage_shares: outage_shares(run),
         }
     }
+}
+
+/// Per second from the fault (windows of 1 s, the last cut at the store's return and kept
+/// when it lasts 250 ms or more), the share of the requests sent in it that the store decided:
+/// how much of the keyspace the fault left working. Empty without both events.
+fn outage_shares(run: &Run) -> Vec<f64> {
+    let (Some(fault), Some(back)) = (run.fault_at, run.back_at) else {
+        return Vec::new();
+    };
+    let mut shares = Vec::new();
+    let mut from = fault;
+    while from < back {
+        let to = (from + 1000.0).min(back);
+        if to - from >= 250.0 {
+            let sent: Vec<&Request> = run
+                .requests
+                .iter()
+                .filter(|r| r.start_ms >= from && r.start_ms < to)
+                .collect();
+            if !sent.is_empty() {
+                let decided = sent.iter().filter(|r| correct(run, r)).count();
+                shares.push(decided as f64 / sent.len() as f64);
+            }
+        }
+        from = to;
+    }
+    shares
 }
 
 /// A request is answered correctly when the store decided it (and, in the upstream fault,

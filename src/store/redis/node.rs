@@ -1,0 +1,91 @@
+//! One client with one connection to one Redis server (a standalone server, a sentinel's
+//! master, or one cluster node), connected on a given worker's runtime and kept connected
+//! until it is retired; and the connection settings every client of the store gets.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fred::clients::Client;
+use fred::interfaces::ClientLike;
+use fred::types::config::{Config as FredConfig, ConnectionConfig, ReconnectPolicy, Server};
+use fred::types::Builder;
+use tokio::runtime::Handle;
+
+use super::keeper;
+use crate::store::StoreError;
+
+/// How long after its creation a node's client is still waiting for its first connection: a
+/// call to it waits for that (within its deadline) instead of failing at once.
+const FIRST_CONNECT: Duration = Duration::from_secs(1);
+/// The most a retired client's `QUIT` is waited for.
+const QUIT_WAIT: Duration = Duration::from_secs(1);
+
+/// A client builder with the store's connection settings.
+pub fn builder(config: FredConfig) -> Builder {
+    let mut builder = Builder::from_config(config);
+    builder
+        .with_connection_config(|c: &mut ConnectionConfig| {
+            c.connection_timeout = Duration::from_secs(1);
+            c.internal_command_timeout = Duration::from_secs(1);
+            // Without it, a call written while another is unacknowledged (a batch's second
+            // call, an admin command beside a decision) waits in the kernel for the first
+            // reply, which carries Redis's delayed ACK: Nagle's algorithm undoing pipelining.
+            c.tcp.nodelay = Some(true);
+        })
+        .set_policy(ReconnectPolicy::new_exponential(0, 50, 1000, 2));
+    builder
+}
+
+/// A client with one connection to one server.
+#[derive(Clone)]
+pub struct Node {
+    /// The client.
+    pub client: Client,
+    /// Its cluster node (`None`: a standalone server or a sentinel's master).
+    pub server: Option<Server>,
+    /// Set once the node left the slot table: its connection is closed, not restarted.
+    retired: Arc<AtomicBool>,
+    born: Instant,
+}
+
+impl Node {
+    /// Builds the client and connects it on `handle`'s runtime (its I/O is driven there); a
+    /// keeper starts its connection task again whenever it ends, until the node is retired.
+    pub fn start(
+        builder: &Builder,
+        server: Option<Server>,
+        handle: &Handle,
+    ) -> Result<Node, StoreError> {
+        let client = builder
+            .build()
+            .map_err(|e| StoreError::Other(e.to_string()))?;
+        let node = Node {
+            client,
+            server,
+            retired: Arc::new(AtomicBool::new(false)),
+            born: Instant::now(),
+        };
+        let _entered = handle.enter();
+        let task = node.client.connect();
+        let (client, retired) = (node.client.clone(), node.retired.clone());
+        keeper::keep_connected(task, move || {
+            (!retired.load(Ordering::Relaxed)).then(|| client.connect())
+        });
+        Ok(node)
+    }
+
+    /// Whether its first connection may still be on its way (a call waits for it).
+    pub fn is_connecting(&self) -> bool {
+        !self.client.is_connected() && self.born.elapsed() < FIRST_CONNECT
+    }
+
+    /// Closes its connection for good (its keeper does not start it again).
+    pub fn retire(&self) {
+        self.retired.store(true, Ordering::Relaxed);
+        let client = self.client.clone();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(QUIT_WAIT, client.quit()).await;
+        });
+    }
+}

@@ -1,0 +1,213 @@
+//! Sending one command to the node that serves it ([`send`]), and following a cluster's
+//! redirections there, all within the caller's deadline: `MOVED` (the slot table is patched
+//! and read again, the command goes to the new node), `ASK` (`ASKING` and the command go to
+//! the migration's target back to back, on one connection), `TRYAGAIN` (sent again after a
+//! short pause). A redirected command did not run, so nothing is charged twice.
+//!
+//! When the caller asks for it ([`AckPolicy`]), `WAIT` goes out right behind the command, in
+//! the same write to the same connection: a `WAIT` sent once the reply is in could meet a
+//! connection that broke and reconnected meanwhile, where nothing was written yet, and would
+//! then acknowledge at once what no replica holds.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use fred::clients::{Client, Pipeline};
+use fred::error::{Error as FredError, ErrorKind};
+use fred::interfaces::ClientLike;
+use fred::types::config::{Options, Server};
+use fred::types::{ClusterHash, CustomCommand, Value};
+
+use super::acks::AckPolicy;
+use super::map_error;
+use super::nodes::Nodes;
+use super::redirect::Redirect;
+
+/// Most redirections one command follows (`MOVED`, `ASK` and `TRYAGAIN` together).
+pub const MAX_REDIRECTIONS: usize = 8;
+/// The pause before a command that met `TRYAGAIN` is sent again.
+pub const TRY_AGAIN_PAUSE: Duration = Duration::from_millis(2);
+
+/// Where a command goes.
+#[derive(Debug, Clone)]
+pub enum Route {
+    /// The node serving this slot (outside a cluster, the one server); redirections are
+    /// followed.
+    Slot(u16),
+    /// This cluster node, whatever it serves; its error replies are the caller's.
+    Node(Server),
+}
+
+/// The replicas' acknowledgement of what a command wrote: `WAIT`'s reply, when it comes.
+pub type Acks = Pin<Box<dyn Future<Output = Result<Value, FredError>> + Send>>;
+
+/// A command's reply, and the acknowledgement asked for with it.
+pub struct Sent {
+    /// The command's reply (or the error it ended with).
+    pub reply: Result<Value, FredError>,
+    /// `WAIT`'s reply, from the node that ran the command; `None` when not asked for or when
+    /// the command failed.
+    pub acks: Option<Acks>,
+}
+
+/// Sends `command` with `args` where `route` says, following redirections; with `acks`, a
+/// `WAIT` goes out right behind the command that runs.
+pub async fn send(
+    nodes: &Nodes,
+    route: Route,
+    command: CustomCommand,
+    args: Vec<Value>,
+    acks: Option<AckPolicy>,
+) -> Sent {
+    let (mut target, follow) = match &route {
+        Route::Slot(slot) => (nodes.for_slot(*slot), true),
+        Route::Node(server) => (Some(nodes.node(server)), false),
+    };
+    let mut asking = false;
+    for _ in 0..MAX_REDIRECTIONS {
+        let Some(node) = target.take() else {
+            nodes.request_refresh();
+            return failed(FredError::new(
+                ErrorKind::Cluster,
+                "the cluster slot table names no node for this slot yet",
+            ));
+        };
+        if node.is_connecting() {
+            let _ = node.client.wait_for_connect().await;
+        }
+        let sent = if asking {
+            asking_then(&node.client, &command, &args, acks).await
+        } else {
+            paired(&node.client, &command, &args, acks).await
+        };
+        let Err(error) = &sent.reply else {
+            return sent;
+        };
+        let asked = node.server.clone().unwrap_or_else(|| Server::new("", 0));
+        let redirect = follow
+            .then(|| Redirect::parse(error.details(), &asked))
+            .flatten();
+        match redirect {
+            Some(Redirect::Moved { slot, to }) => {
+                nodes.moved(slot, to.clone());
+                target = Some(nodes.node(&to));
+                asking = false;
+            }
+            Some(Redirect::Ask { to, .. }) => {
+                target = Some(nodes.node(&to));
+                asking = true;
+            }
+            Some(Redirect::TryAgain) => {
+                tokio::time::sleep(TRY_AGAIN_PAUSE).await;
+                target = Some(node);
+            }
+            None => {
+                nodes.note_failure(&map_error(error.clone()));
+                return sent;
+            }
+        }
+    }
+    failed(FredError::new(
+        ErrorKind::Cluster,
+        format!("more than {MAX_REDIRECTIONS} cluster redirections"),
+    ))
+}
+
+fn failed(error: FredError) -> Sent {
+    Sent {
+        reply: Err(error),
+        acks: None,
+    }
+}
+
+/// How every command is sent: failing at once while the connection is down (the caller's
+/// route falls to `on_error` rather than waiting out a reconnection), never sent twice by the
+/// client library, and never redirected by it.
+fn options() -> Options {
+    Options {
+        fail_fast: true,
+        max_attempts: Some(1),
+        ..Default::default()
+    }
+}
+
+/// The command, and `WAIT` right behind it when asked: both are handed to the client in one
+/// poll, so they leave on the same connection one after the other. The command's reply is
+/// returned as soon as it comes; `WAIT`'s stays to be awaited.
+async fn paired(
+    client: &Client,
+    command: &CustomCommand,
+    args: &[Value],
+    acks: Option<AckPolicy>,
+) -> Sent {
+    let mut reply = owned(client, command.clone(), args.to_vec());
+    let mut wait = acks.map(|policy| {
+        let (command, args) = policy.command();
+        owned(client, command, args)
+    });
+    let mut waited = None;
+    let reply = std::future::poll_fn(|cx| {
+        let reply = reply.as_mut().poll(cx);
+        if let (Some(wait), None) = (wait.as_mut(), &waited) {
+            if let Poll::Ready(acks) = wait.as_mut().poll(cx) {
+                waited = Some(acks);
+            }
+        }
+        reply
+    })
+    .await;
+    let acks = match (reply.is_ok(), waited) {
+        (false, _) => None,
+        (true, Some(done)) => Some(Box::pin(std::future::ready(done)) as Acks),
+        (true, None) => wait,
+    };
+    Sent { reply, acks }
+}
+
+/// One command as a future that owns what it needs; boxed, since the client's command future
+/// is kilobytes large and every future that waits on it would otherwise hold a copy.
+fn owned(client: &Client, command: CustomCommand, args: Vec<Value>) -> Acks {
+    let client = client.clone();
+    Box::pin(async move { client.with_options(&options()).custom(command, args).await })
+}
+
+/// `ASKING`, the command and (when asked) `WAIT`, pipelined: written together, so `ASKING`
+/// applies to the command on the same connection.
+async fn asking_then(
+    client: &Client,
+    command: &CustomCommand,
+    args: &[Value],
+    acks: Option<AckPolicy>,
+) -> Sent {
+    let pipeline = Pipeline::from(client.with_options(&options()));
+    let asking = CustomCommand::new_static("ASKING", ClusterHash::Random, false);
+    let queued: Result<(), FredError> = async {
+        let _: () = pipeline.custom(asking, Vec::<Value>::new()).await?;
+        let _: () = pipeline.custom(command.clone(), args.to_vec()).await?;
+        if let Some(policy) = acks {
+            let (wait, wait_args) = policy.command();
+            let _: () = pipeline.custom(wait, wait_args).await?;
+        }
+        Ok(())
+    }
+    .await;
+    if let Err(e) = queued {
+        return failed(e);
+    }
+    let mut replies = Box::pin(pipeline.try_all::<Value>()).await.into_iter();
+    let reply = match (replies.next(), replies.next()) {
+        (Some(Err(e)), _) => Err(e),
+        (Some(Ok(_)), Some(reply)) => reply,
+        _ => Err(FredError::new(
+            ErrorKind::Protocol,
+            "a pipeline reply is missing",
+        )),
+    };
+    let acks = match (&reply, replies.next()) {
+        (Ok(_), Some(done)) => Some(Box::pin(std::future::ready(done)) as Acks),
+        _ => None,
+    };
+    Sent { reply, acks }
+}
