@@ -250,7 +250,10 @@ impl Reader<'_> {
         labels: &mut Vec<Labelled>,
     ) -> Result<Vec<RlsDescriptor>> {
         let YamlData::Sequence(items) = &node.data else {
-            return self.error(node.span.start, "descriptors: expected a list of descriptors");
+            return self.error(
+                node.span.start,
+                "descriptors: expected a list of descriptors",
+            );
         };
         if depth > MAX_DESCRIPTOR_ENTRIES && !items.is_empty() {
             return self.error(
@@ -521,7 +524,10 @@ impl Reader<'_> {
         replacing: &mut Vec<Replacing>,
     ) -> Result<Vec<String>> {
         let YamlData::Sequence(items) = &node.data else {
-            return self.error(node.span.start, "replaces: expected a list of `- name: ...`");
+            return self.error(
+                node.span.start,
+                "replaces: expected a list of `- name: ...`",
+            );
         };
         let mut names = Vec::with_capacity(items.len());
         for item in items {

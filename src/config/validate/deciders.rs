@@ -67,11 +67,8 @@ impl Validator<'_> {
             return Ok(None);
         };
         let f = section.get_ref();
-        let listen = self.socket_addr(
-            f.listen.as_ref(),
-            "forward_auth.listen",
-            "127.0.0.1:8082",
-        )?;
+        let listen =
+            self.socket_addr(f.listen.as_ref(), "forward_auth.listen", "127.0.0.1:8082")?;
         let span = f.listen.as_ref().map_or(section.span(), |l| l.span());
         self.own_socket("forward_auth.listen", listen, span, taken)?;
         let refused_status = match &f.refused_status {

@@ -68,7 +68,10 @@ impl Validator<'_> {
         let server = self.server(&raw)?;
         let admin = self.admin(&raw, server.listen)?;
         let store = self.store(&raw)?;
-        let mut listeners = vec![("server.listen", server.listen), ("admin.listen", admin.listen)];
+        let mut listeners = vec![
+            ("server.listen", server.listen),
+            ("admin.listen", admin.listen),
+        ];
         let rls = self.rls_section(&raw, &listeners, store.on_error)?;
         listeners.extend(rls.as_ref().map(|r| ("rls.listen", r.listen)));
         let forward_auth = self.forward_auth_section(&raw, &listeners)?;
