@@ -21,6 +21,26 @@ pub fn enabled() -> bool {
     tracing::enabled!(target: "slidegate::access", tracing::Level::INFO)
 }
 
+/// Writes the line of a request (`method`, its `path`) answered with `response` after
+/// `elapsed`: the rate-limit decision and the upstream's answer come from the response's
+/// extensions.
+pub fn write<B>(
+    method: &Method,
+    path: &str,
+    request_id: &RequestId,
+    response: &http::Response<B>,
+    elapsed: Duration,
+) {
+    let mut entry = AccessEntry::new(request_id, method, Some(path));
+    if let Some(d) = response.extensions().get::<Decided>() {
+        entry.decided(d);
+    }
+    if let Some(outcome) = response.extensions().get::<UpstreamOutcome>() {
+        entry.upstream(*outcome);
+    }
+    entry.write(response.status().as_u16(), elapsed);
+}
+
 /// One request, as the access log sees it, filled in step by step.
 pub struct AccessEntry<'a> {
     request_id: &'a RequestId,

@@ -21,11 +21,11 @@ use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use tower::Service;
 
-use crate::access_log::{self, AccessEntry};
+use crate::access_log;
 use crate::error::GatewayError;
 use crate::key::is_trusted;
-use crate::layer::{ClientAddr, Decided, RateLimit, ResponseBody, Shared};
-use crate::proxy::{Peer, ProxyService, UpstreamOutcome, Upstreams};
+use crate::layer::{ClientAddr, RateLimit, ResponseBody, Shared};
+use crate::proxy::{Peer, ProxyService, Upstreams};
 use crate::request_id::{RequestId, X_REQUEST_ID};
 
 /// The whole request path of one gateway: the layer's shared state and the upstreams.
@@ -144,25 +144,15 @@ impl Future for GatewayFuture {
             .headers_mut()
             .insert(X_REQUEST_ID.clone(), this.request_id.header_value().clone());
         if let Some(log) = this.log.take() {
-            write_log(&log, this.request_id, &response, this.started.elapsed());
+            let elapsed = this.started.elapsed();
+            access_log::write(
+                &log.method,
+                log.uri.path(),
+                this.request_id,
+                &response,
+                elapsed,
+            );
         }
         Poll::Ready(Ok(response))
     }
-}
-
-fn write_log<B>(
-    log: &Logged,
-    request_id: &RequestId,
-    response: &Response<B>,
-    elapsed: std::time::Duration,
-) {
-    let decided = response.extensions().get::<Decided>();
-    let mut entry = AccessEntry::new(request_id, &log.method, Some(log.uri.path()));
-    if let Some(d) = decided {
-        entry.decided(d);
-    }
-    if let Some(outcome) = response.extensions().get::<UpstreamOutcome>() {
-        entry.upstream(*outcome);
-    }
-    entry.write(response.status().as_u16(), elapsed);
 }

@@ -16,7 +16,7 @@ use tower::Service;
 
 use super::body::{BoxError, RequestBody, ResponseBody};
 use super::read::{check_head, Reading};
-use super::{client_addr, Decided, MatchedRoute, Shared, Unmatched};
+use super::{client_addr, Decided, MatchedRoute, OutcomeUnseen, Shared, Unmatched};
 use crate::error::GatewayError;
 use crate::key::{client_ip, KeySource};
 use crate::limit::headers::{add_headers, too_many_requests};
@@ -99,7 +99,8 @@ where
             .cloned()
             .unwrap_or_else(RequestId::generate);
         let table = shared.table.load();
-        let route = match admit(&table, &mut head) {
+        let proxied_only = shared.unmatched == Unmatched::NotFound;
+        let route = match admit(&table, &mut head, proxied_only) {
             Ok(route) => route.clone(),
             Err(RouteError::NoRoute { .. }) if shared.unmatched == Unmatched::PassThrough => {
                 let future = inner.call(Request::from_parts(head, RequestBody::stream(body)));
@@ -315,13 +316,18 @@ impl After {
     /// reservation) and what was decided.
     fn finish<ResB>(mut self, response: Response<ResB>) -> Response<ResponseBody<ResB>> {
         let status = response.status().as_u16();
+        let unseen = response.extensions().get::<OutcomeUnseen>().is_some();
         let mut response = response.map(ResponseBody::inner);
         let mut decision = self.verdict.decision.take();
-        if let Some(reservation) = self.reservation.take() {
-            let settled = reservation.settle(status);
-            if let Some(d) = &mut decision {
-                settled.apply(d);
+        match self.reservation.take() {
+            Some(reservation) if unseen => reservation.keep(),
+            Some(reservation) => {
+                let settled = reservation.settle(status);
+                if let Some(d) = &mut decision {
+                    settled.apply(d);
+                }
             }
+            None => {}
         }
         if let (true, Some(d), Some(tier)) = (self.route.config.headers, &decision, &self.tier) {
             add_headers(response.headers_mut(), tier, d);

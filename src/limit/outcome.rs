@@ -96,6 +96,12 @@ impl Reservation {
         settled
     }
 
+    /// The answer is never seen (forward auth decides before the request is served): the
+    /// charge stays, as an attempt whose status never arrives does.
+    pub fn keep(mut self) {
+        self.receipt = None;
+    }
+
     /// The client left before its answer: every reservation goes back.
     pub fn abandon(mut self) {
         let settled = self.abandoned();
