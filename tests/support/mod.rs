@@ -27,6 +27,7 @@ pub mod raw;
 pub mod recipes;
 pub mod redis;
 pub mod reference;
+pub mod rls;
 pub mod resp;
 pub mod sentinel;
 pub mod store;
