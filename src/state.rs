@@ -19,7 +19,7 @@ use crate::limit::{Limiter, RoutePolicy};
 use crate::metrics::Metrics;
 use crate::proxy::Upstreams;
 use crate::rls::RlsTable;
-use crate::route::{Carried, CompileError, RouteTable};
+use crate::route::{Carried, CompileError, Route, RouteTable};
 use crate::store::Store;
 
 /// A setting read only at start: its key as the file spells it, how its value shows, and how a
@@ -230,6 +230,20 @@ impl GatewayState {
     /// The route table in force.
     pub fn table(&self) -> arc_swap::Guard<Arc<RouteTable>> {
         self.shared.table.load()
+    }
+
+    /// The route `name` for `/admin/usage`, else the rate limit `limit` of the rate-limit
+    /// service's domain `name` as a route of its own (a domain's usage names its limit).
+    pub fn route_or_domain(&self, name: &str, limit: Option<&str>) -> Option<Arc<Route>> {
+        if let Some(route) = self.table().route(name) {
+            return Some(route.clone());
+        }
+        let policy = self.rls.load().rule_policy(name, limit?)?;
+        Some(Arc::new(Route {
+            config: policy.config.clone(),
+            metrics: policy.metrics.clone(),
+            policy,
+        }))
     }
 
     /// The limiter.

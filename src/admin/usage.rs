@@ -34,7 +34,7 @@ fn target(
             "query parameters `route` and `key` are required".into(),
         ));
     };
-    let Some(route) = state.table().route(&route).cloned() else {
+    let Some(route) = state.route_or_domain(&route, q.limit.as_deref()) else {
         return Err(AdminError::UnknownRoute(route));
     };
     let limit = match q.limit {
