@@ -411,6 +411,8 @@ impl Reader<'_> {
                 .check(limit, window.as_micros() as u64, None)
             {
                 let at = fields["requests_per_unit"].span.start;
+                // The bound's advice, in this file's syntax.
+                let why = why.replace("algorithm = ", "algorithm: ").replace('"', "");
                 return self.error(at, format!("requests_per_unit: {why}"));
             }
         }
