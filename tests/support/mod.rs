@@ -22,6 +22,7 @@ pub mod one_core;
 pub mod otp_login;
 pub mod problem;
 pub mod process;
+pub mod proxies;
 pub mod rate_limits;
 pub mod raw;
 pub mod recipes;
