@@ -71,7 +71,10 @@ async fn allowed_then_refused_with_headers_and_a_problem_body() {
     };
     let first = ask("203.0.113.1").await;
     assert_eq!(first.status, 200, "{}", first.body);
-    assert_eq!(first.header("ratelimit-policy"), Some("\"per-ip\";q=3;w=60"));
+    assert_eq!(
+        first.header("ratelimit-policy"),
+        Some("\"per-ip\";q=3;w=60")
+    );
     assert_eq!(first.header("x-ratelimit-remaining"), Some("2"));
     assert!(first.header("x-request-id").is_some());
     ask("203.0.113.1").await;
@@ -81,15 +84,26 @@ async fn allowed_then_refused_with_headers_and_a_problem_body() {
     assert!(refused.header("retry-after").is_some());
     assert!(refused.header("ratelimit").unwrap().contains("r=0"));
     let body = refused.json();
-    assert_eq!((body["status"].as_u64(), body["route"].as_str()), (Some(429), Some("otp")));
+    assert_eq!(
+        (body["status"].as_u64(), body["route"].as_str()),
+        (Some(429), Some("otp"))
+    );
     // Another client behind the same proxy has its own count (the trusted proxy's header).
     assert_eq!(ask("203.0.113.2").await.status, 200);
     // A request no route takes is allowed, uncounted, without headers.
-    let h = [("x-forwarded-method", "GET"), ("x-forwarded-uri", "/elsewhere")];
+    let h = [
+        ("x-forwarded-method", "GET"),
+        ("x-forwarded-uri", "/elsewhere"),
+    ];
     let free = c.get(&url(&gw), &h).await;
-    assert_eq!((free.status.as_u16(), free.header("ratelimit")), (200, None));
+    assert_eq!(
+        (free.status.as_u16(), free.header("ratelimit")),
+        (200, None)
+    );
     // The proxy listener does not serve a route without upstream.
-    let direct = c.send(http::Method::POST, &gw.url("/api/otp/send"), &[], "").await;
+    let direct = c
+        .send(http::Method::POST, &gw.url("/api/otp/send"), &[], "")
+        .await;
     assert_eq!(direct.status, 404);
 }
 
@@ -98,7 +112,10 @@ async fn nginx_gets_403_with_the_same_headers_and_body() {
     let redis = RedisServer::start();
     let gw = gateway(&redis, TRUSTED, "refused_status = 403", "").await;
     let c = HttpClient::default();
-    let h = [("x-original-method", "POST"), ("x-original-uri", "/api/otp/send")];
+    let h = [
+        ("x-original-method", "POST"),
+        ("x-original-uri", "/api/otp/send"),
+    ];
     for _ in 0..3 {
         assert_eq!(c.get(&url(&gw), &h).await.status, 200);
     }
@@ -106,7 +123,10 @@ async fn nginx_gets_403_with_the_same_headers_and_body() {
     assert_eq!(refused.status, 403);
     assert!(refused.header("retry-after").is_some());
     let body = refused.json();
-    assert_eq!((body["status"].as_u64(), body["error"].as_str()), (Some(403), Some("rate_limited")));
+    assert_eq!(
+        (body["status"].as_u64(), body["error"].as_str()),
+        (Some(403), Some("rate_limited"))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -122,9 +142,19 @@ async fn the_original_uri_is_required_and_read_as_the_traffic_path_reads_one() {
     assert_eq!(missing.status, 400);
     assert_eq!(missing.json()["error"], "missing_original_uri");
     let bad = get(vec![("x-forwarded-uri", "*")]).await;
-    assert_eq!((bad.status.as_u16(), bad.json()["error"].as_str()), (400, Some("bad_original_request")));
-    let above = get(vec![("x-forwarded-method", "POST"), ("x-forwarded-uri", "/../etc")]).await;
-    assert_eq!((above.status.as_u16(), above.json()["error"].as_str()), (400, Some("path_above_root")));
+    assert_eq!(
+        (bad.status.as_u16(), bad.json()["error"].as_str()),
+        (400, Some("bad_original_request"))
+    );
+    let above = get(vec![
+        ("x-forwarded-method", "POST"),
+        ("x-forwarded-uri", "/../etc"),
+    ])
+    .await;
+    assert_eq!(
+        (above.status.as_u16(), above.json()["error"].as_str()),
+        (400, Some("path_above_root"))
+    );
     // Every spelling of the path spends one quota: an absolute URI, dot-segments, doubled
     // slashes, another case.
     let client = ("x-forwarded-for", "198.51.100.3");
@@ -133,10 +163,18 @@ async fn the_original_uri_is_required_and_read_as_the_traffic_path_reads_one() {
         "/api/x/../otp//send",
         "/API/OTP/send",
     ] {
-        let h = vec![("x-forwarded-method", "POST"), ("x-forwarded-uri", uri), client];
+        let h = vec![
+            ("x-forwarded-method", "POST"),
+            ("x-forwarded-uri", uri),
+            client,
+        ];
         assert_eq!(get(h).await.status, 200, "{uri}");
     }
-    let h = vec![("x-forwarded-method", "post"), ("x-forwarded-uri", "/api/otp/send"), client];
+    let h = vec![
+        ("x-forwarded-method", "post"),
+        ("x-forwarded-uri", "/api/otp/send"),
+        client,
+    ];
     assert_eq!(get(h).await.status, 429);
 }
 

@@ -14,16 +14,20 @@ use support::rls::{ask, client, descriptor, overall, request};
 fn bootstrap() -> Yaml<'static> {
     let text = support::proxies::example("envoy/envoy.yaml");
     let text: &'static str = Box::leak(text.into_boxed_str());
-    Yaml::load_from_str(text).expect("envoy.yaml is YAML").remove(0)
+    Yaml::load_from_str(text)
+        .expect("envoy.yaml is YAML")
+        .remove(0)
 }
 
 fn recipe_config() -> Config {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/envoy/slidegate.toml");
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/envoy/slidegate.toml");
     Config::load_with_env(&path, |_: &str| None).expect("slidegate.toml validates")
 }
 
 fn text<'a>(y: &'a Yaml<'_>) -> &'a str {
-    y.as_str().unwrap_or_else(|| panic!("expected a string, got {y:?}"))
+    y.as_str()
+        .unwrap_or_else(|| panic!("expected a string, got {y:?}"))
 }
 
 /// The route's `rate_limits` and the http filters of the one listener.
@@ -53,7 +57,10 @@ fn the_bootstrap_points_at_the_slidegate_config_beside_it() {
         .expect("the ratelimit filter");
     let typed = &ratelimit["typed_config"];
     let domain = text(&typed["domain"]);
-    assert!(rls.domain(domain).is_some(), "domain {domain} is in the limit files");
+    assert!(
+        rls.domain(domain).is_some(),
+        "domain {domain} is in the limit files"
+    );
     let service = &typed["rate_limit_service"];
     assert_eq!(text(&service["transport_api_version"]), "V3");
     let cluster_name = text(&service["grpc_service"]["envoy_grpc"]["cluster_name"]);
@@ -64,15 +71,30 @@ fn the_bootstrap_points_at_the_slidegate_config_beside_it() {
         .expect("the filter's cluster exists");
     let options = &cluster["typed_extension_protocol_options"]
         ["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]["explicit_http_config"];
-    assert!(options.contains_mapping_key("http2_protocol_options"), "gRPC needs HTTP/2");
+    assert!(
+        options.contains_mapping_key("http2_protocol_options"),
+        "gRPC needs HTTP/2"
+    );
     let address = &cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]
         ["address"]["socket_address"];
     assert_eq!(text(&address["address"]), rls.listen.ip().to_string());
-    assert_eq!(address["port_value"].as_integer(), Some(i64::from(rls.listen.port())));
+    assert_eq!(
+        address["port_value"].as_integer(),
+        Some(i64::from(rls.listen.port()))
+    );
     // Every descriptor key the actions make is a key of the domain's first level.
-    let keys: Vec<&str> = rls.domain(domain).unwrap().descriptors.iter().map(|d| d.key.as_str()).collect();
+    let keys: Vec<&str> = rls
+        .domain(domain)
+        .unwrap()
+        .descriptors
+        .iter()
+        .map(|d| d.key.as_str())
+        .collect();
     for key in action_keys(&hcm) {
-        assert!(keys.contains(&key.as_str()), "{key} is in the limit files ({keys:?})");
+        assert!(
+            keys.contains(&key.as_str()),
+            "{key} is in the limit files ({keys:?})"
+        );
     }
 }
 
@@ -136,7 +158,10 @@ fn descriptors(
                 })
                 .collect();
             let entries = entries?;
-            let pairs: Vec<(&str, &str)> = entries.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let pairs: Vec<(&str, &str)> = entries
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
             Some(descriptor(&pairs))
         })
         .collect()
@@ -151,21 +176,36 @@ async fn the_recipes_descriptors_decide_as_its_comments_say() {
         .replace("\"127.0.0.1:8081\"", "\"127.0.0.1:0\"")
         .replace(
             "url = \"redis://127.0.0.1:6379\"",
-            &format!("url = \"{}\"\nkey_prefix = \"{}\"", redis.url(), support::unique_prefix("envoy")),
+            &format!(
+                "url = \"{}\"\nkey_prefix = \"{}\"",
+                redis.url(),
+                support::unique_prefix("envoy")
+            ),
         );
     let limits = support::proxies::example("envoy/ratelimit/edge.yaml");
     let toml = toml.replace("config = \"ratelimit\"", "config = \"limits\"");
     let gw = support::rls::start(&toml, &[("edge.yaml", &limits)]).await;
     let mut c = client(&gw).await;
     let hcm = manager(&bootstrap());
-    let login = descriptors(&hcm, "203.0.113.5", &[(":path", "/api/login"), ("x-user", "alice")]);
+    let login = descriptors(
+        &hcm,
+        "203.0.113.5",
+        &[(":path", "/api/login"), ("x-user", "alice")],
+    );
     assert_eq!(login.len(), 3, "remote_address, path+remote_address, user");
     for i in 0..5 {
-        assert_eq!(overall(&ask(&mut c, request("edge", login.clone())).await), "OK", "login {i}");
+        assert_eq!(
+            overall(&ask(&mut c, request("edge", login.clone())).await),
+            "OK",
+            "login {i}"
+        );
     }
     let refused = ask(&mut c, request("edge", login)).await;
     assert_eq!(overall(&refused), "OVER_LIMIT");
-    assert!(support::rls::header(&refused, "retry-after").is_some(), "headers = true");
+    assert!(
+        support::rls::header(&refused, "retry-after").is_some(),
+        "headers = true"
+    );
     // Another path of the same client is not the login's limit; no x-user, no user descriptor.
     let other = descriptors(&hcm, "203.0.113.5", &[(":path", "/api/items")]);
     assert_eq!(other.len(), 2);

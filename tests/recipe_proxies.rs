@@ -43,12 +43,25 @@ async fn three_then_refused(front: &Proxy, app: &upstream::Upstream) {
     let statuses: Vec<u16> = replies.iter().map(|r| r.status.as_u16()).collect();
     let (first, last) = (&replies[0], &replies[3]);
     // The app's answers carry slidegate's headers.
-    assert_eq!(first.header("ratelimit-policy"), Some("\"per-ip\";q=3;w=60"), "{:?}", first.headers);
+    assert_eq!(
+        first.header("ratelimit-policy"),
+        Some("\"per-ip\";q=3;w=60"),
+        "{:?}",
+        first.headers
+    );
     assert_eq!(first.header("ratelimit"), Some("\"per-ip\";r=2;t=60"));
     assert_eq!(statuses, [200, 200, 200, 429], "{}", front.log());
-    let retry: u64 = last.header("retry-after").expect("Retry-After").parse().unwrap();
+    let retry: u64 = last
+        .header("retry-after")
+        .expect("Retry-After")
+        .parse()
+        .unwrap();
     assert!((1..=60).contains(&retry), "{retry}");
-    assert!(last.header("ratelimit").unwrap().contains("r=0"), "{:?}", last.headers);
+    assert!(
+        last.header("ratelimit").unwrap().contains("r=0"),
+        "{:?}",
+        last.headers
+    );
     assert_eq!(last.json()["error"], "rate_limited");
     assert_eq!(app.seen().len(), 3, "the app saw {:?}", app.seen());
     // Another path is not limited, and goes through.

@@ -18,11 +18,23 @@ async fn requests_outside_the_api_or_the_bounds_get_invalid_argument() {
     let cases: Vec<(&str, _)> = vec![
         ("domain", request("", vec![k()])),
         ("descriptors", request("d", vec![])),
-        ("descriptors[0]: no entries", request("d", vec![descriptor(&[])])),
-        ("entries[0].key", request("d", vec![descriptor(&[("", "v")])])),
+        (
+            "descriptors[0]: no entries",
+            request("d", vec![descriptor(&[])]),
+        ),
+        (
+            "entries[0].key",
+            request("d", vec![descriptor(&[("", "v")])]),
+        ),
         ("at most 64", request("d", vec![k(); 1000])),
-        ("at most 16", request("d", vec![descriptor(&[("k", "v"); 100])])),
-        ("at most 8192", request("d", vec![descriptor(&[("k", &huge)])])),
+        (
+            "at most 16",
+            request("d", vec![descriptor(&[("k", "v"); 100])]),
+        ),
+        (
+            "at most 8192",
+            request("d", vec![descriptor(&[("k", &huge)])]),
+        ),
     ];
     for (says, bad) in cases {
         let status = try_ask(&mut c, bad).await.unwrap_err();
@@ -31,10 +43,15 @@ async fn requests_outside_the_api_or_the_bounds_get_invalid_argument() {
     }
     let mut negative = k();
     negative.is_negative_hits = true;
-    let status = try_ask(&mut c, request("d", vec![negative])).await.unwrap_err();
+    let status = try_ask(&mut c, request("d", vec![negative]))
+        .await
+        .unwrap_err();
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
     // Two descriptors at different costs cannot be one atomic decision.
-    let mixed = request("d", vec![with_hits(k(), 2), with_hits(descriptor(&[("k", "w")]), 3)]);
+    let mixed = request(
+        "d",
+        vec![with_hits(k(), 2), with_hits(descriptor(&[("k", "w")]), 3)],
+    );
     let status = try_ask(&mut c, mixed).await.unwrap_err();
     assert!(status.message().contains("hits_addend"), "{status:?}");
     // Nothing of the above was charged: hits_addend 0 on the request is 1.
@@ -121,8 +138,24 @@ fn bad_limit_files_are_refused_at_their_place() {
         .filter_map(|(files, expected)| {
             let files: Vec<(&str, &str)> = files.iter().map(|(n, t)| (*n, t.as_str())).collect();
             let error = refused(&files);
-            (!error.starts_with(expected)).then(|| format!("expected `{expected}...`, got `{error}`"))
+            (!error.starts_with(expected))
+                .then(|| format!("expected `{expected}...`, got `{error}`"))
         })
         .collect();
     assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn a_domain_is_named_apart_from_every_route() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("limits.yaml"), "domain: otp\n").unwrap();
+    let toml = "[rls]\nconfig = \"limits.yaml\"\n\n[[routes]]\nname = \"otp\"\npath = \"/otp\"\nupstream = \"up\"\n\n[upstreams.up]\nurl = \"http://127.0.0.1:9\"\n";
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, toml).unwrap();
+    let e = slidegate::config::Config::load_with_env(&path, |_: &str| None).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("config.toml:2:10: rls.config: domain `otp` is also a route's name"),
+        "{e}"
+    );
 }

@@ -25,7 +25,9 @@ descriptors:
 /// `GET /admin/usage` of `domain`'s `limit` for `key`: the units used.
 async fn used(gw: &support::gateway::Gateway, domain: &str, limit: &str, key: &str) -> u64 {
     let (k, v) = auth();
-    let url = gw.admin(&format!("/admin/usage?route={domain}&limit={limit}&key={key}"));
+    let url = gw.admin(&format!(
+        "/admin/usage?route={domain}&limit={limit}&key={key}"
+    ));
     let r = HttpClient::default().get(&url, &[(k, &v)]).await;
     assert_eq!(r.status, 200, "{}", r.body);
     r.json()["limits"][0]["used"].as_u64().unwrap()
@@ -38,14 +40,23 @@ async fn a_request_refused_by_one_descriptor_is_charged_to_none() {
     let mut c = client(&gw).await;
     let both = request(
         "atomic",
-        vec![remote_address("203.0.113.9"), request_header("user", "erin")],
+        vec![
+            remote_address("203.0.113.9"),
+            request_header("user", "erin"),
+        ],
     );
     assert_eq!(overall_codes(&mut c, &both, 3).await, ["OK"; 3]);
     let first = ask(&mut c, both.clone()).await;
     assert_eq!(codes(&first), ["OVER_LIMIT", "OK"]);
-    assert_eq!(first.statuses[1].limit_remaining, 7, "the user's limit was not charged");
+    assert_eq!(
+        first.statuses[1].limit_remaining, 7,
+        "the user's limit was not charged"
+    );
     for _ in 0..3 {
-        assert_eq!(codes(&ask(&mut c, both.clone()).await), ["OVER_LIMIT", "OK"]);
+        assert_eq!(
+            codes(&ask(&mut c, both.clone()).await),
+            ["OVER_LIMIT", "OK"]
+        );
     }
     // envoyproxy/ratelimit would have counted 7 for erin; the refusals cost her nothing.
     assert_eq!(used(&gw, "atomic", "per-user", "erin").await, 3);
@@ -108,7 +119,10 @@ async fn answers_carry_the_traffic_paths_headers_when_asked() {
     let mut c = client(&gw).await;
     let r = request("atomic", vec![remote_address("192.0.2.7")]);
     let first = ask(&mut c, r.clone()).await;
-    assert_eq!(header(&first, "ratelimit-policy"), Some("\"per-ip\";q=3;w=60"));
+    assert_eq!(
+        header(&first, "ratelimit-policy"),
+        Some("\"per-ip\";q=3;w=60")
+    );
     assert_eq!(header(&first, "ratelimit"), Some("\"per-ip\";r=2;t=60"));
     assert_eq!(header(&first, "x-ratelimit-remaining"), Some("2"));
     assert_eq!(header(&first, "retry-after"), None);
@@ -117,10 +131,16 @@ async fn answers_carry_the_traffic_paths_headers_when_asked() {
     let refused = ask(&mut c, r).await;
     let retry: u64 = header(&refused, "retry-after").unwrap().parse().unwrap();
     assert!((58..=60).contains(&retry), "{retry}");
-    assert!(header(&refused, "ratelimit").unwrap().starts_with("\"per-ip\";r=0;t="));
+    assert!(header(&refused, "ratelimit")
+        .unwrap()
+        .starts_with("\"per-ip\";r=0;t="));
     // Without `headers = true`, none.
     let quiet = serve(&redis, "rls-quiet", ATOMIC, "").await;
-    let plain = ask(&mut client(&quiet).await, request("atomic", vec![remote_address("x")])).await;
+    let plain = ask(
+        &mut client(&quiet).await,
+        request("atomic", vec![remote_address("x")]),
+    )
+    .await;
     assert!(plain.response_headers_to_add.is_empty());
 }
 
@@ -135,22 +155,40 @@ async fn decisions_count_under_the_domain_and_repeated_refusals_skip_redis() {
         ["OK", "OK", "OK", "OVER_LIMIT", "OVER_LIMIT", "OVER_LIMIT"]
     );
     // An unknown domain: every descriptor OK, no limit named.
-    let unknown = ask(&mut c, request("nowhere", vec![remote_address("x"), generic_key("y")])).await;
+    let unknown = ask(
+        &mut c,
+        request("nowhere", vec![remote_address("x"), generic_key("y")]),
+    )
+    .await;
     assert_eq!(codes(&unknown), ["OK", "OK"]);
     assert!(unknown.statuses.iter().all(|s| s.current_limit.is_none()));
-    let text = HttpClient::default().get(&gw.admin("/metrics"), &[]).await.body;
+    let text = HttpClient::default()
+        .get(&gw.admin("/metrics"), &[])
+        .await
+        .body;
     let count = |name: &str, labels: &[(&str, &str)]| value(&text, name, labels).unwrap_or(0.0);
     let route = ("route", "atomic");
     let requests = "slidegate_requests_total";
-    assert_eq!(count(requests, &[route, ("decision", "allowed")]), 3.0, "{text}");
-    assert_eq!(count(requests, &[route, ("decision", "rejected")]), 3.0, "{text}");
+    assert_eq!(
+        count(requests, &[route, ("decision", "allowed")]),
+        3.0,
+        "{text}"
+    );
+    assert_eq!(
+        count(requests, &[route, ("decision", "rejected")]),
+        3.0,
+        "{text}"
+    );
     let exceeded = [route, ("limit", "per-ip"), ("mode", "enforced")];
     assert_eq!(count("slidegate_limit_exceeded_total", &exceeded), 3.0);
     // The first refusal asked Redis; the next two were answered by the deny cache.
     assert_eq!(count("slidegate_deny_cache_hits_total", &[route]), 2.0);
     assert_eq!(count("slidegate_rls_duration_seconds_count", &[route]), 6.0);
     assert_eq!(
-        count("slidegate_decision_duration_seconds_count", &[route, ("backend", "redis")]),
+        count(
+            "slidegate_decision_duration_seconds_count",
+            &[route, ("backend", "redis")]
+        ),
         4.0
     );
 }
@@ -161,7 +199,11 @@ async fn a_dead_store_answers_as_rls_on_error_says() {
     let deny = serve(&redis, "rls-deny", ATOMIC, "on_error = \"deny\"").await;
     let allow = serve(&redis, "rls-allow", ATOMIC, "on_error = \"allow\"").await;
     let local = serve(&redis, "rls-local", ATOMIC, "on_error = \"local\"").await;
-    let (mut d, mut a, mut l) = (client(&deny).await, client(&allow).await, client(&local).await);
+    let (mut d, mut a, mut l) = (
+        client(&deny).await,
+        client(&allow).await,
+        client(&local).await,
+    );
     let r = request("atomic", vec![remote_address("192.0.2.50")]);
     assert_eq!(overall(&ask(&mut d, r.clone()).await), "OK");
     redis.kill();
@@ -173,8 +215,14 @@ async fn a_dead_store_answers_as_rls_on_error_says() {
         overall_codes(&mut l, &r, 4).await,
         ["OK", "OK", "OK", "OVER_LIMIT"]
     );
-    assert!(started.elapsed() < std::time::Duration::from_secs(5), "a dead store never hangs a call");
-    let text = HttpClient::default().get(&deny.admin("/metrics"), &[]).await.body;
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "a dead store never hangs a call"
+    );
+    let text = HttpClient::default()
+        .get(&deny.admin("/metrics"), &[])
+        .await
+        .body;
     let denied = [("route", "atomic"), ("decision", "store_error_denied")];
     assert_eq!(value(&text, "slidegate_requests_total", &denied), Some(1.0));
 }
@@ -194,7 +242,11 @@ async fn admin_usage_reads_and_resets_a_descriptors_count() {
         .await;
     assert_eq!(reset.status, 200, "{}", reset.body);
     assert_eq!(used(&gw, "atomic", "per-ip", "198.51.100.77").await, 0);
-    assert_eq!(overall(&ask(&mut c, r).await), "OK", "the deny cache forgot it too");
+    assert_eq!(
+        overall(&ask(&mut c, r).await),
+        "OK",
+        "the deny cache forgot it too"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -211,14 +263,36 @@ async fn the_yaml_reloads_with_the_toml_and_a_bad_file_keeps_the_running_limits(
             .send(Method::POST, &gw.admin("/admin/reload"), &[(k, &v)], "")
             .await
     };
-    std::fs::write(&file, ATOMIC.replace("requests_per_unit: 3", "requests_per_unit: 5")).unwrap();
+    std::fs::write(
+        &file,
+        ATOMIC.replace("requests_per_unit: 3", "requests_per_unit: 5"),
+    )
+    .unwrap();
     assert_eq!(reload().await.status, 200);
-    assert_eq!(overall_codes(&mut c, &r, 3).await, ["OK", "OK", "OVER_LIMIT"], "counts survive");
-    std::fs::write(&file, ATOMIC.replace("unit: minute, requests_per_unit: 3", "unit: fortnight, requests_per_unit: 5")).unwrap();
+    assert_eq!(
+        overall_codes(&mut c, &r, 3).await,
+        ["OK", "OK", "OVER_LIMIT"],
+        "counts survive"
+    );
+    std::fs::write(
+        &file,
+        ATOMIC.replace(
+            "unit: minute, requests_per_unit: 3",
+            "unit: fortnight, requests_per_unit: 5",
+        ),
+    )
+    .unwrap();
     let refused = reload().await;
     assert_eq!(refused.status, 422);
     let detail = refused.json()["detail"].as_str().unwrap().to_string();
-    assert!(detail.contains("limits.yaml:5:25:") && detail.contains("fortnight"), "{detail}");
+    assert!(
+        detail.contains("limits.yaml:5:25:") && detail.contains("fortnight"),
+        "{detail}"
+    );
     let other = request("atomic", vec![remote_address("192.0.2.100")]);
-    assert_eq!(overall_codes(&mut c, &other, 6).await[5], "OVER_LIMIT", "5 still apply");
+    assert_eq!(
+        overall_codes(&mut c, &other, 6).await[5],
+        "OVER_LIMIT",
+        "5 still apply"
+    );
 }

@@ -54,11 +54,17 @@ async fn each_filter_action_finds_its_limit() {
 
     // request_headers: the header's value is the key.
     let alice = request("edge", vec![request_header("user", "alice")]);
-    assert_eq!(overall_codes(&mut c, &alice, 3).await, ["OK", "OK", "OVER_LIMIT"]);
+    assert_eq!(
+        overall_codes(&mut c, &alice, 3).await,
+        ["OK", "OK", "OVER_LIMIT"]
+    );
 
     // generic_key: matched by its value; another value matches nothing and is not limited.
     let checkout = request("edge", vec![generic_key("checkout")]);
-    assert_eq!(overall_codes(&mut c, &checkout, 2).await, ["OK", "OVER_LIMIT"]);
+    assert_eq!(
+        overall_codes(&mut c, &checkout, 2).await,
+        ["OK", "OVER_LIMIT"]
+    );
     let r = ask(&mut c, request("edge", vec![generic_key("browse")])).await;
     assert_eq!(codes(&r), ["OK"]);
     assert_eq!(r.statuses[0].current_limit, None);
@@ -69,14 +75,23 @@ async fn each_filter_action_finds_its_limit() {
         vec![descriptor(&[("header_match", "mobile"), ("user", "bob")])],
     );
     let r = ask(&mut c, mobile.clone()).await;
-    assert_eq!(r.statuses[0].current_limit.as_ref().unwrap().name, "mobile-user");
+    assert_eq!(
+        r.statuses[0].current_limit.as_ref().unwrap().name,
+        "mobile-user"
+    );
     assert_eq!(overall(&ask(&mut c, mobile).await), "OVER_LIMIT");
     // The first level alone has no limit (a placeholder), and a deeper request matches nothing.
     let r = ask(&mut c, request("edge", vec![header_match("mobile")])).await;
-    assert_eq!((overall(&r), r.statuses[0].current_limit.clone()), ("OK", None));
+    assert_eq!(
+        (overall(&r), r.statuses[0].current_limit.clone()),
+        ("OK", None)
+    );
     let deeper = descriptor(&[("remote_address", "203.0.113.7"), ("user", "x")]);
     let r = ask(&mut c, request("edge", vec![deeper])).await;
-    assert_eq!((overall(&r), r.statuses[0].current_limit.clone()), ("OK", None));
+    assert_eq!(
+        (overall(&r), r.statuses[0].current_limit.clone()),
+        ("OK", None)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,17 +119,35 @@ descriptors:
         r.statuses[0].current_limit.as_ref().map(|l| l.name.clone())
     };
     let path = |p: &str| request("paths", vec![descriptor(&[("path", p)])]);
-    assert_eq!(name(&ask(&mut c, path("/api/login")).await).as_deref(), Some("login"));
-    assert_eq!(name(&ask(&mut c, path("/api/7/action")).await).as_deref(), Some("action"));
-    assert_eq!(name(&ask(&mut c, path("/api/7/other")).await).as_deref(), Some("any-path"));
+    assert_eq!(
+        name(&ask(&mut c, path("/api/login")).await).as_deref(),
+        Some("login")
+    );
+    assert_eq!(
+        name(&ask(&mut c, path("/api/7/action")).await).as_deref(),
+        Some("action")
+    );
+    assert_eq!(
+        name(&ask(&mut c, path("/api/7/other")).await).as_deref(),
+        Some("any-path")
+    );
     // Without share_threshold each value a wildcard matches counts on its own ...
-    assert_eq!(overall_codes(&mut c, &path("/api/1/action"), 2).await, ["OK", "OK"]);
-    assert_eq!(overall(&ask(&mut c, path("/api/1/action")).await), "OVER_LIMIT");
+    assert_eq!(
+        overall_codes(&mut c, &path("/api/1/action"), 2).await,
+        ["OK", "OK"]
+    );
+    assert_eq!(
+        overall(&ask(&mut c, path("/api/1/action")).await),
+        "OVER_LIMIT"
+    );
     assert_eq!(overall(&ask(&mut c, path("/api/2/action")).await), "OK");
     // ... with it, every value shares one count.
     assert_eq!(overall(&ask(&mut c, path("/files/a.pdf")).await), "OK");
     assert_eq!(overall(&ask(&mut c, path("/files/b.csv")).await), "OK");
-    assert_eq!(overall(&ask(&mut c, path("/files/c.txt")).await), "OVER_LIMIT");
+    assert_eq!(
+        overall(&ask(&mut c, path("/files/c.txt")).await),
+        "OVER_LIMIT"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,7 +181,10 @@ descriptors:
     // Both together: only the replacing limit (10) counts, the replaced one (5) is left alone.
     let both = request("example7", vec![first.clone(), second.clone()]);
     let r = ask(&mut c, both.clone()).await;
-    assert_eq!(r.statuses[0].current_limit, None, "the replaced limit applies nowhere");
+    assert_eq!(
+        r.statuses[0].current_limit, None,
+        "the replaced limit applies nowhere"
+    );
     assert_eq!(current_limit(&r.statuses[1]), Some(10));
     for _ in 0..9 {
         assert_eq!(overall(&ask(&mut c, both.clone()).await), "OK");
@@ -164,7 +200,10 @@ descriptors:
     let ldap = request("example7", vec![descriptor(&[("ldap", "x")])]);
     for _ in 0..20 {
         let r = ask(&mut c, ldap.clone()).await;
-        assert_eq!((overall(&r), r.statuses[0].limit_remaining), ("OK", u32::MAX));
+        assert_eq!(
+            (overall(&r), r.statuses[0].limit_remaining),
+            ("OK", u32::MAX)
+        );
     }
 }
 
@@ -189,19 +228,29 @@ descriptors:
     // charged to the enforced limit, which refuses the 5th.
     let both = request(
         "soft",
-        vec![request_header("user", "dave"), remote_address("198.51.100.1")],
+        vec![
+            request_header("user", "dave"),
+            remote_address("198.51.100.1"),
+        ],
     );
     assert_eq!(
         overall_codes(&mut c, &both, 5).await,
         ["OK", "OK", "OK", "OK", "OVER_LIMIT"]
     );
     let r = ask(&mut c, both).await;
-    assert_eq!(codes(&r), ["OK", "OVER_LIMIT"], "a shadow-mode status is OK");
+    assert_eq!(
+        codes(&r),
+        ["OK", "OVER_LIMIT"],
+        "a shadow-mode status is OK"
+    );
     let metrics = support::http::HttpClient::default()
         .get(&gw.admin("/metrics"), &[])
         .await
         .body;
-    let shadow = metric(&metrics, "slidegate_limit_exceeded_total{limit=\"user\",mode=\"shadow\",route=\"soft\"}");
+    let shadow = metric(
+        &metrics,
+        "slidegate_limit_exceeded_total{limit=\"user\",mode=\"shadow\",route=\"soft\"}",
+    );
     let enforced = metric(
         &metrics,
         "slidegate_limit_exceeded_total{limit=\"remote_address\",mode=\"enforced\",route=\"soft\"}",
@@ -236,12 +285,21 @@ descriptors:
     // 8 used: 4 more do not fit, and a refused request is charged nothing ...
     assert_eq!(overall(&ask(&mut c, r.clone()).await), "OVER_LIMIT");
     // ... so 2 still do (a descriptor's own hits_addend wins over the request's).
-    let two = request("tokens", vec![with_hits(descriptor(&[("tenant", "t1")]), 2)]);
+    let two = request(
+        "tokens",
+        vec![with_hits(descriptor(&[("tenant", "t1")]), 2)],
+    );
     assert_eq!(ask(&mut c, two).await.statuses[0].limit_remaining, 0);
     // hits_addend 0 on a descriptor only reads.
-    let read = request("tokens", vec![with_hits(descriptor(&[("tenant", "t2")]), 0)]);
+    let read = request(
+        "tokens",
+        vec![with_hits(descriptor(&[("tenant", "t2")]), 0)],
+    );
     for _ in 0..3 {
-        assert_eq!(ask(&mut c, read.clone()).await.statuses[0].limit_remaining, 10);
+        assert_eq!(
+            ask(&mut c, read.clone()).await.statuses[0].limit_remaining,
+            10
+        );
     }
     // More than the limit could never pass: OUT_OF_RANGE, and nothing is charged.
     let mut huge = request("tokens", vec![descriptor(&[("tenant", "t2")])]);
@@ -251,7 +309,11 @@ descriptors:
         assert_eq!(status.code(), tonic::Code::OutOfRange, "{status:?}");
         assert!(status.message().contains("cost_out_of_range"), "{status:?}");
     }
-    let after = ask(&mut c, request("tokens", vec![descriptor(&[("tenant", "t2")])])).await;
+    let after = ask(
+        &mut c,
+        request("tokens", vec![descriptor(&[("tenant", "t2")])]),
+    )
+    .await;
     assert_eq!(after.statuses[0].limit_remaining, 9);
 }
 
@@ -271,16 +333,28 @@ descriptors:
     let r = request("ov", vec![gold]);
     let first = ask(&mut c, r.clone()).await;
     let limit = first.statuses[0].current_limit.clone().unwrap();
-    assert_eq!((limit.requests_per_unit, limit.unit, limit.name.as_str()), (2, MINUTE, "per-plan"));
+    assert_eq!(
+        (limit.requests_per_unit, limit.unit, limit.name.as_str()),
+        (2, MINUTE, "per-plan")
+    );
     assert_eq!(overall_codes(&mut c, &r, 2).await, ["OK", "OVER_LIMIT"]);
     // An override applies to a descriptor no rate limit matches too.
-    let loose = request("ov", vec![with_override(descriptor(&[("anything", "x")]), 1, MINUTE)]);
+    let loose = request(
+        "ov",
+        vec![with_override(descriptor(&[("anything", "x")]), 1, MINUTE)],
+    );
     assert_eq!(overall_codes(&mut c, &loose, 2).await, ["OK", "OVER_LIMIT"]);
     // A unit that does not exist is refused with the field named.
     for unit in [0, 8, -1] {
-        let bad = request("ov", vec![with_override(descriptor(&[("plan", "x")]), 1, unit)]);
+        let bad = request(
+            "ov",
+            vec![with_override(descriptor(&[("plan", "x")]), 1, unit)],
+        );
         let status = try_ask(&mut c, bad).await.unwrap_err();
         assert_eq!(status.code(), tonic::Code::InvalidArgument);
-        assert!(status.message().contains("descriptors[0].limit.unit"), "{status:?}");
+        assert!(
+            status.message().contains("descriptors[0].limit.unit"),
+            "{status:?}"
+        );
     }
 }

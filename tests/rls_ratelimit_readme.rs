@@ -66,7 +66,11 @@ const EXAMPLES: &[(&str, &str)] = &[
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_examples_decide_as_described() {
     let redis = RedisServer::start();
-    let gw = start(&config(&redis, &unique_prefix("rls-readme"), "", ""), EXAMPLES).await;
+    let gw = start(
+        &config(&redis, &unique_prefix("rls-readme"), "", ""),
+        EXAMPLES,
+    )
+    .await;
     let mut c = client(&gw).await;
     let one = |domain: &str, entries: &[(&str, &str)]| request(domain, vec![descriptor(entries)]);
 
@@ -85,11 +89,17 @@ async fn the_readme_examples_decide_as_described() {
         ],
     );
     let answers = overall_codes(&mut c, &send, 7).await;
-    assert_eq!(answers, ["OK", "OK", "OK", "OK", "OK", "OVER_LIMIT", "OVER_LIMIT"]);
+    assert_eq!(
+        answers,
+        ["OK", "OK", "OK", "OK", "OK", "OVER_LIMIT", "OVER_LIMIT"]
+    );
     // Difference: the refused messages were not charged to the 100 a day (5 used, not 7).
     let r = ask(&mut c, one("messaging", &[("to_number", "2061111111")])).await;
     assert_eq!(r.statuses[0].limit_remaining, 94);
-    let other = one("messaging", &[("message_type", "marketing"), ("to_number", "2062222222")]);
+    let other = one(
+        "messaging",
+        &[("message_type", "marketing"), ("to_number", "2062222222")],
+    );
     assert_eq!(overall(&ask(&mut c, other).await), "OK");
 
     // 3: 10 a second per address; 50.0.0.5 none at all.
@@ -104,20 +114,35 @@ async fn the_readme_examples_decide_as_described() {
     let shallow = one("example4", &[("key", "value")]);
     assert_eq!(ask(&mut c, shallow).await.statuses[0].current_limit, None);
     let deep = one("example4", &[("key", "value"), ("subkey", "subvalue")]);
-    assert_eq!(current_limit(&ask(&mut c, deep).await.statuses[0]), Some(300));
+    assert_eq!(
+        current_limit(&ask(&mut c, deep).await.statuses[0]),
+        Some(300)
+    );
 
     // 5: unlimited is OK with LimitRemaining 2^32-1; azure 100 a minute.
     let ldap = ask(&mut c, one("internal", &[("ldap", "x")])).await;
-    assert_eq!((overall(&ldap), ldap.statuses[0].limit_remaining), ("OK", u32::MAX));
+    assert_eq!(
+        (overall(&ldap), ldap.statuses[0].limit_remaining),
+        ("OK", u32::MAX)
+    );
     let azure = ask(&mut c, one("internal", &[("azure", "x")])).await;
     assert_eq!(current_limit(&azure.statuses[0]), Some(100));
 
     // 6: user-a is never limited (shadow mode); user-b is, at 20.
-    let a = one("example6", &[("service", "auth-service"), ("user", "user-a")]);
+    let a = one(
+        "example6",
+        &[("service", "auth-service"), ("user", "user-a")],
+    );
     assert_eq!(overall_codes(&mut c, &a, 12).await, ["OK"; 12]);
-    let b = one("example6", &[("service", "auth-service"), ("user", "user-b")]);
+    let b = one(
+        "example6",
+        &[("service", "auth-service"), ("user", "user-b")],
+    );
     let codes_b = overall_codes(&mut c, &b, 21).await;
-    assert_eq!((&codes_b[..20], codes_b[20]), (&["OK"; 20][..], "OVER_LIMIT"));
+    assert_eq!(
+        (&codes_b[..20], codes_b[20]),
+        (&["OK"; 20][..], "OVER_LIMIT")
+    );
 
     // 7: with both descriptors only the replacing limit (10) applies.
     let both = request(
@@ -128,12 +153,24 @@ async fn the_readme_examples_decide_as_described() {
         ],
     );
     let r = ask(&mut c, both).await;
-    assert_eq!((r.statuses[0].current_limit.clone(), current_limit(&r.statuses[1])), (None, Some(10)));
+    assert_eq!(
+        (
+            r.statuses[0].current_limit.clone(),
+            current_limit(&r.statuses[1])
+        ),
+        (None, Some(10))
+    );
 
     // 8: an unspecified value gets 10, value1 20 (detailed_metric is accepted).
     let any = ask(&mut c, one("example8", &[("key1", "unspecified_value")])).await;
     let v1 = ask(&mut c, one("example8", &[("key1", "value1")])).await;
-    assert_eq!((current_limit(&any.statuses[0]), current_limit(&v1.statuses[0])), (Some(10), Some(20)));
+    assert_eq!(
+        (
+            current_limit(&any.statuses[0]),
+            current_limit(&v1.statuses[0])
+        ),
+        (Some(10), Some(20))
+    );
 
     // 9: trailing, middle and several wildcards.
     let limited = |r: &envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse| {
@@ -152,20 +189,49 @@ async fn the_readme_examples_decide_as_described() {
     }
 
     // 10: three levels, any values (value_to_metric is accepted).
-    let subject = one("example10", &[("route", "api"), ("http_method", "GET"), ("subject_id", "123")]);
-    assert_eq!(current_limit(&ask(&mut c, subject).await.statuses[0]), Some(60));
+    let subject = one(
+        "example10",
+        &[
+            ("route", "api"),
+            ("http_method", "GET"),
+            ("subject_id", "123"),
+        ],
+    );
+    assert_eq!(
+        current_limit(&ask(&mut c, subject).await.statuses[0]),
+        Some(60)
+    );
 
     // 11: files/* share one threshold of 10; files_no_share/* each have their own.
-    for (i, name) in ["a.pdf", "b.csv", "c.txt", "d", "e", "f", "g", "h", "i", "j"].iter().enumerate() {
-        let r = ask(&mut c, one("example11", &[("files", &format!("files/{name}"))])).await;
+    for (i, name) in ["a.pdf", "b.csv", "c.txt", "d", "e", "f", "g", "h", "i", "j"]
+        .iter()
+        .enumerate()
+    {
+        let r = ask(
+            &mut c,
+            one("example11", &[("files", &format!("files/{name}"))]),
+        )
+        .await;
         assert_eq!(overall(&r), "OK", "file {i}");
     }
     let shared = ask(&mut c, one("example11", &[("files", "files/k")])).await;
     assert_eq!(overall(&shared), "OVER_LIMIT");
     for _ in 0..10 {
-        ask(&mut c, one("example11", &[("files_no_share", "files_no_share/a.pdf")])).await;
+        ask(
+            &mut c,
+            one("example11", &[("files_no_share", "files_no_share/a.pdf")]),
+        )
+        .await;
     }
-    let a = ask(&mut c, one("example11", &[("files_no_share", "files_no_share/a.pdf")])).await;
-    let b = ask(&mut c, one("example11", &[("files_no_share", "files_no_share/b.csv")])).await;
+    let a = ask(
+        &mut c,
+        one("example11", &[("files_no_share", "files_no_share/a.pdf")]),
+    )
+    .await;
+    let b = ask(
+        &mut c,
+        one("example11", &[("files_no_share", "files_no_share/b.csv")]),
+    )
+    .await;
     assert_eq!((overall(&a), overall(&b)), ("OVER_LIMIT", "OK"));
 }

@@ -182,8 +182,16 @@ impl Reader<'_> {
             return self.error(root.span.start, "missing `domain`");
         };
         let name = self.string(name_node, "domain")?;
-        if name.is_empty() {
-            return self.error(name_node.span.start, "domain: must not be empty");
+        let valid = name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.:/".contains(&b));
+        if name.is_empty() || !valid {
+            // It names the domain's metrics and sits in the hash tag of its Redis keys.
+            return self.error(
+                name_node.span.start,
+                format!("domain: `{name}` must be 1-64 characters of letters, digits, `-`, `_`, `.`, `:` or `/`"),
+            );
         }
         let mut rules = Vec::new();
         let mut replacing = Vec::new();

@@ -54,7 +54,9 @@ pub fn installed(binary: &str) -> bool {
 
 /// The repository's `examples/` file `name`.
 pub fn example(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -66,7 +68,10 @@ pub fn nginx(app: &str, slidegate: &str) -> Proxy {
     let recipe = example("nginx/slidegate.conf")
         .replace("127.0.0.1:9000", app)
         .replace("127.0.0.1:8082", slidegate)
-        .replace("listen 127.0.0.1:8000;", &format!("listen 127.0.0.1:{port};"));
+        .replace(
+            "listen 127.0.0.1:8000;",
+            &format!("listen 127.0.0.1:{port};"),
+        );
     std::fs::write(dir.path().join("slidegate.conf"), recipe).unwrap();
     let d = dir.path().display();
     let main = format!(

@@ -107,6 +107,25 @@ impl Validator<'_> {
         }
     }
 
+    /// A domain is named apart from every route: metrics and `/admin/usage` name both alike.
+    pub(super) fn domains_apart(
+        &self,
+        raw: &RawConfig,
+        rls: Option<&RlsConfig>,
+        routes: &[Arc<RouteConfig>],
+    ) -> Result<()> {
+        let (Some(rls), Some(section)) = (rls, &raw.rls) else {
+            return Ok(());
+        };
+        match rls.domains.iter().find(|d| routes.iter().any(|r| r.name == d.name)) {
+            Some(d) => self.error(
+                section.get_ref().config.span(),
+                format!("rls.config: domain `{}` is also a route's name: metrics and /admin/usage name both alike, so rename one", d.name),
+            ),
+            None => Ok(()),
+        }
+    }
+
     /// What forward auth cannot do for a route: it never sees a body (body key parts are
     /// missing there) nor the answer (an outcome-counted limit counts every attempt it admits).
     pub(super) fn forward_auth_warnings(&mut self, raw: &RawConfig, routes: &[Arc<RouteConfig>]) {

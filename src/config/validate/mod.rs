@@ -82,6 +82,7 @@ impl Validator<'_> {
         let (tier_files, membership, unknown_plan) = self.tiers(&raw)?;
         let routes = self.routes(&raw, &upstreams, jwt.is_some(), &keys, &membership)?;
         self.config_warnings(&raw, &server, &admin, &routes);
+        self.domains_apart(&raw, rls.as_ref(), &routes)?;
         self.forward_auth_warnings(&raw, &routes);
         Ok(Config {
             source: path.to_path_buf(),
