@@ -194,6 +194,29 @@ async fn decisions_count_under_the_domain_and_repeated_refusals_skip_redis() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_cached_for_one_set_of_descriptors_answers_only_that_set() {
+    let redis = RedisServer::start();
+    let gw = serve(&redis, "rls-cache-sets", ATOMIC, "").await;
+    let mut c = client(&gw).await;
+    let alone = request("atomic", vec![remote_address("192.0.2.60")]);
+    assert_eq!(
+        overall_codes(&mut c, &alone, 5).await[3..],
+        ["OVER_LIMIT", "OVER_LIMIT"]
+    );
+    // The address's refusal is cached for the address alone; with a user beside it the request
+    // has other limits, decided (and answered, a status per descriptor) by the store.
+    let with_user = request(
+        "atomic",
+        vec![request_header("user", "gus"), remote_address("192.0.2.60")],
+    );
+    for _ in 0..2 {
+        let r = ask(&mut c, with_user.clone()).await;
+        assert_eq!(codes(&r), ["OK", "OVER_LIMIT"]);
+        assert_eq!(r.statuses[0].limit_remaining, 10, "gus was charged nothing");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_store_answers_as_rls_on_error_says() {
     let mut redis = RedisServer::start();
     let deny = serve(&redis, "rls-deny", ATOMIC, "on_error = \"deny\"").await;

@@ -5,6 +5,7 @@
 
 mod support;
 
+use support::metrics::value;
 use support::redis::RedisServer;
 use support::rls::*;
 
@@ -247,23 +248,16 @@ descriptors:
         .get(&gw.admin("/metrics"), &[])
         .await
         .body;
-    let shadow = metric(
-        &metrics,
-        "slidegate_limit_exceeded_total{limit=\"user\",mode=\"shadow\",route=\"soft\"}",
-    );
-    let enforced = metric(
-        &metrics,
-        "slidegate_limit_exceeded_total{limit=\"remote_address\",mode=\"enforced\",route=\"soft\"}",
+    let exceeded = |limit: &str, mode: &str| {
+        let labels = [("route", "soft"), ("limit", limit), ("mode", mode)];
+        value(&metrics, "slidegate_limit_exceeded_total", &labels).unwrap_or(0.0)
+    };
+    let (shadow, enforced) = (
+        exceeded("user", "shadow"),
+        exceeded("remote_address", "enforced"),
     );
     // carol's 2 breaches, dave's 2 allowed over the shadow limit; the enforced refusals 2.
-    assert_eq!((shadow, enforced), (4, 2), "{metrics}");
-}
-
-/// The value of one series of `/metrics` text (0 when absent).
-fn metric(text: &str, series: &str) -> u64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0)
+    assert_eq!((shadow, enforced), (4.0, 2.0), "{metrics}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
