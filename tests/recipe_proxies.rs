@@ -69,28 +69,26 @@ async fn three_then_refused(front: &Proxy, app: &upstream::Upstream) {
     assert_eq!(other.status, 200);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nginx_auth_request_recipe() {
-    if !proxies::installed("nginx") {
+/// The recipe of `proxy` (started by `front` with the app's and forward auth's addresses),
+/// driven through: skipped when the binary is missing outside CI.
+async fn recipe(proxy: &str, front: fn(&str, &str) -> Proxy) {
+    if !proxies::installed(proxy) {
         return;
     }
     let redis = RedisServer::start();
     let app = upstream::start().await;
-    let gw = slidegate("nginx", &redis).await;
+    let gw = slidegate(proxy, &redis).await;
     let fa = gw.running().forward_auth_addr.unwrap().to_string();
-    let front = proxies::nginx(&app.addr.to_string(), &fa);
+    let front = front(&app.addr.to_string(), &fa);
     three_then_refused(&front, &app).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nginx_auth_request_recipe() {
+    recipe("nginx", proxies::nginx).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caddy_forward_auth_recipe() {
-    if !proxies::installed("caddy") {
-        return;
-    }
-    let redis = RedisServer::start();
-    let app = upstream::start().await;
-    let gw = slidegate("caddy", &redis).await;
-    let fa = gw.running().forward_auth_addr.unwrap().to_string();
-    let front = proxies::caddy(&app.addr.to_string(), &fa);
-    three_then_refused(&front, &app).await;
+    recipe("caddy", proxies::caddy).await;
 }

@@ -60,18 +60,25 @@ pub fn example(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// The recipe `name` with its addresses moved: the app's (`127.0.0.1:9000`) to `app`, forward
+/// auth's (`127.0.0.1:8082`) to `slidegate`, and its own listener as `listen` says.
+fn moved(name: &str, app: &str, slidegate: &str, listen: (&str, String)) -> String {
+    example(name)
+        .replace("127.0.0.1:9000", app)
+        .replace("127.0.0.1:8082", slidegate)
+        .replace(listen.0, &listen.1)
+}
+
 /// NGINX running `examples/nginx/slidegate.conf` (its `server` block and upstreams) with the
 /// app at `app` and slidegate's forward auth at `slidegate`.
 pub fn nginx(app: &str, slidegate: &str) -> Proxy {
     let dir = tempfile::tempdir().unwrap();
     let port = super::free_port();
-    let recipe = example("nginx/slidegate.conf")
-        .replace("127.0.0.1:9000", app)
-        .replace("127.0.0.1:8082", slidegate)
-        .replace(
-            "listen 127.0.0.1:8000;",
-            &format!("listen 127.0.0.1:{port};"),
-        );
+    let listen = (
+        "listen 127.0.0.1:8000;",
+        format!("listen 127.0.0.1:{port};"),
+    );
+    let recipe = moved("nginx/slidegate.conf", app, slidegate, listen);
     std::fs::write(dir.path().join("slidegate.conf"), recipe).unwrap();
     let d = dir.path().display();
     let main = format!(
@@ -92,10 +99,8 @@ pub fn nginx(app: &str, slidegate: &str) -> Proxy {
 pub fn caddy(app: &str, slidegate: &str) -> Proxy {
     let dir = tempfile::tempdir().unwrap();
     let port = super::free_port();
-    let recipe = example("caddy/Caddyfile")
-        .replace("127.0.0.1:9000", app)
-        .replace("127.0.0.1:8082", slidegate)
-        .replace(":8000 {", &format!("http://127.0.0.1:{port} {{"));
+    let listen = (":8000 {", format!("http://127.0.0.1:{port} {{"));
+    let recipe = moved("caddy/Caddyfile", app, slidegate, listen);
     let global = "{\n\tadmin off\n\tauto_https off\n}\n\n";
     let file: PathBuf = dir.path().join("Caddyfile");
     std::fs::write(&file, format!("{global}{recipe}")).unwrap();

@@ -16,29 +16,12 @@ use tonic::transport::Channel;
 use super::gateway::{self, redis_store, Gateway};
 use super::redis::RedisServer;
 
-/// A gateway config with `[rls]` reading `limits/` (the `files` given), `rls` extra settings
-/// of the section, deciding in `redis` under `prefix`, and `extra` TOML appended.
+/// A gateway config with `[rls]` reading `limits/` (the files given to [`start`]), `rls` extra
+/// settings of the section, deciding in `redis` under `prefix`, and `extra` TOML appended.
 pub fn config(redis: &RedisServer, prefix: &str, rls: &str, extra: &str) -> String {
-    format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-
-[admin]
-listen = "127.0.0.1:0"
-
-[store]
-{store}
-
-[rls]
-listen = "127.0.0.1:0"
-config = "limits"
-{rls}
-
-{extra}
-"#,
-        store = redis_store(&redis.url(), prefix)
-    )
+    let store = redis_store(&redis.url(), prefix);
+    let base = gateway::config(&store, "http://127.0.0.1:9", extra);
+    format!("{base}\n[rls]\nlisten = \"127.0.0.1:0\"\nconfig = \"limits\"\n{rls}\n")
 }
 
 /// Starts a gateway from `toml` with the YAML `files` (name, text) in `limits/`.
