@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use duration::format as format_duration;
+pub(crate) use duration::parse as parse_duration;
 pub use environment::Environment;
 pub use error::{ConfigError, ConfigWarning, Location};
 pub use forward_auth::ForwardAuthConfig;

@@ -1,5 +1,5 @@
 //! `[rls]`, validated: where Envoy's rate-limit service API listens, and the limits it decides
-//! with, read from YAML files in envoyproxy/ratelimit's format (`rls_yaml.rs` reads them): a
+//! with, read from YAML files in envoyproxy/ratelimit's format (`rls_yaml/` reads them): a
 //! domain, its descriptor tree, and each node's rate limit. Compiling the tree for the request
 //! path (matching, the limiter's policies) is `crate::rls`'s job.
 

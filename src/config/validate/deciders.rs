@@ -1,6 +1,6 @@
 //! `[rls]` and `[forward_auth]`: the listeners that decide for a proxy in front (Envoy's
 //! rate-limit service API, forward-auth subrequests), the YAML limit files `[rls] config`
-//! names (read by `rls_yaml.rs`), and what `check` says about routes used through forward auth.
+//! names (read by `rls_yaml/`), and what `check` says about routes used through forward auth.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
