@@ -33,6 +33,10 @@
 #   gcra          redis-keys with a gcra limit (10,000 per hour) instead of the sliding log
 #   batch         slidegate's POST /v1/decisions, 10,000 distinct keys per call, two limits,
 #                 next to redis-benchmark -P 16 running EVALSHA of the same two-limit script
+#   rls           slidegate as Envoy's rate-limit service: gRPC ShouldRateLimit calls with one
+#                 descriptor each (user=<one of 100,000>), 10,000 per hour per key, from
+#                 bench/rls/load.rs (BENCH_RLS_CONNS HTTP/2 connections, BENCH_RLS_IN_FLIGHT
+#                 calls in flight on each); decisions/s next to redis-keys, and p99 at half load
 #
 # A/B: with BENCH_BASELINE_BIN=/path/to/an/older/slidegate, the proxy, memory, redis-hot and
 # redis-keys targets also run on that binary (targets proxy-base, memory-base, ...: the same
@@ -47,7 +51,7 @@
 # redis-server, the demo upstream, every selected proxy (all on free ports), then
 #   1. loads every wrk target with identical settings, BENCH_ROUNDS rounds, order reversed
 #      every other round, each measured run preceded by a short warm-up;
-#   2. runs the batch API and redis-benchmark in alternating rounds;
+#   2. runs the batch API and redis-benchmark in alternating rounds, then the rls target's rounds;
 #   3. runs hey at half of the measured peak for nginx, redis-hot and peer, and paced wrk
 #      (bench/wrk_pace.lua) at half the peak of redis-keys and otp-body (p99 at half load);
 #   4. prints per-round figures, medians, CPU microseconds per request of every process
@@ -68,10 +72,10 @@ export LC_ALL=C # wrk/hey output and printf use "." decimals
 START_TIME=$(date +%s)
 
 ALL_TARGETS=(nginx peer peer-keys haproxy-deny proxy memory redis-hot redis-keys redis-keys-acks deny otp-body
-    login-outcome login-leave gcra batch)
+    login-outcome login-leave gcra batch rls)
 # Every target but redis-keys-acks, which puts a replica behind the shared Redis.
 DEFAULT_TARGETS=(nginx peer peer-keys haproxy-deny proxy memory redis-hot redis-keys deny otp-body login-outcome
-    login-leave gcra batch)
+    login-leave gcra batch rls)
 AB_TARGETS=(proxy memory redis-hot redis-keys) # run on BENCH_BASELINE_BIN too, as <target>-base
 QUICK=0
 ARG_TARGETS=()
@@ -109,6 +113,8 @@ BATCH_BODIES=${BENCH_BATCH_BODIES:-10}
 BATCH_CONNS=${BENCH_BATCH_CONNS:-2}
 RB_CLIENTS=${BENCH_RB_CLIENTS:-50}
 RB_PIPELINE=${BENCH_RB_PIPELINE:-16}
+RLS_CONNS=${BENCH_RLS_CONNS:-4}
+RLS_IN_FLIGHT=${BENCH_RLS_IN_FLIGHT:-16}
 GW_WORKERS=${BENCH_GW_WORKERS:-}
 NGINX_WORKERS=${BENCH_NGINX_WORKERS:-1}
 PEER_WORKERS=${BENCH_PEER_WORKERS:-2}
@@ -132,7 +138,7 @@ die() { printf '[bench] ERROR: %s\n' "$*" >&2; exit 1; }
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 for knob in SECONDS_PER_RUN:SECONDS WARMUP ROUNDS THREADS CONNS USERS HALF HALF_SECONDS HEY_CONNS \
     BATCH_KEYS BATCH_BODIES BATCH_CONNS RB_CLIENTS RB_PIPELINE NGINX_WORKERS PEER_WORKERS PHONES:OTP_PHONES \
-    OTP_NORMALIZE; do
+    OTP_NORMALIZE RLS_CONNS RLS_IN_FLIGHT; do
     var=${knob%%:*} env_name=BENCH_${knob#*:} # VAR or VAR:ENV-SUFFIX
     is_uint "${!var}" || die "$env_name must be a whole number, got '${!var}'"
 done
@@ -183,7 +189,7 @@ BASE_TARGETS=()
 for t in "${ALL_TARGETS[@]}"; do
     [[ -n ${WANT[$t]:-} ]] || continue
     TARGETS+=("$t")
-    [[ $t == batch ]] || WRK_TARGETS+=("$t")
+    [[ $t == batch || $t == rls ]] || WRK_TARGETS+=("$t")
     if [[ -n $BASELINE_BIN && " ${AB_TARGETS[*]} " == *" $t "* ]]; then
         WANT[$t-base]=1
         TARGETS+=("$t-base")
@@ -215,14 +221,14 @@ fi
 # Per target: the process under test (a CPU group, see below), what its ratio is taken against,
 # whether it answers 429s by design, and whether its decisions happen in Redis.
 GW_TARGETS=(proxy memory redis-hot redis-keys redis-keys-acks deny otp-body login-outcome login-leave gcra
-    batch) # slidegate
+    batch rls) # slidegate
 declare -A FRONT=([nginx]=nginx [peer]=peer [peer-keys]=peer [haproxy-deny]=haproxy [redis-benchmark]=none)
 declare -A ANCHOR=([proxy]=nginx [memory]=nginx [redis-hot]=peer [redis-keys]=peer-keys
     [redis-keys-acks]=redis-keys [deny]=haproxy-deny [otp-body]=redis-keys [login-outcome]=redis-keys
-    [login-leave]=redis-keys [gcra]=redis-keys [batch]=redis-benchmark)
+    [login-leave]=redis-keys [gcra]=redis-keys [batch]=redis-benchmark [rls]=redis-keys)
 declare -A DENIES=([haproxy-deny]=1 [deny]=1)
 declare -A USES_REDIS=([peer]=1 [peer-keys]=1 [redis-hot]=1 [redis-keys]=1 [redis-keys-acks]=1 [deny]=1
-    [otp-body]=1 [login-outcome]=1 [login-leave]=1 [gcra]=1 [batch]=1 [redis-benchmark]=1)
+    [otp-body]=1 [login-outcome]=1 [login-leave]=1 [gcra]=1 [batch]=1 [redis-benchmark]=1 [rls]=1)
 # The wrk script of each keyed target (the others are plain GETs of BENCH_PATH).
 declare -A KEYED=([peer-keys]=random_user.lua [redis-keys]=random_user.lua [redis-keys-acks]=random_user.lua
     [otp-body]=otp_body.lua [login-outcome]=login.lua [login-leave]=login.lua [gcra]=random_user.lua)
@@ -336,6 +342,10 @@ CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
 # ---------------------------------------------------------------- 2. build
 log "building release binaries (cargo build --release --bins)"
 run_fg timeout 1800 cargo build --release --bins --quiet || die "cargo build failed"
+if wants rls; then
+    log "building the rate-limit service's load generator (cargo build --release --example rls_load)"
+    run_fg timeout 1800 cargo build --release --example rls_load --quiet || die "building bench/rls/load.rs failed"
+fi
 GATEWAY_BIN=$ROOT/target/release/slidegate
 UPSTREAM_BIN=$ROOT/target/release/demo-upstream
 [[ -x $GATEWAY_BIN && -x $UPSTREAM_BIN ]] || die "release binaries not found under target/release"
@@ -673,6 +683,13 @@ $(limit_toml never 10000 1h gcra)" ;;
     batch) gw_config "$t" redis "$(route_toml "$route" "/batch/*" "")
 $(limit_toml day 10000 1d sliding_log)
 $(limit_toml week 10000 7d sliding_log)" ;;
+    rls)
+        pick_port RLS_PORT
+        printf 'domain: bench\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 10000, name: never }\n' \
+            >"$TMP/rls-limits.yaml"
+        gw_config "$t" redis "[rls]
+listen = \"127.0.0.1:$RLS_PORT\"
+config = \"$TMP/rls-limits.yaml\"" ;;
     esac
     "${GW_BIN[$t]}" check --config "$TMP/gw-$t.toml" >"$TMP/gw-$t-check.out" 2>&1 \
         || { cat "$TMP/gw-$t-check.out" >&2; die "generated slidegate config for $t is invalid (${GW_BIN[$t]} check)"; }
@@ -685,6 +702,7 @@ $(limit_toml week 10000 7d sliding_log)" ;;
     wait_http "slidegate ($t) admin" "http://127.0.0.1:${ADMIN[$t]}/readyz"
     # Readiness through the proxy only where a request costs no limit state.
     case $route in proxy) wait_http "slidegate ($t)" "http://127.0.0.1:${PORT[$t]}$URL_PATH" ;;
+    rls) wait_port "slidegate ($t) rate-limit service" "$RLS_PORT" ;;
     *) wait_port "slidegate ($t)" "${PORT[$t]}" ;; esac
 done
 
@@ -1007,6 +1025,60 @@ if wants batch; then
     done
 fi
 
+# ---------------------------------------------------------------- 6b. the rate-limit service
+# bench/rls/load.rs: ShouldRateLimit calls, one descriptor (user=<one of BENCH_USERS>) each, as
+# fast as answers come (peak), then paced at half the peak (p99 at half load). decisions/s.
+RLS_LOAD="$ROOT/target/release/examples/rls_load"
+rls_load() { # rls_load SECONDS OUT [--rate R]: one run of the load generator into OUT
+    local s=$1 out=$2
+    shift 2
+    run_fg timeout $((s + 60)) "$RLS_LOAD" "127.0.0.1:$RLS_PORT" "$s" --keys "$USERS" \
+        --conns "$RLS_CONNS" --in-flight "$RLS_IN_FLIGHT" "$@" >"$out" 2>&1 \
+        || { cat "$out" >&2; die "the rls load generator failed"; }
+}
+rls_totals() { # rls_totals: adds a run's allowed, denied and errors (in L) to the totals
+    add_tot rls allowed "${L[allowed]:-0}"
+    add_tot rls denied "${L[denied]:-0}"
+    add_tot rls errors "${L[errors]:-0}"
+}
+measure_rls() { # measure_rls ROUND
+    local r=$1 out="$TMP/rls-$1.txt" c0 e0 e1 f0 f1 kv
+    local -A L=()
+    if ((WARMUP > 0)); then
+        rls_load "$WARMUP" "$TMP/rls-warmup-$r.txt"
+        for kv in $(head -n 1 "$TMP/rls-warmup-$r.txt"); do L[${kv%%=*}]=${kv#*=}; done
+        rls_totals
+    fi
+    read -r e0 f0 < <(evalsha_stats)
+    snap_all a
+    children_cpu
+    c0=$CHILD_MS
+    rls_load "$SECONDS_PER_RUN" "$out"
+    children_cpu
+    snap_all b
+    read -r e1 f1 < <(evalsha_stats)
+    L=()
+    for kv in $(head -n 1 "$out"); do L[${kv%%=*}]=${kv#*=}; done
+    [[ -n ${L[dps]:-} && ${L[decisions]:-0} -gt 0 ]] || { cat "$out" >&2; die "no decisions from the rls load generator"; }
+    rls_totals
+    R[rls,$r,rps]=${L[dps]} R[rls,$r,p50]=${L[p50_ms]} R[rls,$r,p99]=${L[p99_ms]}
+    R[rls,$r,done]=${L[decisions]} R[rls,$r,decisions]=${L[decisions]}
+    R[rls,$r,front]=$(us_per gw-rls "${L[decisions]}")
+    R[rls,$r,redis]=$(us_per redis "${L[decisions]}")
+    R[rls,$r,redis_dec]=${R[rls,$r,redis]}
+    R[rls,$r,upstream]="-"
+    R[rls,$r,client]=$(awk -v ms=$((CHILD_MS - c0)) -v n="${L[decisions]}" 'BEGIN { printf "%.1f", ms * 1000 / n }')
+    R[rls,$r,evalsha]=$((e1 - e0)) R[rls,$r,evalsha_failed]=$((f1 - f0))
+}
+if wants rls; then
+    log "rls: ShouldRateLimit, one descriptor per call, $USERS keys, $RLS_CONNS connection(s) x $RLS_IN_FLIGHT" \
+        "in flight, ${SECONDS_PER_RUN}s, $ROUNDS round(s)"
+    for ((r = 1; r <= ROUNDS; r++)); do
+        log "round $r/$ROUNDS: rls"
+        measure_rls "$r"
+    done
+fi
+
 # ---------------------------------------------------------------- 7. p99 at half of peak load
 declare -A HALF_P99=() HALF_RPS=() HALF_Q=() HALF_NON200=()
 if ((${#HEY_TARGETS[@]})); then
@@ -1077,6 +1149,23 @@ if ((${#PACED_TARGETS[@]})); then
     done
 fi
 
+# The rate-limit service at half its own peak: the load generator paced, each call's latency
+# counted from when it was due.
+RLS_HALF_P99="" RLS_HALF_RPS="" RLS_HALF_RATE=""
+if wants rls && ((HALF)); then
+    peak=$(median_of rls rps)
+    [[ $peak != - ]] || die "no measured decisions/s for rls"
+    RLS_HALF_RATE=$(awk -v p="$peak" 'BEGIN { r = p / 2; printf "%.0f", (r < 1 ? 1 : r) }')
+    log "half load: rls load generator paced at $RLS_HALF_RATE calls/s for ${HALF_SECONDS}s"
+    rls_load "$HALF_SECONDS" "$TMP/rls-half.txt" --rate "$RLS_HALF_RATE"
+    declare -A L=()
+    for kv in $(head -n 1 "$TMP/rls-half.txt"); do L[${kv%%=*}]=${kv#*=}; done
+    rls_totals
+    RLS_HALF_P99=${L[p99_ms]:-} RLS_HALF_RPS=${L[dps]:-}
+    awk -v got="$RLS_HALF_RPS" -v want="$RLS_HALF_RATE" 'BEGIN { exit !(got < 0.9 * want) }' \
+        && log "WARN: the paced rls run reached $RLS_HALF_RPS of the $RLS_HALF_RATE calls/s asked (machine saturated)"
+fi
+
 # ---------------------------------------------------------------- 8. results
 fmt_num() { # thousands separators for a req/s figure
     awk -v v="$1" 'BEGIN { if (v == "-") { print "-"; exit } s = sprintf("%.0f", v); out = "";
@@ -1085,6 +1174,7 @@ fmt_num() { # thousands separators for a req/s figure
 }
 RESULT_TARGETS=("${WRK_TARGETS[@]}")
 wants batch && RESULT_TARGETS+=(batch redis-benchmark)
+wants rls && RESULT_TARGETS+=(rls)
 declare -A MED=()
 for t in "${RESULT_TARGETS[@]}"; do
     for f in rps p50 p99; do MED[$t,$f]=$(median_of "$t" "$f"); done
@@ -1116,7 +1206,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
             "${R[$t,$r,evalsha]}" "$dpc"
     done
 done
-echo "(batch and redis-benchmark: req/s is decisions/s; p50/p99 are per call for batch, per command for redis-benchmark;"
+echo "(batch, redis-benchmark and rls: req/s is decisions/s; p50/p99 are per call for batch and rls, per command for redis-benchmark;"
 echo " non-2xx is expected on the deny targets, every request after the first a 429, and on login-outcome and"
 echo " login-leave, their 401s; login-leave's req/s is its wrk clients', its CPU per attempt counts those that left too)"
 
@@ -1161,6 +1251,12 @@ if ((${#PACED_TARGETS[@]})); then
             'BEGIN { printf "p99 at half load, %s - redis-keys: %+.3f ms\n", t, a - b }'
     done
     [[ -n ${PACED_NON2XX[login-outcome]:-} ]] && echo "(login-outcome: non-2xx are the 401s of failed logins, by design)"
+fi
+
+if [[ -n $RLS_HALF_P99 ]]; then
+    echo
+    echo "rls at half of its peak (bench/rls/load.rs paced at $RLS_HALF_RATE calls/s, ${HALF_SECONDS}s):" \
+        "$RLS_HALF_RPS decisions/s, p99 $RLS_HALF_P99 ms"
 fi
 
 # ---------------------------------------------------------------- 9. verification
@@ -1322,6 +1418,16 @@ if wants batch; then
     ((rb_failed == 0)) || fail "redis-benchmark: EVALSHA calls failed"
     report "redis-benchmark: $rb_failed failed EVALSHA calls in the measured runs"
 fi
+if wants rls; then
+    # One sorted set per key; the load generator waits for every call: one entry per allowed
+    # decision, exactly.
+    read -r nkeys entries <<<"$(zcard_sum "sgb-rls:*")"
+    allowed=${TOT[rls,allowed]:-0} denied=${TOT[rls,denied]:-0} errors=${TOT[rls,errors]:-0}
+    ((allowed > 0)) || fail "rls: no decision allowed"
+    ((denied == 0 && errors == 0)) || fail "rls: $denied refused and $errors failed calls under a limit never reached"
+    ((entries == allowed)) || fail "rls: Redis holds $entries entries for $allowed allowed decisions"
+    report "rls: $allowed decisions allowed, $denied refused, $errors failed calls; Redis: $nkeys keys, ZCARD $entries"
+fi
 # EVALSHA calls per target (measured runs): how many decisions each call carried.
 echo "  EVALSHA in the measured runs (INFO commandstats):"
 printf '    %-15s %10s %12s %14s %18s\n' target calls decisions decisions/call "Redis us/decision"
@@ -1398,6 +1504,8 @@ q=$(rate_ratio redis-keys-acks redis-keys)
 q=$(rate_ratio gcra redis-keys)
 [[ $q == - ]] || printf '  INFO  %-48s %s\n' "gcra / redis-keys (req/s), no goal" \
     "$q x ($(fmt_num "${MED[gcra,rps]:--}") vs $(fmt_num "${MED[redis-keys,rps]:--}"))"
+rate_goal rls redis-keys 1.5
+goal "rls p99 at half load < 5 ms" "${RLS_HALF_P99:--}" le 5 "${RLS_HALF_P99:--} ms at ${RLS_HALF_RPS:--} decisions/s"
 if [[ -n ${PACED_P99[otp-body]:-} && -n ${PACED_P99[redis-keys]:-} ]]; then
     printf '  INFO  %-48s %s\n' "otp-body p99 at half load, no goal" \
         "${PACED_P99[otp-body]} ms vs redis-keys ${PACED_P99[redis-keys]} ms"

@@ -34,7 +34,7 @@ counters="slidegate_requests_total slidegate_limit_exceeded_total slidegate_stor
 slidegate_deny_cache_hits_total slidegate_upstream_requests_total slidegate_config_reloads_total
 slidegate_outcome_refunds_total slidegate_outcome_resets_total slidegate_blocks_started_total"
 histograms="slidegate_limit_utilization_ratio slidegate_decision_duration_seconds
-slidegate_upstream_duration_seconds"
+slidegate_upstream_duration_seconds slidegate_rls_duration_seconds"
 gauges="slidegate_build_info slidegate_delay_waiting slidegate_deny_cache_entries process_cpu_seconds_total
 process_resident_memory_bytes process_virtual_memory_bytes process_open_fds process_max_fds
 process_start_time_seconds process_threads"
@@ -104,6 +104,7 @@ HISTOGRAMS = {
     "slidegate_limit_utilization_ratio": {**ROUTE, "limit": None},
     "slidegate_decision_duration_seconds": {**ROUTE, "backend": {"redis", "memory", "local"}},
     "slidegate_upstream_duration_seconds": dict(ROUTE),
+    "slidegate_rls_duration_seconds": dict(ROUTE),
 }
 GAUGES = {
     "slidegate_build_info": {"version": None},

@@ -12,7 +12,8 @@
 #     key), an OTP route keyed on json:phone (normalised, hashed), a route whose upstream
 #     refuses connections (502s, counted with count_status = ["5xx"]), delay, shadow, exempt
 #     and deny-cache routes, and three routes keyed on a query parameter to fill the store
-#     (on_error allow, deny and local);
+#     (on_error allow, deny and local); and Envoy's rate-limit service ([rls]), called over
+#     gRPC by bench/rls/load.rs;
 #   - the demo upstream (src/bin/demo-upstream.rs), which answers 200 to everything, and a small
 #     python3 http.server upstream for what it cannot answer: 401/200 logins, 400, 302, 404, 500;
 #   - a real `prometheus` server scraping slidegate every second and loading the alert rules.
@@ -25,8 +26,9 @@
 # every one of them non-zero). Every process it starts is stopped on exit.
 #
 # Environment:
-#   SLIDEGATE_BIN, DEMO_UPSTREAM_BIN   binaries to use (default: cargo build --bin slidegate
-#                                      --bin demo-upstream, then target/debug/)
+#   SLIDEGATE_BIN, DEMO_UPSTREAM_BIN,  binaries to use (default: cargo build --bin slidegate
+#   RLS_LOAD_BIN                       --bin demo-upstream --example rls_load, then
+#                                      target/debug/; rls_load is bench/rls/load.rs)
 #   PROMETHEUS_BIN                     the Prometheus server (default: prometheus on PATH; the
 #                                      Debian/Ubuntu package `prometheus` ships it with promtool)
 #   LIVE_CHECK_KEEP=1                  keep the work directory (configs, logs, TSDB) for a look
@@ -62,14 +64,20 @@ done
 [[ -f $rules ]] || die "no such rule file: $rules"
 
 if [[ -z ${SLIDEGATE_BIN:-} || -z ${DEMO_UPSTREAM_BIN:-} ]]; then
-    say "cargo build --bin slidegate --bin demo-upstream"
-    (cd "$root" && cargo build --quiet --bin slidegate --bin demo-upstream)
+    say "cargo build --bin slidegate --bin demo-upstream --example rls_load"
+    (cd "$root" && cargo build --quiet --bin slidegate --bin demo-upstream --example rls_load)
     target_dir="${CARGO_TARGET_DIR:-$root/target}"
     SLIDEGATE_BIN="${SLIDEGATE_BIN:-$target_dir/debug/slidegate}"
     DEMO_UPSTREAM_BIN="${DEMO_UPSTREAM_BIN:-$target_dir/debug/demo-upstream}"
+    RLS_LOAD_BIN="${RLS_LOAD_BIN:-$target_dir/debug/examples/rls_load}"
+fi
+if [[ -z ${RLS_LOAD_BIN:-} ]]; then
+    (cd "$root" && cargo build --quiet --example rls_load)
+    RLS_LOAD_BIN="${CARGO_TARGET_DIR:-$root/target}/debug/examples/rls_load"
 fi
 [[ -x $SLIDEGATE_BIN ]] || die "not an executable: $SLIDEGATE_BIN"
 [[ -x $DEMO_UPSTREAM_BIN ]] || die "not an executable: $DEMO_UPSTREAM_BIN"
+[[ -x $RLS_LOAD_BIN ]] || die "not an executable: $RLS_LOAD_BIN"
 built_at=$SECONDS
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/slidegate-live.XXXXXX")"
@@ -104,12 +112,12 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# Six distinct free loopback ports, held at once while picked. The last one is never listened
+# Seven distinct free loopback ports, held at once while picked. The last one is never listened
 # on: the route whose upstream refuses connections points there.
-read -r gw_port admin_port demo_port py_port prom_port dead_port < <(python3 - <<'PY'
+read -r gw_port admin_port demo_port py_port prom_port rls_port dead_port < <(python3 - <<'PY'
 import socket
 socks = []
-for _ in range(6):
+for _ in range(7):
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     socks.append(s)
@@ -360,7 +368,15 @@ upstream = "demo"
   name = "per-minute"
   limit = 3
   window = "1m"
+
+# Envoy's rate-limit service, driven by bench/rls/load.rs: its decisions show on the panels
+# above under route = the domain, its latency in the "Proxies in front" row.
+[rls]
+listen = "127.0.0.1:$rls_port"
+config = "$work/limits.yaml"
 TOML
+printf 'domain: live\ndescriptors:\n  - key: user\n    rate_limit: { unit: minute, requests_per_unit: 5, name: per-user }\n' \
+    >"$work/limits.yaml"
 cp "$work/slidegate.toml" "$work/slidegate.good.toml"
 export SLIDEGATE_ADMIN_TOKEN=live-check-token SLIDEGATE_KEY_SECRET=live-check-secret
 export SLIDEGATE_LOG=warn TOKIO_WORKER_THREADS=2
@@ -484,6 +500,10 @@ wait "$delayed_pid" "$delayed_pid2"
 curl -s -o /dev/null --max-time 20 "$gw/flood/allow?k=[1-60]"
 curl -s -o /dev/null --max-time 10 "$gw/flood/deny?k=[1-5]"
 curl -s -o /dev/null --max-time 10 "$gw/flood/local?k=[1-5]"
+
+# ShouldRateLimit calls over 10 users, 5 a minute each: allowed, then refused.
+"$RLS_LOAD_BIN" "127.0.0.1:$rls_port" 2 --domain live --key user --keys 10 --conns 1 --in-flight 2 \
+    >"$work/rls-load.log" 2>&1 || die "the rate-limit service load failed: $(cat "$work/rls-load.log")"
 
 traffic_end=$(date +%s)
 say "traffic sent ($notes note(s)); waiting for the scrapes after it"

@@ -27,6 +27,12 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
   echo "==> installing prometheus (promtool checks and unit-tests the alert rules; the server runs the live check)"
   apt_install prometheus
 fi
+for tool in nginx caddy; do # the forward-auth recipes run behind real NGINX and Caddy
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "==> installing $tool (the forward-auth recipe tests start their own)"
+    apt_install "$tool"
+  fi
+done
 for tool in curl python3; do # the dashboard checks and the live check's upstream and queries
   if ! command -v "$tool" >/dev/null 2>&1; then
     echo "==> installing $tool"

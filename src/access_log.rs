@@ -21,6 +21,50 @@ pub fn enabled() -> bool {
     tracing::enabled!(target: "slidegate::access", tracing::Level::INFO)
 }
 
+/// Writes the line of a request (`method`, its `path`) answered with `response` after
+/// `elapsed`: the rate-limit decision and the upstream's answer come from the response's
+/// extensions.
+pub fn write<B>(
+    method: &Method,
+    path: &str,
+    request_id: &RequestId,
+    response: &http::Response<B>,
+    elapsed: Duration,
+) {
+    let extensions = response.extensions();
+    let answered = Answered {
+        status: response.status().as_u16(),
+        decided: extensions.get::<Decided>(),
+        upstream: extensions.get::<UpstreamOutcome>(),
+    };
+    answered.write(method, path, request_id, elapsed);
+}
+
+/// How a request ended, as its access log line shows it: the status the client got (or
+/// 499 when it left first), the rate-limit decision, the upstream's answer.
+pub struct Answered<'a> {
+    /// The status written in the line.
+    pub status: u16,
+    /// What the layer decided, if it decided.
+    pub decided: Option<&'a Decided>,
+    /// The upstream's answer, if the request went upstream.
+    pub upstream: Option<&'a UpstreamOutcome>,
+}
+
+impl Answered<'_> {
+    /// Writes the line of a request (`method`, its `path`) that ended this way after `elapsed`.
+    pub fn write(&self, method: &Method, path: &str, request_id: &RequestId, elapsed: Duration) {
+        let mut entry = AccessEntry::new(request_id, method, Some(path));
+        if let Some(d) = self.decided {
+            entry.decided(d);
+        }
+        if let Some(outcome) = self.upstream {
+            entry.upstream(*outcome);
+        }
+        entry.write(self.status, elapsed);
+    }
+}
+
 /// One request, as the access log sees it, filled in step by step.
 pub struct AccessEntry<'a> {
     request_id: &'a RequestId,

@@ -42,6 +42,10 @@ pub struct Running {
     pub proxy_addr: SocketAddr,
     /// Where the admin listener listens.
     pub admin_addr: SocketAddr,
+    /// Where Envoy's rate-limit service API is served (`[rls]`).
+    pub rls_addr: Option<SocketAddr>,
+    /// Where forward-auth subrequests are answered (`[forward_auth]`).
+    pub forward_auth_addr: Option<SocketAddr>,
     /// The shared state (for reloads and tests).
     pub state: Arc<GatewayState>,
     stop: watch::Sender<bool>,
@@ -113,23 +117,46 @@ pub async fn start_with(
     if let Some(task) = follow_resets(&state, stopped.clone()).await? {
         tasks.push(task);
     }
+    // Every listener is bound before any serves: a port that fails leaves nothing running.
+    let workers = handles.len().max(1);
+    let bind = |addr: SocketAddr| {
+        crate::server::bind_listeners(addr, workers)
+            .map_err(|source| StartError::Bind { addr, source })
+    };
+    let rls_listeners = state
+        .running
+        .rls
+        .as_ref()
+        .map(|r| bind(r.listen))
+        .transpose()?;
+    let forward_auth_listeners = (state.running.forward_auth.as_ref())
+        .map(|f| bind(f.listen))
+        .transpose()?;
+    let first_addr = |l: &Option<Vec<std::net::TcpListener>>| {
+        l.as_ref().map(|l| local(l[0].local_addr())).transpose()
+    };
+    let (rls_addr, forward_auth_addr) = (
+        first_addr(&rls_listeners)?,
+        first_addr(&forward_auth_listeners)?,
+    );
+    // One bound for every listener of every worker: max_connections is the whole process's.
+    let serving = Serving {
+        settings: state.running.server.clone(),
+        slots: Arc::new(tokio::sync::Semaphore::new(
+            state.running.server.max_connections,
+        )),
+        stopped: stopped.clone(),
+        handles,
+    };
     let gateway = Gateway::new(state.shared.clone(), state.upstreams.clone());
-    // One bound for every worker's listener: max_connections is the whole process's.
-    let slots = Arc::new(tokio::sync::Semaphore::new(
-        state.running.server.max_connections,
-    ));
-    for (i, listener) in proxy_listeners.into_iter().enumerate() {
-        let serving = crate::server::serve(
-            listener,
-            gateway.clone(),
-            state.running.server.clone(),
-            slots.clone(),
-            stopped.clone(),
-        );
-        tasks.push(match handles.get(i) {
-            Some(worker) => worker.spawn(serving),
-            None => tokio::spawn(serving),
-        });
+    tasks.extend(serving.on_workers(proxy_listeners, move |peer| gateway.service(peer)));
+    if let Some(listeners) = rls_listeners {
+        let service = crate::rls::RlsService::new(state.rls.clone(), state.limiter().clone());
+        tasks.extend(serving.on_workers(listeners, move |_| service.clone().server()));
+    }
+    if let Some(listeners) = forward_auth_listeners {
+        let service = crate::forward_auth::ForwardAuth::new(&state.shared);
+        tasks.extend(serving.on_workers(listeners, move |peer| service.service(peer)));
     }
     tasks.push(tokio::spawn(serve_admin(
         admin_listener,
@@ -139,10 +166,53 @@ pub async fn start_with(
     Ok(Running {
         proxy_addr,
         admin_addr,
+        rls_addr,
+        forward_auth_addr,
         state,
         stop,
         tasks,
     })
+}
+
+/// What every listener is served with: the connection settings, the process's bound on open
+/// connections, the stop signal, and the workers.
+struct Serving<'h> {
+    settings: crate::config::ServerConfig,
+    slots: Arc<tokio::sync::Semaphore>,
+    stopped: watch::Receiver<bool>,
+    handles: &'h [Handle],
+}
+
+impl Serving<'_> {
+    /// Serves listener `i` of `listeners` on worker `i` (all on the current runtime without
+    /// workers), each connection with the service `service_for` makes for its peer.
+    fn on_workers<S>(
+        &self,
+        listeners: Vec<std::net::TcpListener>,
+        service_for: impl Fn(std::net::IpAddr) -> S + Clone + Send + 'static,
+    ) -> Vec<JoinHandle<()>>
+    where
+        S: crate::server::Served,
+        S::Future: Send + 'static,
+    {
+        listeners
+            .into_iter()
+            .enumerate()
+            .map(|(i, listener)| {
+                let serving = crate::server::serve(
+                    listener,
+                    service_for.clone(),
+                    self.settings.clone(),
+                    self.slots.clone(),
+                    self.stopped.clone(),
+                );
+                match self.handles.get(i) {
+                    Some(worker) => worker.spawn(serving),
+                    None => tokio::spawn(serving),
+                }
+            })
+            .collect()
+    }
 }
 
 /// Follows admin resets from every instance (with Redis) until the gateway stops.
@@ -179,8 +249,15 @@ pub async fn run(config: Config, handles: Vec<Handle>) -> Result<(), StartError>
         Backend::Memory => "memory (embedded, single instance)".to_string(),
     };
     let running = start_on(config, &handles).await?;
+    let mut deciders = String::new();
+    if let Some(a) = running.rls_addr {
+        deciders.push_str(&format!(", rate-limit service (gRPC) {a}"));
+    }
+    if let Some(a) = running.forward_auth_addr {
+        deciders.push_str(&format!(", forward auth {a}"));
+    }
     tracing::info!(
-        "slidegate listening on {} (admin {}), store: {}, {} worker(s)",
+        "slidegate listening on {} (admin {}{deciders}), store: {}, {} worker(s)",
         running.proxy_addr,
         running.admin_addr,
         store_line,

@@ -1,7 +1,8 @@
-//! The one place where failures become HTTP responses: every error the gateway answers itself,
-//! on the proxy listener ([`GatewayError`]) or the admin listener ([`AdminError`]), its status,
-//! and its RFC 9457 `application/problem+json` body:
-//! `{"type","title","status","error","detail","request_id"}`, `error` a snake_case code.
+//! The one place where failures become responses: every error the gateway answers itself, on
+//! the proxy and forward-auth listeners ([`GatewayError`]) or the admin listener
+//! ([`AdminError`]), its status, and its RFC 9457 `application/problem+json` body:
+//! `{"type","title","status","error","detail","request_id"}`, `error` a snake_case code; and
+//! the gRPC status of a rate-limit service request it cannot take (`RlsError`).
 //! Clients get a short message; the detail goes to the log where the error arose.
 //!
 //! The 429 of a rate limit is not here: a rejection is a response, not an error, and is built by
@@ -21,6 +22,9 @@ pub enum GatewayError {
     /// Refused before routing, or no route takes the request.
     #[error(transparent)]
     Route(#[from] crate::route::RouteError),
+    /// A forward-auth subrequest that does not say which request it asks about.
+    #[error(transparent)]
+    Original(#[from] crate::forward_auth::OriginalError),
     /// The route's key needs a part the request lacks, or names twice.
     #[error(transparent)]
     Key(#[from] crate::key::KeyError),
@@ -91,6 +95,7 @@ impl GatewayError {
                 "request_head_too_large",
             ),
             GatewayError::Route(RouteError::NoRoute { .. }) => (StatusCode::NOT_FOUND, "no_route"),
+            GatewayError::Original(e) => (StatusCode::BAD_REQUEST, e.code()),
             // A value that is not one (not a phone number) is a missing part: the same code,
             // its own detail.
             GatewayError::Key(
@@ -360,4 +365,13 @@ pub fn problem_response(
         request_id.header_value().clone(),
     );
     response
+}
+
+impl From<crate::rls::RlsError> for tonic::Status {
+    fn from(e: crate::rls::RlsError) -> tonic::Status {
+        match e {
+            crate::rls::RlsError::Invalid(_) => tonic::Status::invalid_argument(e.to_string()),
+            crate::rls::RlsError::CostOutOfRange(_) => tonic::Status::out_of_range(e.to_string()),
+        }
+    }
 }

@@ -15,7 +15,7 @@ use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use axum::body::Body;
@@ -24,7 +24,7 @@ use http::{Method, Request, Response};
 use hyper::body::Incoming;
 use tower::Service;
 
-use crate::access_log::{self, AccessEntry};
+use crate::access_log::{self, Answered};
 use crate::error::GatewayError;
 use crate::key::is_trusted;
 use crate::layer::{ClientAddr, Decided, Departed, RateLimit, ResponseBody, Shared};
@@ -150,8 +150,12 @@ pin_project_lite::pin_project! {
                     .answer
                     .as_ref()
                     .and_then(|a| a.extensions.get::<UpstreamOutcome>());
-                let line = Line { decided: Some(&departed.decided), upstream };
-                line.write(&log, &request_id, CLIENT_CLOSED_REQUEST, started.elapsed());
+                let answered = Answered {
+                    status: CLIENT_CLOSED_REQUEST,
+                    decided: Some(&departed.decided),
+                    upstream,
+                };
+                answered.write(&log.method, log.uri.path(), &request_id, started.elapsed());
             });
             match this.future.as_pin_mut() {
                 Either::Left(layer) => layer.client_left(Some(then)),
@@ -171,33 +175,14 @@ impl Future for GatewayFuture {
             .headers_mut()
             .insert(X_REQUEST_ID.clone(), this.request_id.header_value().clone());
         if let Some(log) = this.log.take() {
-            let extensions = response.extensions();
-            let line = Line {
-                decided: extensions.get::<Decided>(),
-                upstream: extensions.get::<UpstreamOutcome>(),
-            };
-            let status = response.status().as_u16();
-            line.write(&log, this.request_id, status, this.started.elapsed());
+            access_log::write(
+                &log.method,
+                log.uri.path(),
+                this.request_id,
+                &response,
+                this.started.elapsed(),
+            );
         }
         Poll::Ready(Ok(response))
-    }
-}
-
-/// What an access log line shows beyond the request itself.
-struct Line<'a> {
-    decided: Option<&'a Decided>,
-    upstream: Option<&'a UpstreamOutcome>,
-}
-
-impl Line<'_> {
-    fn write(&self, log: &Logged, request_id: &RequestId, status: u16, elapsed: Duration) {
-        let mut entry = AccessEntry::new(request_id, &log.method, Some(log.uri.path()));
-        if let Some(d) = self.decided {
-            entry.decided(d);
-        }
-        if let Some(outcome) = self.upstream {
-            entry.upstream(*outcome);
-        }
-        entry.write(status, elapsed);
     }
 }

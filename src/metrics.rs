@@ -5,10 +5,12 @@
 //! drops its series ([`Metrics::forget_route`]).
 
 mod process;
+mod route;
+
+pub use route::{DecisionDuration, RouteMetrics};
 
 use prometheus::{
-    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry,
+    HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
 
 /// Every metric handle, registered once.
@@ -44,6 +46,8 @@ pub struct Metrics {
     pub outcome_resets: IntCounterVec,
     /// `slidegate_blocks_started_total{route,limit}`
     pub blocks_started: IntCounterVec,
+    /// `slidegate_rls_duration_seconds{route}`: a rate-limit service call's handling time.
+    pub rls_duration: HistogramVec,
 }
 
 /// A request's single entry in `slidegate_requests_total`.
@@ -207,7 +211,7 @@ impl Metrics {
                 "slidegate_upstream_duration_seconds",
                 "Time until the upstream's response head.",
                 &["route"],
-                latency,
+                latency.clone(),
             ),
             config_reloads: counter(
                 "slidegate_config_reloads_total",
@@ -228,6 +232,12 @@ impl Metrics {
                 "slidegate_blocks_started_total",
                 "Blocks started, by the limit whose exceed started them.",
                 &["route", "limit"],
+            ),
+            rls_duration: histogram(
+                "slidegate_rls_duration_seconds",
+                "Time to answer one ShouldRateLimit call of Envoy's rate-limit service API, by domain.",
+                &["route"],
+                latency,
             ),
             delay_waiting,
             deny_cache_entries,
@@ -300,98 +310,5 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-/// Decision time, by where it was decided.
-#[derive(Clone)]
-pub struct DecisionDuration {
-    /// The configured store (`backend` = redis or memory).
-    pub store: Histogram,
-    /// The in-process fallback (`backend` = local).
-    pub local: Histogram,
-}
-
-/// A route's handles, resolved once per loaded config.
-#[derive(Clone)]
-pub struct RouteMetrics {
-    decisions: [IntCounter; 9],
-    /// Per limit, in config order: `[enforced, shadow]`.
-    pub limit_exceeded: Vec<[IntCounter; 2]>,
-    /// Per limit, in config order.
-    pub limit_utilization: Vec<Histogram>,
-    /// Store decision time.
-    pub decision_duration: DecisionDuration,
-    /// Deny-cache hits.
-    pub deny_cache_hits: IntCounter,
-    upstream_status: [IntCounter; 5],
-    /// Time to the upstream's response head.
-    pub upstream_duration: Histogram,
-    /// Requests waiting in the delay room.
-    pub delay_waiting: IntGauge,
-    /// Per limit: reservations given back.
-    pub outcome_refunds: Vec<IntCounter>,
-    /// Per limit: counts cleared by a `reset_status` answer.
-    pub outcome_resets: Vec<IntCounter>,
-    /// Per limit: blocks its exceed started.
-    pub blocks_started: Vec<IntCounter>,
-}
-
-impl RouteMetrics {
-    /// Resolves the handles of route `route` with these limit names.
-    pub fn new(metrics: &Metrics, route: &str, limits: &[String], backend: &str) -> RouteMetrics {
-        let per_limit = |vec: &IntCounterVec| -> Vec<IntCounter> {
-            limits
-                .iter()
-                .map(|l| vec.with_label_values(&[route, l]))
-                .collect()
-        };
-        RouteMetrics {
-            decisions: DecisionLabel::ALL
-                .map(|d| metrics.requests.with_label_values(&[route, d.as_str()])),
-            limit_exceeded: limits
-                .iter()
-                .map(|l| {
-                    EXCEED_MODES.map(|m| metrics.limit_exceeded.with_label_values(&[route, l, m]))
-                })
-                .collect(),
-            limit_utilization: limits
-                .iter()
-                .map(|l| metrics.limit_utilization.with_label_values(&[route, l]))
-                .collect(),
-            decision_duration: DecisionDuration {
-                store: metrics
-                    .decision_duration
-                    .with_label_values(&[route, backend]),
-                local: metrics
-                    .decision_duration
-                    .with_label_values(&[route, "local"]),
-            },
-            deny_cache_hits: metrics.deny_cache_hits.with_label_values(&[route]),
-            upstream_status: UPSTREAM_STATUSES
-                .map(|s| metrics.upstream_requests.with_label_values(&[route, s])),
-            upstream_duration: metrics.upstream_duration.with_label_values(&[route]),
-            delay_waiting: metrics.delay_waiting.with_label_values(&[route]),
-            outcome_refunds: per_limit(&metrics.outcome_refunds),
-            outcome_resets: per_limit(&metrics.outcome_resets),
-            blocks_started: per_limit(&metrics.blocks_started),
-        }
-    }
-
-    /// Counts the request once under its decision.
-    pub fn decision(&self, label: DecisionLabel) {
-        self.decisions[label as usize].inc();
-    }
-
-    /// Counts an upstream answer (`Some(status)`) or failure (`None`).
-    pub fn upstream(&self, status: Option<u16>) {
-        let i = match status {
-            Some(200..=299) => 0,
-            Some(300..=399) => 1,
-            Some(400..=499) => 2,
-            Some(_) => 3,
-            None => 4,
-        };
-        self.upstream_status[i].inc();
     }
 }

@@ -18,7 +18,8 @@ use crate::layer::{Shared, Unmatched};
 use crate::limit::{Limiter, RoutePolicy};
 use crate::metrics::Metrics;
 use crate::proxy::Upstreams;
-use crate::route::{Carried, CompileError, RouteTable};
+use crate::rls::RlsTable;
+use crate::route::{Carried, CompileError, Route, RouteTable};
 use crate::store::Store;
 
 /// A setting read only at start: its key as the file spells it, how its value shows, and how a
@@ -117,12 +118,43 @@ fn store_url_and_bound(running: &Config, configured: &Config) -> Vec<PendingSett
     out
 }
 
+/// `rls.listen` and `forward_auth.listen` are read only at start (with whether the section is
+/// there at all: a listener is started or not): the running ones are kept.
+fn decider_listeners(running: &Config, configured: &mut Config) -> Vec<PendingSetting> {
+    let shown = |a: Option<std::net::SocketAddr>| a.map_or("none".to_string(), |a| a.to_string());
+    let pairs = [
+        (
+            "rls.listen",
+            running.rls.as_ref().map(|r| r.listen),
+            configured.rls.as_mut().map(|r| &mut r.listen),
+        ),
+        (
+            "forward_auth.listen",
+            running.forward_auth.as_ref().map(|f| f.listen),
+            configured.forward_auth.as_mut().map(|f| &mut f.listen),
+        ),
+    ];
+    let mut out = Vec::new();
+    for (setting, running, configured) in pairs {
+        let written = configured.as_deref().copied();
+        if running != written {
+            out.push(PendingSetting::new(setting, shown(running), shown(written)));
+        }
+        if let (Some(r), Some(c)) = (running, configured) {
+            *c = r;
+        }
+    }
+    out
+}
+
 /// Shared gateway state.
 pub struct GatewayState {
     /// The route table in force, the limiter, and what a request no route takes gets.
     pub shared: Arc<Shared>,
     /// The upstreams in force.
     pub upstreams: Arc<ArcSwap<Upstreams>>,
+    /// The rate-limit service's domains in force.
+    pub rls: Arc<ArcSwap<RlsTable>>,
     /// Metric handles.
     pub metrics: Metrics,
     /// The file `SIGHUP` and `/admin/reload` read.
@@ -177,7 +209,9 @@ impl GatewayState {
         let running = config.clone();
         let limiter = Arc::new(Limiter::new(store, config.store.max_keys, metrics.clone()));
         let upstreams = Upstreams::build(&config, &Upstreams::default());
-        let table = RouteTable::build(config, &metrics, limiter.store().backend(), &carried)?;
+        let backend = limiter.store().backend();
+        let table = RouteTable::build(config, &metrics, backend, &carried)?;
+        let rls = RlsTable::build(&table.config, &metrics, backend);
         Ok(Arc::new(GatewayState {
             shared: Arc::new(Shared {
                 table: Arc::new(ArcSwap::from_pointee(table)),
@@ -187,6 +221,7 @@ impl GatewayState {
                 forwarding_warned: Default::default(),
             }),
             upstreams: Arc::new(ArcSwap::from_pointee(upstreams)),
+            rls: Arc::new(ArcSwap::from_pointee(rls)),
             config_path: running.source.clone(),
             running,
             metrics,
@@ -198,6 +233,20 @@ impl GatewayState {
     /// The route table in force.
     pub fn table(&self) -> arc_swap::Guard<Arc<RouteTable>> {
         self.shared.table.load()
+    }
+
+    /// The route `name` for `/admin/usage`, else the rate limit `limit` of the rate-limit
+    /// service's domain `name` as a route of its own (a domain's usage names its limit).
+    pub fn route_or_domain(&self, name: &str, limit: Option<&str>) -> Option<Arc<Route>> {
+        if let Some(route) = self.table().route(name) {
+            return Some(route.clone());
+        }
+        let policy = self.rls.load().rule_policy(name, limit?)?;
+        Some(Arc::new(Route {
+            config: policy.config.clone(),
+            metrics: policy.metrics.clone(),
+            policy,
+        }))
     }
 
     /// The limiter.
@@ -247,6 +296,7 @@ impl GatewayState {
             })
             .collect();
         pending.extend(store_url_and_bound(&self.running, &config));
+        pending.extend(decider_listeners(&self.running, &mut config));
         for w in &config.warnings {
             tracing::warn!("{w}");
         }
@@ -258,9 +308,12 @@ impl GatewayState {
         let backend = limiter.store().backend();
         let upstreams = Upstreams::build(&config, &self.upstreams.load());
         let table = RouteTable::build(config, &self.metrics, backend, &self.carried)?;
+        let rls = Arc::new(RlsTable::build(&table.config, &self.metrics, backend));
         let old = self.shared.table.swap(Arc::new(table));
+        let old_rls = self.rls.swap(rls.clone());
         self.upstreams.store(Arc::new(upstreams));
         self.forget_removed_series(&old, backend);
+        old_rls.forget_removed(&rls, &self.metrics, backend);
         limiter.deny_cache().clear();
         *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = pending.clone();
         Ok(pending)

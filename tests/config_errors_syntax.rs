@@ -13,7 +13,7 @@ use support::config::load_err;
 fn unknown_key_top_level() {
     assert_eq!(
         load_err("unknown_key_top_level.toml"),
-        "unknown_key_top_level.toml:2:2: unknown field `sever`, expected one of `server`, `admin`, `store`, `upstreams`, `routes`, `jwt`, `keys`, `segments`, `plans`"
+        "unknown_key_top_level.toml:2:2: unknown field `sever`, expected one of `server`, `admin`, `store`, `upstreams`, `routes`, `jwt`, `keys`, `segments`, `plans`, `rls`, `forward_auth`"
     );
 }
 

@@ -52,7 +52,7 @@ impl KeyQuery {
                 "query parameter `route` is required".into(),
             ));
         };
-        let Some(route) = state.table().route(&route).cloned() else {
+        let Some(route) = state.route_or_domain(&route, limit.as_deref()) else {
             return Err(AdminError::UnknownRoute(route));
         };
         let limit = limit

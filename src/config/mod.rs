@@ -5,10 +5,13 @@
 mod duration;
 mod environment;
 mod error;
+mod forward_auth;
 mod key_spec;
 // Fields of the serde mirror are the TOML keys themselves, documented in the README.
 #[allow(missing_docs)]
 pub mod raw;
+pub mod rls;
+pub mod rls_yaml;
 mod route;
 mod secrets;
 mod settings;
@@ -20,9 +23,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use duration::format as format_duration;
+pub(crate) use duration::parse as parse_duration;
 pub use environment::Environment;
 pub use error::{ConfigError, ConfigWarning, Location};
+pub use forward_auth::ForwardAuthConfig;
 pub use key_spec::{KeyPart, KeyPartSpec, KeySpec, Normalize};
+pub use rls::{RlsConfig, RlsDescriptor, RlsDomain, RlsRule, RlsUnit};
 pub use route::{BlockPolicy, ExceedMode, LimitConfig, PathPattern, RouteConfig, StatusSet};
 pub use secrets::{redact_secrets, redact_url};
 pub use settings::{
@@ -100,6 +106,10 @@ pub struct Config {
     pub membership: Arc<Membership>,
     /// `[plans] unknown`.
     pub unknown_plan: UnknownPlan,
+    /// `[rls]`, with the limits of its YAML files.
+    pub rls: Option<RlsConfig>,
+    /// `[forward_auth]`.
+    pub forward_auth: Option<ForwardAuthConfig>,
     /// Settings accepted but almost always a mistake, or ignored, to be logged.
     pub warnings: Vec<ConfigWarning>,
 }

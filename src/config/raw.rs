@@ -27,6 +27,26 @@ pub struct RawConfig {
     #[serde(default)]
     pub segments: BTreeMap<String, Spanned<RawSegment>>,
     pub plans: Option<Spanned<RawPlans>>,
+    pub rls: Option<Spanned<RawRls>>,
+    pub forward_auth: Option<Spanned<RawForwardAuth>>,
+}
+
+/// `[rls]`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRls {
+    pub listen: Option<Spanned<String>>,
+    pub config: Spanned<String>,
+    pub headers: Option<bool>,
+    pub on_error: Option<Spanned<String>>,
+}
+
+/// `[forward_auth]`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawForwardAuth {
+    pub listen: Option<Spanned<String>>,
+    pub refused_status: Option<Spanned<i64>>,
 }
 
 /// `[segments.NAME]`

@@ -51,6 +51,7 @@ pub(super) fn render(config: &Config) -> String {
         }
     }
     render_tiers(config, &mut out);
+    render_deciders(config, &mut out);
     for r in &config.routes {
         let methods = r.methods.as_ref().map_or("*".to_string(), |m| {
             m.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(",")
@@ -82,7 +83,10 @@ pub(super) fn render(config: &Config) -> String {
             r.name,
             methods,
             r.path.to_string(),
-            r.upstream.as_deref().unwrap_or("(the service)"),
+            r.upstream.as_deref().unwrap_or(match config.forward_auth {
+                Some(_) => "(forward auth)",
+                None => "(the service)",
+            }),
             r.key,
             mode
         );
@@ -141,6 +145,43 @@ fn client_ip_source(config: &Config) -> String {
         server.client_ip_header.name(),
         proxies.join(", ")
     )
+}
+
+/// Forward auth's listener, and the rate-limit service's with each domain's rate limits.
+fn render_deciders(config: &Config, out: &mut String) {
+    if let Some(f) = &config.forward_auth {
+        let _ = writeln!(
+            out,
+            "forward auth {} (refused: {}): every route below",
+            f.listen, f.refused_status
+        );
+    }
+    let Some(rls) = &config.rls else { return };
+    let _ = writeln!(
+        out,
+        "rate-limit service (gRPC) {}: {} domain(s) from {} (headers {}, on_error {})",
+        rls.listen,
+        rls.domains.len(),
+        rls.source.display(),
+        if rls.headers { "on" } else { "off" },
+        rls.on_error.name()
+    );
+    for d in &rls.domains {
+        let _ = writeln!(out, "  domain {}", d.name);
+        for r in &d.rules {
+            let what = match r.unlimited {
+                true => "unlimited".to_string(),
+                false => format!(
+                    "{} per {} ({})",
+                    r.limit,
+                    format_duration(r.window),
+                    r.algorithm.name()
+                ),
+            };
+            let shadow = if r.shadow { ", shadow mode" } else { "" };
+            let _ = writeln!(out, "      {:<16} {what}{shadow}  [{}]", r.label, r.path);
+        }
+    }
 }
 
 /// Segments (ids, bitmap bytes, measured lookup cost) and plans (keys), when configured.

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use http::Response;
 
 use super::body::ResponseBody;
-use super::Decided;
+use super::{Decided, OutcomeUnseen};
 use crate::limit::headers::add_headers;
 use crate::limit::{Reservation, Tier, Verdict};
 use crate::route::Route;
@@ -129,13 +129,20 @@ impl Settling {
     /// reservation) and what was decided.
     pub fn finish<ResB>(mut self, response: Response<ResB>) -> Response<ResponseBody<ResB>> {
         let status = response.status().as_u16();
+        // Forward auth answers before the request is served: no status of the attempt's own
+        // will come, so it stays counted.
+        let unseen = response.extensions().get::<OutcomeUnseen>().is_some();
         let mut response = response.map(ResponseBody::inner);
         let mut decision = self.verdict.decision.take();
-        if let Some(reservation) = self.reservation.take() {
-            let settled = reservation.settle(status);
-            if let Some(d) = &mut decision {
-                settled.apply(d);
+        match self.reservation.take() {
+            Some(reservation) if unseen => reservation.keep(),
+            Some(reservation) => {
+                let settled = reservation.settle(status);
+                if let Some(d) = &mut decision {
+                    settled.apply(d);
+                }
             }
+            None => {}
         }
         if let (true, Some(d), Some(tier)) = (self.route.config.headers, &decision, &self.tier) {
             add_headers(response.headers_mut(), tier, d);

@@ -63,7 +63,8 @@ where
             .cloned()
             .unwrap_or_else(RequestId::generate);
         let table = shared.table.load();
-        let route = match admit(&table, &mut head) {
+        let proxied_only = shared.unmatched == Unmatched::NotFound;
+        let route = match admit(&table, &mut head, proxied_only) {
             Ok(route) => route.clone(),
             Err(RouteError::NoRoute { .. }) if shared.unmatched == Unmatched::PassThrough => {
                 let future = inner.call(Request::from_parts(head, RequestBody::stream(body)));

@@ -50,7 +50,8 @@ use crate::route::{Route, RouteTable};
 /// What a request that no route takes gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unmatched {
-    /// A 404 problem body (the gateway: every path it serves is a route).
+    /// A 404 problem body (the gateway's proxy listener: every path it serves is a route with
+    /// an upstream; a route without one serves forward auth only, and is passed over here).
     NotFound,
     /// Passed to the inner service unlimited (an embedded layer: the app has other paths).
     PassThrough,
@@ -60,6 +61,12 @@ pub enum Unmatched {
 /// it; under axum, `ConnectInfo<SocketAddr>` is read when it is absent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientAddr(pub IpAddr);
+
+/// Marks an inner service's response whose status says nothing of the request's outcome
+/// (forward auth answers before the request is served): an outcome-counted attempt stays
+/// counted instead of being settled by it (response extension).
+#[derive(Debug, Clone, Copy)]
+pub struct OutcomeUnseen;
 
 /// The route a request matched and the client it came from (after trusted proxies), for the
 /// inner service (request extension).

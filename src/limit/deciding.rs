@@ -36,6 +36,9 @@ struct Request {
     tier: Arc<Tier>,
     keys: Arc<RequestKeys>,
     cost: u64,
+    /// Whether the verdict is counted in `slidegate_requests_total` when it is reached (a
+    /// caller that decides a request in several steps counts it once itself).
+    counted: bool,
 }
 
 enum State {
@@ -95,15 +98,26 @@ impl Deciding {
                 tier,
                 keys,
                 cost,
+                counted: true,
             },
             state: State::Start,
         }
     }
 
+    /// The same decision, not counted in `slidegate_requests_total` when it finishes: the
+    /// caller counts the request once with [`Limiter::record`] (the rate-limit service decides
+    /// a request whose shadow-mode limits refused it a second time, without them).
+    pub fn uncounted(mut self) -> Deciding {
+        self.request.counted = false;
+        self
+    }
+
     fn finish(&mut self, verdict: Verdict) -> Poll<Verdict> {
         self.state = State::Done;
         let r = &self.request;
-        r.limiter.record(&r.policy, &verdict);
+        if r.counted {
+            r.limiter.record(&r.policy, &verdict);
+        }
         Poll::Ready(verdict)
     }
 
@@ -199,10 +213,13 @@ impl Drop for Deciding {
             tier: self.request.tier.clone(),
             keys: self.request.keys.clone(),
             cost: self.request.cost,
+            counted: self.request.counted,
         };
         runtime.spawn(async move {
             let verdict = request.conclude(answer.await, started);
-            request.limiter.record(&request.policy, &verdict);
+            if request.counted {
+                request.limiter.record(&request.policy, &verdict);
+            }
             // Never reached the upstream: a reservation goes back at once.
             if let Some(reservation) = Reservation::of(
                 &request.limiter,

@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::config::ExceedMode;
-use crate::store::{Decision, Outcome};
+use crate::store::{Decision, DecisionRequest, LimitSet, Outcome};
+use std::borrow::Cow;
 
 const SHARDS: usize = 16;
 
@@ -24,9 +25,18 @@ pub struct CachedDenial {
     pub until: Instant,
     /// The store's decision.
     pub decision: Arc<Decision>,
+    /// The limits it was decided with: its usages are theirs, in their order.
+    pub limits: Arc<LimitSet>,
 }
 
 impl CachedDenial {
+    /// Whether it can answer a request decided with `limits`: only a request with the same
+    /// limits (a route's tier; a rate-limit service request with the same descriptors' limits)
+    /// reads its usages in the right order.
+    pub fn answers(&self, limits: &Arc<LimitSet>) -> bool {
+        Arc::ptr_eq(&self.limits, limits) || *self.limits == **limits
+    }
+
     /// The decision as it stands now.
     pub fn current(&self, now: Instant) -> Decision {
         self.decision
@@ -75,9 +85,16 @@ impl DenyCache {
         }
     }
 
-    /// Remembers that `base` must wait `decision.retry_after` from `decided_at`. The wait is
-    /// counted from before the store was asked, so the entry lapses no later than the truth.
-    pub fn insert(&self, base: &str, decided_at: Instant, decision: Decision) {
+    /// Remembers that `base` must wait `decision.retry_after` from `decided_at` (a decision
+    /// made with `limits`). The wait is counted from before the store was asked, so the entry
+    /// lapses no later than the truth.
+    pub fn insert(
+        &self,
+        base: &str,
+        decided_at: Instant,
+        decision: Decision,
+        limits: &Arc<LimitSet>,
+    ) {
         if decision.retry_after < Duration::from_millis(1) {
             return;
         }
@@ -96,6 +113,7 @@ impl DenyCache {
                 decided_at,
                 until,
                 decision: Arc::new(decision),
+                limits: limits.clone(),
             },
         );
     }
@@ -109,6 +127,7 @@ impl DenyCache {
         decided_at: Instant,
         decision: &Decision,
         mode: &ExceedMode,
+        limits: &Arc<LimitSet>,
     ) {
         let starts_block =
             decision.outcome == Outcome::Rejected && matches!(mode, ExceedMode::Block(_));
@@ -121,7 +140,7 @@ impl DenyCache {
             receipt: None,
             ..decision.clone()
         };
-        self.insert(base, decided_at, cached);
+        self.insert(base, decided_at, cached, limits);
     }
 
     /// Forgets `base` (an admin reset).
@@ -148,4 +167,59 @@ impl DenyCache {
             s.lock().unwrap_or_else(|e| e.into_inner()).clear();
         }
     }
+}
+
+/// What the deny cache may remember of a refusal, key by key: each key whose limits refused,
+/// with the decision as it concerns that key. With one key that is the whole decision. With
+/// several (per phone AND per IP), each key keeps only its own limits' state and its own
+/// longest wait: another key of the request says nothing of the next request's, which may
+/// carry a different one. A block can outlast a key's own wait; its entry then lapses early and
+/// the store answers with the block (a cached refusal must never outlive the truth). A refusal
+/// that no limit made (a block alone) with several keys is not remembered: which key is
+/// blocked, the decision does not say.
+pub(super) fn denials_by_key<'d, 'r>(
+    decision: &'d Decision,
+    request: DecisionRequest<'r>,
+) -> Vec<(&'r String, Cow<'d, Decision>)> {
+    let set = request.limits;
+    let first = set.slot_of(0);
+    if (1..decision.limits.len()).all(|i| set.slot_of(i) == first) {
+        return vec![(&request.bases[first], Cow::Borrowed(decision))];
+    }
+    let mut refusing: Vec<usize> = decision
+        .limits
+        .iter()
+        .enumerate()
+        .filter(|(_, u)| u.exceeded())
+        .map(|(i, _)| set.slot_of(i))
+        .collect();
+    refusing.sort_unstable();
+    refusing.dedup();
+    refusing
+        .into_iter()
+        .map(|slot| {
+            (
+                &request.bases[slot],
+                Cow::Owned(denial_of_slot(decision, set, slot)),
+            )
+        })
+        .collect()
+}
+
+/// `decision` as it concerns key slot `slot` alone: the other slots' limits show nothing used
+/// and nothing to wait, and the wait is the slot's own limits' longest.
+fn denial_of_slot(decision: &Decision, set: &LimitSet, slot: usize) -> Decision {
+    let mut denial = decision.clone();
+    let mut wait = Duration::ZERO;
+    for (i, usage) in denial.limits.iter_mut().enumerate() {
+        if set.slot_of(i) == slot {
+            wait = wait.max(usage.retry_after);
+        } else {
+            usage.used = 0;
+            usage.reset = Duration::ZERO;
+            usage.retry_after = Duration::ZERO;
+        }
+    }
+    denial.retry_after = wait;
+    denial
 }

@@ -53,6 +53,12 @@ impl RequestKeys {
         RequestKeys::from_keys(policy, keys, Some(key.to_string()))
     }
 
+    /// Keys the caller derived itself, one per slot in slot order (the rate-limit service: a
+    /// key per matched descriptor).
+    pub fn per_slot(policy: &RoutePolicy, keys: Vec<String>) -> RequestKeys {
+        RequestKeys::from_keys(policy, keys, None)
+    }
+
     /// The keys an operator names in `/admin/usage`: `key` for every slot, where a key shown
     /// hashed (`#` and 32 hex digits) names the key it stands for.
     pub fn named(policy: &RoutePolicy, key: &str) -> RequestKeys {

@@ -21,19 +21,20 @@ mod delay;
 mod deny_cache;
 pub mod headers;
 mod keys;
+mod layout;
 pub mod lookup;
 mod outcome;
 mod policy;
 mod resets;
 mod verdict;
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use admin::{LimitReport, ResetSlot, Usage};
 pub use blocks::{Reason, RefusedKey, MAX_BLOCKED_LISTED};
 pub use deciding::Deciding;
+use deny_cache::denials_by_key;
 pub use deny_cache::{CachedDenial, DenyCache};
 pub use keys::{KeysError, RequestKeys};
 pub use outcome::{Reservation, Settled};
@@ -43,7 +44,7 @@ pub use verdict::Verdict;
 
 use crate::config::{ExceedMode, OnError};
 use crate::metrics::{DecisionLabel, Metrics};
-use crate::store::{Decision, DecisionRequest, LimitSet, MemoryStore, Outcome, Store, StoreError};
+use crate::store::{Decision, DecisionRequest, MemoryStore, Outcome, Store, StoreError};
 
 /// The `Retry-After` of a 503 when the store is unavailable and the route fails closed.
 pub const STORE_UNAVAILABLE_RETRY_SECS: u64 = 1;
@@ -174,7 +175,10 @@ impl Limiter {
             return None;
         }
         let now = Instant::now();
-        let denial = bases.iter().find_map(|b| self.deny_cache.get(b, now))?;
+        let denial = bases.iter().find_map(|b| {
+            let d = self.deny_cache.get(b, now)?;
+            d.answers(&tier.limits).then_some(d)
+        })?;
         policy.metrics.deny_cache_hits.inc();
         let decision = denial.current(now);
         let label = label_of_denial(decision.outcome);
@@ -228,7 +232,8 @@ impl Limiter {
                 let enforcing = matches!(mode, ExceedMode::Reject | ExceedMode::Block(_));
                 if enforcing && request.cost == 1 && !request.dry_run {
                     for (base, denial) in denials_by_key(&decision, request) {
-                        self.deny_cache.remember(base, started, &denial, mode);
+                        self.deny_cache
+                            .remember(base, started, &denial, mode, request.limits);
                     }
                 }
                 // The exceed that starts a block counts as rejected, the 429s after it as blocked.
@@ -273,7 +278,7 @@ impl Limiter {
 
     /// Counts a final verdict: once in `slidegate_requests_total`, and, for every 429 and every
     /// shadow exceedance, once in `slidegate_limit_exceeded_total` under the limit it names.
-    fn record(&self, policy: &RoutePolicy, verdict: &Verdict) {
+    pub fn record(&self, policy: &RoutePolicy, verdict: &Verdict) {
         policy.metrics.decision(verdict.label);
         let mode = match verdict.label {
             DecisionLabel::Rejected | DecisionLabel::Blocked => 0,
@@ -288,61 +293,6 @@ impl Limiter {
             policy.metrics.limit_exceeded[i][mode].inc();
         }
     }
-}
-
-/// What the deny cache may remember of a refusal, key by key: each key whose limits refused,
-/// with the decision as it concerns that key. With one key that is the whole decision. With
-/// several (per phone AND per IP), each key keeps only its own limits' state and its own
-/// longest wait: another key of the request says nothing of the next request's, which may
-/// carry a different one. A block can outlast a key's own wait; its entry then lapses early and
-/// the store answers with the block (a cached refusal must never outlive the truth). A refusal
-/// that no limit made (a block alone) with several keys is not remembered: which key is
-/// blocked, the decision does not say.
-fn denials_by_key<'d, 'r>(
-    decision: &'d Decision,
-    request: DecisionRequest<'r>,
-) -> Vec<(&'r String, Cow<'d, Decision>)> {
-    let set = request.limits;
-    let first = set.slot_of(0);
-    if (1..decision.limits.len()).all(|i| set.slot_of(i) == first) {
-        return vec![(&request.bases[first], Cow::Borrowed(decision))];
-    }
-    let mut refusing: Vec<usize> = decision
-        .limits
-        .iter()
-        .enumerate()
-        .filter(|(_, u)| u.exceeded())
-        .map(|(i, _)| set.slot_of(i))
-        .collect();
-    refusing.sort_unstable();
-    refusing.dedup();
-    refusing
-        .into_iter()
-        .map(|slot| {
-            (
-                &request.bases[slot],
-                Cow::Owned(denial_of_slot(decision, set, slot)),
-            )
-        })
-        .collect()
-}
-
-/// `decision` as it concerns key slot `slot` alone: the other slots' limits show nothing used
-/// and nothing to wait, and the wait is the slot's own limits' longest.
-fn denial_of_slot(decision: &Decision, set: &LimitSet, slot: usize) -> Decision {
-    let mut denial = decision.clone();
-    let mut wait = Duration::ZERO;
-    for (i, usage) in denial.limits.iter_mut().enumerate() {
-        if set.slot_of(i) == slot {
-            wait = wait.max(usage.retry_after);
-        } else {
-            usage.used = 0;
-            usage.reset = Duration::ZERO;
-            usage.retry_after = Duration::ZERO;
-        }
-    }
-    denial.retry_after = wait;
-    denial
 }
 
 /// A store rejection's label: a key serving a block is `blocked`, anything else `rejected`.

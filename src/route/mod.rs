@@ -62,10 +62,16 @@ pub fn normalize_uri(uri: &mut Uri) -> Result<(), PathError> {
 }
 
 /// The checks before routing, then the route: the head within bounds, a path with one safe
-/// spelling (which replaces the one sent), matched without its `;` parameters. (Conflicting framing never gets this far: hyper
+/// spelling (which replaces the one sent), matched without its `;` parameters. With
+/// `proxied_only`, routes without an upstream (forward auth's alone) are passed over.
+/// (Conflicting framing never gets this far: hyper
 /// decodes a request with both `Content-Length` and `Transfer-Encoding` by the latter alone,
 /// drops the former and closes the connection after the answer, as RFC 9112 6.1 allows.)
-pub fn admit<'t>(table: &'t RouteTable, head: &mut Parts) -> Result<&'t Arc<Route>, RouteError> {
+pub fn admit<'t>(
+    table: &'t RouteTable,
+    head: &mut Parts,
+    proxied_only: bool,
+) -> Result<&'t Arc<Route>, RouteError> {
     let server = &table.config.server;
     if head.headers.len() > server.max_headers {
         return Err(RouteError::HeadTooLarge {
@@ -88,7 +94,7 @@ pub fn admit<'t>(table: &'t RouteTable, head: &mut Parts) -> Result<&'t Arc<Rout
     normalize_uri(&mut head.uri)?;
     let routed = without_parameters(head.uri.path())?;
     table
-        .find(&head.method, &routed)
+        .find(&head.method, &routed, proxied_only)
         .ok_or_else(|| RouteError::NoRoute {
             method: head.method.to_string(),
             path: head.uri.path().to_string(),

@@ -91,12 +91,13 @@ impl RouteTable {
         })
     }
 
-    /// The first route taking this method and (normalised) path.
-    pub fn find(&self, method: &Method, path: &str) -> Option<&Arc<Route>> {
+    /// The first route taking this method and (normalised) path; with `proxied_only`, the
+    /// first of those with an upstream.
+    pub fn find(&self, method: &Method, path: &str, proxied_only: bool) -> Option<&Arc<Route>> {
         let case = self.config.server.path_case;
-        self.routes
-            .iter()
-            .find(|r| r.config.matches(method, path, case))
+        self.routes.iter().find(|r| {
+            (!proxied_only || r.config.upstream.is_some()) && r.config.matches(method, path, case)
+        })
     }
 
     /// The route named `name`.

@@ -1,4 +1,4 @@
-//! The proxy listener: accepts connections (at most `server.max_connections` open at once across
+//! The listeners: accepts connections (at most `server.max_connections` open at once across
 //! the whole process; beyond, new ones wait in the kernel's listen backlog instead of failing),
 //! serves HTTP/1.1 and h2 on each ([`connection`]), and on shutdown stops accepting and lets
 //! in-flight requests finish within `server.shutdown_grace`.
@@ -18,7 +18,7 @@ mod connection;
 mod refusals;
 mod resets;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,11 +26,10 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify, Semaphore};
 
-pub use connection::{MAX_CONCURRENT_STREAMS, MAX_PENDING_RESETS};
+pub use connection::{Served, MAX_CONCURRENT_STREAMS, MAX_PENDING_RESETS};
 pub use resets::{RAPID_RESETS, RAPID_RESET_SPAN};
 
 use crate::config::ServerConfig;
-use crate::gateway::Gateway;
 
 /// Binds `n` listening sockets on `addr` (with `SO_REUSEPORT` when more than one, so the kernel
 /// spreads connections over the workers), as std listeners a worker's runtime takes over.
@@ -68,15 +67,19 @@ struct Open {
     closed: Notify,
 }
 
-/// Serves `gateway` on `listener` (taken over by the runtime this runs on) until `stopped`
-/// turns true. `slots` bounds the open connections of every listener of the process together.
-pub async fn serve(
+/// Serves on `listener` (taken over by the runtime this runs on) until `stopped` turns true,
+/// each connection with the service `service_for` makes for its peer (the gateway's, forward
+/// auth's, the rate-limit service's). `slots` bounds the open connections of every listener of
+/// the process together.
+pub async fn serve<S: Served>(
     listener: std::net::TcpListener,
-    gateway: Gateway,
+    service_for: impl Fn(IpAddr) -> S,
     settings: ServerConfig,
     slots: Arc<Semaphore>,
     mut stopped: watch::Receiver<bool>,
-) {
+) where
+    S::Future: Send + 'static,
+{
     // Readiness first, then a slot, then the accept: a worker idle on its listener holds no
     // slot, so with several workers the bound is the whole process's, and a connection beyond
     // it waits in the kernel's backlog until a slot frees.
@@ -97,7 +100,7 @@ pub async fn serve(
             ready = listener.readable() => match ready {
                 Ok(r) => r,
                 Err(e) => {
-                    tracing::warn!(error = %e, "the proxy listener failed");
+                    tracing::warn!(error = %e, "a listener failed");
                     tokio::time::sleep(Duration::from_millis(20)).await;
                     continue;
                 }
@@ -132,7 +135,7 @@ pub async fn serve(
             }
         };
         let _ = stream.set_nodelay(true);
-        let service = gateway.service(peer.ip());
+        let service = service_for(peer.ip());
         let (builders, stopping, open) = (builders.clone(), stopped.clone(), open.clone());
         open.count.fetch_add(1, Ordering::AcqRel);
         tokio::spawn(async move {

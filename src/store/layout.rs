@@ -8,6 +8,10 @@
 //! <prefix>:{<route>|<material>}#gcra           gcra: one hash, a field per limit
 //! <prefix>:{<route>|<material>}#block          block marker of that key (on_exceed = "block")
 //! <prefix>:blocked:{<route>}                   the route's recent blocks, for /admin/blocked
+//! <prefix>:{<domain>~<rule>|<material>}#log     a rate-limit service rule's count (any of the
+//!                                              three suffixes): <rule> is 8 hex digits of the
+//!                                              rule's place in its tree, <material> made of the
+//!                                              descriptor's values joined with `|`
 //! ```
 //!
 //! `<material>` is the derived key itself when it is short printable ASCII without `{`, `}` or

@@ -67,7 +67,9 @@ pub async fn start(toml: &str) -> Gateway {
 pub async fn start_with_files(toml: &str, files: &[(&str, Vec<u8>)]) -> Gateway {
     let dir = tempfile::tempdir().unwrap();
     for (name, contents) in files {
-        std::fs::write(dir.path().join(name), contents).unwrap();
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, contents).unwrap();
     }
     let config_path = dir.path().join("config.toml");
     std::fs::write(&config_path, toml).unwrap();

@@ -2,9 +2,10 @@
 //! the value's `FILE:LINE:COLUMN` with the key path in the message. One module per part of the
 //! file: `sections.rs` (server, admin, store, upstreams, segments and plans), `secrets.rs`
 //! (jwt, keys), `routes.rs` (with `route_paths.rs`), `limits.rs`, `keys.rs` (key parts and
-//! their options), `warnings.rs` (legal but almost always a mistake). This file has the parse
-//! and the helpers they share.
+//! their options), `deciders.rs` (`[rls]` with its YAML files, `[forward_auth]`), `warnings.rs`
+//! (legal but almost always a mistake). This file has the parse and the helpers they share.
 
+mod deciders;
 mod keys;
 mod limits;
 mod route_paths;
@@ -38,6 +39,7 @@ pub(super) fn parse(
         text,
         env,
         purpose,
+        forward_auth: false,
         warnings: Vec::new(),
     };
     let raw: RawConfig = toml::from_str(text).map_err(|e| v.toml_error(&e))?;
@@ -51,6 +53,8 @@ struct Validator<'a> {
     text: &'a str,
     env: &'a Environment,
     purpose: Purpose,
+    /// Whether `[forward_auth]` is set: a gateway's routes may then do without `upstream`.
+    forward_auth: bool,
     warnings: Vec<ConfigWarning>,
 }
 
@@ -65,12 +69,22 @@ impl Validator<'_> {
         let admin = self.admin(&raw, server.listen)?;
         let store = self.store(&raw)?;
         self.store_warnings(&raw, &store);
+        let mut listeners = vec![
+            ("server.listen", server.listen),
+            ("admin.listen", admin.listen),
+        ];
+        let rls = self.rls_section(&raw, &listeners, store.on_error)?;
+        listeners.extend(rls.as_ref().map(|r| ("rls.listen", r.listen)));
+        let forward_auth = self.forward_auth_section(&raw, &listeners)?;
+        self.forward_auth = forward_auth.is_some();
         let upstreams = self.upstreams(&raw.upstreams)?;
         let jwt = self.jwt_section(&raw)?;
         let keys = self.keys_section(&raw)?;
         let (tier_files, membership, unknown_plan) = self.tiers(&raw)?;
         let routes = self.routes(&raw, &upstreams, jwt.is_some(), &keys, &membership)?;
         self.config_warnings(&raw, &server, &admin, &routes);
+        self.domains_apart(&raw, rls.as_ref(), &routes)?;
+        self.forward_auth_warnings(&raw, &routes);
         Ok(Config {
             source: path.to_path_buf(),
             purpose: self.purpose,
@@ -85,6 +99,8 @@ impl Validator<'_> {
             tier_files,
             membership: Arc::new(membership),
             unknown_plan,
+            rls,
+            forward_auth,
             warnings: self.warnings,
         })
     }

@@ -389,7 +389,7 @@ pub(super) fn uses_part(raw: &RawConfig, wanted: impl Fn(&KeyPart) -> bool) -> b
 
 /// Whether two listen addresses would take the same socket: one port (not 0, which picks a
 /// free one) on one address, or on the unspecified address that covers every other.
-fn same_socket(a: SocketAddr, b: SocketAddr) -> bool {
+pub(super) fn same_socket(a: SocketAddr, b: SocketAddr) -> bool {
     a.port() != 0
         && a.port() == b.port()
         && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())

@@ -58,7 +58,7 @@ impl Validator<'_> {
                 format!("admin.listen: {} is reachable from other hosts and no admin token is set ({}): /metrics, /healthz and /readyz are open to anyone who can reach it", admin.listen, admin.token_env),
             );
         }
-        if routes.is_empty() {
+        if routes.is_empty() && raw.rls.is_none() {
             self.warn(0..0, "no routes: every request gets a 404");
         }
         self.shadowed_routes(raw, server, routes);

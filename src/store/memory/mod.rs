@@ -110,7 +110,7 @@ impl MemoryStore {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner());
                 shard.ops += 1;
-                if shard.ops % SWEEP_EVERY == 0 {
+                if shard.ops.is_multiple_of(SWEEP_EVERY) {
                     let gone = shard.sweep(now);
                     self.inner.live.fetch_sub(gone, Ordering::Relaxed);
                 }

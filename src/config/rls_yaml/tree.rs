@@ -1,0 +1,214 @@
+//! A file's domain and its descriptor tree, level by level: keys and values, duplicates at one
+//! level, `shadow_mode` and `share_threshold`, the settings of envoyproxy/ratelimit that change
+//! nothing here, and the names `replaces` and labels refer to.
+
+use std::collections::{HashMap, HashSet};
+
+use saphyr::{LoadableYamlNode, MarkedYaml, Marker, YamlData};
+
+use super::{Labelled, Reader, Replacing, Result, DESCRIPTOR_KEYS, MAX_DESCRIPTOR_ENTRIES};
+use crate::config::rls::{RlsDescriptor, RlsDomain, RlsRule};
+use crate::config::{ConfigError, Location};
+
+impl Reader<'_> {
+    /// The file's domain, and where its name is written.
+    pub(super) fn domain(&mut self, text: &str) -> Result<(RlsDomain, Location)> {
+        let docs = MarkedYaml::load_from_str(text).map_err(|e| ConfigError::Invalid {
+            at: self.at(*e.marker()),
+            message: format!("not valid YAML: {}", e.info()),
+        })?;
+        let Some(root) = docs.first() else {
+            return self.error(
+                Marker::new(0, 1, 0),
+                "empty file: expected `domain` and `descriptors`",
+            );
+        };
+        if let Some(second) = docs.get(1) {
+            return self.error(
+                second.span.start,
+                "a second YAML document: one file holds one domain",
+            );
+        }
+        let fields = self.mapping(root, "the file", &["domain", "descriptors"])?;
+        let Some(name_node) = fields.get("domain") else {
+            return self.error(root.span.start, "missing `domain`");
+        };
+        let name = self.string(name_node, "domain")?;
+        let valid = name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.:/".contains(&b));
+        if name.is_empty() || !valid {
+            // It names the domain's metrics and sits in the hash tag of its Redis keys.
+            return self.error(
+                name_node.span.start,
+                format!("domain: `{name}` must be 1-64 characters of letters, digits, `-`, `_`, `.`, `:` or `/`"),
+            );
+        }
+        let mut rules = Vec::new();
+        let mut replacing = Vec::new();
+        let mut labels = Vec::new();
+        let descriptors = match fields.get("descriptors") {
+            Some(list) => self.level(list, "", 1, &mut rules, &mut replacing, &mut labels)?,
+            None => Vec::new(),
+        };
+        self.check_names(&rules, &replacing, &labels)?;
+        let at = self.at(name_node.span.start);
+        Ok((
+            RlsDomain {
+                name,
+                descriptors,
+                rules,
+            },
+            at,
+        ))
+    }
+
+    /// Every `replaces` names a rate limit of the domain, and no two rate limits show under
+    /// one label (metrics and `/admin/usage` pick a limit by it).
+    fn check_names(
+        &self,
+        rules: &[RlsRule],
+        replacing: &[Replacing],
+        labels: &[Labelled],
+    ) -> Result<()> {
+        let names: HashSet<&str> = rules.iter().filter_map(|r| r.name.as_deref()).collect();
+        for r in replacing {
+            if !names.contains(r.name.as_str()) {
+                return self.error(
+                    r.at,
+                    format!(
+                        "replaces: no rate_limit of this domain is named `{}`",
+                        r.name
+                    ),
+                );
+            }
+        }
+        let mut seen: HashSet<&str> = HashSet::new();
+        for l in labels {
+            if !seen.insert(l.label.as_str()) {
+                return self.error(
+                    l.at,
+                    format!(
+                        "rate_limit: two rate limits of this domain are called `{}`: give each a `name` of its own",
+                        l.label
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// One level of descriptors below `path`.
+    fn level(
+        &mut self,
+        node: &MarkedYaml<'_>,
+        path: &str,
+        depth: usize,
+        rules: &mut Vec<RlsRule>,
+        replacing: &mut Vec<Replacing>,
+        labels: &mut Vec<Labelled>,
+    ) -> Result<Vec<RlsDescriptor>> {
+        let YamlData::Sequence(items) = &node.data else {
+            return self.error(
+                node.span.start,
+                "descriptors: expected a list of descriptors",
+            );
+        };
+        if depth > MAX_DESCRIPTOR_ENTRIES && !items.is_empty() {
+            return self.error(
+                node.span.start,
+                format!("descriptors: nested deeper than {MAX_DESCRIPTOR_ENTRIES} levels, more entries than a request descriptor may have"),
+            );
+        }
+        let mut seen: HashSet<(String, Option<String>)> = HashSet::new();
+        let mut level = Vec::with_capacity(items.len());
+        for item in items {
+            let fields = self.mapping(item, "a descriptor", DESCRIPTOR_KEYS)?;
+            let Some(key_node) = fields.get("key") else {
+                return self.error(item.span.start, "descriptor: missing `key`");
+            };
+            let key = self.string(key_node, "key")?;
+            if key.is_empty() {
+                return self.error(key_node.span.start, "key: must not be empty");
+            }
+            let value = match fields.get("value") {
+                Some(v) => Some(self.string(v, "value")?),
+                None => None,
+            };
+            let composite = match &value {
+                Some(v) => format!("{key}_{v}"),
+                None => key.clone(),
+            };
+            if !seen.insert((key.clone(), value.clone())) {
+                return self.error(
+                    key_node.span.start,
+                    format!("descriptor: duplicate `{composite}` at this level (the same key and value twice)"),
+                );
+            }
+            let here = match path {
+                "" => composite.clone(),
+                _ => format!("{path}.{composite}"),
+            };
+            let shadow = self.flag(&fields, "shadow_mode")?;
+            let share_threshold = self.flag(&fields, "share_threshold")?;
+            if share_threshold && !value.as_deref().is_some_and(|v| v.contains('*')) {
+                return self.error(
+                    fields["share_threshold"].span.start,
+                    format!("share_threshold: only a wildcard value (with `*`) can share its threshold, `{composite}` has none"),
+                );
+            }
+            self.without_effect(&fields)?;
+            let rule = match fields.get("rate_limit") {
+                Some(r) => {
+                    let rule = self.rule(r, &here, shadow, replacing)?;
+                    labels.push(Labelled {
+                        label: rule.label.clone(),
+                        at: r.span.start,
+                    });
+                    rules.push(rule);
+                    Some(rules.len() - 1)
+                }
+                None => None,
+            };
+            let descriptors = match fields.get("descriptors") {
+                Some(list) => self.level(list, &here, depth + 1, rules, replacing, labels)?,
+                None => Vec::new(),
+            };
+            level.push(RlsDescriptor {
+                key,
+                value,
+                share_threshold,
+                rule,
+                descriptors,
+            });
+        }
+        Ok(level)
+    }
+
+    /// Settings of envoyproxy/ratelimit that change nothing here (warned about), or that it
+    /// does not do (refused).
+    fn without_effect(&mut self, fields: &HashMap<String, &MarkedYaml<'_>>) -> Result<()> {
+        for name in ["detailed_metric", "value_to_metric"] {
+            if self.flag(fields, name)? {
+                self.warn(
+                    fields[name].span.start,
+                    format!("{name} has no effect: metric labels never carry request values (the rate limit's name, or its descriptor keys, is its `limit` label)"),
+                );
+            }
+        }
+        if self.flag(fields, "quota_mode")? {
+            return self.error(
+                fields["quota_mode"].span.start,
+                "quota_mode: not supported; every descriptor's limit is enforced",
+            );
+        }
+        if let Some(m) = fields.get("metadata") {
+            self.warn(
+                m.span.start,
+                "metadata is ignored: answers carry no dynamic metadata",
+            );
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,151 @@
+//! `[rls]` and `[forward_auth]`: the listeners that decide for a proxy in front (Envoy's
+//! rate-limit service API, forward-auth subrequests), the YAML limit files `[rls] config`
+//! names (read by `rls_yaml/`), and what `check` says about routes used through forward auth.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use super::sections::same_socket;
+use super::{Result, Validator};
+use crate::config::raw::RawConfig;
+use crate::config::{ForwardAuthConfig, OnError, RlsConfig, RouteConfig};
+
+impl Validator<'_> {
+    /// `[rls]`, with its limit files read; `taken` are the listeners already configured.
+    pub(super) fn rls_section(
+        &mut self,
+        raw: &RawConfig,
+        taken: &[(&str, SocketAddr)],
+        store_on_error: OnError,
+    ) -> Result<Option<RlsConfig>> {
+        let Some(section) = &raw.rls else {
+            return Ok(None);
+        };
+        let r = section.get_ref();
+        let listen = self.socket_addr(r.listen.as_ref(), "rls.listen", "127.0.0.1:8081")?;
+        let span = r.listen.as_ref().map_or(section.span(), |l| l.span());
+        self.own_socket("rls.listen", listen, span, taken)?;
+        let written = r.config.get_ref();
+        if written.trim().is_empty() {
+            return self.error(
+                r.config.span(),
+                "rls.config: must name a YAML file or a directory of them",
+            );
+        }
+        let source = self.dir.join(written);
+        if !source.exists() {
+            return self.error(
+                r.config.span(),
+                format!("rls.config: `{written}` does not exist (relative to the config file's directory)"),
+            );
+        }
+        let loaded = crate::config::rls_yaml::load(&source)?;
+        self.warnings.extend(loaded.warnings);
+        let on_error = self.choice(
+            r.on_error.as_ref(),
+            "rls.on_error",
+            "value",
+            OnError::NAMES,
+            store_on_error,
+        )?;
+        Ok(Some(RlsConfig {
+            listen,
+            source,
+            headers: r.headers.unwrap_or(false),
+            on_error,
+            domains: loaded.domains,
+        }))
+    }
+
+    /// `[forward_auth]`; `taken` are the listeners already configured.
+    pub(super) fn forward_auth_section(
+        &mut self,
+        raw: &RawConfig,
+        taken: &[(&str, SocketAddr)],
+    ) -> Result<Option<ForwardAuthConfig>> {
+        let Some(section) = &raw.forward_auth else {
+            return Ok(None);
+        };
+        let f = section.get_ref();
+        let listen =
+            self.socket_addr(f.listen.as_ref(), "forward_auth.listen", "127.0.0.1:8082")?;
+        let span = f.listen.as_ref().map_or(section.span(), |l| l.span());
+        self.own_socket("forward_auth.listen", listen, span, taken)?;
+        let refused_status = match &f.refused_status {
+            None => 429,
+            Some(s) if matches!(s.get_ref(), 429 | 403) => *s.get_ref() as u16,
+            Some(s) => {
+                return self.error(
+                    s.span(),
+                    format!(
+                        "forward_auth.refused_status: must be 429 or 403 (for NGINX's auth_request), got {}",
+                        s.get_ref()
+                    ),
+                )
+            }
+        };
+        Ok(Some(ForwardAuthConfig {
+            listen,
+            refused_status,
+        }))
+    }
+
+    /// A listener of its own: `addr` is none of the `taken` ones.
+    fn own_socket(
+        &self,
+        key: &str,
+        addr: SocketAddr,
+        span: std::ops::Range<usize>,
+        taken: &[(&str, SocketAddr)],
+    ) -> Result<()> {
+        match taken.iter().find(|(_, other)| same_socket(addr, *other)) {
+            Some((other_key, other)) => self.error(
+                span,
+                format!("{key}: {addr} is also {other_key} ({other}): each listener needs a port or address of its own"),
+            ),
+            None => Ok(()),
+        }
+    }
+
+    /// A domain is named apart from every route: metrics and `/admin/usage` name both alike.
+    pub(super) fn domains_apart(
+        &self,
+        raw: &RawConfig,
+        rls: Option<&RlsConfig>,
+        routes: &[Arc<RouteConfig>],
+    ) -> Result<()> {
+        let (Some(rls), Some(section)) = (rls, &raw.rls) else {
+            return Ok(());
+        };
+        match rls.domains.iter().find(|d| routes.iter().any(|r| r.name == d.name)) {
+            Some(d) => self.error(
+                section.get_ref().config.span(),
+                format!("rls.config: domain `{}` is also a route's name: metrics and /admin/usage name both alike, so rename one", d.name),
+            ),
+            None => Ok(()),
+        }
+    }
+
+    /// What forward auth cannot do for a route: it never sees a body (body key parts are
+    /// missing there) nor the answer (an outcome-counted limit counts every attempt it admits).
+    pub(super) fn forward_auth_warnings(&mut self, raw: &RawConfig, routes: &[Arc<RouteConfig>]) {
+        if raw.forward_auth.is_none() {
+            return;
+        }
+        for (i, route) in routes.iter().enumerate() {
+            let span = raw.routes[i].get_ref().name.span();
+            if route.reads_body() {
+                self.warn(
+                    span.clone(),
+                    format!("routes[{i}] `{}` reads the body (json:/form: key parts): a forward-auth subrequest carries none, so through forward auth those parts are missing and on_missing_key decides", route.name),
+                );
+            }
+            if route.counts_outcomes() {
+                self.warn(
+                    span,
+                    format!("routes[{i}] `{}` counts outcomes (count_status/reset_status): forward auth never sees the answer, so through it every admitted attempt stays counted and reset_status never applies", route.name),
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! The request a forward-auth subrequest asks about: its method and URI from the headers the
+//! proxy in front sends (`X-Forwarded-Method`/`X-Forwarded-Uri`: Caddy, Traefik;
+//! `X-Original-Method`/`X-Original-URI`: NGINX's convention), its other headers as passed
+//! along, and no body (a subrequest carries none, so body key parts are missing).
+//!
+//! Without an original URI the subrequest is refused (400): deciding for the subrequest's own
+//! path would count nothing the client asked for. An absolute URI (`http://host/path`) is read
+//! for its path and query, as an absolute-form request target is on the traffic path; the path
+//! is then normalised and matched exactly as there.
+
+use http::header::{HeaderName, CONTENT_ENCODING, CONTENT_LENGTH, EXPECT, TRANSFER_ENCODING};
+use http::request::Parts;
+use http::{HeaderMap, Method, Request, Uri};
+
+/// `X-Forwarded-Method` (Caddy, Traefik).
+pub static X_FORWARDED_METHOD: HeaderName = HeaderName::from_static("x-forwarded-method");
+/// `X-Forwarded-Uri` (Caddy, Traefik).
+pub static X_FORWARDED_URI: HeaderName = HeaderName::from_static("x-forwarded-uri");
+/// `X-Original-Method` (NGINX, set in its `auth_request` location).
+pub static X_ORIGINAL_METHOD: HeaderName = HeaderName::from_static("x-original-method");
+/// `X-Original-URI` (NGINX, set in its `auth_request` location).
+pub static X_ORIGINAL_URI: HeaderName = HeaderName::from_static("x-original-uri");
+
+/// Why a subrequest does not say which request it asks about.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OriginalError {
+    /// Neither `X-Forwarded-Uri` nor `X-Original-URI`.
+    #[error("the subrequest names no original request: send X-Forwarded-Uri (or X-Original-URI) with the URI the client asked for")]
+    MissingUri,
+    /// The original URI, or the original method, cannot be read.
+    #[error("the original request cannot be read: {0}")]
+    BadOriginal(String),
+}
+
+impl OriginalError {
+    /// The problem body's `error` code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            OriginalError::MissingUri => "missing_original_uri",
+            OriginalError::BadOriginal(_) => "bad_original_request",
+        }
+    }
+}
+
+/// The original request of a subrequest's head, with an empty body of type `B`.
+pub fn original<B: Default>(head: &Parts) -> Result<Request<B>, OriginalError> {
+    let headers = &head.headers;
+    let uri_value =
+        first_of(headers, &X_FORWARDED_URI, &X_ORIGINAL_URI).ok_or(OriginalError::MissingUri)?;
+    let uri = origin_form(uri_value)?;
+    let method = match first_of(headers, &X_FORWARDED_METHOD, &X_ORIGINAL_METHOD) {
+        Some(m) => Method::from_bytes(m.as_bytes()).map_err(|_| {
+            OriginalError::BadOriginal(format!(
+                "`{}` is not a method",
+                String::from_utf8_lossy(m.as_bytes())
+            ))
+        })?,
+        // NGINX's subrequest keeps the client's method when the recipe sets none.
+        None => head.method.clone(),
+    };
+    let mut request = Request::new(B::default());
+    *request.method_mut() = method;
+    *request.uri_mut() = uri;
+    *request.version_mut() = http::Version::HTTP_11;
+    let kept = request.headers_mut();
+    for (name, value) in headers {
+        // The subrequest's framing is not the original's, and it has no body.
+        if ![CONTENT_LENGTH, TRANSFER_ENCODING, CONTENT_ENCODING, EXPECT].contains(name) {
+            kept.append(name, value.clone());
+        }
+    }
+    Ok(request)
+}
+
+/// The first of two headers the subrequest has.
+fn first_of<'h>(
+    headers: &'h HeaderMap,
+    first: &HeaderName,
+    second: &HeaderName,
+) -> Option<&'h http::HeaderValue> {
+    headers.get(first).or_else(|| headers.get(second))
+}
+
+/// The original URI as an origin-form target (path and query).
+fn origin_form(value: &http::HeaderValue) -> Result<Uri, OriginalError> {
+    let text = value.to_str().unwrap_or("");
+    let bad = || OriginalError::BadOriginal(format!("`{}` is not a request URI", text));
+    let uri: Uri = text.parse().map_err(|_| bad())?;
+    let path_and_query = uri.path_and_query().ok_or_else(bad)?;
+    if !path_and_query.as_str().starts_with('/') {
+        return Err(bad());
+    }
+    Uri::builder()
+        .path_and_query(path_and_query.clone())
+        .build()
+        .map_err(|_| bad())
+}

@@ -1,0 +1,183 @@
+//! The `RateLimitResponse`: `overall_code`, one status per request descriptor in order (the
+//! limit that applied with its `requests_per_unit`, the units left and the time until the next
+//! comes back, or until the request would fit when over it), and, with `[rls] headers = true`,
+//! the rate-limit headers of a traffic-path answer for Envoy to add to its response.
+//!
+//! A descriptor no limit applies to (nothing matched, a replaced limit, an unknown domain) is
+//! OK with no `current_limit`; an `unlimited` one is OK with `limit_remaining` 2^32-1, as
+//! envoyproxy/ratelimit answers. A shadow-mode limit's status is OK whatever it counts.
+
+use std::time::Duration;
+
+use envoy_types::pb::envoy::config::core::v3::HeaderValue;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
+    rate_limit::Unit, Code, DescriptorStatus, RateLimit,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
+use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
+use http::HeaderMap;
+
+use super::decide::{Decided, Outcome};
+use super::request::{Plan, Status};
+use crate::config::RlsUnit;
+use crate::limit::headers::{add_headers, ceil_secs};
+use crate::limit::STORE_UNAVAILABLE_RETRY_SECS;
+
+/// The answer for a request of an unknown domain: every descriptor OK, nothing applied.
+pub fn unknown_domain(descriptors: usize) -> RateLimitResponse {
+    RateLimitResponse {
+        overall_code: Code::Ok as i32,
+        statuses: vec![free(); descriptors],
+        ..RateLimitResponse::default()
+    }
+}
+
+/// The answer for `plan`, decided as `outcome`; `headers` adds the rate-limit headers.
+pub fn response(plan: &Plan, outcome: &Outcome, headers: bool) -> RateLimitResponse {
+    let statuses: Vec<DescriptorStatus> = plan
+        .statuses
+        .iter()
+        .map(|s| match *s {
+            Status::Free => free(),
+            Status::Unlimited => DescriptorStatus {
+                code: Code::Ok as i32,
+                limit_remaining: u32::MAX,
+                ..DescriptorStatus::default()
+            },
+            Status::Counted { read, index } => {
+                let set = if read {
+                    &outcome.read
+                } else {
+                    &outcome.charged
+                };
+                status(set.as_ref().expect("a counted descriptor's set"), index)
+            }
+        })
+        .collect();
+    let refused = outcome
+        .charged
+        .as_ref()
+        .is_some_and(|c| !c.verdict.forwards())
+        || statuses.iter().any(|s| s.code == Code::OverLimit as i32);
+    let response_headers_to_add = match (&outcome.charged, headers) {
+        (Some(charged), true) => rate_limit_headers(charged),
+        _ => Vec::new(),
+    };
+    RateLimitResponse {
+        overall_code: if refused { Code::OverLimit } else { Code::Ok } as i32,
+        statuses,
+        response_headers_to_add,
+        ..RateLimitResponse::default()
+    }
+}
+
+fn free() -> DescriptorStatus {
+    DescriptorStatus {
+        code: Code::Ok as i32,
+        ..DescriptorStatus::default()
+    }
+}
+
+/// The status of limit `index` of a decided set.
+fn status(set: &Decided, index: usize) -> DescriptorStatus {
+    let config = &set.combo.all.config.limits[index];
+    let enforced = !set.combo.shadow[index];
+    let current_limit = Some(RateLimit {
+        name: config.name.clone(),
+        requests_per_unit: u32::try_from(config.limit).unwrap_or(u32::MAX),
+        unit: code_of_window(config.window),
+    });
+    let Some(decision) = &set.verdict.decision else {
+        // The store could not say: the route's on_error decided, usage is unknown.
+        let over = enforced && !set.verdict.forwards();
+        return DescriptorStatus {
+            code: if over { Code::OverLimit } else { Code::Ok } as i32,
+            current_limit,
+            duration_until_reset: over
+                .then(|| proto_duration(Duration::from_secs(STORE_UNAVAILABLE_RETRY_SECS))),
+            ..DescriptorStatus::default()
+        };
+    };
+    let usage = &decision.limits[index];
+    let over = usage.exceeded();
+    DescriptorStatus {
+        code: if over && enforced {
+            Code::OverLimit
+        } else {
+            Code::Ok
+        } as i32,
+        current_limit,
+        limit_remaining: if over {
+            0
+        } else {
+            u32::try_from(usage.remaining()).unwrap_or(u32::MAX)
+        },
+        duration_until_reset: Some(proto_duration(if over {
+            usage.retry_after
+        } else {
+            usage.reset
+        })),
+        ..DescriptorStatus::default()
+    }
+}
+
+/// `RateLimit-Policy`, `RateLimit`, `X-RateLimit-*` of the charged set, and `Retry-After` when
+/// refused: the headers a route's answer carries.
+fn rate_limit_headers(set: &Decided) -> Vec<HeaderValue> {
+    let mut headers = HeaderMap::new();
+    let verdict = &set.verdict;
+    if let Some(d) = &verdict.decision {
+        add_headers(&mut headers, set.combo.all.default_tier(), d);
+    }
+    if !verdict.forwards() {
+        let wait = verdict.retry_after();
+        headers.insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from(ceil_secs(wait).max(1)),
+        );
+    }
+    headers
+        .iter()
+        .map(|(k, v)| HeaderValue {
+            key: k.as_str().to_string(),
+            value: String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            ..HeaderValue::default()
+        })
+        .collect()
+}
+
+fn proto_duration(d: Duration) -> ProtoDuration {
+    ProtoDuration {
+        seconds: d.as_secs() as i64,
+        nanos: d.subsec_nanos() as i32,
+    }
+}
+
+/// The unit Envoy's code names (`SECOND` = 1 ... `WEEK` = 7), if it names one.
+pub fn unit_of_code(code: i32) -> Option<RlsUnit> {
+    Some(match Unit::try_from(code).ok()? {
+        Unit::Unknown => return None,
+        Unit::Second => RlsUnit::Second,
+        Unit::Minute => RlsUnit::Minute,
+        Unit::Hour => RlsUnit::Hour,
+        Unit::Day => RlsUnit::Day,
+        Unit::Week => RlsUnit::Week,
+        Unit::Month => RlsUnit::Month,
+        Unit::Year => RlsUnit::Year,
+    })
+}
+
+/// The code of the unit whose window is `window`; `UNKNOWN` for a window that is none.
+fn code_of_window(window: Duration) -> i32 {
+    let unit = match RlsUnit::of_window(window) {
+        None => Unit::Unknown,
+        Some(RlsUnit::Second) => Unit::Second,
+        Some(RlsUnit::Minute) => Unit::Minute,
+        Some(RlsUnit::Hour) => Unit::Hour,
+        Some(RlsUnit::Day) => Unit::Day,
+        Some(RlsUnit::Week) => Unit::Week,
+        Some(RlsUnit::Month) => Unit::Month,
+        Some(RlsUnit::Year) => Unit::Year,
+    };
+    unit as i32
+}

@@ -1,0 +1,281 @@
+//! A domain's limits as the limiter takes them. A rate-limit request is decided as a synthetic
+//! route named after its domain, with one limit per matched descriptor and one key per limit
+//! (`RoutePolicy::with_given_keys`): the same store call, deny cache, `on_error` and metrics
+//! as a route's. The policy of each set of limits a request brings is compiled once and kept
+//! ([`Combo`]), up to [`MAX_COMBOS`] per domain.
+//!
+//! A limit's Redis keys are told apart by a tag made from its rule's place in the tree (its
+//! descriptor keys), so a count survives a reload that keeps the rule where it is.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use super::tree::Level;
+use crate::config::{
+    Config, ExceedMode, KeyPart, KeySpec, LimitConfig, OnMissingKey, PathPattern, RlsDomain,
+    RlsRule, RlsUnit, RouteConfig,
+};
+use crate::limit::RoutePolicy;
+use crate::metrics::{Metrics, RouteMetrics};
+
+/// Distinct sets of limits whose policies a domain keeps; beyond, a set is compiled for the
+/// request alone.
+pub const MAX_COMBOS: usize = 4096;
+
+/// The `limit` label of Envoy's own limit for a descriptor that matches no rate limit.
+pub const OVERRIDE_LABEL: &str = "override";
+
+/// One limit a descriptor is counted by.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Part {
+    /// A rate limit of the domain's files.
+    Rule(usize),
+    /// Envoy's own limit from the descriptor, over the rule it matches (if any).
+    Override {
+        /// The rule the descriptor matches.
+        rule: Option<usize>,
+        /// `requests_per_unit`.
+        limit: u32,
+        /// `unit`.
+        unit: RlsUnit,
+        /// The descriptor's entry keys joined by `.` (what counts it when no rule matched).
+        keys: String,
+    },
+}
+
+/// The policies of one set of limits, in the order a request brought them.
+pub struct Combo {
+    /// Every limit: enforced, or in shadow mode when any of them is (a refusal is then
+    /// sorted out by [`Combo::enforced`]).
+    pub all: Arc<RoutePolicy>,
+    /// Per limit, whether it is in shadow mode.
+    pub shadow: Vec<bool>,
+    /// With limits of both kinds: the enforced limits alone, and their indexes in `all`.
+    pub enforced: Option<(Arc<RoutePolicy>, Vec<usize>)>,
+}
+
+/// A domain, compiled.
+pub struct Domain {
+    /// Its name: the `route` label of its metrics, the first part of its Redis keys.
+    pub name: String,
+    /// Its descriptor tree.
+    pub tree: Level,
+    config: Arc<RlsDomain>,
+    compiler: Compiler,
+    combos: RwLock<HashMap<Vec<Part>, Arc<Combo>>>,
+}
+
+/// What compiling a policy needs.
+#[derive(Clone)]
+pub struct Compiler {
+    /// The config in force.
+    pub config: Arc<Config>,
+    /// The metrics.
+    pub metrics: Metrics,
+    /// The store's `backend` label.
+    pub backend: &'static str,
+}
+
+impl Domain {
+    /// Compiles a domain of `compiler`'s config.
+    pub fn new(config: Arc<RlsDomain>, compiler: Compiler) -> Domain {
+        Domain {
+            name: config.name.clone(),
+            tree: Level::compile(&config.descriptors),
+            config,
+            compiler,
+            combos: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// Rule `i` of the domain.
+    pub fn rule(&self, i: usize) -> &RlsRule {
+        &self.config.rules[i]
+    }
+
+    /// Every rule.
+    pub fn rules(&self) -> &[RlsRule] {
+        &self.config.rules
+    }
+
+    /// The value of a limit (`requests_per_unit`).
+    pub fn limit_of(&self, part: &Part) -> u64 {
+        match part {
+            Part::Rule(r) => self.rule(*r).limit,
+            Part::Override { limit, .. } => u64::from(*limit),
+        }
+    }
+
+    /// Whether Envoy's own limit is one the algorithm counting it keeps exact.
+    pub fn check_override(&self, part: &Part) -> Result<(), String> {
+        let spec = self.spec(part);
+        match spec.config.limit {
+            0 => Ok(()),
+            limit => spec.config.algorithm.get().check(
+                limit,
+                spec.config.window.as_micros() as u64,
+                None,
+            ),
+        }
+    }
+
+    /// The policies of `parts`, compiled once.
+    pub fn combo(&self, parts: &[Part]) -> Arc<Combo> {
+        if let Some(c) = self.read_combos().get(parts) {
+            return c.clone();
+        }
+        let combo = Arc::new(self.compile(parts));
+        let mut combos = self.combos.write().unwrap_or_else(|e| e.into_inner());
+        if combos.len() < MAX_COMBOS {
+            combos.insert(parts.to_vec(), combo.clone());
+        }
+        combo
+    }
+
+    fn read_combos(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Vec<Part>, Arc<Combo>>> {
+        self.combos.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn compile(&self, parts: &[Part]) -> Combo {
+        let specs: Vec<Spec> = parts.iter().map(|p| self.spec(p)).collect();
+        let shadow: Vec<bool> = specs.iter().map(|s| s.shadow).collect();
+        let any_shadow = shadow.iter().any(|&s| s);
+        let all = self.policy(&specs, any_shadow);
+        let enforced = (any_shadow && !shadow.iter().all(|&s| s)).then(|| {
+            let kept: Vec<usize> = (0..specs.len()).filter(|&i| !shadow[i]).collect();
+            let enforced: Vec<Spec> = kept.iter().map(|&i| specs[i].clone()).collect();
+            (self.policy(&enforced, false), kept)
+        });
+        Combo {
+            all,
+            shadow,
+            enforced,
+        }
+    }
+
+    /// The policy of a synthetic route named after the domain, with these limits.
+    fn policy(&self, specs: &[Spec], shadow: bool) -> Arc<RoutePolicy> {
+        let c = &self.compiler;
+        let rls = c.config.rls.as_ref().expect("a domain comes from [rls]");
+        let route = RouteConfig {
+            name: self.name.clone(),
+            path: PathPattern {
+                path: "/".into(),
+                prefix: true,
+            },
+            methods: None,
+            upstream: None,
+            key: KeySpec::of([KeyPart::Route]),
+            on_missing_key: OnMissingKey::Reject,
+            max_key_body_bytes: 0,
+            on_exceed: if shadow {
+                ExceedMode::Shadow
+            } else {
+                ExceedMode::Reject
+            },
+            on_error: Some(rls.on_error),
+            headers: rls.headers,
+            exempt: Vec::new(),
+            access_log: false,
+            access_log_sample: 0.0,
+            limits: specs.iter().map(|s| s.config.clone()).collect(),
+        };
+        let names: Vec<String> = specs.iter().map(|s| s.config.name.clone()).collect();
+        let metrics = RouteMetrics::new(&c.metrics, &self.name, &names, c.backend);
+        let tags = specs.iter().map(|s| s.tag.clone()).collect();
+        Arc::new(RoutePolicy::with_given_keys(
+            Arc::new(route),
+            tags,
+            &c.config,
+            Arc::new(metrics),
+        ))
+    }
+
+    /// A limit as a route's: its label, numbers and algorithm, its tag, whether in shadow.
+    fn spec(&self, part: &Part) -> Spec {
+        match part {
+            Part::Rule(r) => {
+                let rule = self.rule(*r);
+                Spec::new(
+                    &rule.label,
+                    rule.limit,
+                    rule.window,
+                    rule.algorithm,
+                    &rule.path,
+                )
+                .shadow(rule.shadow)
+            }
+            Part::Override {
+                rule: Some(r),
+                limit,
+                unit,
+                ..
+            } => {
+                let rule = self.rule(*r);
+                Spec::new(
+                    &rule.label,
+                    u64::from(*limit),
+                    unit.window(),
+                    rule.algorithm,
+                    &rule.path,
+                )
+            }
+            Part::Override {
+                rule: None,
+                limit,
+                unit,
+                keys,
+            } => Spec::new(
+                OVERRIDE_LABEL,
+                u64::from(*limit),
+                unit.window(),
+                crate::algorithm::AlgorithmId::SLIDING_LOG,
+                &format!("{OVERRIDE_LABEL}|{keys}"),
+            ),
+        }
+    }
+
+    /// The policy of rule `label` alone, for `/admin/usage`.
+    pub fn rule_policy(&self, label: &str) -> Option<Arc<RoutePolicy>> {
+        let i = self.rules().iter().position(|r| r.label == label)?;
+        Some(self.combo(&[Part::Rule(i)]).all.clone())
+    }
+}
+
+/// One limit of a synthetic route.
+#[derive(Clone)]
+struct Spec {
+    config: LimitConfig,
+    tag: String,
+    shadow: bool,
+}
+
+impl Spec {
+    fn new(
+        label: &str,
+        limit: u64,
+        window: std::time::Duration,
+        algorithm: crate::algorithm::AlgorithmId,
+        place: &str,
+    ) -> Spec {
+        let mut config = LimitConfig::new(label, limit, window);
+        config.algorithm = algorithm;
+        Spec {
+            config,
+            tag: tag_of(place),
+            shadow: false,
+        }
+    }
+
+    fn shadow(mut self, shadow: bool) -> Spec {
+        self.shadow = shadow;
+        self
+    }
+}
+
+/// `~` and eight hex digits of a hash of a rule's place in its tree: what follows the domain
+/// in the hash tag of its Redis keys.
+pub fn tag_of(place: &str) -> String {
+    let hashed = crate::store::layout::hashed(place);
+    format!("~{}", &hashed[1..9])
+}

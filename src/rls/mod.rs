@@ -1,0 +1,122 @@
+//! Envoy's rate-limit service: `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`
+//! over gRPC (HTTP/2 cleartext), deciding with the limits of envoyproxy/ratelimit's YAML files
+//! (`[rls] config`) on the same limiter, store, deny cache and metrics as the traffic path.
+//!
+//! ```text
+//! RateLimitRequest -> check (bounds) -> domain -> plan (tree match per descriptor, overrides,
+//!   unlimited, replaces, cost) -> decide (one atomic decision: a synthetic route named after
+//!   the domain, a limit and a key per descriptor) -> answer (statuses, headers)
+//! ```
+//!
+//! Differences from envoyproxy/ratelimit: windows slide (`unit: minute` is the last 60 s, not
+//! the clock's minute), and all descriptors of a request are decided in one atomic call (a
+//! request refused by one descriptor is charged to none).
+
+mod answer;
+mod decide;
+mod limits;
+mod request;
+mod service;
+mod tree;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus::Histogram;
+
+pub use limits::{tag_of, Domain, Part, OVERRIDE_LABEL};
+pub use request::RlsError;
+pub use service::RlsService;
+
+use crate::config::Config;
+use crate::limit::RoutePolicy;
+use crate::metrics::Metrics;
+
+/// Most descriptors one request may carry.
+pub const MAX_DESCRIPTORS: usize = 64;
+/// Most entries one descriptor may carry (and the deepest a YAML tree may be).
+pub const MAX_ENTRIES: usize = crate::config::rls_yaml::MAX_DESCRIPTOR_ENTRIES;
+/// The longest entry key, in bytes.
+pub const MAX_KEY_BYTES: usize = 256;
+/// The longest entry value, in bytes (a request path with its query fits).
+pub const MAX_VALUE_BYTES: usize = 8192;
+/// The largest request message, in bytes.
+pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
+
+/// The rate-limit service's view of one loaded config: its domains compiled, swapped on
+/// reload with the route table.
+pub struct RlsTable {
+    domains: HashMap<String, Arc<Domain>>,
+    /// Whether answers carry rate-limit headers.
+    pub headers: bool,
+    durations: HashMap<String, Histogram>,
+}
+
+impl RlsTable {
+    /// The domains of `config`'s `[rls]` (none without one); metric handles from `metrics`,
+    /// decision times labelled with the store's `backend`.
+    pub fn build(config: &Arc<Config>, metrics: &Metrics, backend: &'static str) -> RlsTable {
+        let compiler = limits::Compiler {
+            config: config.clone(),
+            metrics: metrics.clone(),
+            backend,
+        };
+        let domains: HashMap<String, Arc<Domain>> = config
+            .rls
+            .iter()
+            .flat_map(|r| &r.domains)
+            .map(|d| {
+                let domain = Domain::new(d.clone(), compiler.clone());
+                (d.name.clone(), Arc::new(domain))
+            })
+            .collect();
+        let durations = domains
+            .keys()
+            .map(|d| (d.clone(), metrics.rls_duration.with_label_values(&[d])))
+            .collect();
+        RlsTable {
+            domains,
+            headers: config.rls.as_ref().is_some_and(|r| r.headers),
+            durations,
+        }
+    }
+
+    /// The domain named `name`.
+    pub fn domain(&self, name: &str) -> Option<&Arc<Domain>> {
+        self.domains.get(name)
+    }
+
+    /// The policy of the rate limit `label` of `domain` alone (`/admin/usage`).
+    pub fn rule_policy(&self, domain: &str, label: &str) -> Option<Arc<RoutePolicy>> {
+        self.domain(domain)?.rule_policy(label)
+    }
+
+    /// Counts the time one `ShouldRateLimit` of a known domain took.
+    fn observe(&self, domain: &str, took: Duration) {
+        if let Some(h) = self.durations.get(domain) {
+            h.observe(took.as_secs_f64());
+        }
+    }
+
+    /// Drops the metric series of the domains and rate limits `self` has and `new` has not.
+    pub fn forget_removed(&self, new: &RlsTable, metrics: &Metrics, backend: &str) {
+        for (name, domain) in &self.domains {
+            let kept = new.domains.get(name);
+            let mut gone: Vec<String> = domain
+                .rules()
+                .iter()
+                .map(|r| r.label.clone())
+                .filter(|l| kept.is_none_or(|k| k.rules().iter().all(|r| &r.label != l)))
+                .collect();
+            match kept {
+                None => {
+                    gone.push(OVERRIDE_LABEL.to_string());
+                    metrics.forget_route(name, &gone, backend);
+                    let _ = metrics.rls_duration.remove_label_values(&[name]);
+                }
+                Some(_) => metrics.forget_limits(name, &gone),
+            }
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! [`RlsService`]: the gRPC service Envoy's `rate_limit_service` calls. Each call reads the
+//! table in force once, answers a request it cannot take with a gRPC status (the mapping is
+//! `crate::error`'s), and counts its handling time in `slidegate_rls_duration_seconds` (the
+//! decision's latency as Envoy sees it, whose default timeout for the call is 20 ms).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
+    RateLimitService, RateLimitServiceServer,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+
+use super::request::{check, plan, RlsError};
+use super::{answer, decide, RlsTable, MAX_MESSAGE_BYTES};
+use crate::limit::Limiter;
+
+/// `ShouldRateLimit`, answered with the table in force and the gateway's limiter.
+#[derive(Clone)]
+pub struct RlsService {
+    table: Arc<ArcSwap<RlsTable>>,
+    limiter: Arc<Limiter>,
+}
+
+impl RlsService {
+    /// A service deciding with the table in `table` (swapped on reload) on `limiter`.
+    pub fn new(table: Arc<ArcSwap<RlsTable>>, limiter: Arc<Limiter>) -> RlsService {
+        RlsService { table, limiter }
+    }
+
+    /// The service as a gRPC server (a tower service a connection serves).
+    pub fn server(self) -> RateLimitServiceServer<RlsService> {
+        RateLimitServiceServer::new(self).max_decoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    /// The answer to one request.
+    pub async fn answer(&self, request: &RateLimitRequest) -> Result<RateLimitResponse, RlsError> {
+        check(request)?;
+        let table = self.table.load_full();
+        let Some(domain) = table.domain(&request.domain) else {
+            return Ok(answer::unknown_domain(request.descriptors.len()));
+        };
+        let plan = plan(domain, request)?;
+        let outcome = decide::decide(&self.limiter, domain, &plan).await;
+        Ok(answer::response(&plan, &outcome, table.headers))
+    }
+}
+
+#[tonic::async_trait]
+impl RateLimitService for RlsService {
+    async fn should_rate_limit(
+        &self,
+        request: tonic::Request<RateLimitRequest>,
+    ) -> Result<tonic::Response<RateLimitResponse>, tonic::Status> {
+        let started = Instant::now();
+        let request = request.into_inner();
+        let answer = self.answer(&request).await;
+        self.table
+            .load()
+            .observe(&request.domain, started.elapsed());
+        answer
+            .map(tonic::Response::new)
+            .map_err(tonic::Status::from)
+    }
+}
