@@ -58,8 +58,12 @@ impl Validator<'_> {
             listen: self.socket_addr(s.listen.as_ref(), "server.listen", "0.0.0.0:8080")?,
             trusted_proxies: self
                 .networks(s.trusted_proxies.as_deref(), "server.trusted_proxies")?,
+            // a header name, so in any case (`X-Forwarded-For`, as NGINX configs write it)
             client_ip_header: self.choice(
-                s.client_ip_header.as_ref(),
+                s.client_ip_header
+                    .as_ref()
+                    .map(|h| Spanned::new(h.span(), h.get_ref().to_ascii_lowercase()))
+                    .as_ref(),
                 "server.client_ip_header",
                 "header",
                 ClientIpHeader::NAMES,
