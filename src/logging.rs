@@ -14,12 +14,16 @@ use crate::store::{local_now_us, StoreError};
 pub fn init() {
     let wanted = std::env::var("SLIDEGATE_LOG").unwrap_or_else(|_| "info".to_string());
     let directives = if wanted.contains("fred") {
-        wanted
+        wanted.clone()
     } else {
         format!("{wanted},fred=off")
     };
-    let filter =
-        EnvFilter::try_new(&directives).unwrap_or_else(|_| EnvFilter::new("info,fred=off"));
+    // A filter that does not parse logs at `info` and says so once the subscriber is in place:
+    // an operator who asked for `debug` and got nothing must learn why.
+    let (filter, refused) = match EnvFilter::try_new(&directives) {
+        Ok(filter) => (filter, None),
+        Err(e) => (EnvFilter::new("info,fred=off"), Some(e)),
+    };
     let json = std::env::var("SLIDEGATE_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
@@ -30,6 +34,9 @@ pub fn init() {
         builder.json().init();
     } else {
         builder.init();
+    }
+    if let Some(e) = refused {
+        tracing::warn!("SLIDEGATE_LOG `{wanted}` is not a log filter ({e}); logging at info");
     }
 }
 

@@ -93,3 +93,25 @@ fn check_refuses_a_bad_layer_file_where_it_is_wrong() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!stdout(&out).contains("a layer file"), "{}", stdout(&out));
 }
+
+/// A layer has no admin listener, so an `[admin]` setting in a layer file would do nothing: it
+/// is refused where it stands, saying so (and that a gateway config names an upstream on every
+/// route, since a gateway file whose routes all lack one reads as a layer file), rather than
+/// checked as fine and ignored.
+#[test]
+fn check_refuses_an_admin_listener_in_a_layer_file() {
+    let with_admin = format!(
+        "{LAYER}
+[admin]
+listen = \"127.0.0.1:9091\"
+"
+    );
+    let (_dir, file, out) = check_text("limits.toml", &with_admin, &[], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let at = line_column(&with_admin, "\"127.0.0.1:9091\"");
+    assert_eq!(
+        stderr(&out),
+        format!("{file}:{at}: admin.listen: a layer file has no admin listener (the service the layer wraps serves its metrics with RateLimitLayer::scrape); in a gateway config, every route names its upstream\n")
+    );
+    assert_eq!(stdout(&out), "", "no summary for a refused file");
+}

@@ -169,6 +169,14 @@ fn unknown_on_error() {
 }
 
 #[test]
+fn route_path_with_parameters() {
+    assert_eq!(
+        load_err("route_path_parameters.toml"),
+        "route_path_parameters.toml:7:8: routes[0].path: `/api/otp;v=2/*` would never match: routes match a request's path without its `;` parameters, so write `/api/otp/*`"
+    );
+}
+
+#[test]
 fn route_path_not_normal() {
     assert_eq!(
         load_err("route_path_not_normal.toml"),

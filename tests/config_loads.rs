@@ -1,7 +1,8 @@
 //! Configs that load: the shipped `config.toml`; the defaults when `[server]`, `[admin]` and
 //! `[store]` are absent; warnings, each pointing at the value it is about; the admin token from the
 //! variable it names; and the `SLIDEGATE_REDIS_URL` override, ignored when empty and refused (at
-//! `store.url`'s location, when the file has one) when it is not a Redis URL.
+//! `store.url`'s location, when the file has one) when it is not a Redis URL. `client_ip_header`
+//! is a header name, taken in any case.
 
 mod support;
 
@@ -12,7 +13,9 @@ use slidegate::config::{
     Backend, BlockPolicy, ClientIpHeader, ClockSource, Config, ExceedMode, KeyPart, KeySpec,
     OnError, OnMissingKey, PathCase, UnknownPlan, REDIS_URL_ENV,
 };
-use support::config::{fixture, load_ok, manifest_dir, no_env, store_url_position, NOT_REDIS};
+use support::config::{
+    fixture, load_ok, load_text, manifest_dir, no_env, store_url_position, NOT_REDIS,
+};
 
 #[test]
 fn shipped_config_loads() {
@@ -196,4 +199,20 @@ fn admin_token_comes_from_the_named_env_var() {
     let env = |name: &str| (name == "SLIDEGATE_ADMIN_TOKEN").then(|| "s3cret".to_string());
     let config = load_ok(&fixture("defaults_only_routes.toml"), env);
     assert_eq!(config.admin.token.as_deref(), Some("s3cret"));
+}
+
+/// `server.client_ip_header` names a header, and header names have no case: `X-Forwarded-For`
+/// (as NGINX's `real_ip_header` is usually written), `Forwarded` and `X-Real-IP` load.
+#[test]
+fn client_ip_header_is_taken_in_any_case() {
+    for (written, header) in [
+        ("X-Forwarded-For", ClientIpHeader::XForwardedFor),
+        ("Forwarded", ClientIpHeader::Forwarded),
+        ("X-Real-IP", ClientIpHeader::XRealIp),
+    ] {
+        let text = format!("[server]\nclient_ip_header = \"{written}\"\n");
+        let config =
+            load_text("client_ip_header.toml", &text).unwrap_or_else(|e| panic!("{written}: {e}"));
+        assert_eq!(config.server.client_ip_header, header, "{written}");
+    }
 }

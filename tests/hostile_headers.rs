@@ -1,7 +1,8 @@
 //! What a client sends cannot pick its identity (README, "Configuration" and "The traffic path"): the client IP comes
 //! from the one header the trusted proxy writes (`server.client_ip_header`), read from the
-//! right; the upstream gets the truthful chain; and derived keys never collide, whatever bytes
-//! the parts hold, nor equal the fallback to the client IP.
+//! right; the upstream gets the truthful chain; derived keys never collide, whatever bytes the
+//! parts hold, nor equal the fallback to the client IP; and a header or query part sent twice
+//! is refused, not counted by one copy while the upstream reads another.
 
 mod support;
 
@@ -140,5 +141,60 @@ on_missing_key = "ip"
         200,
         "shared the fallback's quota"
     );
+    gw.stop().await;
+}
+
+/// A header or query key part the request names twice, or in a spelling a framework reads as
+/// its name (`X_Api_Key` is `X-Api-Key` to CGI and PHP; `?API_KEY=` is `api_key` to a folding
+/// parser), is 400 `ambiguous_key` and never reaches the upstream: the gateway would count one
+/// copy while the upstream acts on another (first, last or joined), so a client rotating the
+/// copy it is counted by would never be limited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_part_sent_twice_is_ambiguous() {
+    let up = upstream::start().await;
+    let routes = r#"
+[[routes]]
+name = "by-header"
+path = "/h"
+upstream = "up"
+key = ["header:X-Api-Key"]
+  [[routes.limits]]
+  name = "m"
+  limit = 100
+  window = "1h"
+
+[[routes]]
+name = "by-query"
+path = "/q"
+upstream = "up"
+key = ["query:api_key"]
+  [[routes.limits]]
+  name = "m"
+  limit = 100
+  window = "1h"
+"#;
+    let gw = gateway::start(&config(MEMORY, &up.url(), routes)).await;
+    let addr = gw.running().proxy_addr;
+    let refused: [(&str, &[&str]); 5] = [
+        ("/h", &["X-Api-Key: mine", "X-Api-Key: victim"]),
+        ("/h", &["X-Api-Key: mine", "X_Api_Key: victim"]),
+        ("/q?api_key=mine&api_key=victim", &[]),
+        ("/q?api_key=mine&API_KEY=victim", &[]),
+        ("/q?api_key=mine&api_key[]=victim", &[]),
+    ];
+    for (target, headers) in refused {
+        let r = raw::request(addr, "GET", target, headers).await;
+        assert_eq!(r.status, 400, "{target} {headers:?}: {}", r.body);
+        assert!(r.body.contains("\"ambiguous_key\""), "{}", r.body);
+    }
+    assert!(
+        up.seen().is_empty(),
+        "refused requests reached the upstream"
+    );
+    // one copy is a key as before
+    let once = raw::request(addr, "GET", "/h", &["X-Api-Key: mine"]).await;
+    assert_eq!(once.status, 200, "{}", once.body);
+    let once = raw::request(addr, "GET", "/q?api_key=mine&other=1", &[]).await;
+    assert_eq!(once.status, 200, "{}", once.body);
     gw.stop().await;
 }

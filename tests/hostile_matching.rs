@@ -1,6 +1,7 @@
 //! Spelling cannot dodge a limit (README, "Configuration" and "The traffic path"): paths match ignoring ASCII case
 //! (unless `path_case = "sensitive"`), methods match ignoring case, a `GET` route also takes
-//! and counts `HEAD`; the `path` and `method` key parts read one spelling; and `check` reports
+//! and counts `HEAD`; an exact route takes its path with and without a trailing slash, however
+//! the route writes it; the `path` and `method` key parts read one spelling; and `check` reports
 //! two routes that differ only by case as shadowing. Over raw sockets, since a client library
 //! would fix the spellings.
 
@@ -136,6 +137,43 @@ key = ["path"]
             .await
             .status,
         429
+    );
+    gw.stop().await;
+}
+
+/// An exact route written with a trailing slash (`/api/login/`) also takes the path without
+/// it, as an exact route without one takes it with one: dropping the slash does not reach the
+/// catch-all behind it and its looser (here: no) limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trailing_slash_in_the_route_does_not_let_the_bare_path_dodge_it() {
+    let up = upstream::start().await;
+    let routes = r#"
+[[routes]]
+name = "login"
+path = "/api/login/"
+methods = ["POST"]
+upstream = "up"
+  [[routes.limits]]
+  name = "per-hour"
+  limit = 1
+  window = "1h"
+
+[[routes]]
+name = "catch-all"
+path = "/*"
+upstream = "up"
+"#;
+    let gw = gateway::start(&config(MEMORY, &up.url(), routes)).await;
+    let addr = gw.running().proxy_addr;
+    let mut statuses = Vec::new();
+    for path in ["/api/login/", "/api/login", "/API/LOGIN"] {
+        statuses.push(raw::request(addr, "POST", path, &[]).await.status);
+    }
+    assert_eq!(statuses, [200, 429, 429], "one route, one quota");
+    assert_eq!(
+        up.seen(),
+        ["/api/login/"],
+        "only the allowed one went upstream"
     );
     gw.stop().await;
 }

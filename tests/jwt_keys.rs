@@ -1,5 +1,6 @@
 //! `jwt:CLAIM` key parts: claims come only from tokens whose signature verifies (HS256 secret or
-//! ES256 public key), with issuer and audience checked when set, that carry `exp` when
+//! ES256 public key), with issuer and audience checked when set (a token must then carry them),
+//! that carry `exp` when
 //! `jwt.require_exp = true`, are not expired and are past their `nbf`; anything else is a
 //! missing key.
 
@@ -96,9 +97,35 @@ async fn hs256_claims_key_the_limit_and_forged_tokens_count_as_missing() {
             "s3cret"
         )
     );
-    for token in [forged, wrong_aud, expired, "Bearer not.a.jwt".to_string()] {
+    // issuer and audience are set, so a token must name them: one that leaves either out was
+    // not issued for this gateway (another service's token under a shared secret)
+    let no_aud = format!(
+        "Bearer {}",
+        hs256(
+            json!({"sub": "frank", "iss": "https://auth.example.com", "exp": exp()}),
+            "s3cret"
+        )
+    );
+    let no_iss = format!(
+        "Bearer {}",
+        hs256(
+            json!({"sub": "grace", "aud": "api", "exp": exp()}),
+            "s3cret"
+        )
+    );
+    for token in [
+        forged,
+        wrong_aud,
+        expired,
+        no_aud,
+        no_iss,
+        "Bearer not.a.jwt".to_string(),
+    ] {
         let r = client.get(&url, &[("authorization", &token)]).await;
-        assert_eq!(r.status, 400, "an unverifiable token is a missing key");
+        assert_eq!(
+            r.status, 400,
+            "an unverifiable token is a missing key: {token}"
+        );
         assert_eq!(r.json()["error"], "missing_key");
     }
     assert_eq!(client.status(&url, &[]).await, 400);

@@ -3,7 +3,8 @@
 //! unreachable" once for the outage (not once per request, and nothing from the Redis client
 //! library `fred`), and once Redis is back on its port, one line "store is back after X s".
 //! The access log's durations are fixed decimals (milliseconds with three digits), in text and
-//! in JSON lines (`SLIDEGATE_LOG_FORMAT=json`).
+//! in JSON lines (`SLIDEGATE_LOG_FORMAT=json`). A `SLIDEGATE_LOG` that is not a filter is named
+//! in a warning, and the gateway logs at `info`.
 
 mod support;
 
@@ -253,4 +254,25 @@ async fn an_outage_is_told_once_and_its_end_once_in_json() {
             .count();
         assert_eq!(logged, n, "{route} {decision}: {decisions:?}");
     }
+}
+
+/// `SLIDEGATE_LOG` that does not parse as a filter (`loud` is no level): the gateway says so,
+/// naming the variable and the value, and logs at `info` (its start-up line shows).
+#[test]
+fn a_log_filter_that_does_not_parse_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    let toml = "[server]\nlisten = \"127.0.0.1:0\"\n[admin]\nlisten = \"127.0.0.1:0\"\n\
+                [store]\nbackend = \"memory\"\n";
+    std::fs::write(&config, toml).unwrap();
+    let gw = Process::start(&config, &[("SLIDEGATE_LOG", "slidegate=loud")]);
+    let lines = gw.lines_until("listening on");
+    let warning = lines
+        .iter()
+        .find(|l| l.contains("SLIDEGATE_LOG"))
+        .unwrap_or_else(|| panic!("no line names SLIDEGATE_LOG:\n{}", lines.join("\n")));
+    assert!(
+        warning.contains("WARN") && warning.contains("`slidegate=loud` is not a log filter"),
+        "{warning}"
+    );
 }

@@ -23,9 +23,9 @@ pub struct PathPattern {
 
 impl PathPattern {
     /// Whether the normalised `path` is matched: `/api/otp/*` matches `/api/otp` and
-    /// `/api/otp/x`, not `/api/otpx`; an exact `/login` matches `/login` and `/login/`, because
-    /// most upstream frameworks serve both alike and the limit must not be dodged by a slash.
-    /// With [`PathCase::Insensitive`] ASCII case is ignored.
+    /// `/api/otp/x`, not `/api/otpx`; an exact `/login` matches `/login` and `/login/`, and so
+    /// does an exact `/login/`, because most upstream frameworks serve both alike and the limit
+    /// must not be dodged by a slash. With [`PathCase::Insensitive`] ASCII case is ignored.
     pub fn matches(&self, path: &str, case: PathCase) -> bool {
         let starts = |p: &str, with: &str| {
             p.len() >= with.len()
@@ -36,15 +36,23 @@ impl PathPattern {
                     }
                 }
         };
-        if !starts(path, &self.path) {
+        if self.prefix {
+            if !starts(path, &self.path) {
+                return false;
+            }
+            let rest = &path[self.path.len()..];
+            return rest.is_empty() || rest.starts_with('/') || self.path.ends_with('/');
+        }
+        // exact: the path with or without one trailing slash, however the route writes it
+        let bare = match self.path.strip_suffix('/') {
+            Some(bare) if !bare.is_empty() => bare,
+            _ => &self.path,
+        };
+        if !starts(path, bare) {
             return false;
         }
-        let rest = &path[self.path.len()..];
-        if self.prefix {
-            rest.is_empty() || rest.starts_with('/') || self.path.ends_with('/')
-        } else {
-            rest.is_empty() || rest == "/"
-        }
+        let rest = &path[bare.len()..];
+        rest.is_empty() || rest == "/"
     }
 
     /// Whether every path this pattern's route could take is also taken by `other`.

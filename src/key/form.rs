@@ -1,6 +1,6 @@
 //! URL-encoded names and values: `form:NAME` key parts from an
-//! `application/x-www-form-urlencoded` body, `query:NAME` parts, and the query's copies of a body
-//! part. Pairs split on `&`, `+` reads as a space, `%XX` decodes to the byte (not to text: bytes
+//! `application/x-www-form-urlencoded` body, `query:NAME` parts (read the same way), and the
+//! query's copies of a body part. Pairs split on `&`, `+` reads as a space, `%XX` decodes to the byte (not to text: bytes
 //! that are not UTF-8 stay apart, so they can be escaped apart). Names decode like values, so
 //! `%70hone` is `phone`.
 //!
@@ -15,8 +15,8 @@ use std::borrow::Cow;
 use super::names::{compare_bytes, NameMatch};
 use super::value::ReadError;
 
-/// The value of field `name` in a form body (`None` when it is absent); ambiguous when the
-/// body names it more than once, in any spelling.
+/// The value of field `name` in a form body or a query (`None` when it is absent); ambiguous
+/// when the input names it more than once, in any spelling.
 pub fn field(input: &[u8], name: &str) -> Result<Option<Vec<u8>>, ReadError> {
     let mut found: Option<Vec<u8>> = None;
     let mut ambiguous = false;
@@ -43,14 +43,6 @@ pub fn names(input: &[u8], name: &str) -> bool {
     pairs(input).any(|pair| {
         compare_bytes(&decode(split_pair(pair).0), name) != NameMatch::Other
             || names_in_pieces(pair, name)
-    })
-}
-
-/// The decoded values of field `name` (its exact name) in a query, in order.
-pub fn values<'a>(input: &'a [u8], name: &'a str) -> impl Iterator<Item = Vec<u8>> + 'a {
-    pairs(input).filter_map(move |pair| {
-        let (key, value) = split_pair(pair);
-        (*decode(key) == *name.as_bytes()).then(|| decode(value).into_owned())
     })
 }
 
@@ -111,11 +103,10 @@ mod tests {
 
     #[test]
     fn fields_decode_like_queries() {
-        let user: Vec<Vec<u8>> = values(b"a=1&user=j%C3%B6rg+x&b", "user").collect();
-        assert_eq!(user, vec!["jörg x".as_bytes().to_vec()]);
-        let raw: Vec<Vec<u8>> = values(b"u=%FF%fe", "u").collect();
-        assert_eq!(raw, vec![vec![0xFF, 0xFE]]);
-        assert_eq!(values(b"u=1&u=2", "u").count(), 2);
+        let user = field(b"a=1&user=j%C3%B6rg+x&b", "user");
+        assert_eq!(user, Ok(Some("jörg x".as_bytes().to_vec())));
+        assert_eq!(field(b"u=%FF%fe", "u"), Ok(Some(vec![0xFF, 0xFE])));
+        assert_eq!(field(b"u=1&u=2", "u"), Err(ReadError::Ambiguous));
         assert_eq!(read("a=1&phone=%2B62+812&b=2"), Ok(Some("+62 812".into())));
         assert_eq!(read("%70hone=1"), Ok(Some("1".into())));
         assert_eq!(read("phone="), Ok(None));

@@ -1,8 +1,8 @@
 //! `jwt:CLAIM` key parts: the claim comes from a `Bearer` token whose signature (HS256 secret or
-//! RS256/ES256 public key) and, when configured, issuer and audience were verified, that carries
-//! `exp` when `jwt.require_exp = true`, and is within its `exp` and `nbf`, give or take
-//! [`CLOCK_SKEW_SECS`]. A token that fails any check yields no claims: the key part counts as
-//! missing.
+//! RS256/ES256 public key) and, when configured, issuer and audience (which it must then carry)
+//! were verified, that carries `exp` when `jwt.require_exp = true`, and is within its `exp` and
+//! `nbf`, give or take [`CLOCK_SKEW_SECS`]. A token that fails any check yields no claims: the
+//! key part counts as missing.
 
 use http::header::AUTHORIZATION;
 use http::HeaderMap;
@@ -37,11 +37,18 @@ impl JwtVerifier {
         validation.validate_exp = true;
         validation.validate_nbf = true;
         validation.leeway = CLOCK_SKEW_SECS;
+        // A configured issuer or audience is required, not only compared when present: a token
+        // that leaves it out was not issued for this gateway (another service's, under a shared
+        // secret), as Envoy's `jwt_authn` with `issuer`/`audiences` decides.
         if let Some(iss) = &config.issuer {
             validation.set_issuer(&[iss]);
+            validation.required_spec_claims.insert("iss".to_string());
         }
         match &config.audience {
-            Some(aud) => validation.set_audience(&[aud]),
+            Some(aud) => {
+                validation.set_audience(&[aud]);
+                validation.required_spec_claims.insert("aud".to_string());
+            }
             None => validation.validate_aud = false,
         }
         Ok(JwtVerifier { key, validation })

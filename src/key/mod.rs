@@ -69,9 +69,9 @@ pub enum KeyError {
         /// What the value must be: "a valid phone number".
         what: &'static str,
     },
-    /// A body member or form field named twice on the part's path, in any spelling a framework
-    /// reads as its name, or also in the query.
-    #[error("the request names {part} more than once (in the body, in another spelling, or in the query too); send it once")]
+    /// A part the request names twice (header lines, query parameters, body members or
+    /// fields), in a spelling a framework reads as its name, or a body part also in the query.
+    #[error("the request names {part} more than once (twice, in another spelling, or in the body and the query); send it once")]
     Ambiguous {
         /// The part, as written in the config.
         part: String,

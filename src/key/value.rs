@@ -1,9 +1,13 @@
 //! Reading one key part's raw value from a request: the bytes as the request carries them,
-//! before any option or escaping. `None` is a missing part. A body part is ambiguous when the
-//! query names it too (`?phone=V` beside a body's `phone`): many frameworks merge the query
-//! into the parameters they read, some letting it win.
+//! before any option or escaping. `None` is a missing part. A part the request names twice, or
+//! in a spelling some framework reads as its name, is ambiguous (header lines, query
+//! parameters, body fields alike); so is a body part the query names too (`?phone=V` beside a
+//! body's `phone`): many frameworks merge the query into the parameters they read, some letting
+//! it win.
 
 use std::borrow::Cow;
+
+use http::{HeaderMap, HeaderName};
 
 use super::{body, form, ip_key, jwt, KeySource};
 use crate::config::{KeyPart, PathCase};
@@ -31,14 +35,13 @@ pub fn read(
 ) -> Result<Option<Vec<u8>>, ReadError> {
     Ok(match part {
         KeyPart::Ip => Some(ip_key(src.client_ip, src.ipv6_prefix).into_bytes()),
-        KeyPart::Header(name) => src
-            .headers
-            .get(name)
-            .map(|v| v.as_bytes().to_vec())
-            .filter(|v| !v.is_empty()),
-        KeyPart::Query(name) => src
-            .query
-            .and_then(|q| form::values(q.as_bytes(), name).find(|v| !v.is_empty())),
+        KeyPart::Header(name) => header(src.headers, name)?,
+        // read as strictly as a form body: a parameter named twice or in a folded spelling
+        // (`?api_key=A&api_key=B`, `?API_KEY=`) is one frameworks read apart (first, last, all)
+        KeyPart::Query(name) => match src.query {
+            Some(q) => form::field(q.as_bytes(), name)?,
+            None => None,
+        },
         KeyPart::Jwt(claim) => {
             let claims = cache
                 .claims
@@ -66,6 +69,26 @@ pub fn read(
             }
         }
     })
+}
+
+/// A header's value. Sent on two lines it is ambiguous (frameworks take the first, the last,
+/// or both joined); so is the same name with `_` for `-` beside it, since CGI, and PHP behind
+/// it, read `X_Api_Key` as `X-Api-Key` (both are `HTTP_X_API_KEY`).
+fn header(headers: &HeaderMap, name: &HeaderName) -> Result<Option<Vec<u8>>, ReadError> {
+    let mut lines = headers.get_all(name).iter();
+    let value = lines.next();
+    let cgi_copy = |other: &HeaderName| {
+        other != name
+            && other.as_str().len() == name.as_str().len()
+            && (other.as_str().bytes().zip(name.as_str().bytes()))
+                .all(|(a, b)| a == b || (a == b'_' && b == b'-') || (a == b'-' && b == b'_'))
+    };
+    if lines.next().is_some() || headers.keys().any(cgi_copy) {
+        return Err(ReadError::Ambiguous);
+    }
+    Ok(value
+        .map(|v| v.as_bytes().to_vec())
+        .filter(|v| !v.is_empty()))
 }
 
 /// A body part's name (a `form:` field, a `json:` path's top-level member) named in the query

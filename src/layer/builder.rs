@@ -35,6 +35,10 @@ pub struct Builder {
     store: Table,
     keys: Table,
     server: Table,
+    jwt: Table,
+    /// In the order added: the first segment holding a user id is the one that applies.
+    segments: Vec<(String, String)>,
+    plans: Table,
     routes: Vec<Table>,
 }
 
@@ -78,6 +82,27 @@ impl Builder {
         self
     }
 
+    /// A `[jwt]` setting, for `jwt:CLAIM` key parts: `hs256_secret_env` (the variable holding
+    /// the secret) or `public_key_file`, and `issuer`, `audience`, `require_exp`.
+    pub fn jwt(mut self, setting: &str, value: impl Into<Value>) -> Self {
+        self.jwt.insert(setting.into(), value.into());
+        self
+    }
+
+    /// A segment (`[segments.NAME] members_file`): the user ids a limit's per-segment values
+    /// apply to, as a portable roaring bitmap; segments are looked up in the order they are
+    /// added.
+    pub fn segment(mut self, name: &str, members_file: &str) -> Self {
+        self.segments.push((name.into(), members_file.into()));
+        self
+    }
+
+    /// A `[plans]` setting: `members_file` (lines `"KEY" = "PLAN"`) or `unknown`.
+    pub fn plans(mut self, setting: &str, value: impl Into<Value>) -> Self {
+        self.plans.insert(setting.into(), value.into());
+        self
+    }
+
     /// Adds a route (routes are tried in the order they are added).
     pub fn route(mut self, route: RouteBuilder) -> Self {
         self.routes.push(route.table);
@@ -91,6 +116,8 @@ impl Builder {
             ("server", &self.server),
             ("store", &self.store),
             ("keys", &self.keys),
+            ("jwt", &self.jwt),
+            ("plans", &self.plans),
         ] {
             if !table.is_empty() {
                 doc.insert(name.into(), Value::Table(table.clone()));
@@ -98,7 +125,20 @@ impl Builder {
         }
         let routes = self.routes.iter().cloned().map(Value::Table).collect();
         doc.insert("routes".into(), Value::Array(routes));
-        toml::to_string(&doc).expect("a table serialises")
+        let mut text = toml::to_string(&doc).expect("a table serialises");
+        // one `[segments.NAME]` table at a time: a table's keys serialise sorted, and the
+        // order of segments is the order they are looked up in
+        for (name, members_file) in &self.segments {
+            let mut segment = Table::new();
+            segment.insert("members_file".into(), members_file.as_str().into());
+            let mut named = Table::new();
+            named.insert(name.clone(), Value::Table(segment));
+            let mut wrapped = Table::new();
+            wrapped.insert("segments".into(), Value::Table(named));
+            text.push('\n');
+            text.push_str(&toml::to_string(&wrapped).expect("a table serialises"));
+        }
+        text
     }
 
     /// Validates the settings and builds the layer (connecting to its store).

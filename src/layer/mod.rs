@@ -58,7 +58,7 @@ pub enum Unmatched {
 }
 
 /// The client's address, as the server that accepted the connection saw it. The gateway sets
-/// it; under axum, `ConnectInfo<SocketAddr>` is read when it is absent.
+/// it; when it is absent, axum's `ConnectInfo<SocketAddr>` or tonic's `TcpConnectInfo` is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientAddr(pub IpAddr);
 
@@ -230,13 +230,20 @@ impl<S> tower::Layer<S> for RateLimitLayer {
 }
 
 /// The client's address from the request's extensions: the gateway's [`ClientAddr`], else
-/// axum's `ConnectInfo`, else unspecified (every client one key).
+/// axum's `ConnectInfo`, else the `TcpConnectInfo` a tonic server gives every request, else
+/// unspecified (every client one key).
 fn client_addr(extensions: &http::Extensions) -> IpAddr {
     if let Some(ClientAddr(ip)) = extensions.get::<ClientAddr>() {
         return *ip;
     }
     if let Some(axum::extract::ConnectInfo(addr)) =
         extensions.get::<axum::extract::ConnectInfo<SocketAddr>>()
+    {
+        return addr.ip();
+    }
+    if let Some(addr) = extensions
+        .get::<tonic::transport::server::TcpConnectInfo>()
+        .and_then(|info| info.remote_addr())
     {
         return addr.ip();
     }

@@ -45,6 +45,15 @@ impl Default for HttpClient {
 }
 
 impl HttpClient {
+    /// A client that speaks HTTP/2 without upgrade (prior knowledge), as a gRPC client does.
+    pub fn http2() -> Self {
+        HttpClient {
+            client: Client::builder(TokioExecutor::new())
+                .http2_only(true)
+                .build_http(),
+        }
+    }
+
     /// Sends a request with headers and a body; fails the test after 10 s.
     pub async fn send(
         &self,

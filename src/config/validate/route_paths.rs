@@ -45,17 +45,44 @@ impl Validator<'_> {
         })
     }
 
-    /// A route's path (before its `suffix`, `/*` or none) must be in the normal form requests
-    /// are matched in (README, "The traffic path"): `/a/../b` or `/a//b` would never match anything.
+    /// A route's path (before its `suffix`, `/*` or none) must be in the form requests are
+    /// matched in (README, "The traffic path"): normalised and without `;` parameters, since
+    /// `/a/../b`, `/a//b` or `/a;v=1` would never match anything.
     fn normal_path(&self, v: &Spanned<String>, key: &str, path: &str, suffix: &str) -> Result<()> {
         let written = v.get_ref();
-        match crate::path::normalize(path) {
-            Ok(Cow::Borrowed(_)) => Ok(()),
-            Ok(Cow::Owned(normal)) => self.error(
+        let never = |why: &str, wanted: &str| {
+            let wanted = if suffix.is_empty() {
+                wanted
+            } else {
+                wanted.trim_end_matches('/')
+            };
+            self.error(
                 v.span(),
-                format!("{key}: `{written}` would never match: requests are matched by their normalised path, so write `{}{suffix}`", if suffix.is_empty() { normal.as_str() } else { normal.trim_end_matches('/') }),
+                format!("{key}: `{written}` would never match: {why}, so write `{wanted}{suffix}`"),
+            )
+        };
+        match crate::path::normalize(path) {
+            Ok(Cow::Borrowed(_)) => {}
+            Ok(Cow::Owned(normal)) => {
+                return never("requests are matched by their normalised path", &normal)
+            }
+            Err(e) => {
+                return self.error(
+                    v.span(),
+                    format!("{key}: `{written}` would never match: {e}"),
+                )
+            }
+        }
+        match crate::path::without_parameters(path) {
+            Ok(Cow::Borrowed(_)) => Ok(()),
+            Ok(Cow::Owned(routed)) => never(
+                "routes match a request's path without its `;` parameters",
+                &routed,
             ),
-            Err(e) => self.error(v.span(), format!("{key}: `{written}` would never match: {e}")),
+            Err(e) => self.error(
+                v.span(),
+                format!("{key}: `{written}` would never match: {e}"),
+            ),
         }
     }
 }

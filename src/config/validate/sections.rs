@@ -61,8 +61,12 @@ impl Validator<'_> {
             listen: self.socket_addr(s.listen.as_ref(), "server.listen", "0.0.0.0:8080")?,
             trusted_proxies: self
                 .networks(s.trusted_proxies.as_deref(), "server.trusted_proxies")?,
+            // a header name, so in any case (`X-Forwarded-For`, as NGINX configs write it)
             client_ip_header: self.choice(
-                s.client_ip_header.as_ref(),
+                s.client_ip_header
+                    .as_ref()
+                    .map(|h| Spanned::new(h.span(), h.get_ref().to_ascii_lowercase()))
+                    .as_ref(),
                 "server.client_ip_header",
                 "header",
                 ClientIpHeader::NAMES,
@@ -154,7 +158,26 @@ impl Validator<'_> {
     }
 
     /// `[admin]`; its listener may not take the traffic listener's address (`server_listen`).
+    /// A layer file has none: the service the layer wraps serves what it wants (the layer's
+    /// metrics through `RateLimitLayer::scrape`), so an `[admin]` setting there would do nothing
+    /// and is refused, as is a gateway-only `[server]` key. (A gateway config whose routes all
+    /// lack `upstream` reads as a layer file: this names the mix-up too.)
     pub(super) fn admin(&self, raw: &RawConfig, server_listen: SocketAddr) -> Result<AdminConfig> {
+        if self.purpose == Purpose::Layer {
+            let set = [
+                ("listen", &raw.admin.listen),
+                ("token_env", &raw.admin.token_env),
+            ]
+            .into_iter()
+            .filter_map(|(key, v)| v.as_ref().map(|v| (key, v.span())))
+            .min_by_key(|(_, span)| span.start);
+            if let Some((key, span)) = set {
+                return self.error(
+                    span,
+                    format!("admin.{key}: a layer file has no admin listener (the service the layer wraps serves its metrics with RateLimitLayer::scrape); in a gateway config, every route names its upstream"),
+                );
+            }
+        }
         let listen =
             self.socket_addr(raw.admin.listen.as_ref(), "admin.listen", "127.0.0.1:9091")?;
         if same_socket(listen, server_listen) {
