@@ -31,8 +31,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Validate the config file (the gateway's, or a layer file: routes without `upstream` and
-    /// no `[upstreams]`), print a summary of routes, limits, segments and plans, and exit.
+    /// Validate the config file (the gateway's, or a layer file: routes without `upstream`, no
+    /// `[upstreams]`, `[forward_auth]` or `[rls]`), print a summary of routes, limits, segments
+    /// and plans, and exit.
     Check {
         /// Read the file as a layer file (`RateLimitLayer::from_file`) even when it does not
         /// look like one.

@@ -1,6 +1,7 @@
 //! `slidegate check` accepts both recipes, `examples/otp.toml` and `examples/login.toml`, as
 //! shipped and summarises every limit; the OTP recipe needs its hash secret (without it, check
-//! refuses the file and names the variable).
+//! refuses the file and names the variable). The forward-auth recipes (`examples/nginx/`,
+//! `examples/caddy/`) are gateway configs whose routes need no upstream, and check reads them so.
 
 mod support;
 
@@ -74,4 +75,28 @@ fn check_accepts_both_recipes() {
         summary.contains("on_exceed=block for 1m (x2 each time"),
         "{summary}"
     );
+}
+
+/// The forward-auth recipes' configs have routes without `upstream` and no `[upstreams]`, like a
+/// layer file, but `[forward_auth]` makes them the gateway's: check accepts them as shipped (their
+/// `[server] listen` and `[admin]` included) and summarises them as a gateway config.
+#[test]
+fn check_reads_the_forward_auth_recipes_as_gateway_configs() {
+    for recipe in ["nginx/slidegate.toml", "caddy/slidegate.toml"] {
+        let out = check(recipe, None);
+        let summary = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{recipe}: {summary}{stderr}");
+        assert!(
+            summary.contains("listen 127.0.0.1:8080"),
+            "{recipe}: {summary}"
+        );
+        assert!(!summary.contains("layer file"), "{recipe}: {summary}");
+        assert!(
+            summary
+                .lines()
+                .any(|l| l.trim_start().starts_with("per-ip") && l.contains("3 per 1m")),
+            "{recipe}: {summary}"
+        );
+    }
 }

@@ -57,8 +57,10 @@ pub enum Purpose {
 
 impl Purpose {
     /// What a config file's text is for when nobody says: a layer file when it has routes,
-    /// none of which names an `upstream`, and no `[upstreams]`; the gateway's otherwise (text
-    /// that does not parse too, so its errors are the gateway's).
+    /// none of which names an `upstream`, no `[upstreams]`, and no listener that only the
+    /// gateway serves (`[forward_auth]`, `[rls]`: a forward-auth gateway's routes need no
+    /// upstream); the gateway's otherwise (text that does not parse too, so its errors are the
+    /// gateway's).
     pub fn detect(text: &str) -> Purpose {
         let Ok(doc) = text.parse::<toml::Table>() else {
             return Purpose::Gateway;
@@ -70,7 +72,10 @@ impl Purpose {
                     .iter()
                     .all(|r| r.as_table().is_some_and(|t| !t.contains_key("upstream")))
         });
-        match upstream_free && !doc.contains_key("upstreams") {
+        let gateway_only = ["upstreams", "forward_auth", "rls"]
+            .iter()
+            .any(|section| doc.contains_key(*section));
+        match upstream_free && !gateway_only {
             true => Purpose::Layer,
             false => Purpose::Gateway,
         }
