@@ -178,6 +178,62 @@ async fn the_original_uri_is_required_and_read_as_the_traffic_path_reads_one() {
     assert_eq!(get(h).await.status, 429);
 }
 
+/// NGINX passes the client's own headers to its subrequest, so a client can add an
+/// `X-Forwarded-Uri` or `X-Forwarded-Method` beside the `X-Original-*` the proxy sets (and a
+/// proxy that appends can carry two values of one). Two different originals are refused, not
+/// counted as whichever the client chose: the request it names elsewhere is not let through
+/// uncounted. Both conventions naming the same request are one request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_original_request_the_client_chose_is_refused_not_counted() {
+    let redis = RedisServer::start();
+    let gw = gateway(&redis, TRUSTED, "", "").await;
+    let c = HttpClient::default();
+    let client = ("x-forwarded-for", "198.51.100.9");
+    let proxy = [
+        ("x-original-method", "POST"),
+        ("x-original-uri", "/api/otp/send"),
+        client,
+    ];
+    for smuggled in [
+        ("x-forwarded-uri", "/elsewhere"),
+        ("x-forwarded-method", "GET"),
+    ] {
+        for _ in 0..4 {
+            let mut h = proxy.to_vec();
+            h.push(smuggled);
+            let r = c.get(&url(&gw), &h).await;
+            assert_eq!(
+                (r.status.as_u16(), r.json()["error"].as_str()),
+                (400, Some("ambiguous_original_request")),
+                "{smuggled:?}"
+            );
+        }
+    }
+    let twice = c
+        .get(
+            &url(&gw),
+            &[
+                ("x-original-uri", "/api/otp/send"),
+                ("x-original-uri", "/elsewhere"),
+                ("x-original-method", "POST"),
+                client,
+            ],
+        )
+        .await;
+    assert_eq!(twice.status, 400);
+    // The same request under both names is that request, counted once each time.
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let mut h = proxy.to_vec();
+        h.extend([
+            ("x-forwarded-uri", "/api/otp/send"),
+            ("x-forwarded-method", "POST"),
+        ]);
+        statuses.push(c.get(&url(&gw), &h).await.status.as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 429]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_untrusted_peer_cannot_choose_the_client_ip() {
     let redis = RedisServer::start();

@@ -1,7 +1,8 @@
 //! The forward-auth recipes run: real NGINX (`auth_request`, `examples/nginx/`) and real Caddy
 //! (`forward_auth`, `examples/caddy/`) in front of a test upstream, slidegate started from the
 //! recipe's own TOML. A limit of 3 gives 200, 200, 200, then 429 with `Retry-After` at the
-//! client, through each proxy, and the upstream sees exactly 3 requests.
+//! client, through each proxy, and the upstream sees exactly 3 requests, also when the client
+//! sends its own original-request headers naming another request.
 
 mod support;
 
@@ -30,13 +31,24 @@ async fn slidegate(proxy: &str, redis: &RedisServer) -> Gateway {
     gateway::start(&toml).await
 }
 
-/// Four OTP sends through `front`: 200, 200, 200, 429 with Retry-After; 3 reach the app.
+/// What a client adds to dodge the limit: both conventions' original-request headers, naming
+/// a request no route counts. The proxy passes the client's headers to its subrequest; the
+/// recipe must keep these out (or slidegate refuses the subrequest), never count them.
+const SMUGGLED: [(&str, &str); 4] = [
+    ("x-forwarded-method", "GET"),
+    ("x-forwarded-uri", "/health"),
+    ("x-original-method", "GET"),
+    ("x-original-uri", "/health"),
+];
+
+/// Four OTP sends through `front`: 200, 200, 200, 429 with Retry-After; 3 reach the app. Each
+/// carries [`SMUGGLED`] headers, which change nothing.
 async fn three_then_refused(front: &Proxy, app: &upstream::Upstream) {
     let client = HttpClient::default();
     let mut replies = Vec::new();
     for _ in 0..4 {
         let r = client
-            .send(Method::POST, &front.url("/api/otp/send"), &[], "{}")
+            .send(Method::POST, &front.url("/api/otp/send"), &SMUGGLED, "{}")
             .await;
         replies.push(r);
     }

@@ -4,7 +4,10 @@
 //! along, and no body (a subrequest carries none, so body key parts are missing).
 //!
 //! Without an original URI the subrequest is refused (400): deciding for the subrequest's own
-//! path would count nothing the client asked for. An absolute URI (`http://host/path`) is read
+//! path would count nothing the client asked for. So is one that names two different originals
+//! (both conventions, or one header twice): NGINX passes the client's own headers to its
+//! subrequest, so a client could add an `X-Forwarded-Uri` beside the proxy's `X-Original-URI`
+//! and have another request counted than the one it sends. An absolute URI (`http://host/path`) is read
 //! for its path and query, as an absolute-form request target is on the traffic path; the path
 //! is then normalised and matched exactly as there.
 
@@ -30,6 +33,9 @@ pub enum OriginalError {
     /// The original URI, or the original method, cannot be read.
     #[error("the original request cannot be read: {0}")]
     BadOriginal(String),
+    /// The headers name two different original URIs, or methods (the one named here).
+    #[error("the subrequest names two different original {0}s (X-Forwarded-* and X-Original-*, or one of them twice): the proxy must send one")]
+    Ambiguous(&'static str),
 }
 
 impl OriginalError {
@@ -38,6 +44,7 @@ impl OriginalError {
         match self {
             OriginalError::MissingUri => "missing_original_uri",
             OriginalError::BadOriginal(_) => "bad_original_request",
+            OriginalError::Ambiguous(_) => "ambiguous_original_request",
         }
     }
 }
@@ -45,10 +52,10 @@ impl OriginalError {
 /// The original request of a subrequest's head, with an empty body of type `B`.
 pub fn original<B: Default>(head: &Parts) -> Result<Request<B>, OriginalError> {
     let headers = &head.headers;
-    let uri_value =
-        first_of(headers, &X_FORWARDED_URI, &X_ORIGINAL_URI).ok_or(OriginalError::MissingUri)?;
+    let uri_value = the_one_of(headers, &X_FORWARDED_URI, &X_ORIGINAL_URI, "URI")?
+        .ok_or(OriginalError::MissingUri)?;
     let uri = origin_form(uri_value)?;
-    let method = match first_of(headers, &X_FORWARDED_METHOD, &X_ORIGINAL_METHOD) {
+    let method = match the_one_of(headers, &X_FORWARDED_METHOD, &X_ORIGINAL_METHOD, "method")? {
         Some(m) => Method::from_bytes(m.as_bytes()).map_err(|_| {
             OriginalError::BadOriginal(format!(
                 "`{}` is not a method",
@@ -72,13 +79,22 @@ pub fn original<B: Default>(head: &Parts) -> Result<Request<B>, OriginalError> {
     Ok(request)
 }
 
-/// The first of two headers the subrequest has.
-fn first_of<'h>(
+/// The one value the subrequest gives under either of two header names (`None` without
+/// either); two different values are ambiguous (`what` names them in the error).
+fn the_one_of<'h>(
     headers: &'h HeaderMap,
     first: &HeaderName,
     second: &HeaderName,
-) -> Option<&'h http::HeaderValue> {
-    headers.get(first).or_else(|| headers.get(second))
+    what: &'static str,
+) -> Result<Option<&'h http::HeaderValue>, OriginalError> {
+    let mut values = headers.get_all(first).iter().chain(headers.get_all(second));
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    match values.all(|other| other == value) {
+        true => Ok(Some(value)),
+        false => Err(OriginalError::Ambiguous(what)),
+    }
 }
 
 /// The original URI as an origin-form target (path and query).
