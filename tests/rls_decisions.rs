@@ -193,6 +193,38 @@ async fn decisions_count_under_the_domain_and_repeated_refusals_skip_redis() {
     );
 }
 
+/// A request whose descriptors are partly only read (`hits_addend` 0) is still one request:
+/// it counts once in `slidegate_requests_total`, under the decision of the descriptors it is
+/// charged to; a request that only reads counts once too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_with_read_only_descriptors_counts_once() {
+    let redis = RedisServer::start();
+    let gw = serve(&redis, "rls-read-once", ATOMIC, "").await;
+    let mut c = client(&gw).await;
+    let mixed = request(
+        "atomic",
+        vec![
+            remote_address("192.0.2.70"),
+            with_hits(request_header("user", "hal"), 0),
+        ],
+    );
+    assert_eq!(
+        overall_codes(&mut c, &mixed, 4).await,
+        ["OK", "OK", "OK", "OVER_LIMIT"]
+    );
+    let read_only = request("atomic", vec![with_hits(request_header("user", "hal"), 0)]);
+    assert_eq!(overall_codes(&mut c, &read_only, 2).await, ["OK", "OK"]);
+    let text = HttpClient::default()
+        .get(&gw.admin("/metrics"), &[])
+        .await
+        .body;
+    let count = |decision: &str| {
+        let labels = [("route", "atomic"), ("decision", decision)];
+        value(&text, "slidegate_requests_total", &labels).unwrap_or(0.0)
+    };
+    assert_eq!((count("allowed"), count("rejected")), (5.0, 1.0), "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_cached_for_one_set_of_descriptors_answers_only_that_set() {
     let redis = RedisServer::start();

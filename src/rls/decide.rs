@@ -6,7 +6,8 @@
 //! kinds is decided with every limit first; when only shadow-mode limits refuse, it is decided
 //! again with the enforced limits alone, so the request is charged to those and answered as
 //! they say, and a shadow-mode limit never lets a request through uncharged. The request is
-//! counted once, under its final decision.
+//! counted once, under its final decision: the charged set's, or the read set's when nothing
+//! is charged.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,19 +34,23 @@ pub struct Outcome {
     pub read: Option<Decided>,
 }
 
-/// Decides a request's sets.
+/// Decides a request's sets, counting the request once.
 pub async fn decide(limiter: &Arc<Limiter>, domain: &Domain, plan: &Plan) -> Outcome {
-    let charged = decide_set(limiter, domain, &plan.charged, plan.cost);
-    let read = decide_set(limiter, domain, &plan.read, 0);
+    let read_counts = plan.charged.parts.is_empty();
+    let charged = decide_set(limiter, domain, &plan.charged, plan.cost, true);
+    let read = decide_set(limiter, domain, &plan.read, 0, read_counts);
     let (charged, read) = futures_util::future::join(charged, read).await;
     Outcome { charged, read }
 }
 
+/// Decides one set at `cost`; `counted` says whether its verdict is the request's count in
+/// the metrics.
 async fn decide_set(
     limiter: &Arc<Limiter>,
     domain: &Domain,
     set: &LimitSetPlan,
     cost: u64,
+    counted: bool,
 ) -> Option<Decided> {
     if set.parts.is_empty() {
         return None;
@@ -54,12 +59,15 @@ async fn decide_set(
     let keys = Arc::new(RequestKeys::per_slot(&combo.all, set.keys.clone()));
     let tier = combo.all.default_tier().clone();
     let deciding = Deciding::new(limiter.clone(), combo.all.clone(), tier, keys, cost);
-    let verdict = match &combo.enforced {
-        None => deciding.await,
-        Some(_) => {
+    let verdict = match (&combo.enforced, counted) {
+        (None, true) => deciding.await,
+        (None, false) => deciding.uncounted().await,
+        (Some(_), _) => {
             let first = deciding.uncounted().await;
             let verdict = without_shadow(limiter, &combo, set, cost, first).await;
-            limiter.record(&combo.all, &verdict);
+            if counted {
+                limiter.record(&combo.all, &verdict);
+            }
             verdict
         }
     };
