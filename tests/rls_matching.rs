@@ -352,3 +352,44 @@ descriptors:
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unnamed_limit_shows_under_its_descriptor_keys_unless_a_sibling_shares_them() {
+    let yaml = r#"
+domain: labels
+descriptors:
+  - key: path
+    value: /api/login
+    descriptors:
+      - key: user
+        rate_limit: { unit: minute, requests_per_unit: 1 }
+  - key: database
+    value: users
+    rate_limit: { unit: minute, requests_per_unit: 1 }
+  - key: database
+    value: default
+    rate_limit: { unit: minute, requests_per_unit: 1 }
+"#;
+    let redis = RedisServer::start();
+    let gw = serve(&redis, "rls-labels", yaml, "").await;
+    let mut c = client(&gw).await;
+    let login = request(
+        "labels",
+        vec![descriptor(&[("path", "/api/login"), ("user", "erin")])],
+    );
+    let users = request("labels", vec![descriptor(&[("database", "users")])]);
+    for r in [&login, &users] {
+        assert_eq!(overall_codes(&mut c, r, 2).await, ["OK", "OVER_LIMIT"]);
+    }
+    let metrics = support::http::HttpClient::default()
+        .get(&gw.admin("/metrics"), &[])
+        .await
+        .body;
+    let exceeded = |limit: &str| {
+        let labels = [("route", "labels"), ("limit", limit), ("mode", "enforced")];
+        value(&metrics, "slidegate_limit_exceeded_total", &labels).unwrap_or(0.0)
+    };
+    // Keys alone where they name one limit; with the values where two siblings share the keys.
+    assert_eq!(exceeded("path.user"), 1.0, "{metrics}");
+    assert_eq!(exceeded("database_users"), 1.0, "{metrics}");
+}

@@ -109,8 +109,9 @@ pub struct RlsDescriptor {
 /// One `rate_limit`, with the node's `shadow_mode`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RlsRule {
-    /// The name metrics, headers and `/admin/usage` show: `name`, else the node's path of
-    /// descriptor keys (`key` or `key_value`) joined by `.`.
+    /// The name metrics, headers and `/admin/usage` show: `name`, else the node's descriptor
+    /// keys joined by `.` (`key_value` for the nodes with a value where two rules of the
+    /// domain would otherwise share it).
     pub label: String,
     /// `name`, when given (what `replaces` names).
     pub name: Option<String>,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::lookup::Target;
 use super::policy::RoutePolicy;
-use super::Limiter;
+use super::limiter::Limiter;
 use crate::store::{DecisionRequest, LimitUsage, Outcome, Store, StoreError};
 use crate::tier::TierName;
 

@@ -16,7 +16,8 @@ use std::time::Duration;
 use super::keys::RequestKeys;
 use super::lookup::Target;
 use super::policy::RoutePolicy;
-use super::{Limiter, Verdict};
+use super::limiter::Limiter;
+use super::verdict::Verdict;
 use crate::config::ExceedMode;
 use crate::metrics::DecisionLabel;
 use crate::store::{

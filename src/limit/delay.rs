@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use prometheus::IntGauge;
 use tokio::time::Sleep;
 
-use super::RoutePolicy;
+use super::policy::RoutePolicy;
 
 /// One request's place in its route's waiting room, and its next wake-up.
 pub struct Delay {

@@ -19,7 +19,8 @@ use std::sync::Arc;
 
 use super::keys::RequestKeys;
 use super::policy::{OutcomeRule, RoutePolicy, Tier};
-use super::{Limiter, Verdict};
+use super::limiter::Limiter;
+use super::verdict::Verdict;
 use crate::store::{Decision, LimitSet, Receipt, Settlement};
 
 /// An allowed attempt's charge, held until its answer says whether it counts.

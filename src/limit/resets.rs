@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use super::Limiter;
+use super::limiter::Limiter;
 use crate::store::{Store, StoreError};
 
 /// How long a follower waits for its subscription to hold while Redis answers: a reset

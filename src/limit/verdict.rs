@@ -3,10 +3,12 @@
 
 use std::time::Duration;
 
-use super::STORE_UNAVAILABLE_RETRY_SECS;
 use crate::metrics::DecisionLabel;
 use crate::store::Decision;
 use crate::tier::TierName;
+
+/// The `Retry-After` of a 503 when the store is unavailable and the route fails closed.
+pub const STORE_UNAVAILABLE_RETRY_SECS: u64 = 1;
 
 /// What the limiter concluded for one request or key.
 #[derive(Debug, Clone)]

@@ -137,6 +137,10 @@ struct Replacing {
 /// A rule's label and where it was set, to find two rules showing under one name.
 struct Labelled {
     label: String,
+    /// An unnamed rule's descriptor keys joined by `.`, its label when no other takes it.
+    keys: Option<String>,
+    /// Its index among the domain's rules.
+    rule: usize,
     at: Marker,
 }
 

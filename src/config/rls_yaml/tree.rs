@@ -49,9 +49,10 @@ impl Reader<'_> {
         let mut replacing = Vec::new();
         let mut labels = Vec::new();
         let descriptors = match fields.get("descriptors") {
-            Some(list) => self.level(list, "", 1, &mut rules, &mut replacing, &mut labels)?,
+            Some(list) => self.level(list, ("", ""), 1, &mut rules, &mut replacing, &mut labels)?,
             None => Vec::new(),
         };
+        label_by_keys(&mut rules, &mut labels);
         self.check_names(&rules, &replacing, &labels)?;
         let at = self.at(name_node.span.start);
         Ok((
@@ -99,11 +100,12 @@ impl Reader<'_> {
         Ok(())
     }
 
-    /// One level of descriptors below `path`.
+    /// One level of descriptors below `path` (the nodes' `key` or `key_value` joined by `.`,
+    /// and their keys alone).
     fn level(
         &mut self,
         node: &MarkedYaml<'_>,
-        path: &str,
+        (path, keys_path): (&str, &str),
         depth: usize,
         rules: &mut Vec<RlsRule>,
         replacing: &mut Vec<Replacing>,
@@ -150,6 +152,10 @@ impl Reader<'_> {
                 "" => composite.clone(),
                 _ => format!("{path}.{composite}"),
             };
+            let keys_here = match keys_path {
+                "" => key.clone(),
+                _ => format!("{keys_path}.{key}"),
+            };
             let shadow = self.flag(&fields, "shadow_mode")?;
             let share_threshold = self.flag(&fields, "share_threshold")?;
             if share_threshold && !value.as_deref().is_some_and(|v| v.contains('*')) {
@@ -164,6 +170,8 @@ impl Reader<'_> {
                     let rule = self.rule(r, &here, shadow, replacing)?;
                     labels.push(Labelled {
                         label: rule.label.clone(),
+                        keys: rule.name.is_none().then(|| keys_here.clone()),
+                        rule: rules.len(),
                         at: r.span.start,
                     });
                     rules.push(rule);
@@ -172,7 +180,7 @@ impl Reader<'_> {
                 None => None,
             };
             let descriptors = match fields.get("descriptors") {
-                Some(list) => self.level(list, &here, depth + 1, rules, replacing, labels)?,
+                Some(list) => self.level(list, (&here, &keys_here), depth + 1, rules, replacing, labels)?,
                 None => Vec::new(),
             };
             level.push(RlsDescriptor {
@@ -210,5 +218,25 @@ impl Reader<'_> {
             );
         }
         Ok(())
+    }
+}
+
+/// An unnamed rate limit shows under its descriptor keys joined by `.` (`path.user`) when no
+/// other rate limit of the domain would show under the same; where two would (siblings that
+/// differ only by their values), each keeps its path with the values (`path_/api/login.user`).
+fn label_by_keys(rules: &mut [RlsRule], labels: &mut [Labelled]) {
+    let mut uses: HashMap<&str, usize> = HashMap::new();
+    for l in labels.iter() {
+        *uses.entry(l.keys.as_deref().unwrap_or(&l.label)).or_default() += 1;
+    }
+    let unique: Vec<bool> = labels
+        .iter()
+        .map(|l| l.keys.as_deref().is_some_and(|k| uses[k] == 1))
+        .collect();
+    for (l, unique) in labels.iter_mut().zip(unique) {
+        if let (Some(keys), true) = (l.keys.take(), unique) {
+            rules[l.rule].label = keys.clone();
+            l.label = keys;
+        }
     }
 }

@@ -1,0 +1,268 @@
+//! The [`Limiter`]: the deny cache, the store and the in-process fallback behind one decision,
+//! and the rules applied once a decision is made (the route's `on_error`, its exceed mode, the
+//! metrics), shared by the request path ([`super::Deciding`]) and the batch API.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::deny_cache::{denials_by_key, DenyCache};
+use super::keys::RequestKeys;
+use super::policy::{RoutePolicy, Tier};
+use super::verdict::Verdict;
+use crate::config::{ExceedMode, OnError};
+use crate::metrics::{DecisionLabel, Metrics};
+use crate::store::{Decision, DecisionRequest, MemoryStore, Outcome, Store, StoreError};
+
+/// The limiter shared by the request path and the admin listener.
+pub struct Limiter {
+    store: Store,
+    fallback: MemoryStore,
+    deny_cache: DenyCache,
+    metrics: Metrics,
+    health: crate::logging::StoreHealth,
+}
+
+impl Limiter {
+    /// A limiter deciding in `store`; its in-process fallback and deny cache hold at most
+    /// `max_keys` keys each; store failures it sees itself count in `metrics`.
+    pub fn new(store: Store, max_keys: usize, metrics: Metrics) -> Limiter {
+        Limiter {
+            store,
+            fallback: MemoryStore::new(max_keys),
+            deny_cache: DenyCache::new(max_keys),
+            metrics,
+            health: Default::default(),
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The deny cache.
+    pub fn deny_cache(&self) -> &DenyCache {
+        &self.deny_cache
+    }
+
+    /// The metrics in Prometheus text, with the gauges read at scrape time (the deny cache's
+    /// live entries) brought up to date first: what every `/metrics` serves.
+    pub fn scrape(&self) -> String {
+        let entries = self.deny_cache.live_entries(Instant::now());
+        self.metrics.deny_cache_entries.set(entries as i64);
+        self.metrics.encode()
+    }
+
+    /// Decides many keys of one route in one go (few large store calls), in order, each
+    /// exactly as the request path would without waiting, and counts each once. A dry run
+    /// decides as if but charges nothing.
+    pub async fn decide_many(
+        &self,
+        policy: &RoutePolicy,
+        keys: &[RequestKeys],
+        cost: u64,
+        dry_run: bool,
+    ) -> Vec<Verdict> {
+        if !policy.has_limits() {
+            let allowed = || Verdict::new(DecisionLabel::Allowed, None, None);
+            return keys.iter().map(|_| allowed()).collect();
+        }
+        let tiers: Vec<Option<&Arc<Tier>>> = keys
+            .iter()
+            .map(|k| policy.tier_for(k.route_key.as_deref().unwrap_or("")))
+            .collect();
+        let mut verdicts: Vec<Option<Verdict>> = keys
+            .iter()
+            .zip(&tiers)
+            .map(|(k, tier)| match tier {
+                Some(tier) if !dry_run => self.cached(policy, &k.bases, tier, cost),
+                Some(_) => None,
+                None => Some(Verdict::new(DecisionLabel::BadRequest, None, None)),
+            })
+            .collect();
+        let asked: Vec<usize> = (0..keys.len()).filter(|&i| verdicts[i].is_none()).collect();
+        let requests: Vec<DecisionRequest<'_>> = asked
+            .iter()
+            .map(|&i| DecisionRequest {
+                limits: &tiers[i].expect("asked keys have a tier").limits,
+                bases: &keys[i].bases,
+                cost,
+                dry_run,
+                receipt: false,
+            })
+            .collect();
+        let started = Instant::now();
+        let results = self.store.decide_many(&requests, None).await;
+        let elapsed = started.elapsed();
+        for ((&i, request), result) in asked.iter().zip(&requests).zip(results) {
+            let tier = tiers[i].expect("asked keys have a tier");
+            let verdict = self.conclude(policy, *request, tier, result, started, elapsed);
+            if !dry_run {
+                self.note_blocks(policy, &keys[i], &verdict);
+            }
+            verdicts[i] = Some(verdict);
+        }
+        let verdicts: Vec<Verdict> = verdicts
+            .into_iter()
+            .map(|v| v.expect("every key decided"))
+            .collect();
+        if !dry_run {
+            for v in &verdicts {
+                self.record(policy, v);
+            }
+        }
+        verdicts
+    }
+
+    /// The verdict for a request no limit counts (a route without limits, an exempt client),
+    /// counted once under `label` (`allowed`, `exempt`).
+    pub fn uncounted(&self, policy: &RoutePolicy, label: DecisionLabel) -> Verdict {
+        let verdict = Verdict::new(label, None, None);
+        self.record(policy, &verdict);
+        verdict
+    }
+
+    /// The deny cache's answer for a request, if one of its keys is held back. A cached denial
+    /// was decided for one unit: it answers requests of cost >= 1 on enforcing routes.
+    fn cached(
+        &self,
+        policy: &RoutePolicy,
+        bases: &[String],
+        tier: &Tier,
+        cost: u64,
+    ) -> Option<Verdict> {
+        let enforcing = matches!(
+            policy.config.on_exceed,
+            ExceedMode::Reject | ExceedMode::Block(_)
+        );
+        if !enforcing || cost == 0 {
+            return None;
+        }
+        let now = Instant::now();
+        let denial = bases.iter().find_map(|b| {
+            let d = self.deny_cache.get(b, now)?;
+            d.answers(&tier.limits).then_some(d)
+        })?;
+        policy.metrics.deny_cache_hits.inc();
+        let decision = denial.current(now);
+        let label = label_of_denial(decision.outcome);
+        Some(Verdict::new(label, Some(decision), tier.name.as_ref()))
+    }
+
+    /// The rules after the store answered, once for both entry points: a failure applies the
+    /// route's `on_error` (allow, deny, or the in-process fallback); a decision is measured, then
+    /// labelled by the route's mode, and an enforced denial of one unit is remembered in the deny
+    /// cache for the keys that refused. Nothing is counted in `slidegate_requests_total` here
+    /// (a delayed request is decided more than once), and a dry run is measured nowhere.
+    fn conclude(
+        &self,
+        policy: &RoutePolicy,
+        request: DecisionRequest<'_>,
+        tier: &Tier,
+        result: Result<Decision, StoreError>,
+        started: Instant,
+        elapsed: Duration,
+    ) -> Verdict {
+        let tier_name = tier.name.as_ref();
+        let local = result.is_err();
+        let decision = match result {
+            Ok(d) => {
+                self.health.answered();
+                if !request.dry_run {
+                    let histogram = &policy.metrics.decision_duration.store;
+                    histogram.observe(elapsed.as_secs_f64());
+                }
+                d
+            }
+            Err(e) => match self.on_store_error(policy, request, e) {
+                Ok(d) => d,
+                Err(label) => return Verdict::new(label, None, tier_name),
+            },
+        };
+        if !request.dry_run {
+            let utilization = decision
+                .limits
+                .iter()
+                .zip(&policy.metrics.limit_utilization);
+            for (usage, histogram) in utilization {
+                histogram.observe(usage.used as f64 / usage.limit.max(1) as f64);
+            }
+        }
+        let mode = &policy.config.on_exceed;
+        let label = match (decision.outcome, mode) {
+            (Outcome::Allowed, _) => DecisionLabel::Allowed,
+            (_, ExceedMode::Shadow) => DecisionLabel::ShadowRejected,
+            (outcome, _) => {
+                let enforcing = matches!(mode, ExceedMode::Reject | ExceedMode::Block(_));
+                if enforcing && request.cost == 1 && !request.dry_run {
+                    for (base, denial) in denials_by_key(&decision, request) {
+                        self.deny_cache
+                            .remember(base, started, &denial, mode, request.limits);
+                    }
+                }
+                // The exceed that starts a block counts as rejected, the 429s after it as blocked.
+                label_of_denial(outcome)
+            }
+        };
+        Verdict {
+            local,
+            ..Verdict::new(label, Some(decision), tier_name)
+        }
+    }
+
+    /// A failed store call: the route's `on_error` says what the request gets, or the
+    /// in-process fallback decides it.
+    fn on_store_error(
+        &self,
+        policy: &RoutePolicy,
+        request: DecisionRequest<'_>,
+        error: StoreError,
+    ) -> Result<Decision, DecisionLabel> {
+        if matches!(error, StoreError::Full(_)) {
+            // Redis failures are counted once per call by the store itself.
+            self.metrics.count_store_error(&error);
+        }
+        self.health.failed(&error);
+        match policy.on_error {
+            OnError::Allow => Err(DecisionLabel::StoreErrorAllowed),
+            OnError::Deny => Err(DecisionLabel::StoreErrorDenied),
+            OnError::Local => {
+                let started = Instant::now();
+                let decided = self.fallback.decide(request, None);
+                let histogram = &policy.metrics.decision_duration.local;
+                histogram.observe(started.elapsed().as_secs_f64());
+                decided.map_err(|full| {
+                    // The fallback is full of live keys: this key fails open.
+                    self.metrics.count_store_error(&full);
+                    DecisionLabel::StoreErrorAllowed
+                })
+            }
+        }
+    }
+
+    /// Counts a final verdict: once in `slidegate_requests_total`, and, for every 429 and every
+    /// shadow exceedance, once in `slidegate_limit_exceeded_total` under the limit it names.
+    pub fn record(&self, policy: &RoutePolicy, verdict: &Verdict) {
+        policy.metrics.decision(verdict.label);
+        let mode = match verdict.label {
+            DecisionLabel::Rejected | DecisionLabel::Blocked => 0,
+            DecisionLabel::ShadowRejected => 1,
+            _ => return,
+        };
+        if let Some(i) = verdict
+            .decision
+            .as_ref()
+            .and_then(Decision::rejecting_limit)
+        {
+            policy.metrics.limit_exceeded[i][mode].inc();
+        }
+    }
+}
+
+/// A store rejection's label: a key serving a block is `blocked`, anything else `rejected`.
+fn label_of_denial(outcome: Outcome) -> DecisionLabel {
+    match outcome {
+        Outcome::Blocked => DecisionLabel::Blocked,
+        _ => DecisionLabel::Rejected,
+    }
+}
