@@ -5,9 +5,9 @@
 
 use std::time::{Duration, Instant};
 
+use super::limiter::Limiter;
 use super::lookup::Target;
 use super::policy::RoutePolicy;
-use super::limiter::Limiter;
 use crate::store::{DecisionRequest, LimitUsage, Outcome, Store, StoreError};
 use crate::tier::TierName;
 

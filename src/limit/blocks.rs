@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::keys::RequestKeys;
+use super::limiter::Limiter;
 use super::lookup::Target;
 use super::policy::RoutePolicy;
-use super::limiter::Limiter;
 use super::verdict::Verdict;
 use crate::config::ExceedMode;
 use crate::metrics::DecisionLabel;

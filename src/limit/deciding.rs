@@ -15,9 +15,9 @@ use std::time::Instant;
 
 use super::delay::Delay;
 use super::keys::RequestKeys;
+use super::limiter::Limiter;
 use super::outcome::Reservation;
 use super::policy::{RoutePolicy, Tier};
-use super::limiter::Limiter;
 use super::verdict::Verdict;
 use crate::config::ExceedMode;
 use crate::metrics::DecisionLabel;

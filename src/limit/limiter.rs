@@ -15,11 +15,16 @@ use crate::store::{Decision, DecisionRequest, MemoryStore, Outcome, Store, Store
 
 /// The limiter shared by the request path and the admin listener.
 pub struct Limiter {
-    store: Store,
-    fallback: MemoryStore,
-    deny_cache: DenyCache,
-    metrics: Metrics,
-    health: crate::logging::StoreHealth,
+    /// Where decisions are made (Redis or the memory store).
+    pub(super) store: Store,
+    /// The in-process store of `on_error = "local"`.
+    pub(super) fallback: MemoryStore,
+    /// Refusals remembered, answered without the store.
+    pub(super) deny_cache: DenyCache,
+    /// The gateway's metrics.
+    pub(super) metrics: Metrics,
+    /// The store's health as the logs report it.
+    pub(super) health: crate::logging::StoreHealth,
 }
 
 impl Limiter {
@@ -124,7 +129,7 @@ impl Limiter {
 
     /// The deny cache's answer for a request, if one of its keys is held back. A cached denial
     /// was decided for one unit: it answers requests of cost >= 1 on enforcing routes.
-    fn cached(
+    pub(super) fn cached(
         &self,
         policy: &RoutePolicy,
         bases: &[String],
@@ -154,7 +159,7 @@ impl Limiter {
     /// labelled by the route's mode, and an enforced denial of one unit is remembered in the deny
     /// cache for the keys that refused. Nothing is counted in `slidegate_requests_total` here
     /// (a delayed request is decided more than once), and a dry run is measured nowhere.
-    fn conclude(
+    pub(super) fn conclude(
         &self,
         policy: &RoutePolicy,
         request: DecisionRequest<'_>,

@@ -18,8 +18,8 @@
 use std::sync::Arc;
 
 use super::keys::RequestKeys;
-use super::policy::{OutcomeRule, RoutePolicy, Tier};
 use super::limiter::Limiter;
+use super::policy::{OutcomeRule, RoutePolicy, Tier};
 use super::verdict::Verdict;
 use crate::store::{Decision, LimitSet, Receipt, Settlement};
 

@@ -180,7 +180,14 @@ impl Reader<'_> {
                 None => None,
             };
             let descriptors = match fields.get("descriptors") {
-                Some(list) => self.level(list, (&here, &keys_here), depth + 1, rules, replacing, labels)?,
+                Some(list) => self.level(
+                    list,
+                    (&here, &keys_here),
+                    depth + 1,
+                    rules,
+                    replacing,
+                    labels,
+                )?,
                 None => Vec::new(),
             };
             level.push(RlsDescriptor {
@@ -227,7 +234,9 @@ impl Reader<'_> {
 fn label_by_keys(rules: &mut [RlsRule], labels: &mut [Labelled]) {
     let mut uses: HashMap<&str, usize> = HashMap::new();
     for l in labels.iter() {
-        *uses.entry(l.keys.as_deref().unwrap_or(&l.label)).or_default() += 1;
+        *uses
+            .entry(l.keys.as_deref().unwrap_or(&l.label))
+            .or_default() += 1;
     }
     let unique: Vec<bool> = labels
         .iter()
