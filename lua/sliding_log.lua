@@ -22,6 +22,13 @@ local NONE = {}
 
 local sets, set_list, n_sets = {}, {}, 0
 
+-- Forgets the previous call's sets.
+local function begin()
+  sets = {}
+  for i = 1, n_sets do set_list[i] = nil end
+  n_sets = 0
+end
+
 -- The set of `key` for this call: `n` stored entries inside the longest window `window`,
 -- `scores` all of them in order when the set was read whole, `oldest` the first of them,
 -- pending members to add at `now` (the first in `first`, the others in `rest`). The set is

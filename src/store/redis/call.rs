@@ -1,6 +1,13 @@
-//! One script call: [`Caller`] packs a lane's [`Batch`] into KEYS and ARGV (the layout
-//! `lua/decide.lua` documents), sends it with `EVALSHA` (loading the script again on
-//! `NOSCRIPT`, within the same deadline) and hands each decision its part of the reply.
+//! One decision call: [`Caller`] packs a lane's [`Batch`] into KEYS and ARGV (the layout
+//! `lua/decide.lua` documents), sends it with `FCALL` to the Functions library or with
+//! `EVALSHA` (`store.scripts`; loading the code again on "function not found" or `NOSCRIPT`,
+//! within the same deadline) and hands each decision its part of the reply.
+//!
+//! `store.scripts = "auto"` uses the library where the server has Functions: loading it at
+//! start tells (a server without them answers "unknown command"), and so does a call (a server
+//! that lost the code after a restart is asked again: a script-run server may have become a
+//! Redis 7, a library-run one an older Redis). `"functions"` never falls back; `"eval"` never
+//! loads the library.
 //!
 //! In a cluster a lane serves one primary node and its calls use the `allow-cross-slot-keys`
 //! script (Redis 7). When such a call fails for a reason other than the connection (a node
@@ -29,11 +36,11 @@ use super::deadline::Deadline;
 use super::encode::{call_token, encode, instance_id};
 use super::lane::{Answer, Batch, Pending};
 use super::nodes::Nodes;
-use super::script::{Script, Scripts};
+use super::script::{Library, Script, Scripts};
 use super::send::{send, Acks, Route};
 use super::slots::slot_of;
-use super::{is_noscript, map_error};
-use crate::config::ClockSource;
+use super::{is_function_missing, is_noscript, lacks_functions, map_error};
+use crate::config::{ClockSource, ScriptsMode};
 use crate::store::{Decision, StoreError};
 
 /// Where a lane's calls go.
@@ -63,20 +70,26 @@ pub struct Caller {
     /// Whether the cross-slot script loaded (Redis 7); if not, cluster calls go per key.
     /// Shared by every worker's caller.
     cross_slot: Arc<AtomicBool>,
+    /// `store.scripts`.
+    mode: ScriptsMode,
+    /// Whether calls go to the Functions library (else `EVALSHA`); shared by every worker's
+    /// caller.
+    functions: Arc<AtomicBool>,
     on_error: Arc<dyn Fn(&StoreError) + Send + Sync>,
 }
 
 impl Caller {
     /// A caller on `nodes` whose calls each take at most `timeout` once sent (and, with
     /// `acks`, whose charges wait for the replicas); `on_error` sees every failed call once;
-    /// `cross_slot` is shared with the other workers' callers.
+    /// `cross_slot` and `functions` (whether calls use the library, as `store.scripts` says)
+    /// are shared with the other workers' callers.
     pub fn new(
         nodes: Arc<Nodes>,
         clock: ClockSource,
         timeout: Duration,
         acks: Option<AckPolicy>,
         on_error: Arc<dyn Fn(&StoreError) + Send + Sync>,
-        cross_slot: Arc<AtomicBool>,
+        shared: Shared,
     ) -> Caller {
         Caller {
             nodes,
@@ -86,14 +99,74 @@ impl Caller {
             sequence: AtomicU64::new(0),
             timeout,
             acks,
-            cross_slot,
+            cross_slot: shared.cross_slot,
+            mode: shared.mode,
+            functions: shared.functions,
             on_error,
         }
     }
 
-    /// Loads the script on every node; a cross-slot form that does not load (Redis < 7) turns
-    /// cross-slot calls off.
+    /// Loads the decision code on every node: the Functions library (`store.scripts` "auto"
+    /// on a server that has them, or "functions"), else the scripts.
     pub async fn load_scripts(&self) -> Result<(), StoreError> {
+        if self.uses_functions() {
+            match self.load_library().await {
+                Ok(()) => return Ok(()),
+                Err(e) if lacks_functions(&e) => self.without_functions(&e)?,
+                Err(e) => return Err(map_error(e)),
+            }
+        }
+        self.load_eval_scripts().await
+    }
+
+    /// Whether calls go to the Functions library.
+    fn uses_functions(&self) -> bool {
+        self.functions.load(Ordering::Relaxed)
+    }
+
+    /// A server answered that it has no Functions (`error`): with `store.scripts = "auto"`,
+    /// calls run as scripts from now on; with "functions", that is an error.
+    fn without_functions(&self, error: &FredError) -> Result<(), StoreError> {
+        if self.mode != ScriptsMode::Auto {
+            return Err(StoreError::Unsupported(format!(
+                "store.scripts = \"functions\" needs Redis Functions (Redis 7 or later, Valkey), \
+                 and the server answered: {}",
+                error.details()
+            )));
+        }
+        if self.functions.swap(false, Ordering::Relaxed) {
+            tracing::info!(
+                "Redis has no Functions (before Redis 7): decisions run as scripts (EVALSHA)"
+            );
+        }
+        Ok(())
+    }
+
+    /// Loads the library with `FUNCTION LOAD REPLACE` on every node this worker reaches (a
+    /// node that is down loads it on its first call once back).
+    async fn load_library(&self) -> Result<(), FredError> {
+        let code = self.scripts.library.code.as_str();
+        let nodes = self.nodes.every_node().into_iter();
+        let reachable = nodes.filter(|n| n.client.is_connected());
+        let loads = reachable.map(|node| async move {
+            let load = CustomCommand::new_static("FUNCTION", ClusterHash::Random, false);
+            let args = vec![
+                Value::from("LOAD"),
+                Value::from("REPLACE"),
+                Value::from(code),
+            ];
+            let loaded: Result<Value, FredError> = node.client.custom(load, args).await;
+            loaded.map(|_| ())
+        });
+        futures_util::future::join_all(loads)
+            .await
+            .into_iter()
+            .collect()
+    }
+
+    /// Loads the scripts on every node; a cross-slot form that does not load (Redis < 7) turns
+    /// cross-slot calls off.
+    async fn load_eval_scripts(&self) -> Result<(), StoreError> {
         self.load(&self.scripts.plain).await?;
         if self.nodes.is_cluster() && self.cross_slot.load(Ordering::Relaxed) {
             if let Err(e) = self.load(&self.scripts.cross_slot).await {
@@ -196,26 +269,52 @@ impl Caller {
         futures_util::future::join_all(calls).await;
     }
 
-    /// Sends the call (loading the script again once on `NOSCRIPT`) and returns the reply,
-    /// with the replicas' acknowledgement when the call may charge and `store.replica_acks`
-    /// asks for one.
+    /// Sends the call (loading the code again once when the server lost it) and returns the
+    /// reply, with the replicas' acknowledgement when the call may charge and
+    /// `store.replica_acks` asks for one.
     async fn attempt(
         &self,
         target: &Target,
         batch: &Batch,
         token: &str,
     ) -> Result<(Vec<i64>, Option<Acks>), StoreError> {
+        let acks = self.acks.filter(|_| may_charge(batch));
+        let (keys, args) = encode(batch, token, self.clock);
+        if self.uses_functions() {
+            let library = &self.scripts.library;
+            match self
+                .fcall(target, library, keys.clone(), args.clone(), acks)
+                .await
+            {
+                Err(e) if is_function_missing(&e) => {
+                    self.load_library().await.map_err(map_error)?;
+                    return self
+                        .fcall(target, library, keys, args, acks)
+                        .await
+                        .map_err(map_error);
+                }
+                Err(e) if lacks_functions(&e) => self.without_functions(&e)?,
+                other => return other.map_err(map_error),
+            }
+        }
         let script = match target {
             Target::Node(_) => &self.scripts.cross_slot,
             Target::ByKey | Target::PerSlot => &self.scripts.plain,
         };
-        let acks = self.acks.filter(|_| may_charge(batch));
-        let (keys, args) = encode(batch, token, self.clock);
         match self
             .evalsha(target, script, keys.clone(), args.clone(), acks)
             .await
         {
             Err(e) if is_noscript(&e) => {
+                if self.mode == ScriptsMode::Auto && self.load_library().await.is_ok() {
+                    // the server lost the scripts and has Functions now (an upgrade)
+                    self.functions.store(true, Ordering::Relaxed);
+                    let library = &self.scripts.library;
+                    return self
+                        .fcall(target, library, keys, args, acks)
+                        .await
+                        .map_err(map_error);
+                }
                 self.load(script).await?;
                 self.evalsha(target, script, keys, args, acks)
                     .await
@@ -225,6 +324,7 @@ impl Caller {
         }
     }
 
+    /// `EVALSHA` of `script`.
     async fn evalsha(
         &self,
         target: &Target,
@@ -233,11 +333,38 @@ impl Caller {
         args: Vec<Value>,
         acks: Option<AckPolicy>,
     ) -> Result<(Vec<i64>, Option<Acks>), FredError> {
+        let sha = Value::from(script.sha.as_str());
+        self.run("EVALSHA", sha, target, keys, args, acks).await
+    }
+
+    /// `FCALL` of the library's decision function.
+    async fn fcall(
+        &self,
+        target: &Target,
+        library: &Library,
+        keys: Vec<Key>,
+        args: Vec<Value>,
+        acks: Option<AckPolicy>,
+    ) -> Result<(Vec<i64>, Option<Acks>), FredError> {
+        let function = Value::from(library.function.as_str());
+        self.run("FCALL", function, target, keys, args, acks).await
+    }
+
+    /// Sends `name code numkeys keys... args...` (`EVALSHA` or `FCALL`) where `target` says.
+    async fn run(
+        &self,
+        name: &'static str,
+        code: Value,
+        target: &Target,
+        keys: Vec<Key>,
+        args: Vec<Value>,
+        acks: Option<AckPolicy>,
+    ) -> Result<(Vec<i64>, Option<Acks>), FredError> {
         // Sent as a custom command on the node's own client ([`super::send`]), which fails
         // fast while disconnected and follows a cluster's redirections within the deadline.
         let slot = keys.first().map_or(0, |k| slot_of(k.as_bytes()));
         let mut command = Vec::with_capacity(2 + keys.len() + args.len());
-        command.push(Value::from(script.sha.as_str()));
+        command.push(code);
         let route = if let Target::Node(server) = target {
             // Redis checks declared keys for one slot even under allow-cross-slot-keys: a call
             // spanning slots of one node passes its keys after the arguments (lua/decide.lua).
@@ -251,10 +378,10 @@ impl Caller {
             command.extend(args);
             Route::Slot(slot)
         };
-        let evalsha = CustomCommand::new_static("EVALSHA", ClusterHash::Custom(slot), false);
+        let call = CustomCommand::new_static(name, ClusterHash::Custom(slot), false);
         // Boxed: the command's future is large, and every future that waits on this one (the
         // attempt, its deadline, the lane's call) would otherwise hold a copy and move it.
-        let sent = Box::pin(send(&self.nodes, route, evalsha, command, acks)).await;
+        let sent = Box::pin(send(&self.nodes, route, call, command, acks)).await;
         let reply: Vec<i64> = sent.reply?.convert()?;
         Ok((reply, sent.acks))
     }
@@ -321,6 +448,29 @@ impl Caller {
         }
         for (p, answer) in held {
             let _ = p.reply.send(confirmed.clone().map(|()| answer));
+        }
+    }
+}
+
+/// What every worker's caller shares: the cross-slot switch, `store.scripts` and whether calls
+/// use the Functions library.
+#[derive(Clone)]
+pub struct Shared {
+    /// Whether cluster calls may carry several slots (see [`Caller::cross_slot`]).
+    pub cross_slot: Arc<AtomicBool>,
+    /// `store.scripts`.
+    pub mode: ScriptsMode,
+    /// Whether calls use the Functions library now.
+    pub functions: Arc<AtomicBool>,
+}
+
+impl Shared {
+    /// Cross-slot calls on, and the library used unless `mode` is "eval".
+    pub fn new(mode: ScriptsMode) -> Shared {
+        Shared {
+            cross_slot: Arc::new(AtomicBool::new(true)),
+            mode,
+            functions: Arc::new(AtomicBool::new(mode != ScriptsMode::Eval)),
         }
     }
 }

@@ -36,7 +36,6 @@ mod topology;
 mod url;
 
 use std::future::Future;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,14 +47,14 @@ use tokio::sync::oneshot;
 
 use acks::AckPolicy;
 pub use answer::RedisAnswer;
-use answer::{is_noscript, map_error, Single};
-use call::Caller;
+use answer::{is_function_missing, is_noscript, lacks_functions, map_error, Single};
+use call::{Caller, Shared};
 pub use deadline::Deadline;
 use lane::{Lane, Pending, PendingSettlement, MAX_PER_CALL};
 use lanes::Lanes;
 use node::builder;
 use nodes::Nodes;
-pub use script::decision_script;
+pub use script::{decision_library, decision_script, Library};
 use topology::{MakeBuilder, Topology};
 pub use url::fred_url;
 
@@ -116,7 +115,7 @@ impl RedisStore {
             .is_clustered()
             .then(|| Arc::new(Topology::new(base.clone(), make.clone())));
         let acks = AckPolicy::new(config.replica_acks, config.timeout);
-        let cross_slot = Arc::new(AtomicBool::new(true));
+        let shared = Shared::new(config.scripts);
         let mut workers = Vec::with_capacity(crate::workers::count());
         for i in 0..crate::workers::count() {
             let handle = handles
@@ -139,7 +138,7 @@ impl RedisStore {
                 config.timeout,
                 acks,
                 on_error.clone(),
-                cross_slot.clone(),
+                shared.clone(),
             );
             Connection {
                 nodes,
