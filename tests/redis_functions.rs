@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use slidegate::config::{Backend, ClockSource, OnError, ScriptsMode, StoreConfig};
+use slidegate::store::Store;
 use support::gateway::{self, config, Gateway};
 use support::http::HttpClient;
 use support::observe::command_calls;
@@ -282,4 +284,54 @@ async fn a_restart_without_persistence_loads_the_library_again() {
     assert!(command_calls(&redis, "fcall") > 20, "decided with FCALL");
     assert_eq!(command_calls(&redis, "evalsha"), 0);
     gw.stop().await;
+}
+
+/// A Redis without Functions: a Redis 7 whose `FUNCTION` and `FCALL` are renamed away, so that
+/// it answers "unknown command" as a server before Redis 7 does.
+fn redis_without_functions() -> RedisServer {
+    RedisServer::start_with(&[
+        "--rename-command",
+        "FUNCTION",
+        "",
+        "--rename-command",
+        "FCALL",
+        "",
+    ])
+}
+
+/// "auto" on a server without Functions decides with `EVALSHA`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_falls_back_to_evalsha_without_functions() {
+    let redis = redis_without_functions();
+    let up = upstream::start().await;
+    let gw = gateway_on(&redis, "auto", &up.url()).await;
+    four_requests(&HttpClient::default(), &gw, "erin").await;
+    assert!(command_calls(&redis, "evalsha") >= 4);
+    gw.stop().await;
+}
+
+/// "functions" on a server without them: the store does not start, and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn functions_refuses_a_server_without_them() {
+    let redis = redis_without_functions();
+    let config = StoreConfig {
+        backend: Backend::Redis,
+        url: redis.url(),
+        timeout: Duration::from_millis(500),
+        on_error: OnError::Deny,
+        max_keys: 1000,
+        key_prefix: unique_prefix("fn"),
+        clock: ClockSource::Redis,
+        replica_acks: 0,
+        scripts: ScriptsMode::Functions,
+    };
+    let Err(e) = Store::from_config(&config, Arc::new(|_| {}), &[]).await else {
+        panic!("the store started on a server without Functions")
+    };
+    let message = e.to_string();
+    assert!(
+        message.contains("store.scripts = \"functions\" needs Redis Functions")
+            && message.contains("unknown command"),
+        "{message}"
+    );
 }
