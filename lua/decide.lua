@@ -44,10 +44,13 @@
 -- so the next block of the key is one level up while it exists.
 
 -- The call's own state, set by `decide` (library-level so that the helpers below are made once
--- per load, not once per call).
+-- per load, not once per call). `blocks` is made when a call first needs it; `out` (the reply)
+-- and `plans` are kept and refilled: a library returns the same reply table every call (Redis
+-- reads it up to its first nil before the next call runs).
 local token, dry, keys
 local blocks
-local out, o
+local out, o = {}, 0
+local plans = {}
 
 -- Plans parsed in earlier calls, by the text of their arguments (a library only: `LIBRARY` is
 -- set by the wrapper the build adds; a script starts afresh on every call). Bounded: a table
@@ -106,6 +109,7 @@ end
 
 -- Block markers, read once per call.
 local function block_of(key)
+  if blocks == nil then blocks = {} end
   local b = blocks[key]
   if b == nil then
     b = false
@@ -176,6 +180,7 @@ local function settle(ARGV, a, plans, settlements)
         if plan.block_ms > 0 then
           local marker = keys[k + plan.q + plan.sslot[q]]
           call('DEL', marker)
+          if blocks == nil then blocks = {} end
           blocks[marker] = false
         end
       end
@@ -277,27 +282,26 @@ local function decide(KEYS, ARGV)
   begin_call(ARGV)
   token = ARGV[2]
   dry = token == ''
-  blocks = {}
+  blocks = nil
   -- a library keeps the algorithms made by earlier calls: their states start afresh
   for code = 1, #MAKE do
     local algorithm = rawget(ALG, code)
     if algorithm then algorithm.begin() end
   end
 
-  local plans = {}
   local a = 3
-  for p = 1, ARGV[a] + 0 do
+  for p = 1, num(ARGV[a]) do
     plans[p], a = read_plan(ARGV, a)
   end
   a = a + 1
-  local settlements = ARGV[a] + 0
+  local settlements = num(ARGV[a])
   local first_decision
   do
     local b = a
     for r = 1, settlements do b = b + 6 + ARGV[b + 6] end
     first_decision = b + 1
   end
-  local decisions = ARGV[first_decision] + 0
+  local decisions = num(ARGV[first_decision])
 
   -- The keys: declared, or (a cross-slot call) after the decisions in ARGV.
   keys = KEYS
@@ -310,7 +314,7 @@ local function decide(KEYS, ARGV)
   -- Settlements first, so the decisions of this call see them.
   local k = settle(ARGV, a, plans, settlements)
 
-  out, o = { now }, 1
+  out[1], o = now, 1
   a = first_decision
   for d = 1, decisions do
     local plan_text, cost_text = ARGV[a + 1], ARGV[a + 2]
@@ -327,8 +331,7 @@ local function decide(KEYS, ARGV)
       if algorithm then algorithm.finish() end
     end
   end
+  out[o + 1] = nil
   keys, blocks = nil, nil
-  local reply_table = out
-  out = nil
-  return reply_table
+  return out
 end

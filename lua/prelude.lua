@@ -2,9 +2,10 @@
 -- cached integer formatting and parsing, and the hashes of the field-per-limit algorithms.
 --
 -- The code runs in two ways. As a script (EVALSHA) the whole text runs on every call. As a
--- Redis Functions library (FCALL) the text runs once per load: everything at the top level
--- (these helpers, the algorithms' scopes, the parsed plans) is built once and kept, and only
--- `decide` (lua/decide.lua) runs per call. So nothing here may touch Redis or the call's
+-- Redis Functions library (FCALL) the text runs once per load (on the library's first call:
+-- while a library loads, Redis lets it see nothing but `redis.register_function`): everything
+-- at the top level (these helpers, the algorithms' scopes, the parsed plans) is built once and
+-- kept, and only `decide` (lua/decide.lua) runs per call. So nothing here may touch Redis or the call's
 -- arguments at the top level, every piece of per-call state is reset by `begin_call` or by its
 -- algorithm's `begin`, and nothing creates a global (a library may not).
 --
@@ -57,12 +58,15 @@ local function num(text)
   return v
 end
 
+-- The zeros that pad TIME's microseconds to six digits, by their number of digits.
+local PAD = { '00000', '0000', '000', '00', '0', '' }
+
 -- The start of every call: its instant, from its first argument; caches that grew past their
 -- bound start afresh.
 local function begin_call(argv)
   if argv[1] == '' then
     local t = call('TIME')
-    now_s = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
+    now_s = t[1] .. PAD[#t[2]] .. t[2]
   else
     now_s = argv[1]
   end
