@@ -10,11 +10,15 @@
 # printed beside them.
 #
 # usage: bench/lua_cost.sh                       (LUA_COST_CALLS, default 20000 calls a run;
-#                                                 LUA_COST_BATCH, default 1 decision a call)
+#                                                 LUA_COST_BATCH, default 1 decision a call;
+#                                                 LUA_COST_BEFORE, a script file of another
+#                                                 version, `decision_call script` there, run
+#                                                 with EVALSHA as a third path, "before")
 set -euo pipefail
 
 CALLS=${LUA_COST_CALLS:-20000}
 BATCH=${LUA_COST_BATCH:-1}
+BEFORE=${LUA_COST_BEFORE:-}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TMP=$(mktemp -d)
 PID=
@@ -68,11 +72,16 @@ done
 
 SHA=$(cli -x SCRIPT LOAD <"$TMP/decide.lua")
 cli -x FUNCTION LOAD REPLACE <"$TMP/library.lua" >/dev/null
+PATHS="eval functions"
+if [ -n "$BEFORE" ]; then
+    BEFORE_SHA=$(cli -x SCRIPT LOAD <"$BEFORE")
+    PATHS="before $PATHS"
+fi
 
 # Instructions counted since the last zeroing, dumped now.
 instructions() {
     rm -f "$TMP"/cg.out.*
-    callgrind_control -d "$PID" >/dev/null
+    callgrind_control -d "$PID" >/dev/null 2>&1
     local dump
     dump=$(ls "$TMP"/cg.out.* 2>/dev/null | head -1)
     [ -n "$dump" ] || die "callgrind wrote no dump"
@@ -89,19 +98,20 @@ echo
 echo "| path | users | instructions per decision | usec_per_call (under valgrind) |"
 echo "| --- | --- | ---: | ---: |"
 for shape in hot distinct; do
-    for kind in eval functions; do
-        code=$SHA
-        [ "$kind" = functions ] && code=$FUNCTION
+    for path in $PATHS; do
+        case $path in
+        before) kind=eval code=$BEFORE_SHA command=evalsha ;;
+        eval) kind=eval code=$SHA command=evalsha ;;
+        functions) kind=functions code=$FUNCTION command=fcall ;;
+        esac
         cli FLUSHALL >/dev/null
         # warm: the library is made on its first call, the allocator's pages are touched
-        python3 bench/lua_cost.py "$PORT" "$kind" "$code" "$TMP/call.txt" "$shape" 200 "$BATCH"
+        python3 bench/lua_cost.py "$PORT" "$kind" "$code" "$TMP/call.txt" "$shape" 20 "$BATCH"
         cli FLUSHALL >/dev/null
         cli CONFIG RESETSTAT >/dev/null
-        callgrind_control -z "$PID" >/dev/null
+        callgrind_control -z "$PID" >/dev/null 2>&1
         python3 bench/lua_cost.py "$PORT" "$kind" "$code" "$TMP/call.txt" "$shape" "$CALLS" "$BATCH"
         total=$(instructions)
-        command=evalsha
-        [ "$kind" = functions ] && command=fcall
-        echo "| $kind | $shape | $((total / (CALLS * BATCH))) | $(usec_per_call $command) |"
+        echo "| $path | $shape | $((total / (CALLS * BATCH))) | $(usec_per_call $command) |"
     done
 done
