@@ -289,7 +289,7 @@ async fn many_keys_over_three_cluster_nodes_are_exact_per_key() {
 
     // Calls spanning several slots of a node went through whole: none was refused (CROSSSLOT)
     // and split per slot afterwards, and each call carried several decisions.
-    let refused: i64 = cluster.nodes.iter().map(|n| decision_failures(n)).sum();
+    let refused: i64 = cluster.nodes.iter().map(decision_failures).sum();
     assert_eq!(
         refused, 0,
         "decision calls (`EVALSHA` or `FCALL`) refused or failed across the nodes"

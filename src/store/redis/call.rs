@@ -1,13 +1,7 @@
 //! One decision call: [`Caller`] packs a lane's [`Batch`] into KEYS and ARGV (the layout
 //! `lua/decide.lua` documents), sends it with `FCALL` to the Functions library or with
-//! `EVALSHA` (`store.scripts`; loading the code again on "function not found" or `NOSCRIPT`,
-//! within the same deadline) and hands each decision its part of the reply.
-//!
-//! `store.scripts = "auto"` uses the library where the server has Functions: loading it at
-//! start tells (a server without them answers "unknown command"), and so does a call (a server
-//! that lost the code after a restart is asked again: a script-run server may have become a
-//! Redis 7, a library-run one an older Redis). `"functions"` never falls back; `"eval"` never
-//! loads the library.
+//! `EVALSHA` (whichever [`Code`] says; loading the code again on "Function not found" or
+//! `NOSCRIPT`, within the same deadline) and hands each decision its part of the reply.
 //!
 //! In a cluster a lane serves one primary node and its calls use the `allow-cross-slot-keys`
 //! script (Redis 7). When such a call fails for a reason other than the connection (a node
@@ -22,25 +16,25 @@
 //! once.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use fred::error::Error as FredError;
-use fred::interfaces::{ClientLike, LuaInterface};
 use fred::types::config::Server;
 use fred::types::{ClusterHash, CustomCommand, Key, Value};
 
 use super::acks::AckPolicy;
+use super::code::{Code, Shared};
 use super::deadline::Deadline;
 use super::encode::{call_token, encode, instance_id};
 use super::lane::{Answer, Batch, Pending};
 use super::nodes::Nodes;
-use super::script::{Library, Script, Scripts};
+use super::script::{Library, Script};
 use super::send::{send, Acks, Route};
 use super::slots::slot_of;
 use super::{is_function_missing, is_noscript, lacks_functions, map_error};
-use crate::config::{ClockSource, ScriptsMode};
+use crate::config::ClockSource;
 use crate::store::{Decision, StoreError};
 
 /// Where a lane's calls go.
@@ -55,34 +49,25 @@ pub enum Target {
     PerSlot,
 }
 
-/// What every lane of a worker shares: the connections, the scripts, the clock, the call
+/// What every lane of a worker shares: the connections, the decision code, the clock, the call
 /// tokens.
 pub struct Caller {
     nodes: Arc<Nodes>,
     clock: ClockSource,
-    scripts: Scripts,
+    code: Code,
     instance: String,
     sequence: AtomicU64,
     /// `store.timeout`: the most one call may take once sent.
     timeout: Duration,
     /// `store.replica_acks`: the acknowledgement a charging call waits for.
     acks: Option<AckPolicy>,
-    /// Whether the cross-slot script loaded (Redis 7); if not, cluster calls go per key.
-    /// Shared by every worker's caller.
-    cross_slot: Arc<AtomicBool>,
-    /// `store.scripts`.
-    mode: ScriptsMode,
-    /// Whether calls go to the Functions library (else `EVALSHA`); shared by every worker's
-    /// caller.
-    functions: Arc<AtomicBool>,
     on_error: Arc<dyn Fn(&StoreError) + Send + Sync>,
 }
 
 impl Caller {
     /// A caller on `nodes` whose calls each take at most `timeout` once sent (and, with
     /// `acks`, whose charges wait for the replicas); `on_error` sees every failed call once;
-    /// `cross_slot` and `functions` (whether calls use the library, as `store.scripts` says)
-    /// are shared with the other workers' callers.
+    /// `shared` (which code the calls run) is shared with the other workers' callers.
     pub fn new(
         nodes: Arc<Nodes>,
         clock: ClockSource,
@@ -92,110 +77,25 @@ impl Caller {
         shared: Shared,
     ) -> Caller {
         Caller {
+            code: Code::new(nodes.clone(), shared),
             nodes,
             clock,
-            scripts: Scripts::new(),
             instance: instance_id(),
             sequence: AtomicU64::new(0),
             timeout,
             acks,
-            cross_slot: shared.cross_slot,
-            mode: shared.mode,
-            functions: shared.functions,
             on_error,
         }
     }
 
-    /// Loads the decision code on every node: the Functions library (`store.scripts` "auto"
-    /// on a server that has them, or "functions"), else the scripts.
-    pub async fn load_scripts(&self) -> Result<(), StoreError> {
-        if self.uses_functions() {
-            match self.load_library().await {
-                Ok(()) => return Ok(()),
-                Err(e) if lacks_functions(&e) => self.without_functions(&e)?,
-                Err(e) => return Err(map_error(e)),
-            }
-        }
-        self.load_eval_scripts().await
-    }
-
-    /// Whether calls go to the Functions library.
-    fn uses_functions(&self) -> bool {
-        self.functions.load(Ordering::Relaxed)
-    }
-
-    /// A server answered that it has no Functions (`error`): with `store.scripts = "auto"`,
-    /// calls run as scripts from now on; with "functions", that is an error.
-    fn without_functions(&self, error: &FredError) -> Result<(), StoreError> {
-        if self.mode != ScriptsMode::Auto {
-            return Err(StoreError::Unsupported(format!(
-                "store.scripts = \"functions\" needs Redis Functions (Redis 7 or later, Valkey), \
-                 and the server answered: {}",
-                error.details()
-            )));
-        }
-        if self.functions.swap(false, Ordering::Relaxed) {
-            tracing::info!(
-                "Redis has no Functions (before Redis 7): decisions run as scripts (EVALSHA)"
-            );
-        }
-        Ok(())
-    }
-
-    /// Loads the library with `FUNCTION LOAD REPLACE` on every node this worker reaches (a
-    /// node that is down loads it on its first call once back).
-    async fn load_library(&self) -> Result<(), FredError> {
-        let code = self.scripts.library.code.as_str();
-        let nodes = self.nodes.every_node().into_iter();
-        let reachable = nodes.filter(|n| n.client.is_connected());
-        let loads = reachable.map(|node| async move {
-            let load = CustomCommand::new_static("FUNCTION", ClusterHash::Random, false);
-            let args = vec![
-                Value::from("LOAD"),
-                Value::from("REPLACE"),
-                Value::from(code),
-            ];
-            let loaded: Result<Value, FredError> = node.client.custom(load, args).await;
-            loaded.map(|_| ())
-        });
-        futures_util::future::join_all(loads)
-            .await
-            .into_iter()
-            .collect()
-    }
-
-    /// Loads the scripts on every node; a cross-slot form that does not load (Redis < 7) turns
-    /// cross-slot calls off.
-    async fn load_eval_scripts(&self) -> Result<(), StoreError> {
-        self.load(&self.scripts.plain).await?;
-        if self.nodes.is_cluster() && self.cross_slot.load(Ordering::Relaxed) {
-            if let Err(e) = self.load(&self.scripts.cross_slot).await {
-                tracing::warn!(error = %e, "Redis refused the cross-slot script (needs Redis 7); cluster decisions go one call per key");
-                self.cross_slot.store(false, Ordering::Relaxed);
-            }
-        }
-        Ok(())
-    }
-
-    /// Loads `script` on every node this worker reaches (in a cluster, each primary that is
-    /// connected: a node that is down loads it on its first call once back).
-    async fn load(&self, script: &Script) -> Result<(), StoreError> {
-        let nodes = self.nodes.every_node().into_iter();
-        let reachable = nodes.filter(|n| n.client.is_connected());
-        let loads = reachable.map(|node| async move {
-            let loaded: Result<Value, FredError> =
-                node.client.script_load(script.lua.as_str()).await;
-            loaded.map(|_| ()).map_err(map_error)
-        });
-        futures_util::future::join_all(loads)
-            .await
-            .into_iter()
-            .collect()
+    /// Loads the decision code on every node.
+    pub async fn load_code(&self) -> Result<(), StoreError> {
+        self.code.load().await
     }
 
     /// Whether cluster lanes may carry several slots per call.
     pub fn cross_slot(&self) -> bool {
-        self.cross_slot.load(Ordering::Relaxed)
+        self.code.cross_slot()
     }
 
     /// A token unique to one call.
@@ -280,42 +180,34 @@ impl Caller {
     ) -> Result<(Vec<i64>, Option<Acks>), StoreError> {
         let acks = self.acks.filter(|_| may_charge(batch));
         let (keys, args) = encode(batch, token, self.clock);
-        if self.uses_functions() {
-            let library = &self.scripts.library;
+        let library = self.code.library();
+        if self.code.uses_functions() {
             match self
                 .fcall(target, library, keys.clone(), args.clone(), acks)
                 .await
             {
                 Err(e) if is_function_missing(&e) => {
-                    self.load_library().await.map_err(map_error)?;
+                    self.code.load_library().await.map_err(map_error)?;
                     return self
                         .fcall(target, library, keys, args, acks)
                         .await
                         .map_err(map_error);
                 }
-                Err(e) if lacks_functions(&e) => self.without_functions(&e)?,
+                Err(e) if lacks_functions(&e) => self.code.without_functions(&e)?,
                 other => return other.map_err(map_error),
             }
         }
-        let script = match target {
-            Target::Node(_) => &self.scripts.cross_slot,
-            Target::ByKey | Target::PerSlot => &self.scripts.plain,
-        };
+        let script = self.code.script(matches!(target, Target::Node(_)));
         match self
             .evalsha(target, script, keys.clone(), args.clone(), acks)
             .await
         {
+            Err(e) if self.code.after_noscript(&e).await => self
+                .fcall(target, library, keys, args, acks)
+                .await
+                .map_err(map_error),
             Err(e) if is_noscript(&e) => {
-                if self.mode == ScriptsMode::Auto && self.load_library().await.is_ok() {
-                    // the server lost the scripts and has Functions now (an upgrade)
-                    self.functions.store(true, Ordering::Relaxed);
-                    let library = &self.scripts.library;
-                    return self
-                        .fcall(target, library, keys, args, acks)
-                        .await
-                        .map_err(map_error);
-                }
-                self.load(script).await?;
+                self.code.load_script(script).await?;
                 self.evalsha(target, script, keys, args, acks)
                     .await
                     .map_err(map_error)
@@ -448,29 +340,6 @@ impl Caller {
         }
         for (p, answer) in held {
             let _ = p.reply.send(confirmed.clone().map(|()| answer));
-        }
-    }
-}
-
-/// What every worker's caller shares: the cross-slot switch, `store.scripts` and whether calls
-/// use the Functions library.
-#[derive(Clone)]
-pub struct Shared {
-    /// Whether cluster calls may carry several slots (see [`Caller::cross_slot`]).
-    pub cross_slot: Arc<AtomicBool>,
-    /// `store.scripts`.
-    pub mode: ScriptsMode,
-    /// Whether calls use the Functions library now.
-    pub functions: Arc<AtomicBool>,
-}
-
-impl Shared {
-    /// Cross-slot calls on, and the library used unless `mode` is "eval".
-    pub fn new(mode: ScriptsMode) -> Shared {
-        Shared {
-            cross_slot: Arc::new(AtomicBool::new(true)),
-            mode,
-            functions: Arc::new(AtomicBool::new(mode != ScriptsMode::Eval)),
         }
     }
 }
