@@ -747,10 +747,11 @@ us_per() {
     if [[ -z ${GROUP[$g]:-} ]] || ((n <= 0)); then echo "-"; return; fi
     awk -v d=$((SNAP[b,$g] - SNAP[a,$g])) -v hz="$CLK_TCK" -v n="$n" 'BEGIN { printf "%.1f", d * 1e6 / hz / n }'
 }
-# evalsha_stats: "calls failed_calls" of EVALSHA so far (INFO commandstats).
+# evalsha_stats: "calls failed_calls" of the decision calls so far, EVALSHA and FCALL together
+# (INFO commandstats; slidegate uses FCALL on a server with Functions, store.scripts = "auto").
 evalsha_stats() {
     rcli info commandstats 2>/dev/null | tr -d '\r' | awk -F'[:=,]' '
-        $1 == "cmdstat_evalsha" { for (i = 2; i < NF; i += 2) v[$i] = $(i + 1) }
+        $1 == "cmdstat_evalsha" || $1 == "cmdstat_fcall" { for (i = 2; i < NF; i += 2) v[$i] += $(i + 1) }
         END { printf "%d %d\n", v["calls"], v["failed_calls"] }'
 }
 # gw_metrics TARGET: "allowed rejected blocked delayed shadow err_allowed err_denied cache_hits

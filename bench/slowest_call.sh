@@ -101,12 +101,13 @@ body() {
 print(json.dumps({"route":"campaign","keys":[f"{p}{i}" for i in range(n)],"cost":c}))' "$@"
 }
 
-# slowest: the longest EVALSHA in the SLOWLOG since the last reset, in microseconds.
+# slowest: the longest decision call (EVALSHA or FCALL) in the SLOWLOG since the last reset, in
+# microseconds.
 slowest() {
     redis-cli -p "$REDIS_PORT" --json slowlog get 100000 | python3 -c '
 import json, sys
 entries = json.load(sys.stdin)
-print(max((e[2] for e in entries if e[3] and e[3][0].upper() == "EVALSHA"), default=0))'
+print(max((e[2] for e in entries if e[3] and e[3][0].upper() in ("EVALSHA", "FCALL")), default=0))'
 }
 
 # run NAME N COST PREFIX

@@ -5,6 +5,8 @@
 //!
 //! ```text
 //! decision_call script                                  the script, on stdout
+//! decision_call library                                 the Functions library, on stdout
+//! decision_call function                                the library's function name
 //! decision_call args CONFIG ROUTE PREFIX KEY TOKEN      numkeys, KEYS, ARGV: one per line
 //! ```
 //!
@@ -27,6 +29,14 @@ fn main() -> ExitCode {
             print!("{}", slidegate::store::decision_script());
             ExitCode::SUCCESS
         }
+        ["library"] => {
+            print!("{}", slidegate::store::decision_library().code);
+            ExitCode::SUCCESS
+        }
+        ["function"] => {
+            println!("{}", slidegate::store::decision_library().function);
+            ExitCode::SUCCESS
+        }
         ["args", config, route, prefix, key, token] => {
             match call(config, route, prefix, key, token) {
                 Ok(lines) => {
@@ -43,7 +53,8 @@ fn main() -> ExitCode {
         }
         _ => {
             eprintln!(
-                "usage: decision_call script | decision_call args CONFIG ROUTE PREFIX KEY TOKEN"
+                "usage: decision_call script | library | function | \
+                 decision_call args CONFIG ROUTE PREFIX KEY TOKEN"
             );
             ExitCode::from(2)
         }

@@ -1,10 +1,13 @@
 -- decide.lua: the part every algorithm shares, appended after the prelude and the algorithms'
--- scopes (the table ALG holds each algorithm's functions by its code, made on first use). Each algorithm returns
+-- scopes (the table ALG holds each algorithm's functions by its code, made on first use). It
+-- defines `decide(KEYS, ARGV)`, the call itself: a script returns `decide(KEYS, ARGV)`, a
+-- Functions library registers it (see lua/README.md); what does not depend on the call (the
+-- helpers below, the plans already parsed in a library) is made once per load. Each algorithm returns
 -- `open(key, window, bound)` (its state of one key, loaded once per call), `view(state, name,
 -- limit, window, param)` (one limit's view of it), `fits(v, limit, cost)`, `wait(v, limit,
 -- cost)`, `charge(v, cost, member, d)`, `report(v)` (units used, time until the next one comes
 -- back), `refund(key, name, limit, window, param, member, at, cost)`, `clear(key, name)` and
--- `finish()` (writes every charged state).
+-- `finish()` (writes every charged state), and `begin()` (forgets the previous call's states).
 --
 -- One call first applies settlements (refunds of reservations whose outcome was not counted,
 -- confirmations of answered ones that stay counted, resets), then decides many requests ("decisions"), all at one instant `now`, in arrival
@@ -40,30 +43,42 @@
 -- Block marker: "<limit name> <block end µs> <level>", kept block_forget past the block's end,
 -- so the next block of the key is one level up while it exists.
 
-local token = ARGV[2]
-local dry = token == ''
-
+-- The call's own state, set by `decide` (library-level so that the helpers below are made once
+-- per load, not once per call). `blocks` is made when a call first needs it; `out` (the reply)
+-- and `plans` are kept and refilled: a library returns the same reply table every call (Redis
+-- reads it up to its first nil before the next call runs).
+local token, dry, keys
+local blocks
+local out, o = {}, 0
 local plans = {}
-local a = 3
-for p = 1, ARGV[a] + 0 do
+
+-- Plans parsed in earlier calls, by the text of their arguments (a library only: `LIBRARY` is
+-- set by the wrapper the build adds; a script starts afresh on every call). Bounded: a table
+-- that fills up starts afresh.
+local PLAN_CACHE_MAX = 1024
+local plan_cache, n_plan_cache = {}, 0
+local concat = table.concat
+
+-- One plan from its arguments `argv[a + 1]` on; returns it and the index of its last argument.
+local function parse_plan(argv, a)
   -- every field in the constructor: a table that grows later is rehashed
-  local plan = { block_ms = ARGV[a + 1] + 0, growth = ARGV[a + 2] + 0, max_ms = ARGV[a + 3] + 0,
-                 forget_ms = ARGV[a + 4] + 0, slots = ARGV[a + 5] + 0, q = ARGV[a + 6] + 0,
+  local plan = { block_ms = argv[a + 1] + 0, growth = argv[a + 2] + 0, max_ms = argv[a + 3] + 0,
+                 forget_ms = argv[a + 4] + 0, slots = argv[a + 5] + 0, q = argv[a + 6] + 0,
                  n = 0, keys = 0, alg = {}, sslot = {}, swin = {}, sbound = {},
                  lstate = {}, names = {}, limits = {}, windows = {}, params = {} }
   a = a + 6
   for j = 1, plan.q do
-    plan.alg[j] = ALG[ARGV[a + 1] + 0]
-    plan.sslot[j] = ARGV[a + 2] + 0
+    plan.alg[j] = ALG[argv[a + 1] + 0]
+    plan.sslot[j] = argv[a + 2] + 0
     plan.swin[j], plan.sbound[j] = 0, 0
     a = a + 2
   end
-  plan.n = ARGV[a + 1] + 0
+  plan.n = argv[a + 1] + 0
   a = a + 1
   for i = 1, plan.n do
-    local q, limit, window = ARGV[a + 1] + 0, ARGV[a + 3] + 0, ARGV[a + 4] + 0
-    plan.lstate[i], plan.names[i], plan.limits[i], plan.windows[i] = q, ARGV[a + 2], limit, window
-    plan.params[i] = ARGV[a + 5] + 0
+    local q, limit, window = argv[a + 1] + 0, argv[a + 3] + 0, argv[a + 4] + 0
+    plan.lstate[i], plan.names[i], plan.limits[i], plan.windows[i] = q, argv[a + 2], limit, window
+    plan.params[i] = argv[a + 5] + 0
     a = a + 5
     -- a state's longest window, and the entries its limit lets into that window
     if window > plan.swin[q] or (window == plan.swin[q] and limit < plan.sbound[q]) then
@@ -72,29 +87,29 @@ for p = 1, ARGV[a] + 0 do
   end
   plan.keys = plan.q
   if plan.block_ms > 0 then plan.keys = plan.q + plan.slots end
-  plans[p] = plan
+  return plan, a
 end
-a = a + 1
-local settlements = ARGV[a] + 0
-local first_decision = a + 1
-do
-  local b = a
-  for r = 1, settlements do b = b + 6 + ARGV[b + 6] end
-  first_decision = b + 1
-end
-local decisions = ARGV[first_decision] + 0
 
--- The keys: declared, or (a cross-slot call) after the decisions in ARGV.
-local keys = KEYS
-if #KEYS == 0 then
-  keys = {}
-  local first = first_decision + 2 * decisions
-  for i = first + 1, #ARGV do keys[i - first] = ARGV[i] end
+-- One plan, parsed once per library load when its text recurs (the same route and tier send
+-- the same text); in a script, parsed.
+local function read_plan(argv, a)
+  if not LIBRARY then return parse_plan(argv, a) end
+  local q = num(argv[a + 6])
+  local last = a + 7 + 2 * q + 5 * num(argv[a + 7 + 2 * q])
+  local text = concat(argv, ' ', a + 1, last)
+  local plan = plan_cache[text]
+  if plan == nil then
+    plan = parse_plan(argv, a)
+    if n_plan_cache >= PLAN_CACHE_MAX then plan_cache, n_plan_cache = {}, 0 end
+    plan_cache[text] = plan
+    n_plan_cache = n_plan_cache + 1
+  end
+  return plan, last
 end
 
 -- Block markers, read once per call.
-local blocks = {}
 local function block_of(key)
+  if blocks == nil then blocks = {} end
   local b = blocks[key]
   if b == nil then
     b = false
@@ -107,40 +122,6 @@ local function block_of(key)
   end
   return b
 end
-
--- Settlements first, so the decisions of this call see them.
-local k = 0
-for r = 1, settlements do
-  local plan = plans[ARGV[a + 1] + 0]
-  local kind, member, at, cost, m = ARGV[a + 2], ARGV[a + 3], ARGV[a + 4] + 0, ARGV[a + 5] + 0,
-    ARGV[a + 6] + 0
-  a = a + 6
-  for j = 1, m do
-    local i = ARGV[a + j] + 0
-    local q = plan.lstate[i]
-    local key = keys[k + q]
-    if kind == 'c' then
-      plan.alg[q].confirm(key, plan.names[i], plan.limits[i], plan.windows[i], plan.params[i],
-        member, at, cost)
-    else
-      plan.alg[q].refund(key, plan.names[i], plan.limits[i], plan.windows[i], plan.params[i],
-        member, at, cost)
-    end
-    if kind == 'x' then
-      -- a reset: the attempt's own charge went back above; the answered ones are forgiven,
-      -- the reservations still in flight stay
-      plan.alg[q].clear(key, plan.names[i])
-      if plan.block_ms > 0 then
-        local marker = keys[k + plan.q + plan.sslot[q]]
-        call('DEL', marker)
-        blocks[marker] = false
-      end
-    end
-  end
-  a = a + m
-  k = k + plan.keys
-end
-a = first_decision
 
 -- Starts (or raises) the block of one key slot: its n-th block lasts
 -- min(block_for * growth^(n-1), block_max).
@@ -161,7 +142,6 @@ local function start_block(plan, key, name)
 end
 
 -- The reply, filled through an explicit length (`#out` searches the table every time).
-local out, o = { now }, 1
 local function reply(code, retry, level, plan, v, per_limit)
   out[o + 1], out[o + 2], out[o + 3] = code, retry, level
   o = o + 3
@@ -173,13 +153,50 @@ local function reply(code, retry, level, plan, v, per_limit)
   end
 end
 
+-- Applies the settlements that start at `ARGV[a + 1]` (their keys from `keys[k + 1]` on);
+-- returns the index of the first key after theirs.
+local function settle(ARGV, a, plans, settlements)
+  local k = 0
+  for r = 1, settlements do
+    local plan = plans[ARGV[a + 1] + 0]
+    local kind, member, at, cost, m = ARGV[a + 2], ARGV[a + 3], ARGV[a + 4] + 0, ARGV[a + 5] + 0,
+      ARGV[a + 6] + 0
+    a = a + 6
+    for j = 1, m do
+      local i = ARGV[a + j] + 0
+      local q = plan.lstate[i]
+      local key = keys[k + q]
+      if kind == 'c' then
+        plan.alg[q].confirm(key, plan.names[i], plan.limits[i], plan.windows[i], plan.params[i],
+          member, at, cost)
+      else
+        plan.alg[q].refund(key, plan.names[i], plan.limits[i], plan.windows[i], plan.params[i],
+          member, at, cost)
+      end
+      if kind == 'x' then
+        -- a reset: the attempt's own charge went back above; the answered ones are forgiven,
+        -- the reservations still in flight stay
+        plan.alg[q].clear(key, plan.names[i])
+        if plan.block_ms > 0 then
+          local marker = keys[k + plan.q + plan.sslot[q]]
+          call('DEL', marker)
+          if blocks == nil then blocks = {} end
+          blocks[marker] = false
+        end
+      end
+    end
+    a = a + m
+    k = k + plan.keys
+  end
+  return k
+end
+
 -- Reused for every decision (a fresh table per decision costs more than clearing one).
 local st, v, per_limit = {}, {}, {}
-for d = 1, decisions do
-  local plan_text, cost_text = ARGV[a + 1], ARGV[a + 2]
-  a = a + 2
-  local plan = plans[parsed[plan_text] or num(plan_text)]
-  local cost = parsed[cost_text] or num(cost_text)
+
+-- One decision of `plan` for `cost` units (`d`: its place in the call), its keys from
+-- `keys[k + 1]` on; its answer goes into the reply.
+local function decide_one(plan, cost, d, k)
   local commit = cost > 0
   local n, limits, names, windows, lstate, alg = plan.n, plan.limits, plan.names, plan.windows,
     plan.lstate, plan.alg
@@ -201,7 +218,6 @@ for d = 1, decisions do
       end
     end
   end
-  k = k + plan.keys
 
   if blocked then
     -- Retry-After is the remaining block time, or a limit's own wait if later: a client that
@@ -218,54 +234,104 @@ for d = 1, decisions do
     end
     if (per_limit[named] or 0) < blocked.untl - now then per_limit[named] = blocked.untl - now end
     reply(2, retry, blocked.level, plan, v, per_limit)
-  else
-    local retry, worst = 0, 1
-    for i = 1, n do
-      if not alg[lstate[i]].fits(v[i], limits[i], cost) then
-        local w = alg[lstate[i]].wait(v[i], limits[i], cost)
-        per_limit[i] = w
-        if w > retry then retry, worst = w, i end
-      end
+    return
+  end
+  local retry, worst = 0, 1
+  for i = 1, n do
+    if not alg[lstate[i]].fits(v[i], limits[i], cost) then
+      local w = alg[lstate[i]].wait(v[i], limits[i], cost)
+      per_limit[i] = w
+      if w > retry then retry, worst = w, i end
     end
-    if retry > 0 then
-      if plan.block_ms > 0 and commit then
-        -- every key slot with a refusing limit is blocked, named by its longest wait
-        local levels = {}
-        for s = 1, plan.slots do
-          local named, longest = nil, 0
-          for i = 1, n do
-            local w = per_limit[i]
-            if w and plan.sslot[lstate[i]] == s and w > longest then named, longest = i, w end
-          end
-          if named then
-            local length, lvl = start_block(plan, keys[markers + s], names[named])
-            if length > longest then per_limit[named] = length end
-            levels[s] = lvl
-          end
-        end
-        retry, worst = 0, 1
+  end
+  if retry > 0 then
+    if plan.block_ms > 0 and commit then
+      -- every key slot with a refusing limit is blocked, named by its longest wait
+      local levels = {}
+      for s = 1, plan.slots do
+        local named, longest = nil, 0
         for i = 1, n do
           local w = per_limit[i]
-          if w and w > retry then retry, worst = w, i end
+          if w and plan.sslot[lstate[i]] == s and w > longest then named, longest = i, w end
         end
-        level = levels[plan.sslot[lstate[worst]]] or level
+        if named then
+          local length, lvl = start_block(plan, keys[markers + s], names[named])
+          if length > longest then per_limit[named] = length end
+          levels[s] = lvl
+        end
       end
-      reply(0, retry, level, plan, v, per_limit)
-    else
-      if commit then
-        local member = token .. int(d)
-        for i = 1, n do alg[lstate[i]].charge(v[i], cost, member, d) end
+      retry, worst = 0, 1
+      for i = 1, n do
+        local w = per_limit[i]
+        if w and w > retry then retry, worst = w, i end
       end
-      reply(1, 0, level, plan, v, per_limit)
+      level = levels[plan.sslot[lstate[worst]]] or level
     end
+    reply(0, retry, level, plan, v, per_limit)
+    return
   end
+  if commit then
+    local member = token .. int(d)
+    for i = 1, n do alg[lstate[i]].charge(v[i], cost, member, d) end
+  end
+  reply(1, 0, level, plan, v, per_limit)
 end
 
-if not dry then
-  -- only the algorithms this call used were made (ALG fills on first use)
+-- The call: settlements, then decisions, then every charged state written.
+local function decide(KEYS, ARGV)
+  begin_call(ARGV)
+  token = ARGV[2]
+  dry = token == ''
+  blocks = nil
+  -- a library keeps the algorithms made by earlier calls: their states start afresh
   for code = 1, #MAKE do
     local algorithm = rawget(ALG, code)
-    if algorithm then algorithm.finish() end
+    if algorithm then algorithm.begin() end
   end
+
+  local a = 3
+  for p = 1, num(ARGV[a]) do
+    plans[p], a = read_plan(ARGV, a)
+  end
+  a = a + 1
+  local settlements = num(ARGV[a])
+  local first_decision
+  do
+    local b = a
+    for r = 1, settlements do b = b + 6 + ARGV[b + 6] end
+    first_decision = b + 1
+  end
+  local decisions = num(ARGV[first_decision])
+
+  -- The keys: declared, or (a cross-slot call) after the decisions in ARGV.
+  keys = KEYS
+  if #KEYS == 0 then
+    keys = {}
+    local first = first_decision + 2 * decisions
+    for i = first + 1, #ARGV do keys[i - first] = ARGV[i] end
+  end
+
+  -- Settlements first, so the decisions of this call see them.
+  local k = settle(ARGV, a, plans, settlements)
+
+  out[1], o = now, 1
+  a = first_decision
+  for d = 1, decisions do
+    local plan_text, cost_text = ARGV[a + 1], ARGV[a + 2]
+    a = a + 2
+    local plan = plans[parsed[plan_text] or num(plan_text)]
+    decide_one(plan, parsed[cost_text] or num(cost_text), d, k)
+    k = k + plan.keys
+  end
+
+  if not dry then
+    -- only the algorithms used were made (ALG fills on first use)
+    for code = 1, #MAKE do
+      local algorithm = rawget(ALG, code)
+      if algorithm then algorithm.finish() end
+    end
+  end
+  out[o + 1] = nil
+  keys, blocks = nil, nil
+  return out
 end
-return out

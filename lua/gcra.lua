@@ -25,6 +25,11 @@ end, function(s)
   return ceil(s.debt / s.limit) + 1000
 end)
 
+-- Forgets the previous call's hashes.
+local function begin()
+  hashes.begin()
+end
+
 local function open(key, window, bound)
   return hashes.open(key)
 end

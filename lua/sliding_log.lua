@@ -20,7 +20,40 @@
 local SMALL = 32
 local NONE = {}
 
+-- The sets of the call by key, and in order. The tables in `set_list` are kept for the next
+-- call and made afresh field by field (a library keeps them: a new table per set and call, with
+-- its views, is most of what a decision allocates); `n_sets` of them are this call's.
 local sets, set_list, n_sets = {}, {}, 0
+-- Tells this call's views from those a kept table holds from earlier calls.
+local generation = 0
+
+-- Forgets the previous call's sets.
+local function begin()
+  for i = 1, n_sets do sets[set_list[i].key] = nil end
+  n_sets = 0
+end
+
+-- A set's table for this call: a kept one made afresh, or a new one. `buffer` (the scores read
+-- whole) and `rest` (pending members after the first) are kept with it: only their first `n`
+-- and `n_pending - 1` entries are this call's.
+local function fresh(key, window)
+  n_sets = n_sets + 1
+  generation = generation + 1
+  local st = set_list[n_sets]
+  if st == nil then
+    st = { key = key, window = window, n = 0, scores = false, oldest = false, views = false,
+           first = false, rest = false, n_pending = 0, charged = 0, st = false, stored = 0,
+           off = 0, buffer = false, generation = generation }
+    st.st = st
+    set_list[n_sets] = st
+  else
+    st.key, st.window, st.n, st.scores, st.oldest = key, window, 0, false, false
+    st.first, st.n_pending, st.charged, st.stored, st.off = false, 0, 0, 0, 0
+    st.generation = generation
+  end
+  sets[key] = st
+  return st
+end
 
 -- The set of `key` for this call: `n` stored entries inside the longest window `window`,
 -- `scores` all of them in order when the set was read whole, `oldest` the first of them,
@@ -30,13 +63,7 @@ local sets, set_list, n_sets = {}, {}, 0
 local function open(key, window, bound)
   local st = sets[key]
   if st ~= nil then return st end
-  st = { key = key, window = window, n = 0, scores = false, oldest = false, views = false,
-         first = false, rest = false, n_pending = 0, charged = 0, st = false, stored = 0,
-         off = 0 }
-  st.st = st
-  sets[key] = st
-  n_sets = n_sets + 1
-  set_list[n_sets] = st
+  st = fresh(key, window)
   local horizon = now - window
   if bound < SMALL then
     -- live entries are at most `bound`, stale ones at most as many again
@@ -44,7 +71,13 @@ local function open(key, window, bound)
     local entries = call('ZRANGE', key, '0', int(want), 'WITHSCORES')
     local n_entries = #entries
     local scores, n, stale = NONE, 0, false
-    if n_entries > 0 then scores = {} end
+    if n_entries > 0 then
+      scores = st.buffer
+      if not scores then
+        scores = {}
+        st.buffer = scores
+      end
+    end
     for i = 2, n_entries, 2 do
       local score = entries[i] + 0
       if score <= horizon then
@@ -56,7 +89,8 @@ local function open(key, window, bound)
     end
     if stale then call('ZREMRANGEBYSCORE', key, '-inf', int(horizon)) end
     if n_entries < 2 * (want + 1) then
-      st.scores, st.n, st.oldest = scores, n, scores[1]
+      st.scores, st.n = scores, n
+      if n > 0 then st.oldest = scores[1] end
       return st
     end
     -- more entries than the limits allow (a limit was lowered): count them apart
@@ -99,7 +133,7 @@ local function view(st, name, limit, window, param)
     st.views = views
   end
   local w = views[window]
-  if w == nil then
+  if w == nil or w.generation ~= st.generation then
     local stored = st.n
     if window < st.window and stored > 0 then
       local horizon = now - window
@@ -114,8 +148,13 @@ local function view(st, name, limit, window, param)
         stored = call('ZCOUNT', st.key, '(' .. int(horizon), '+inf')
       end
     end
-    w = { st = st, window = window, stored = stored, off = st.n - stored }
-    views[window] = w
+    if w == nil then
+      w = { st = st, window = window, stored = stored, off = st.n - stored,
+            generation = st.generation }
+      views[window] = w
+    else
+      w.stored, w.off, w.generation = stored, st.n - stored, st.generation
+    end
   end
   return w
 end

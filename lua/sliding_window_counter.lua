@@ -16,6 +16,11 @@ end, function(s)
   return 2 * s.window
 end)
 
+-- Forgets the previous call's hashes.
+local function begin()
+  hashes.begin()
+end
+
 local function open(key, window, bound)
   return hashes.open(key)
 end

@@ -2,8 +2,8 @@
 //! for one Redis node are decided in one script call, yet every limit stays exact, for one hot key
 //! on two instances and for many keys on two instances and over three cluster nodes.
 //!
-//! Every test shows that coalescing really happened (Redis counted fewer `EVALSHA` calls than
-//! decisions) and that `/metrics` counts exactly the units Redis holds (one member per allowed
+//! Every test shows that coalescing really happened (Redis counted fewer decision calls,
+//! `EVALSHA` or `FCALL`, than decisions) and that `/metrics` counts exactly the units Redis holds (one member per allowed
 //! unit in the key's one sorted set, whatever the number of limits). That a batch decides exactly
 //! as its requests would one call each is in `coalescing_batch_equivalence.rs`; the timing
 //! promises (a lone request, a request beside a batch, a killed Redis) are in
@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use support::cluster::RedisCluster;
 use support::gateway::{self, config, Gateway};
 use support::http::HttpClient;
-use support::observe::{command_calls, command_failures, metric, units};
+use support::observe::{decision_calls, decision_failures, metric, units};
 use support::redis::{RedisServer, Resp};
 use support::{unique_prefix, upstream};
 
@@ -118,17 +118,17 @@ fn counted(scrapes: &[String], route: &str) -> Counted {
     }
 }
 
-/// Asserts that the store's decisions went out in fewer `EVALSHA` calls than there were
+/// Asserts that the store's decisions went out in fewer decision calls (`EVALSHA` or `FCALL`) than there were
 /// decisions: some call carried more than one.
-fn assert_coalesced(evalsha_calls: i64, c: &Counted, sent: u64) {
+fn assert_coalesced(ran: i64, c: &Counted, sent: u64) {
     assert_eq!(
         c.store_decisions + c.deny_cache_hits,
         sent,
         "every request was decided by Redis or by the deny cache"
     );
     assert!(
-        (evalsha_calls as u64) < c.store_decisions,
-        "no coalescing: {evalsha_calls} EVALSHA calls for {} decisions",
+        (ran as u64) < c.store_decisions,
+        "no coalescing: {ran} decision calls (`EVALSHA` or `FCALL`) for {} decisions",
         c.store_decisions
     );
 }
@@ -141,7 +141,7 @@ async fn one_hot_key_on_two_instances_allows_exactly_the_limit_in_coalesced_call
     let routes = per_user_route(25).replace("[\"header:X-User\"]", "[\"route\"]");
     let cfg = gateway_config(&store(&redis.url(), &prefix), &up.url(), &routes);
     let (a, b) = (gateway::start(&cfg).await, gateway::start(&cfg).await);
-    let before = command_calls(&redis, "evalsha");
+    let before = decision_calls(&redis);
 
     let requests = (0..120)
         .map(|i| {
@@ -154,10 +154,10 @@ async fn one_hot_key_on_two_instances_allows_exactly_the_limit_in_coalesced_call
     let rejected = statuses.iter().filter(|&&s| s == 429).count();
     assert_eq!((allowed, rejected), (25, 95), "{statuses:?}");
 
-    let evalsha = command_calls(&redis, "evalsha") - before;
+    let ran = decision_calls(&redis) - before;
     let scrapes = scrape(&[&a, &b]).await;
     let c = counted(&scrapes, "users");
-    assert_coalesced(evalsha, &c, 120);
+    assert_coalesced(ran, &c, 120);
     // Honest counting: what /metrics calls allowed is what Redis holds.
     assert_eq!(c.allowed, 25);
     assert_eq!(units(&redis, &prefix), 25);
@@ -212,12 +212,12 @@ async fn many_keys_on_two_instances_are_exact_per_key() {
         &per_user_route(LIMIT as u64),
     );
     let (a, b) = (gateway::start(&cfg).await, gateway::start(&cfg).await);
-    let before = command_calls(&redis, "evalsha");
+    let before = decision_calls(&redis);
 
     let by_user = send_all(many_users(&[&a, &b])).await;
     assert_exact_per_user(&by_user, LIMIT);
 
-    let evalsha = command_calls(&redis, "evalsha") - before;
+    let ran = decision_calls(&redis) - before;
     // Redis holds exactly min(limit, sent) units per user, in the user's one sorted set.
     for k in 0..50 {
         let key = format!("{prefix}:{{users|user-{k}}}#log");
@@ -229,7 +229,7 @@ async fn many_keys_on_two_instances_are_exact_per_key() {
     }
     let scrapes = scrape(&[&a, &b]).await;
     let c = counted(&scrapes, "users");
-    assert_coalesced(evalsha, &c, 1000);
+    assert_coalesced(ran, &c, 1000);
     let expected: usize = (0..50).map(|k| LIMIT.min(sent_by(k))).sum();
     assert_eq!(c.allowed as usize, expected);
     assert_eq!(units(&redis, &prefix) as usize, expected);
@@ -252,13 +252,12 @@ async fn many_keys_over_three_cluster_nodes_are_exact_per_key() {
     );
     let cfg = gateway_config(&store(&cluster.url(), &prefix), &up.url(), &route);
     let (a, b) = (gateway::start(&cfg).await, gateway::start(&cfg).await);
-    let evalsha =
-        |c: &RedisCluster| -> i64 { c.nodes.iter().map(|n| command_calls(n, "evalsha")).sum() };
-    let before = evalsha(&cluster);
+    let on_nodes = |c: &RedisCluster| -> i64 { c.nodes.iter().map(decision_calls).sum() };
+    let before = on_nodes(&cluster);
 
     let by_user = send_all(many_users(&[&a, &b])).await;
     assert_exact_per_user(&by_user, LIMIT);
-    let calls = evalsha(&cluster) - before;
+    let calls = on_nodes(&cluster) - before;
 
     // Which node holds each user's keys: the one serving their slot. Every node holds some,
     // and each holds them exactly.
@@ -290,14 +289,10 @@ async fn many_keys_over_three_cluster_nodes_are_exact_per_key() {
 
     // Calls spanning several slots of a node went through whole: none was refused (CROSSSLOT)
     // and split per slot afterwards, and each call carried several decisions.
-    let refused: i64 = cluster
-        .nodes
-        .iter()
-        .map(|n| command_failures(n, "evalsha"))
-        .sum();
+    let refused: i64 = cluster.nodes.iter().map(decision_failures).sum();
     assert_eq!(
         refused, 0,
-        "EVALSHA calls refused or failed across the nodes"
+        "decision calls (`EVALSHA` or `FCALL`) refused or failed across the nodes"
     );
 
     let scrapes = scrape(&[&a, &b]).await;

@@ -22,8 +22,8 @@ use support::store::{bases, limit_sets, redis_store};
 use support::unique_prefix;
 
 /// A lone decision goes out at once as a call of its own: one after the other, each decision is
-/// exactly one `EVALSHA`. While one is out (held by a paused Redis), the decisions that arrive
-/// queue, and go together in the next call once it is answered: two calls for six decisions,
+/// exactly one decision call (`EVALSHA` or `FCALL`). While one is out (held by a paused Redis),
+/// the decisions that arrive queue, and go together in the next call once it is answered: two calls for six decisions,
 /// decided in arrival order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lone_decision_is_a_call_of_its_own_and_later_ones_share_the_next() {

@@ -80,6 +80,14 @@ fn store_replica_acks_out_of_range() {
 }
 
 #[test]
+fn store_scripts_unknown() {
+    assert_eq!(
+        load_err("store_scripts_unknown.toml"),
+        "store_scripts_unknown.toml:4:11: store.scripts: unknown mode `lua`, expected \"auto\", \"functions\" or \"eval\""
+    );
+}
+
+#[test]
 fn store_url_bad_database() {
     assert_eq!(
         load_err("store_url_bad_database.toml"),

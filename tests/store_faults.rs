@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use support::gateway::{self, config};
 use support::http::HttpClient;
-use support::observe::{command_calls, metric};
+use support::observe::{decision_calls, metric};
 use support::redis::{RedisServer, Resp};
 use support::{unique_prefix, upstream};
 
@@ -141,12 +141,12 @@ async fn a_redis_slower_than_the_timeout_is_a_timeout() {
         redis.cmd(&["CLIENT", "PAUSE", "60000", "WRITE"]),
         Resp::Simple("OK".into())
     );
-    let ran = command_calls(&redis, "evalsha");
+    let ran = decision_calls(&redis);
     let r = client.get(&gw.url("/x"), &[]).await;
     assert_eq!(r.status, 503, "{}", r.body);
     assert_eq!(r.json()["error"], "store_unavailable");
     assert_eq!(
-        command_calls(&redis, "evalsha"),
+        decision_calls(&redis),
         ran,
         "answered while Redis still held the call"
     );

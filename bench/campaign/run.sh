@@ -178,10 +178,11 @@ access_log = false
 EOF
 }
 
-# evalsha_failed: EVALSHA calls Redis counted as failed so far (INFO commandstats).
+# evalsha_failed: decision calls (EVALSHA and FCALL) Redis counted as failed so far (INFO
+# commandstats).
 evalsha_failed() {
-    R info commandstats | tr -d '\r' | awk -F'[:=,]' '$1 == "cmdstat_evalsha" {
-        for (i = 2; i < NF; i += 2) if ($i == "failed_calls") v = $(i + 1) } END { print v + 0 }'
+    R info commandstats | tr -d '\r' | awk -F'[:=,]' '$1 == "cmdstat_evalsha" || $1 == "cmdstat_fcall" {
+        for (i = 2; i < NF; i += 2) if ($i == "failed_calls") v += $(i + 1) } END { print v + 0 }'
 }
 
 # The script the gateway runs (one script for every algorithm), loaded for redis-benchmark.

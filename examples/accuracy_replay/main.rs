@@ -126,6 +126,7 @@ async fn connect(port: u16) -> RedisStore {
         key_prefix: PREFIX.into(),
         clock: ClockSource::Local,
         replica_acks: 0,
+        scripts: slidegate::config::ScriptsMode::Auto,
     };
     let on_error = Arc::new(|e: &StoreError| eprintln!("store error: {e}"));
     let store = RedisStore::connect(&config, on_error, &[])

@@ -33,7 +33,8 @@ pub use route::{BlockPolicy, ExceedMode, LimitConfig, PathPattern, RouteConfig, 
 pub use secrets::{redact_secrets, redact_url};
 pub use settings::{
     AdminConfig, Backend, ClientIpHeader, ClockSource, HashSecret, JwtConfig, JwtKey, KeysConfig,
-    OnError, OnMissingKey, PathCase, ServerConfig, StoreConfig, UnknownPlan, UpstreamConfig,
+    OnError, OnMissingKey, PathCase, ScriptsMode, ServerConfig, StoreConfig, UnknownPlan,
+    UpstreamConfig,
 };
 
 use crate::tier::Membership;

@@ -108,6 +108,7 @@ pub struct RawStore {
     pub key_prefix: Option<Spanned<String>>,
     pub clock: Option<Spanned<String>>,
     pub replica_acks: Option<Spanned<i64>>,
+    pub scripts: Option<Spanned<String>>,
 }
 
 /// `[upstreams.NAME]`

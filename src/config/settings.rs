@@ -65,6 +65,18 @@ named! {
 }
 
 named! {
+    /// How the decision code runs on Redis.
+    pub enum ScriptsMode {
+        /// A Functions library where the server has them (Redis 7+), else scripts.
+        Auto = "auto",
+        /// A Functions library (`FCALL`): a server without them is an error.
+        Functions = "functions",
+        /// Scripts (`EVALSHA`), on any server.
+        Eval = "eval",
+    }
+}
+
+named! {
     /// How route paths are compared with request paths.
     pub enum PathCase {
         /// Ignoring ASCII case (many upstream frameworks route `/API/OTP` to `/api/otp`).
@@ -164,6 +176,8 @@ pub struct StoreConfig {
     /// Replicas that must hold an allowed decision's charge before it is answered (`WAIT`);
     /// 0 answers at once.
     pub replica_acks: u32,
+    /// How the decision code runs: a Functions library or scripts.
+    pub scripts: ScriptsMode,
 }
 
 impl StoreConfig {

@@ -229,6 +229,10 @@ pub enum StoreError {
     /// The in-process store holds `store.max_keys` live keys and this key is not one of them.
     #[error("the in-process store is full ({0} live keys)")]
     Full(usize),
+    /// The server lacks what the configuration requires (`store.scripts = "functions"` on a
+    /// server without Redis Functions).
+    #[error("store unsupported: {0}")]
+    Unsupported(String),
     /// Anything else.
     #[error("store error: {0}")]
     Other(String),
@@ -250,7 +254,7 @@ impl StoreError {
             // within store.timeout.
             StoreError::Timeout(_) | StoreError::Unreplicated { .. } => "timeout",
             StoreError::Connection(_) => "connection",
-            StoreError::Script(_) => "script",
+            StoreError::Script(_) | StoreError::Unsupported(_) => "script",
             StoreError::Full(_) => "full",
             StoreError::Other(_) => "other",
         }

@@ -23,7 +23,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use decision::{Decision, LimitUsage, Outcome, Receipt, ReceiptPart, StoreError};
 pub use memory::{Marker, MemoryStore};
 pub use plan::{BlockSpec, Limit, LimitSet, StateSpec};
-pub use redis::{decision_script, fred_url, Deadline, OnError, RedisStore};
+pub use redis::{
+    decision_library, decision_script, fred_url, Deadline, Library, OnError, RedisStore,
+};
 
 /// One decision a store is asked for.
 #[derive(Debug, Clone, Copy)]
@@ -149,15 +151,20 @@ impl Store {
             crate::config::Backend::Memory => Ok(Store::Memory(MemoryStore::new(config.max_keys))),
             crate::config::Backend::Redis => {
                 let redis = RedisStore::connect(config, on_error, handles).await?;
-                if let Err(e) = redis
+                match redis
                     .wait_until_ready(std::time::Duration::from_secs(2))
                     .await
                 {
-                    tracing::warn!(
-                        url = %crate::config::redact_url(&config.url),
-                        error = %e,
-                        "Redis is not reachable yet; routes follow their on_error until it is"
-                    );
+                    Ok(()) => {}
+                    // the server answered, and cannot do what the config asks
+                    Err(e @ StoreError::Unsupported(_)) => return Err(e),
+                    Err(e) => {
+                        tracing::warn!(
+                            url = %crate::config::redact_url(&config.url),
+                            error = %e,
+                            "Redis is not reachable yet; routes follow their on_error until it is"
+                        );
+                    }
                 }
                 Ok(Store::Redis(redis))
             }

@@ -27,15 +27,20 @@ pub fn route(limit: u64) -> String {
     )
 }
 
-/// The `EVALSHA` calls Redis has run (postponed ones are not counted until they run).
+/// The decision calls (`EVALSHA` and `FCALL`) Redis has run (postponed ones are not counted
+/// until they run).
 pub async fn calls(conn: &mut RespConn) -> i64 {
     let Resp::Bulk(Some(info)) = conn.cmd(&["INFO", "commandstats"]).await else {
         panic!("INFO commandstats failed")
     };
     info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
+        .filter_map(|l| {
+            l.strip_prefix("cmdstat_evalsha:calls=")
+                .or_else(|| l.strip_prefix("cmdstat_fcall:calls="))
+        })
+        .filter_map(|rest| rest.split(',').next())
+        .map(|n| n.parse::<i64>().unwrap())
+        .sum()
 }
 
 /// Waits (10 s at most, polling) until Redis has run at least `n` `EVALSHA` calls.
@@ -76,7 +81,7 @@ pub async fn wait_for_postponed_call(conn: &mut RespConn) {
             fields
                 .iter()
                 .any(|f| f.starts_with("flags=") && f.contains('b'))
-                && fields.contains(&"cmd=evalsha")
+                && (fields.contains(&"cmd=evalsha") || fields.contains(&"cmd=fcall"))
         });
         if held {
             return;

@@ -85,9 +85,24 @@ pub async fn start_with_files(toml: &str, files: &[(&str, Vec<u8>)]) -> Gateway 
     }
 }
 
-/// A config with both listeners on port 0, the given store section, one upstream named `up`,
-/// and `routes` (TOML `[[routes]]` text) appended.
+/// The environment variable that picks `store.scripts` for the tests' Redis stores that set
+/// none ("auto" when unset): the suites run on the Functions library by default (Redis 7), and
+/// with `SLIDEGATE_TEST_SCRIPTS=eval` once more on scripts.
+pub const SCRIPTS_ENV: &str = "SLIDEGATE_TEST_SCRIPTS";
+
+/// `store.scripts` as [`SCRIPTS_ENV`] says, for a `[store]` body that sets none.
+pub fn scripts_line(store: &str) -> String {
+    match std::env::var(SCRIPTS_ENV) {
+        Ok(mode) if !store.contains("scripts =") => format!("\nscripts = \"{mode}\""),
+        _ => String::new(),
+    }
+}
+
+/// A config with both listeners on port 0, the given store section (with `store.scripts` from
+/// [`SCRIPTS_ENV`] when it sets none), one upstream named `up`, and `routes` (TOML
+/// `[[routes]]` text) appended.
 pub fn config(store: &str, upstream_url: &str, routes: &str) -> String {
+    let scripts = scripts_line(store);
     format!(
         r#"
 [server]
@@ -97,7 +112,7 @@ listen = "127.0.0.1:0"
 listen = "127.0.0.1:0"
 
 [store]
-{store}
+{store}{scripts}
 
 [upstreams.up]
 url = "{upstream_url}"

@@ -35,9 +35,10 @@ impl LeavingGateway {
     pub fn start(store: &str, upstream: &str, upstream_settings: &str, routes: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("config.toml");
+        let scripts = super::gateway::scripts_line(store);
         let toml = format!(
             "[server]\nlisten = \"127.0.0.1:0\"\ntrusted_proxies = [\"127.0.0.1/32\"]\n\
-             [admin]\nlisten = \"127.0.0.1:0\"\n[store]\n{store}\n\
+             [admin]\nlisten = \"127.0.0.1:0\"\n[store]\n{store}{scripts}\n\
              [upstreams.up]\nurl = \"{upstream}\"\n{upstream_settings}\n{routes}"
         );
         std::fs::write(&path, toml).unwrap();

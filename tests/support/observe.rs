@@ -46,6 +46,17 @@ pub fn command_calls(redis: &RedisServer, command: &str) -> i64 {
         .map_or(0, |n| n.parse().expect("a call count"))
 }
 
+/// The decision calls Redis has run: `EVALSHA` and `FCALL` together (which one the gateway uses
+/// depends on `store.scripts` and the server).
+pub fn decision_calls(redis: &RedisServer) -> i64 {
+    command_calls(redis, "evalsha") + command_calls(redis, "fcall")
+}
+
+/// The decision calls Redis refused or that failed (`EVALSHA` and `FCALL` together).
+pub fn decision_failures(redis: &RedisServer) -> i64 {
+    command_failures(redis, "evalsha") + command_failures(redis, "fcall")
+}
+
 /// The calls Redis refused or that failed for one command (`rejected_calls` + `failed_calls` of
 /// `cmdstat_<command>`): a `CROSSSLOT` refusal counts here.
 pub fn command_failures(redis: &RedisServer, command: &str) -> i64 {

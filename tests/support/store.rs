@@ -4,15 +4,32 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use slidegate::config::{Backend, ClockSource, Config, OnError, Purpose, StoreConfig};
+use slidegate::config::{Backend, ClockSource, Config, OnError, Purpose, ScriptsMode, StoreConfig};
 use slidegate::store::{
     layout, Decision, DecisionRequest, LimitSet, RedisStore, Settlement, Store,
 };
 
 use super::redis::RedisServer;
 
-/// A Redis store on `server` with `store.timeout` and `store.clock`, scripts loaded.
+/// A Redis store on `server` with `store.timeout` and `store.clock`, scripts loaded
+/// (`store.scripts` from the environment: [`super::gateway::SCRIPTS_ENV`]).
 pub async fn redis_store(server: &RedisServer, timeout: Duration, clock: ClockSource) -> Store {
+    let scripts = match std::env::var(super::gateway::SCRIPTS_ENV).as_deref() {
+        Ok("eval") => ScriptsMode::Eval,
+        Ok("functions") => ScriptsMode::Functions,
+        _ => ScriptsMode::Auto,
+    };
+    redis_store_with(server, timeout, clock, scripts).await
+}
+
+/// A Redis store on `server` with `store.timeout`, `store.clock` and `store.scripts`, the
+/// decision code loaded.
+pub async fn redis_store_with(
+    server: &RedisServer,
+    timeout: Duration,
+    clock: ClockSource,
+    scripts: ScriptsMode,
+) -> Store {
     let config = StoreConfig {
         backend: Backend::Redis,
         url: server.url(),
@@ -22,6 +39,7 @@ pub async fn redis_store(server: &RedisServer, timeout: Duration, clock: ClockSo
         key_prefix: "unused".into(),
         clock,
         replica_acks: 0,
+        scripts,
     };
     let store = RedisStore::connect(&config, Arc::new(|_| {}), &[])
         .await

@@ -12,7 +12,8 @@ use super::{Result, Validator};
 use crate::config::raw::{RawConfig, RawServer, RawUpstream};
 use crate::config::{
     redact_url, AdminConfig, Backend, ClientIpHeader, ClockSource, KeyPart, OnError, PathCase,
-    Purpose, ServerConfig, StoreConfig, TierFiles, UnknownPlan, UpstreamConfig, REDIS_URL_ENV,
+    Purpose, ScriptsMode, ServerConfig, StoreConfig, TierFiles, UnknownPlan, UpstreamConfig,
+    REDIS_URL_ENV,
 };
 use crate::tier::{self, Membership};
 
@@ -292,6 +293,13 @@ impl Validator<'_> {
                 MAX_REPLICA_ACKS,
                 0,
             )? as u32,
+            scripts: self.choice(
+                s.scripts.as_ref(),
+                "store.scripts",
+                "mode",
+                ScriptsMode::NAMES,
+                ScriptsMode::Auto,
+            )?,
         })
     }
 

@@ -74,6 +74,22 @@ pub(super) fn is_noscript(e: &FredError) -> bool {
     e.details().starts_with("NOSCRIPT")
 }
 
+/// Whether Redis answered that it does not know the library's function (a node that restarted,
+/// was promoted, or whose functions were flushed).
+pub(super) fn is_function_missing(e: &FredError) -> bool {
+    e.details().starts_with("ERR Function not found")
+}
+
+/// Whether Redis answered that it has no Functions (`FUNCTION` or `FCALL` unknown: before
+/// Redis 7).
+pub(super) fn lacks_functions(e: &FredError) -> bool {
+    let details = e.details();
+    details.starts_with("ERR unknown command") && {
+        let lower = details.to_ascii_lowercase();
+        lower.contains("fcall") || lower.contains("function")
+    }
+}
+
 /// Sorts a client error into the `kind` label of `slidegate_store_errors_total`.
 pub(super) fn map_error(e: FredError) -> StoreError {
     let details = e.details();

@@ -1,5 +1,6 @@
-//! One script call: [`Caller`] packs a lane's [`Batch`] into KEYS and ARGV (the layout
-//! `lua/decide.lua` documents), sends it with `EVALSHA` (loading the script again on
+//! One decision call: [`Caller`] packs a lane's [`Batch`] into KEYS and ARGV (the layout
+//! `lua/decide.lua` documents), sends it with `FCALL` to the Functions library or with
+//! `EVALSHA` (whichever [`Code`] says; loading the code again on "Function not found" or
 //! `NOSCRIPT`, within the same deadline) and hands each decision its part of the reply.
 //!
 //! In a cluster a lane serves one primary node and its calls use the `allow-cross-slot-keys`
@@ -15,24 +16,24 @@
 //! once.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use fred::error::Error as FredError;
-use fred::interfaces::{ClientLike, LuaInterface};
 use fred::types::config::Server;
 use fred::types::{ClusterHash, CustomCommand, Key, Value};
 
 use super::acks::AckPolicy;
+use super::code::{Code, Shared};
 use super::deadline::Deadline;
 use super::encode::{call_token, encode, instance_id};
 use super::lane::{Answer, Batch, Pending};
 use super::nodes::Nodes;
-use super::script::{Script, Scripts};
+use super::script::{Library, Script};
 use super::send::{send, Acks, Route};
 use super::slots::slot_of;
-use super::{is_noscript, map_error};
+use super::{is_function_missing, is_noscript, lacks_functions, map_error};
 use crate::config::ClockSource;
 use crate::store::{Decision, StoreError};
 
@@ -48,81 +49,53 @@ pub enum Target {
     PerSlot,
 }
 
-/// What every lane of a worker shares: the connections, the scripts, the clock, the call
+/// What every lane of a worker shares: the connections, the decision code, the clock, the call
 /// tokens.
 pub struct Caller {
     nodes: Arc<Nodes>,
     clock: ClockSource,
-    scripts: Scripts,
+    code: Code,
     instance: String,
     sequence: AtomicU64,
     /// `store.timeout`: the most one call may take once sent.
     timeout: Duration,
     /// `store.replica_acks`: the acknowledgement a charging call waits for.
     acks: Option<AckPolicy>,
-    /// Whether the cross-slot script loaded (Redis 7); if not, cluster calls go per key.
-    /// Shared by every worker's caller.
-    cross_slot: Arc<AtomicBool>,
     on_error: Arc<dyn Fn(&StoreError) + Send + Sync>,
 }
 
 impl Caller {
     /// A caller on `nodes` whose calls each take at most `timeout` once sent (and, with
     /// `acks`, whose charges wait for the replicas); `on_error` sees every failed call once;
-    /// `cross_slot` is shared with the other workers' callers.
+    /// `shared` (which code the calls run) is shared with the other workers' callers.
     pub fn new(
         nodes: Arc<Nodes>,
         clock: ClockSource,
         timeout: Duration,
         acks: Option<AckPolicy>,
         on_error: Arc<dyn Fn(&StoreError) + Send + Sync>,
-        cross_slot: Arc<AtomicBool>,
+        shared: Shared,
     ) -> Caller {
         Caller {
+            code: Code::new(nodes.clone(), shared),
             nodes,
             clock,
-            scripts: Scripts::new(),
             instance: instance_id(),
             sequence: AtomicU64::new(0),
             timeout,
             acks,
-            cross_slot,
             on_error,
         }
     }
 
-    /// Loads the script on every node; a cross-slot form that does not load (Redis < 7) turns
-    /// cross-slot calls off.
-    pub async fn load_scripts(&self) -> Result<(), StoreError> {
-        self.load(&self.scripts.plain).await?;
-        if self.nodes.is_cluster() && self.cross_slot.load(Ordering::Relaxed) {
-            if let Err(e) = self.load(&self.scripts.cross_slot).await {
-                tracing::warn!(error = %e, "Redis refused the cross-slot script (needs Redis 7); cluster decisions go one call per key");
-                self.cross_slot.store(false, Ordering::Relaxed);
-            }
-        }
-        Ok(())
-    }
-
-    /// Loads `script` on every node this worker reaches (in a cluster, each primary that is
-    /// connected: a node that is down loads it on its first call once back).
-    async fn load(&self, script: &Script) -> Result<(), StoreError> {
-        let nodes = self.nodes.every_node().into_iter();
-        let reachable = nodes.filter(|n| n.client.is_connected());
-        let loads = reachable.map(|node| async move {
-            let loaded: Result<Value, FredError> =
-                node.client.script_load(script.lua.as_str()).await;
-            loaded.map(|_| ()).map_err(map_error)
-        });
-        futures_util::future::join_all(loads)
-            .await
-            .into_iter()
-            .collect()
+    /// Loads the decision code on every node.
+    pub async fn load_code(&self) -> Result<(), StoreError> {
+        self.code.load().await
     }
 
     /// Whether cluster lanes may carry several slots per call.
     pub fn cross_slot(&self) -> bool {
-        self.cross_slot.load(Ordering::Relaxed)
+        self.code.cross_slot()
     }
 
     /// A token unique to one call.
@@ -196,27 +169,45 @@ impl Caller {
         futures_util::future::join_all(calls).await;
     }
 
-    /// Sends the call (loading the script again once on `NOSCRIPT`) and returns the reply,
-    /// with the replicas' acknowledgement when the call may charge and `store.replica_acks`
-    /// asks for one.
+    /// Sends the call (loading the code again once when the server lost it) and returns the
+    /// reply, with the replicas' acknowledgement when the call may charge and
+    /// `store.replica_acks` asks for one.
     async fn attempt(
         &self,
         target: &Target,
         batch: &Batch,
         token: &str,
     ) -> Result<(Vec<i64>, Option<Acks>), StoreError> {
-        let script = match target {
-            Target::Node(_) => &self.scripts.cross_slot,
-            Target::ByKey | Target::PerSlot => &self.scripts.plain,
-        };
         let acks = self.acks.filter(|_| may_charge(batch));
         let (keys, args) = encode(batch, token, self.clock);
+        let library = self.code.library();
+        if self.code.uses_functions() {
+            match self
+                .fcall(target, library, keys.clone(), args.clone(), acks)
+                .await
+            {
+                Err(e) if is_function_missing(&e) => {
+                    self.code.load_library().await.map_err(map_error)?;
+                    return self
+                        .fcall(target, library, keys, args, acks)
+                        .await
+                        .map_err(map_error);
+                }
+                Err(e) if lacks_functions(&e) => self.code.without_functions(&e)?,
+                other => return other.map_err(map_error),
+            }
+        }
+        let script = self.code.script(matches!(target, Target::Node(_)));
         match self
             .evalsha(target, script, keys.clone(), args.clone(), acks)
             .await
         {
+            Err(e) if self.code.after_noscript(&e).await => self
+                .fcall(target, library, keys, args, acks)
+                .await
+                .map_err(map_error),
             Err(e) if is_noscript(&e) => {
-                self.load(script).await?;
+                self.code.load_script(script).await?;
                 self.evalsha(target, script, keys, args, acks)
                     .await
                     .map_err(map_error)
@@ -225,6 +216,7 @@ impl Caller {
         }
     }
 
+    /// `EVALSHA` of `script`.
     async fn evalsha(
         &self,
         target: &Target,
@@ -233,11 +225,38 @@ impl Caller {
         args: Vec<Value>,
         acks: Option<AckPolicy>,
     ) -> Result<(Vec<i64>, Option<Acks>), FredError> {
+        let sha = Value::from(script.sha.as_str());
+        self.run("EVALSHA", sha, target, keys, args, acks).await
+    }
+
+    /// `FCALL` of the library's decision function.
+    async fn fcall(
+        &self,
+        target: &Target,
+        library: &Library,
+        keys: Vec<Key>,
+        args: Vec<Value>,
+        acks: Option<AckPolicy>,
+    ) -> Result<(Vec<i64>, Option<Acks>), FredError> {
+        let function = Value::from(library.function.as_str());
+        self.run("FCALL", function, target, keys, args, acks).await
+    }
+
+    /// Sends `name code numkeys keys... args...` (`EVALSHA` or `FCALL`) where `target` says.
+    async fn run(
+        &self,
+        name: &'static str,
+        code: Value,
+        target: &Target,
+        keys: Vec<Key>,
+        args: Vec<Value>,
+        acks: Option<AckPolicy>,
+    ) -> Result<(Vec<i64>, Option<Acks>), FredError> {
         // Sent as a custom command on the node's own client ([`super::send`]), which fails
         // fast while disconnected and follows a cluster's redirections within the deadline.
         let slot = keys.first().map_or(0, |k| slot_of(k.as_bytes()));
         let mut command = Vec::with_capacity(2 + keys.len() + args.len());
-        command.push(Value::from(script.sha.as_str()));
+        command.push(code);
         let route = if let Target::Node(server) = target {
             // Redis checks declared keys for one slot even under allow-cross-slot-keys: a call
             // spanning slots of one node passes its keys after the arguments (lua/decide.lua).
@@ -251,10 +270,10 @@ impl Caller {
             command.extend(args);
             Route::Slot(slot)
         };
-        let evalsha = CustomCommand::new_static("EVALSHA", ClusterHash::Custom(slot), false);
+        let call = CustomCommand::new_static(name, ClusterHash::Custom(slot), false);
         // Boxed: the command's future is large, and every future that waits on this one (the
         // attempt, its deadline, the lane's call) would otherwise hold a copy and move it.
-        let sent = Box::pin(send(&self.nodes, route, evalsha, command, acks)).await;
+        let sent = Box::pin(send(&self.nodes, route, call, command, acks)).await;
         let reply: Vec<i64> = sent.reply?.convert()?;
         Ok((reply, sent.acks))
     }

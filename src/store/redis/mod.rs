@@ -1,24 +1,26 @@
 //! The Redis store. Decisions go through per-node [`lane::Lane`]s, so the decisions in flight
-//! at one moment for one node become one `EVALSHA` of the decision script; each waits at most
-//! `store.timeout` (one [`Deadline`] per call), after which its route's `on_error` applies.
-//! The script is loaded with `SCRIPT LOAD` at start; a `NOSCRIPT` reply (restart, failover,
-//! `SCRIPT FLUSH`) loads it again and retries within the same deadline, so no client ever sees
-//! it. Commands fail fast while disconnected instead of queueing, so a dead Redis costs a
+//! at one moment for one node become one call of the decision code (`FCALL` of the Functions
+//! library, or `EVALSHA` of the script: `store.scripts`); each waits at most `store.timeout`
+//! (one [`Deadline`] per call), after which its route's `on_error` applies. The code is loaded
+//! at start; a node that lost it ("Function not found", `NOSCRIPT`: restart, failover, flush)
+//! gets it again and the call is retried within the same deadline, so no client ever sees it. Commands fail fast while disconnected instead of queueing, so a dead Redis costs a
 //! request at most `store.timeout`. In a cluster each primary has a connection of its own
 //! ([`nodes`]), so a dead node costs only the decisions of its own slots.
 //!
-//! `lane.rs` queues (`lanes.rs` picks a decision's lane), `call.rs` packs and sends one call, `answer.rs` decodes its reply and
+//! `lane.rs` queues (`lanes.rs` picks a decision's lane), `call.rs` packs and sends one call
+//! (`code.rs`: which code, loaded where), `answer.rs` decodes its reply and
 //! sorts its errors, `nodes.rs` keeps a worker's connections (`node.rs` one of them;
 //! `topology.rs` reads a cluster's slot table, `slots.rs`),
 //! `send.rs` sends a command where it belongs and follows redirections (`redirect.rs`),
 //! `acks.rs` waits for replicas (`store.replica_acks`), `split.rs` decides a cluster request
 //! whose keys live in several slots one part per slot, `admin.rs` resets, pings, blocks and the
-//! reset channel, `script.rs` the script, `url.rs` the URL forms, `deadline.rs` the deadline.
+//! reset channel, `script.rs` the code's two forms, `url.rs` the URL forms, `deadline.rs` the deadline.
 
 mod acks;
 mod admin;
 mod answer;
 mod call;
+mod code;
 mod deadline;
 mod dry;
 mod encode;
@@ -36,7 +38,6 @@ mod topology;
 mod url;
 
 use std::future::Future;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,14 +49,15 @@ use tokio::sync::oneshot;
 
 use acks::AckPolicy;
 pub use answer::RedisAnswer;
-use answer::{is_noscript, map_error, Single};
+use answer::{is_function_missing, is_noscript, lacks_functions, map_error, Single};
 use call::Caller;
+use code::Shared;
 pub use deadline::Deadline;
 use lane::{Lane, Pending, PendingSettlement, MAX_PER_CALL};
 use lanes::Lanes;
 use node::builder;
 use nodes::Nodes;
-pub use script::decision_script;
+pub use script::{decision_library, decision_script, Library};
 use topology::{MakeBuilder, Topology};
 pub use url::fred_url;
 
@@ -116,7 +118,7 @@ impl RedisStore {
             .is_clustered()
             .then(|| Arc::new(Topology::new(base.clone(), make.clone())));
         let acks = AckPolicy::new(config.replica_acks, config.timeout);
-        let cross_slot = Arc::new(AtomicBool::new(true));
+        let shared = Shared::new(config.scripts);
         let mut workers = Vec::with_capacity(crate::workers::count());
         for i in 0..crate::workers::count() {
             let handle = handles
@@ -139,7 +141,7 @@ impl RedisStore {
                 config.timeout,
                 acks,
                 on_error.clone(),
-                cross_slot.clone(),
+                shared.clone(),
             );
             Connection {
                 nodes,
@@ -173,7 +175,7 @@ impl RedisStore {
                     .await
             }))
             .await;
-            let loaded = all[0].caller.load_scripts().await;
+            let loaded = all[0].caller.load_code().await;
             connected.into_iter().find(Result::is_err).unwrap_or(loaded)
         });
         // Boxed: the start's future is deep enough without this one's layers.

@@ -1,28 +1,38 @@
-//! The decision script, assembled from `lua/`: the prelude (the call's instant), every
+//! The decision code, assembled from `lua/`: the prelude (helpers, the call's instant), every
 //! registered algorithm's file in a scope of its own (`ALG[code]`, a table of its functions,
-//! made on first use),
-//! then the shared skeleton (`lua/decide.lua`). One script serves every route, so the decisions
-//! in flight for one node share one lane whatever their algorithms. It exists in two forms:
-//! plain, and for Redis Cluster with the `allow-cross-slot-keys` flag (Redis 7), which lets one
-//! call decide keys of several slots served by one node.
+//! made on first use), then the shared skeleton (`lua/decide.lua`), which defines
+//! `decide(KEYS, ARGV)`. One body serves every route, so the decisions in flight for one node
+//! share one lane whatever their algorithms.
+//!
+//! The body is wrapped two ways ([`Scripts`]):
+//! - a Redis Functions library (Redis 7+): `#!lua name=slidegate_<hash>`, registering
+//!   `slidegate_decide_<hash>` with the `allow-cross-slot-keys` flag, loaded with
+//!   `FUNCTION LOAD REPLACE` and called with `FCALL`. The body runs once per load (on the first
+//!   call after it), so what it builds (helpers, scopes, parsed plans) is kept across calls. `<hash>` is the first 16 hex
+//!   digits of the body's SHA-1: two gateway versions on one Redis each call their own library.
+//! - a script run with `EVALSHA`, plain and (for Redis Cluster) with the `allow-cross-slot-keys`
+//!   shebang, which lets one call decide keys of several slots served by one node. The whole
+//!   body runs on every call.
 
 use std::sync::OnceLock;
 
 use crate::algorithm::AlgorithmId;
 
 /// The functions every algorithm's file defines, which its scope returns.
-const FUNCTIONS: [&str; 10] = [
-    "open", "view", "fits", "wait", "charge", "report", "refund", "confirm", "clear", "finish",
+const FUNCTIONS: [&str; 11] = [
+    "begin", "open", "view", "fits", "wait", "charge", "report", "refund", "confirm", "clear",
+    "finish",
 ];
 
-/// The whole decision script's text.
-pub fn decision_script() -> &'static str {
+/// The body shared by every form: helpers, algorithm scopes and `decide`; it expects a local
+/// `LIBRARY` (whether it is kept across calls) declared before it.
+fn body() -> &'static str {
     static TEXT: OnceLock<String> = OnceLock::new();
     TEXT.get_or_init(|| {
         let mut lua = String::from(include_str!("../../../lua/prelude.lua"));
-        // Each algorithm's scope is made on its first use in a call: a call pays for the
+        // Each algorithm's scope is made on its first use: a script's call pays for the
         // algorithms its plans name, not for every registered one (making a scope creates its
-        // closures, a few microseconds of every call otherwise).
+        // closures, a few microseconds of every call otherwise); a library makes each once.
         lua.push_str("local MAKE = {}\n");
         for id in AlgorithmId::all() {
             lua.push_str(&format!(
@@ -46,6 +56,17 @@ pub fn decision_script() -> &'static str {
     })
 }
 
+/// The whole decision script's text, as `EVALSHA` runs it.
+pub fn decision_script() -> &'static str {
+    static TEXT: OnceLock<String> = OnceLock::new();
+    TEXT.get_or_init(|| {
+        format!(
+            "local LIBRARY = false\n{}return decide(KEYS, ARGV)\n",
+            body()
+        )
+    })
+}
+
 /// The shebang that declares the cross-slot flag (Redis 7 script flags).
 const CROSS_SLOT_SHEBANG: &str = "#!lua flags=allow-cross-slot-keys\n";
 
@@ -64,21 +85,67 @@ impl Script {
     }
 }
 
-/// Both forms of the decision script.
+/// The Functions library: its code (for `FUNCTION LOAD REPLACE`) and its function's name (for
+/// `FCALL`), both named after the body's hash.
+pub struct Library {
+    /// The library's code, shebang included.
+    pub code: String,
+    /// The library's name, `slidegate_<hash>`.
+    pub name: String,
+    /// The decision function's name, `slidegate_decide_<hash>`.
+    pub function: String,
+}
+
+/// The decision code as a Functions library.
+pub fn decision_library() -> &'static Library {
+    static LIBRARY: OnceLock<Library> = OnceLock::new();
+    LIBRARY.get_or_init(Library::new)
+}
+
+impl Library {
+    fn new() -> Library {
+        let body = body();
+        let hash = &fred::util::sha1_hash(body)[..16];
+        let name = format!("slidegate_{hash}");
+        let function = format!("slidegate_decide_{hash}");
+        // The body is made on the library's first call after a load, not at load: while a
+        // library loads, Redis 7.0 lets its code see only `redis.register_function` and
+        // `redis.log` (no `math`, `string`, `table`). One function serves plain and cross-slot
+        // calls alike: the flag changes nothing for a call whose keys share a slot.
+        let code = format!(
+            "#!lua name={name}\nlocal LIBRARY = true\nlocal function make()\n{body}\
+             return decide\nend\nlocal decide\n\
+             redis.register_function{{ function_name = '{function}', \
+             callback = function(keys, args)\n  \
+             if decide == nil then decide = make() end\n  return decide(keys, args)\nend, \
+             flags = {{ 'allow-cross-slot-keys' }} }}\n"
+        );
+        Library {
+            code,
+            name,
+            function,
+        }
+    }
+}
+
+/// Every form of the decision code.
 pub struct Scripts {
-    /// For standalone and sentinel servers, and calls per key in a cluster.
+    /// For standalone and sentinel servers, and calls per key in a cluster (`EVALSHA`).
     pub plain: Script,
-    /// For calls that decide keys of several slots of one cluster node.
+    /// For calls that decide keys of several slots of one cluster node (`EVALSHA`).
     pub cross_slot: Script,
+    /// The Functions library (`FCALL`), for both kinds of calls.
+    pub library: &'static Library,
 }
 
 impl Scripts {
-    /// Both forms.
+    /// Every form.
     pub fn new() -> Scripts {
         let lua = decision_script();
         Scripts {
             plain: Script::new(lua.to_string()),
             cross_slot: Script::new(format!("{CROSS_SLOT_SHEBANG}{lua}")),
+            library: decision_library(),
         }
     }
 }
