@@ -57,8 +57,8 @@ class Reader:
 def calls(command, code, template, shape, total, batch):
     numkeys = int(template[0])
     keys, argv = template[1:1 + numkeys], template[1 + numkeys:]
-    # the template decides one user: ARGV ends with D = 1, plan 1, cost 1
-    head = argv[:-3]
+    # the template decides one user: ARGV ends with D = 1 and its list, "1 1 " (plan 1, cost 1)
+    head = argv[:-2]
     user = 0
     for i in range(total):
         call_keys, decisions = [], []
@@ -66,9 +66,9 @@ def calls(command, code, template, shape, total, batch):
             uid = "hot" if shape == "hot" else "u%d" % user
             user += 1
             call_keys += [k.replace("@ID@", uid) for k in keys]
-            decisions += ["1", "1"]
+            decisions.append("1 1 ")
         args = [a.replace("tok", "t%d." % i) for a in head]
-        yield [command, code, str(len(call_keys))] + call_keys + args + [str(batch)] + decisions
+        yield [command, code, str(len(call_keys))] + call_keys + args + [str(batch), "".join(decisions)]
 
 
 def main():

@@ -20,7 +20,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use slidegate::config::Config;
-use slidegate::store::{layout, BlockSpec, LimitSet};
+use slidegate::store::layout;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -89,39 +89,7 @@ fn call(
     out.extend(keys);
     // now ("" = the Redis clock), the call's token, one plan, no settlement, one decision.
     out.extend(["".to_string(), token.to_string(), "1".to_string()]);
-    plan_args(&set, &mut out);
-    out.extend(["0", "1", "1", "1"].map(String::from));
+    out.push(String::from_utf8_lossy(&set.text()).into_owned());
+    out.extend(["0", "1", "1 1 "].map(String::from));
     Ok(out)
-}
-
-/// One plan's arguments: block settings, key slots, states, limits (as the gateway encodes them).
-fn plan_args(set: &LimitSet, out: &mut Vec<String>) {
-    let block = set.block.unwrap_or(BlockSpec {
-        block_ms: 0,
-        growth: 1.0,
-        max_ms: 0,
-        forget_ms: 0,
-    });
-    out.extend([
-        block.block_ms.to_string(),
-        block.growth.to_string(),
-        block.max_ms.to_string(),
-        block.forget_ms.to_string(),
-        set.slots.to_string(),
-        set.states.len().to_string(),
-    ]);
-    for s in &set.states {
-        out.push(s.algorithm.code().to_string());
-        out.push((s.slot + 1).to_string());
-    }
-    out.push(set.limits.len().to_string());
-    for l in &set.limits {
-        out.extend([
-            (l.state + 1).to_string(),
-            l.name.clone(),
-            l.limit.to_string(),
-            l.window_us.to_string(),
-            l.param.to_string(),
-        ]);
-    }
 }

@@ -20,15 +20,16 @@
 --           and "<token><d>.<j>" (unit j), unique across calls and gateways. An empty token
 --           makes the call a dry run: decided exactly as it would be (a key met again sees the
 --           charges and blocks of the decisions before it), but nothing is written
--- ARGV[3]   P, the number of plans; per plan:
---             block_ms (0: the route does not block), block_growth, block_max_ms,
---             block_forget_ms, S (key slots), Q (states), Q pairs: algorithm code, slot,
---             N (limits), N quintuples: state, name, limit, window in µs, param (gcra: burst)
+-- ARGV[3]   P, the number of plans; then per plan one argument, its fields each followed by a
+--           tab: block_ms (0: the route does not block), block_growth, block_max_ms,
+--           block_forget_ms, S (key slots), Q (states), Q pairs: algorithm code, slot,
+--           N (limits), N quintuples: state, name, limit, window in µs, param (gcra: burst)
 -- then      R, the number of settlements; per settlement:
 --             plan, kind ("r" refund, "c" confirm: answered and counted, "x" reset: its own
 --             charge refunded and the answered charges forgiven), member, decided-at µs, cost,
 --             M, M limit indexes
--- then      D, the number of decisions; per decision: plan, cost (0 reads usage)
+-- then      D, the number of decisions, and one argument listing them: "plan cost " per
+--           decision (cost 0 reads usage)
 -- KEYS      per settlement, then per decision: its plan's Q state keys, then its S block
 --           markers when the plan blocks. A cluster call that spans slots of one node declares
 --           no KEYS and passes the same list at the end of ARGV instead.
@@ -52,12 +53,11 @@ local blocks
 local out, o = {}, 0
 local plans = {}
 
--- Plans parsed in earlier calls, by the text of their arguments (a library only: `LIBRARY` is
--- set by the wrapper the build adds; a script starts afresh on every call). Bounded: a table
--- that fills up starts afresh.
+-- Plans parsed in earlier calls, by their text (a library only: `LIBRARY` is set by the
+-- wrapper the build adds; a script starts afresh on every call). Bounded: a table that fills
+-- up starts afresh.
 local PLAN_CACHE_MAX = 1024
 local plan_cache, n_plan_cache = {}, 0
-local concat = table.concat
 
 -- One plan from its arguments `argv[a + 1]` on; returns it and the index of its last argument.
 local function parse_plan(argv, a)
@@ -90,21 +90,23 @@ local function parse_plan(argv, a)
   return plan, a
 end
 
--- One plan, parsed once per library load when its text recurs (the same route and tier send
--- the same text); in a script, parsed.
-local function read_plan(argv, a)
-  if not LIBRARY then return parse_plan(argv, a) end
-  local q = num(argv[a + 6])
-  local last = a + 7 + 2 * q + 5 * num(argv[a + 7 + 2 * q])
-  local text = concat(argv, ' ', a + 1, last)
-  local plan = plan_cache[text]
-  if plan == nil then
-    plan = parse_plan(argv, a)
+-- One plan from its text (its fields, each followed by a tab), parsed once per library load
+-- when the text recurs (the same route and tier send the same text); in a script, parsed.
+local function read_plan(text)
+  local plan = LIBRARY and plan_cache[text]
+  if plan then return plan end
+  local fields, n = {}, 0
+  for field in string.gmatch(text, '[^\t]+') do
+    n = n + 1
+    fields[n] = field
+  end
+  plan = parse_plan(fields, 0)
+  if LIBRARY then
     if n_plan_cache >= PLAN_CACHE_MAX then plan_cache, n_plan_cache = {}, 0 end
     plan_cache[text] = plan
     n_plan_cache = n_plan_cache + 1
   end
-  return plan, last
+  return plan
 end
 
 -- Block markers, read once per call.
@@ -290,10 +292,9 @@ local function decide(KEYS, ARGV)
   end
 
   local a = 3
-  for p = 1, num(ARGV[a]) do
-    plans[p], a = read_plan(ARGV, a)
-  end
-  a = a + 1
+  local n_plans = num(ARGV[a])
+  for p = 1, n_plans do plans[p] = read_plan(ARGV[a + p]) end
+  a = a + n_plans + 1
   local settlements = num(ARGV[a])
   local first_decision
   do
@@ -301,13 +302,12 @@ local function decide(KEYS, ARGV)
     for r = 1, settlements do b = b + 6 + ARGV[b + 6] end
     first_decision = b + 1
   end
-  local decisions = num(ARGV[first_decision])
 
   -- The keys: declared, or (a cross-slot call) after the decisions in ARGV.
   keys = KEYS
   if #KEYS == 0 then
     keys = {}
-    local first = first_decision + 2 * decisions
+    local first = first_decision + 1
     for i = first + 1, #ARGV do keys[i - first] = ARGV[i] end
   end
 
@@ -315,10 +315,9 @@ local function decide(KEYS, ARGV)
   local k = settle(ARGV, a, plans, settlements)
 
   out[1], o = now, 1
-  a = first_decision
-  for d = 1, decisions do
-    local plan_text, cost_text = ARGV[a + 1], ARGV[a + 2]
-    a = a + 2
+  local d = 0
+  for plan_text, cost_text in string.gmatch(ARGV[first_decision + 1], '(%d+) (%d+) ') do
+    d = d + 1
     local plan = plans[parsed[plan_text] or num(plan_text)]
     decide_one(plan, parsed[cost_text] or num(cost_text), d, k)
     k = k + plan.keys

@@ -62,6 +62,9 @@ pub struct LimitSet {
     /// The set cut to one slot each, made on first use (cluster decisions whose keys live in
     /// several slots are decided one part per slot).
     parts: OnceLock<Vec<Arc<LimitSet>>>,
+    /// The set as the decision code reads it (`lua/decide.lua`: one argument per plan), made
+    /// on first use: every call that carries the set sends the same bytes.
+    text: OnceLock<bytes::Bytes>,
 }
 
 impl PartialEq for LimitSet {
@@ -87,7 +90,16 @@ impl LimitSet {
             states,
             slots,
             parts: OnceLock::new(),
+            text: OnceLock::new(),
         }
+    }
+
+    /// The set as the decision code reads it: block settings, key slots, states, limits, each
+    /// field followed by a tab (no name holds one: names are printable). Made once per set.
+    pub fn text(&self) -> bytes::Bytes {
+        self.text
+            .get_or_init(|| bytes::Bytes::from(plan_text(self)))
+            .clone()
     }
 
     /// One `sliding_log`-style set for tests and tools: every limit in its own state of
@@ -192,4 +204,38 @@ impl LimitSet {
             .collect();
         LimitSet::new(self.block, limits, states, 1)
     }
+}
+
+/// `block_ms growth max_ms forget_ms S Q (code slot)*Q N (state name limit window param)*N`,
+/// each field followed by a tab; a set that does not block sends zeros and growth 1.
+fn plan_text(set: &LimitSet) -> String {
+    let block = set.block.unwrap_or(BlockSpec {
+        block_ms: 0,
+        growth: 1.0,
+        max_ms: 0,
+        forget_ms: 0,
+    });
+    let mut fields = vec![
+        block.block_ms.to_string(),
+        block.growth.to_string(),
+        block.max_ms.to_string(),
+        block.forget_ms.to_string(),
+        set.slots.to_string(),
+        set.states.len().to_string(),
+    ];
+    for s in &set.states {
+        fields.push(s.algorithm.code().to_string());
+        fields.push((s.slot + 1).to_string());
+    }
+    fields.push(set.limits.len().to_string());
+    for l in &set.limits {
+        fields.extend([
+            (l.state + 1).to_string(),
+            l.name.clone(),
+            l.limit.to_string(),
+            l.window_us.to_string(),
+            l.param.to_string(),
+        ]);
+    }
+    fields.iter().map(|f| format!("{f}\t")).collect()
 }

@@ -41,9 +41,7 @@ pub fn encode(batch: &Batch, token: &str, clock: ClockSource) -> (Vec<Key>, Vec<
     // an empty token is the script's mark of a dry run
     args.push(Value::from(if batch.dry { "" } else { token }));
     args.push(Value::from(plans.len() as i64));
-    for plan in &plans {
-        encode_plan(plan, &mut args);
-    }
+    args.extend(plans.iter().map(|plan| Value::Bytes(plan.text())));
     let mut keys = Vec::new();
     args.push(Value::from(settlements.len() as i64));
     for (plan, kind, s, limits) in settlements {
@@ -59,11 +57,13 @@ pub fn encode(batch: &Batch, token: &str, clock: ClockSource) -> (Vec<Key>, Vec<
         keys.extend(s.keys.iter().cloned());
     }
     args.push(Value::from(batch.decisions.len() as i64));
+    let mut decisions = String::with_capacity(batch.decisions.len() * 4);
     for (d, plan) in batch.decisions.iter().zip(decide_plans) {
-        args.push(Value::from(plan));
-        args.push(Value::from(d.cost as i64));
+        push_number(&mut decisions, plan as u64);
+        push_number(&mut decisions, d.cost);
         keys.extend(d.keys.iter().cloned());
     }
+    args.push(Value::from(decisions));
     (keys, args)
 }
 
@@ -78,34 +78,21 @@ fn plan_index<'a>(plans: &mut Vec<&'a Arc<LimitSet>>, set: &'a Arc<LimitSet>) ->
     }
 }
 
-/// One plan's arguments: block settings, key slots, states, limits.
-fn encode_plan(plan: &LimitSet, args: &mut Vec<Value>) {
-    let block = plan.block.unwrap_or(crate::store::BlockSpec {
-        block_ms: 0,
-        growth: 1.0,
-        max_ms: 0,
-        forget_ms: 0,
-    });
-    args.extend([
-        Value::from(block.block_ms as i64),
-        Value::from(block.growth.to_string()),
-        Value::from(block.max_ms as i64),
-        Value::from(block.forget_ms as i64),
-        Value::from(plan.slots as i64),
-        Value::from(plan.states.len() as i64),
-    ]);
-    for s in &plan.states {
-        args.push(Value::from(s.algorithm.code() as i64));
-        args.push(Value::from(s.slot as i64 + 1));
+/// Appends `n` and a space (the decisions' list: `plan cost ` per decision).
+fn push_number(out: &mut String, n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
     }
-    args.push(Value::from(plan.limits.len() as i64));
-    for l in &plan.limits {
-        args.push(Value::from(l.state as i64 + 1));
-        args.push(Value::from(l.name.as_str()));
-        args.push(Value::from(l.limit as i64));
-        args.push(Value::from(l.window_us as i64));
-        args.push(Value::from(l.param as i64));
-    }
+    out.extend(digits[at..].iter().map(|&b| b as char));
+    out.push(' ');
 }
 
 /// A prefix unique to this process (eight base-62 characters, about 2^47 values), so members
