@@ -71,3 +71,11 @@ cargo clippy --all-targets --quiet -- -D warnings
 # as the binaries `tests/embed.rs` starts (`--all-targets` builds them as test harnesses).
 echo "==> cargo test"
 cargo test --quiet -- --test-threads=4
+# The decisions' suites once more on the scripts (EVALSHA) instead of the Functions library: the
+# reference models, the coalesced calls, the cluster, outcomes and blocks hold on both paths.
+echo "==> the store's suites again with store.scripts = \"eval\""
+SLIDEGATE_TEST_SCRIPTS=eval cargo test --quiet --test accuracy --test store_equivalence \
+  --test coalescing_batch_equivalence --test coalescing_exact_per_key --test cluster \
+  --test outcomes --test outcomes_reset_in_flight --test rate_limits_blocks \
+  --test rate_limits_exact --test rate_limits_all_or_none --test redis_functions \
+  -- --test-threads=4
