@@ -77,5 +77,5 @@ echo "==> the store's suites again with store.scripts = \"eval\""
 SLIDEGATE_TEST_SCRIPTS=eval cargo test --quiet --test accuracy --test store_equivalence \
   --test coalescing_batch_equivalence --test coalescing_exact_per_key --test cluster \
   --test outcomes --test outcomes_reset_in_flight --test rate_limits_blocks \
-  --test rate_limits_exact --test rate_limits_all_or_none --test redis_functions \
+  --test rate_limits_exact --test rate_limits_all_or_none \
   -- --test-threads=4
