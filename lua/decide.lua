@@ -6,8 +6,10 @@
 -- `open(key, window, bound)` (its state of one key, loaded once per call), `view(state, name,
 -- limit, window, param)` (one limit's view of it), `fits(v, limit, cost)`, `wait(v, limit,
 -- cost)`, `charge(v, cost, member, d)`, `report(v)` (units used, time until the next one comes
--- back), `refund(key, name, limit, window, param, member, at, cost)`, `clear(key, name)` and
--- `finish()` (writes every charged state), and `begin()` (forgets the previous call's states).
+-- back), `refund(key, name, limit, window, param, member, at, cost)`, `confirm(...)` (the same
+-- arguments), `settle(key, name, limit, window, param, member, at, cost, amount, longest)`,
+-- `clear(key, name)` and `finish()` (writes every charged state), and `begin()` (forgets the
+-- previous call's states).
 --
 -- One call first applies settlements (refunds of reservations whose outcome was not counted,
 -- confirmations of answered ones that stay counted, resets), then decides many requests ("decisions"), all at one instant `now`, in arrival
@@ -23,11 +25,13 @@
 -- ARGV[3]   P, the number of plans; then per plan one argument, its fields each followed by a
 --           tab: block_ms (0: the route does not block), block_growth, block_max_ms,
 --           block_forget_ms, S (key slots), Q (states), Q pairs: algorithm code, slot,
---           N (limits), N quintuples: state, name, limit, window in µs, param (gcra: burst)
+--           N (limits), N sextuples: state, name, limit, window in µs (concurrency: the
+--           lease), param (gcra: burst), flags (1: the limit is charged one unit per attempt
+--           whatever the decision's cost; 2: its refusal starts no block)
 -- then      R, the number of settlements; per settlement:
 --             plan, kind ("r" refund, "c" confirm: answered and counted, "x" reset: its own
---             charge refunded and the answered charges forgiven), member, decided-at µs, cost,
---             M, M limit indexes
+--             charge refunded and the answered charges forgiven, "s<N>" settle: the charge made
+--             N units, at most the limit), member, decided-at µs, cost, M, M limit indexes
 -- then      D, the number of decisions, and one argument listing them: "plan cost " per
 --           decision (cost 0 reads usage)
 -- KEYS      per settlement, then per decision: its plan's Q state keys, then its S block
@@ -65,7 +69,8 @@ local function parse_plan(argv, a)
   local plan = { block_ms = argv[a + 1] + 0, growth = argv[a + 2] + 0, max_ms = argv[a + 3] + 0,
                  forget_ms = argv[a + 4] + 0, slots = argv[a + 5] + 0, q = argv[a + 6] + 0,
                  n = 0, keys = 0, alg = {}, sslot = {}, swin = {}, sbound = {},
-                 lstate = {}, names = {}, limits = {}, windows = {}, params = {} }
+                 lstate = {}, names = {}, limits = {}, windows = {}, params = {},
+                 unit = false, noblock = false }
   a = a + 6
   for j = 1, plan.q do
     plan.alg[j] = ALG[argv[a + 1] + 0]
@@ -79,7 +84,17 @@ local function parse_plan(argv, a)
     local q, limit, window = argv[a + 1] + 0, argv[a + 3] + 0, argv[a + 4] + 0
     plan.lstate[i], plan.names[i], plan.limits[i], plan.windows[i] = q, argv[a + 2], limit, window
     plan.params[i] = argv[a + 5] + 0
-    a = a + 5
+    local flags = argv[a + 6] + 0
+    a = a + 6
+    -- per-limit flags, kept only by plans that have one (the others pay one test per limit)
+    if flags % 2 == 1 then
+      if not plan.unit then plan.unit = {} end
+      plan.unit[i] = true
+    end
+    if flags >= 2 then
+      if not plan.noblock then plan.noblock = {} end
+      plan.noblock[i] = true
+    end
     -- a state's longest window, and the entries its limit lets into that window
     if window > plan.swin[q] or (window == plan.swin[q] and limit < plan.sbound[q]) then
       plan.swin[q], plan.sbound[q] = window, limit
@@ -161,16 +176,30 @@ local function settle(ARGV, a, plans, settlements)
   local k = 0
   for r = 1, settlements do
     local plan = plans[ARGV[a + 1] + 0]
-    local kind, member, at, cost, m = ARGV[a + 2], ARGV[a + 3], ARGV[a + 4] + 0, ARGV[a + 5] + 0,
-      ARGV[a + 6] + 0
+    local kind, member, at, charged, m = ARGV[a + 2], ARGV[a + 3], ARGV[a + 4] + 0,
+      ARGV[a + 5] + 0, ARGV[a + 6] + 0
+    local amount
+    if string.byte(kind) == 115 then
+      -- "s<N>": the charge is settled to N units
+      amount = string.sub(kind, 2) + 0
+      kind = 's'
+    end
     a = a + 6
     for j = 1, m do
       local i = ARGV[a + j] + 0
       local q = plan.lstate[i]
       local key = keys[k + q]
+      -- a limit charged per attempt was charged one unit, whatever the decision's cost
+      local cost = charged
+      if plan.unit and plan.unit[i] then cost = 1 end
       if kind == 'c' then
         plan.alg[q].confirm(key, plan.names[i], plan.limits[i], plan.windows[i], plan.params[i],
           member, at, cost)
+      elseif kind == 's' then
+        local to = amount
+        if to > plan.limits[i] then to = plan.limits[i] end
+        plan.alg[q].settle(key, plan.names[i], plan.limits[i], plan.windows[i], plan.params[i],
+          member, at, cost, to, plan.swin[q])
       else
         plan.alg[q].refund(key, plan.names[i], plan.limits[i], plan.windows[i], plan.params[i],
           member, at, cost)
@@ -194,7 +223,7 @@ local function settle(ARGV, a, plans, settlements)
 end
 
 -- Reused for every decision (a fresh table per decision costs more than clearing one).
-local st, v, per_limit = {}, {}, {}
+local st, v, per_limit, costs = {}, {}, {}, {}
 
 -- One decision of `plan` for `cost` units (`d`: its place in the call), its keys from
 -- `keys[k + 1]` on; its answer goes into the reply.
@@ -202,6 +231,11 @@ local function decide_one(plan, cost, d, k)
   local commit = cost > 0
   local n, limits, names, windows, lstate, alg = plan.n, plan.limits, plan.names, plan.windows,
     plan.lstate, plan.alg
+  -- each limit's cost: the decision's, or one unit for a limit charged per attempt
+  local unit = plan.unit
+  for i = 1, n do
+    if unit and unit[i] and commit then costs[i] = 1 else costs[i] = cost end
+  end
   for q = 1, plan.q do st[q] = alg[q].open(keys[k + q], plan.swin[q], plan.sbound[q]) end
   for i = 1, n do
     local q = lstate[i]
@@ -228,8 +262,8 @@ local function decide_one(plan, cost, d, k)
     local named = 1
     for i = 1, n do
       if names[i] == blocked.name then named = i end
-      if not alg[lstate[i]].fits(v[i], limits[i], cost) then
-        local w = alg[lstate[i]].wait(v[i], limits[i], cost)
+      if not alg[lstate[i]].fits(v[i], limits[i], costs[i]) then
+        local w = alg[lstate[i]].wait(v[i], limits[i], costs[i])
         per_limit[i] = w
         if w > retry then retry = w end
       end
@@ -240,21 +274,26 @@ local function decide_one(plan, cost, d, k)
   end
   local retry, worst = 0, 1
   for i = 1, n do
-    if not alg[lstate[i]].fits(v[i], limits[i], cost) then
-      local w = alg[lstate[i]].wait(v[i], limits[i], cost)
+    if not alg[lstate[i]].fits(v[i], limits[i], costs[i]) then
+      local w = alg[lstate[i]].wait(v[i], limits[i], costs[i])
       per_limit[i] = w
       if w > retry then retry, worst = w, i end
     end
   end
   if retry > 0 then
     if plan.block_ms > 0 and commit then
-      -- every key slot with a refusing limit is blocked, named by its longest wait
+      -- every key slot with a refusing limit is blocked, named by its longest wait (a limit
+      -- whose refusal starts no block, such as one on attempts in flight, names none)
       local levels = {}
+      local noblock = plan.noblock
       for s = 1, plan.slots do
         local named, longest = nil, 0
         for i = 1, n do
           local w = per_limit[i]
-          if w and plan.sslot[lstate[i]] == s and w > longest then named, longest = i, w end
+          if w and plan.sslot[lstate[i]] == s and w > longest
+              and not (noblock and noblock[i]) then
+            named, longest = i, w
+          end
         end
         if named then
           local length, lvl = start_block(plan, keys[markers + s], names[named])
@@ -274,7 +313,7 @@ local function decide_one(plan, cost, d, k)
   end
   if commit then
     local member = token .. int(d)
-    for i = 1, n do alg[lstate[i]].charge(v[i], cost, member, d) end
+    for i = 1, n do alg[lstate[i]].charge(v[i], costs[i], member, d) end
   end
   reply(1, 0, level, plan, v, per_limit)
 end

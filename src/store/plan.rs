@@ -22,6 +22,21 @@ pub struct Limit {
     pub param: u64,
     /// The index of its state in [`LimitSet::states`].
     pub state: usize,
+    /// Charged one unit per attempt whatever the request's cost (a slot in flight; a plain
+    /// limit beside limits whose cost the answer states, which are charged the reservation).
+    pub per_attempt: bool,
+    /// Whether its refusal may start a block (not one that says attempts are in flight).
+    pub starts_blocks: bool,
+}
+
+impl Limit {
+    /// Units a request of `cost` spends of this limit.
+    pub fn cost_of(&self, cost: u64) -> u64 {
+        match self.per_attempt {
+            true => cost.min(1),
+            false => cost,
+        }
+    }
 }
 
 /// One Redis key of a decision's state.
@@ -126,6 +141,8 @@ impl LimitSet {
                     window_us,
                     param: 0,
                     state,
+                    per_attempt: algorithm.get().per_attempt(),
+                    starts_blocks: algorithm.get().starts_blocks(),
                 }
             })
             .collect();
@@ -206,8 +223,9 @@ impl LimitSet {
     }
 }
 
-/// `block_ms growth max_ms forget_ms S Q (code slot)*Q N (state name limit window param)*N`,
-/// each field followed by a tab; a set that does not block sends zeros and growth 1.
+/// `block_ms growth max_ms forget_ms S Q (code slot)*Q N (state name limit window param
+/// flags)*N`, each field followed by a tab; a set that does not block sends zeros and growth 1.
+/// `flags`: 1 when the limit is charged per attempt, 2 when its refusal starts no block.
 fn plan_text(set: &LimitSet) -> String {
     let block = set.block.unwrap_or(BlockSpec {
         block_ms: 0,
@@ -235,6 +253,7 @@ fn plan_text(set: &LimitSet) -> String {
             l.limit.to_string(),
             l.window_us.to_string(),
             l.param.to_string(),
+            (u8::from(l.per_attempt) + 2 * u8::from(!l.starts_blocks)).to_string(),
         ]);
     }
     fields.iter().map(|f| format!("{f}\t")).collect()

@@ -150,6 +150,8 @@ pub async fn settle_first(
         refund: vec![],
         confirm: vec![],
         reset: vec![],
+        settle_to: vec![],
+        at_us: None,
     };
     match settle {
         Settle::Refund => settlement.refund.push(0),

@@ -127,7 +127,7 @@ impl Validator<'_> {
     }
 
     /// What forward auth cannot do for a route: it never sees a body (body key parts are
-    /// missing there) nor the answer (an outcome-counted limit counts every attempt it admits).
+    /// missing there) nor the answer ([`RouteConfig::needs_response`] says what that costs).
     pub(super) fn forward_auth_warnings(&mut self, raw: &RawConfig, routes: &[Arc<RouteConfig>]) {
         if raw.forward_auth.is_none() {
             return;
@@ -140,10 +140,10 @@ impl Validator<'_> {
                     format!("routes[{i}] `{}` reads the body (json:/form: key parts): a forward-auth subrequest carries none, so through forward auth those parts are missing and on_missing_key decides", route.name),
                 );
             }
-            if route.counts_outcomes() {
+            if let Some((what, so)) = route.needs_response() {
                 self.warn(
                     span,
-                    format!("routes[{i}] `{}` counts outcomes (count_status/reset_status): forward auth never sees the answer, so through it every admitted attempt stays counted and reset_status never applies", route.name),
+                    format!("routes[{i}] `{}` {what}: forward auth never sees the answer, so through it {so}", route.name),
                 );
             }
         }

@@ -12,19 +12,35 @@ use crate::store::{local_now_us, LimitSet};
 
 /// KEYS and ARGV of one call, in the layout `lua/decide.lua` documents.
 pub fn encode(batch: &Batch, token: &str, clock: ClockSource) -> (Vec<Key>, Vec<Value>) {
-    let fixed = batch.decisions.first().and_then(|d| d.fixed_now);
+    let fixed = batch
+        .decisions
+        .first()
+        .and_then(|d| d.fixed_now)
+        .or_else(|| {
+            // a call of settlements alone may be given its instant (tests)
+            match batch.decisions.is_empty() {
+                true => batch.settlements.iter().find_map(|s| s.at_us),
+                false => None,
+            }
+        });
     let now = match (fixed, clock) {
         (Some(now), _) => Value::from(now as i64),
         (None, ClockSource::Local) => Value::from(local_now_us() as i64),
         (None, ClockSource::Redis) => Value::from(""),
     };
     let mut plans: Vec<&Arc<LimitSet>> = Vec::new();
-    // A settlement that refunds some limits and resets others is an entry per kind.
-    let settlements: Vec<(i64, &str, &PendingSettlement, &Vec<usize>)> = batch
+    // A settlement that refunds some limits and resets others is an entry per kind; one that
+    // settles limits to amounts, an entry per amount (its kind `s<N>`).
+    let settlements: Vec<(i64, String, &PendingSettlement, Vec<usize>)> = batch
         .settlements
         .iter()
         .flat_map(|s| {
-            [("r", &s.refund), ("c", &s.confirm), ("x", &s.reset)].map(|(kind, l)| (s, kind, l))
+            let kinds = [("r", &s.refund), ("c", &s.confirm), ("x", &s.reset)]
+                .map(|(kind, l)| (s, kind.to_string(), l.clone()));
+            let amounts = settled_amounts(&s.settle_to)
+                .into_iter()
+                .map(move |(amount, l)| (s, format!("s{amount}"), l));
+            kinds.into_iter().chain(amounts)
         })
         .filter(|(_, _, limits)| !limits.is_empty())
         .collect::<Vec<_>>()
@@ -47,7 +63,7 @@ pub fn encode(batch: &Batch, token: &str, clock: ClockSource) -> (Vec<Key>, Vec<
     for (plan, kind, s, limits) in settlements {
         args.extend([
             Value::from(plan),
-            Value::from(kind),
+            Value::from(kind.as_str()),
             Value::from(s.member.as_str()),
             Value::from(s.at as i64),
             Value::from(s.cost as i64),
@@ -65,6 +81,18 @@ pub fn encode(batch: &Batch, token: &str, clock: ClockSource) -> (Vec<Key>, Vec<
     }
     args.push(Value::from(decisions));
     (keys, args)
+}
+
+/// The limits settled to each amount, amounts in first-seen order.
+fn settled_amounts(settle_to: &[(usize, u64)]) -> Vec<(u64, Vec<usize>)> {
+    let mut out: Vec<(u64, Vec<usize>)> = Vec::new();
+    for &(i, amount) in settle_to {
+        match out.iter_mut().find(|(a, _)| *a == amount) {
+            Some((_, limits)) => limits.push(i),
+            None => out.push((amount, vec![i])),
+        }
+    }
+    out
 }
 
 /// The 1-based index of `set` among the call's plans, adding it when new.

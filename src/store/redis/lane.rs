@@ -78,6 +78,10 @@ pub struct PendingSettlement {
     pub confirm: Vec<usize>,
     /// Limits whose answered count is cleared (the charge itself going back).
     pub reset: Vec<usize>,
+    /// Limits whose charge becomes the units given.
+    pub settle_to: Vec<(usize, u64)>,
+    /// The instant to settle at, when the caller fixes it (tests); else the call's.
+    pub at_us: Option<u64>,
     /// When it stops waiting.
     pub deadline: Deadline,
     /// Told once it is applied (or failed).
