@@ -201,6 +201,8 @@ pub async fn start() -> LlmUpstream {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
+            // each chunk on the wire as it is written (a cut stays a cut)
+            let _ = stream.set_nodelay(true);
             let (s, g) = (s.clone(), g.clone());
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |req: Request<Incoming>| {
