@@ -60,6 +60,17 @@ impl Recipe {
     /// at `upstream`; the hash secret and the admin token come from the test's environment
     /// lookup, not the process's.
     pub async fn start(name: &str, redis: &RedisServer, upstream: &AuthUpstream) -> Recipe {
+        Self::start_at(name, redis, &upstream.url(), "http://127.0.0.1:9000").await
+    }
+
+    /// [`Recipe::start`] for a recipe whose upstream is written `written` in the file, served
+    /// at `upstream`.
+    pub async fn start_at(
+        name: &str,
+        redis: &RedisServer,
+        upstream: &str,
+        written: &str,
+    ) -> Recipe {
         let text = std::fs::read_to_string(recipe_path(name)).unwrap();
         let toml = adapt(
             &text,
@@ -77,8 +88,8 @@ impl Recipe {
                     format!("url = \"{}\"", redis.url()),
                 ),
                 (
-                    "url = \"http://127.0.0.1:9000\"",
-                    format!("url = \"{}\"", upstream.url()),
+                    &format!("url = \"{written}\""),
+                    format!("url = \"{upstream}\""),
                 ),
             ],
         );
