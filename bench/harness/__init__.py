@@ -2,5 +2,5 @@
 
 The rows are declared in bench/rows.py; the harness knows them only by their attributes. Modules
 import only modules listed above them in this order: log, tools, procs, knobs, numbers, redis,
-window, row, fronts, gateway, wrk, loads, half, checks, goals, report, context.
+window, load, row, fronts, gateway, wrk, loads, half, checks, goals, report, context.
 """

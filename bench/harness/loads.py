@@ -13,6 +13,7 @@ from pathlib import Path
 
 from . import tools
 from .fronts import PEER_LIMIT
+from .load import Load
 from .log import die
 from .numbers import MISSING
 from .redis import RedisError
@@ -25,14 +26,11 @@ def key_values(path: Path) -> dict:
     return dict(kv.split("=", 1) for kv in (lines[0].split() if lines else []) if "=" in kv)
 
 
-class DecisionLoad:
+class DecisionLoad(Load):
     """A generator that reports its decisions itself (one `name=value` line); subclasses give
     its command line, `group` (rows of one group alternate within a round) and `what`."""
 
     unit = "decisions/s"
-    uses_redis = False  # the front's decisions are
-    needs: tuple = ()
-    cargo_examples: tuple = ()
     refused = "denied"  # how the verification line names a decision that said no
     failed = "with a store error"
 
@@ -74,16 +72,6 @@ class DecisionLoad:
         if denied or errors:
             v.fail(f"{row.name}: {denied} {self.refused} and {errors} failed decisions under a limit never reached")
         v.say(f"{row.name}: {allowed} decisions allowed, {denied} {self.refused}, {errors} {self.failed}")
-
-    def info_note(self, ctx, row) -> str:
-        return ""
-
-    def rate_label(self) -> str:
-        return self.unit
-
-    def connections(self, k) -> int:
-        """Calls in flight at once."""
-        raise NotImplementedError
 
 
 class Batch(DecisionLoad):
@@ -145,7 +133,7 @@ class Calls(DecisionLoad):
         return k.rls_conns * k.rls_in_flight
 
 
-class RedisBenchmark:
+class RedisBenchmark(Load):
     """`redis-benchmark -P BENCH_RB_PIPELINE` running EVALSHA of the peer's hand-made script with
     two limits (a day, a week, never reached) on distinct keys, straight into the same Redis."""
 
@@ -153,7 +141,6 @@ class RedisBenchmark:
     unit = "decisions/s"
     uses_redis = True
     needs = (tools.command("redis-benchmark"),)
-    cargo_examples: tuple = ()
 
     def __init__(self):
         self.sha = None
@@ -215,9 +202,3 @@ class RedisBenchmark:
         if failed:
             v.fail(f"{row.name}: EVALSHA calls failed")
         v.say(f"{row.name}: {failed} failed EVALSHA calls in the measured runs")
-
-    def info_note(self, ctx, row) -> str:
-        return ""
-
-    def rate_label(self) -> str:
-        return self.unit

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Optional, Tuple
 
 from . import tools
+from .load import Load
 from .log import die
 from .row import ALL_2XX, ONE_2XX
 from .window import Window
@@ -56,16 +57,13 @@ def _ms(value: str) -> float:
     return round(float(number.group(0)) * scale, 3)
 
 
-class Wrk:
+class Wrk(Load):
     """Load with wrk: `script` (in bench/) varies each request; `leavers` adds clients that
     leave; `conns` replaces BENCH_CONNS for this row (peak and paced runs, and the checks'
     in-flight slack)."""
 
     group = "wrk"
-    unit = "req/s"
-    uses_redis = False  # the front's decisions are
     needs = (tools.command("wrk", "wrk"),)
-    cargo_examples: tuple = ()
 
     def __init__(self, script: Optional[str] = None, leavers: bool = False, conns: Optional[int] = None):
         self.script = script
@@ -73,7 +71,6 @@ class Wrk:
         self.conns = conns
 
     def connections(self, k) -> int:
-        """Open connections during a run (the leaving clients' included)."""
         return self.conns or k.conns
 
     @staticmethod
@@ -146,11 +143,9 @@ class Wrk:
         v.say(f"{row.name}: {completed} requests, {ok2xx} 2xx, {sockerr} socket errors in measured runs")
 
     def info_note(self, ctx, row) -> str:
-        """What an INFO ratio line adds about this load."""
         if self.leavers:
             return f"; plus {ctx.tot[row.name]['left']} attempts that left, all runs"
         return ""
 
     def rate_label(self) -> str:
-        """What the rate of this load counts."""
         return "req/s of wrk's clients" if self.leavers else "req/s"
