@@ -76,7 +76,8 @@ async fn answer(req: Request<Incoming>) -> Result<Response<AnswerBody>, Infallib
         let frames = sse_events(n)
             .into_iter()
             .map(|b| Ok::<_, Infallible>(Frame::data(b)));
-        let mut response = Response::new(StreamBody::new(futures_util::stream::iter(frames)).boxed_unsync());
+        let mut response =
+            Response::new(StreamBody::new(futures_util::stream::iter(frames)).boxed_unsync());
         response.headers_mut().insert(
             "content-type",
             http::HeaderValue::from_static("text/event-stream"),

@@ -150,7 +150,19 @@ impl PathScanner {
                     i += 1;
                 }
                 State::Key => {
-                    self.string_byte(b, true);
+                    // a name's plain bytes at once (most names have no escape)
+                    if self.escape == Escape::None && self.high.is_none() {
+                        let plain = bytes[i..]
+                            .iter()
+                            .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+                            .unwrap_or(bytes.len() - i);
+                        if plain > 0 {
+                            self.push_key(true, &bytes[i..i + plain]);
+                            i += plain;
+                            continue;
+                        }
+                    }
+                    self.string_byte(bytes[i], true);
                     i += 1;
                 }
                 State::Number if is_number_byte(b) => {

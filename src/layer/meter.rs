@@ -16,8 +16,10 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::BodyExt;
 
-use super::body::BoxError;
 use crate::limit::Ending;
+
+/// The errors of a metered body (the layer's `BoxError`).
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// An answer's body, boxed.
 pub type BoxBody = UnsyncBoxBody<Bytes, BoxError>;

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use super::outcome::Charged;
+use super::charged::Charged;
 use super::policy::AtEnd;
 use crate::cost::CostReader;
 

@@ -18,6 +18,7 @@
 
 mod admin;
 mod blocks;
+mod charged;
 mod deciding;
 mod delay;
 mod deny_cache;
@@ -34,12 +35,13 @@ mod verdict;
 
 pub use admin::{LimitReport, ResetSlot, Usage};
 pub use blocks::{Reason, RefusedKey, MAX_BLOCKED_LISTED};
+pub use charged::Settled;
 pub use deciding::Deciding;
 pub use deny_cache::{CachedDenial, DenyCache};
 pub use ending::Ending;
 pub use keys::{KeysError, RequestKeys};
 pub use limiter::Limiter;
-pub use outcome::{Reservation, Settled};
+pub use outcome::Reservation;
 pub use policy::{limit_set, AtEnd, KeySlot, OutcomeRule, RoutePolicy, Tier};
 pub use resets::ResetFollower;
 pub use verdict::{Verdict, STORE_UNAVAILABLE_RETRY_SECS};
