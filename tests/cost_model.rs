@@ -133,20 +133,22 @@ async fn follows_the_model(store: &Store, steps: &[Step]) -> Result<(), TestCase
         if d.allowed() {
             in_flight.push_back((id, step.reserve, d));
         }
-        if let (Some(stated), Some((oldest, reserve, d))) = (step.settle, in_flight.pop_front()) {
-            if let Some(amount) = stated {
-                settle_with(
-                    store,
-                    &set,
-                    &bases,
-                    &d,
-                    vec![],
-                    vec![(0, amount)],
-                    Some(now),
-                )
-                .await;
-                model.settle(oldest, reserve, amount, now);
-            }
+        // the oldest attempt's answer ends: it states a cost, or nothing (its reservation stays)
+        let ended = step
+            .settle
+            .and_then(|stated| Some((stated, in_flight.pop_front()?)));
+        if let Some((Some(amount), (oldest, reserve, d))) = ended {
+            settle_with(
+                store,
+                &set,
+                &bases,
+                &d,
+                vec![],
+                vec![(0, amount)],
+                Some(now),
+            )
+            .await;
+            model.settle(oldest, reserve, amount, now);
         }
     }
     Ok(())
@@ -177,7 +179,10 @@ async fn stores_agree(
         if da.allowed() {
             in_flight.push_back((da, db));
         }
-        if let (Some(Some(amount)), Some((da, db))) = (step.settle, in_flight.pop_front()) {
+        let ended = step
+            .settle
+            .and_then(|stated| Some((stated, in_flight.pop_front()?)));
+        if let Some((Some(amount), (da, db))) = ended {
             settle_with(a, &set, &bases, &da, vec![], vec![(0, amount)], Some(now)).await;
             settle_with(b, &set, &bases, &db, vec![], vec![(0, amount)], Some(now)).await;
         }

@@ -94,7 +94,7 @@ impl Drop for MeteredBody {
         if !ending.reading() {
             return;
         }
-        let body = std::mem::replace(&mut self.body, UnsyncBoxBody::default());
+        let body = std::mem::take(&mut self.body);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(read_on(body, ending));
         }
