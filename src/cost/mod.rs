@@ -7,6 +7,8 @@
 //! and hands each event's data to such a scanner.
 
 pub mod json;
+#[cfg(test)]
+mod json_tests;
 mod reader;
 pub mod sse;
 

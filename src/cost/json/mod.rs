@@ -14,8 +14,10 @@ use std::sync::Arc;
 
 use super::whole_number;
 
+mod strings;
+
 /// Containers nested deeper than this make the document unreadable (serde_json's own limit).
-const MAX_DEPTH: usize = 128;
+pub(super) const MAX_DEPTH: usize = 128;
 /// Digits kept of the wanted number: more is no whole number below 2^53.
 const MAX_DIGITS: usize = 24;
 
@@ -330,100 +332,6 @@ impl PathScanner {
         }
         self.end_value();
     }
-
-    /// One byte of a string (a member name when `key`): escapes resolved for names.
-    fn string_byte(&mut self, b: u8, key: bool) {
-        match self.escape {
-            Escape::None => match b {
-                b'"' => {
-                    self.flush_high(key);
-                    match key {
-                        true => self.state = State::Colon,
-                        false => self.end_value(),
-                    }
-                }
-                b'\\' => self.escape = Escape::Backslash,
-                c if c < 0x20 => self.state = State::Failed,
-                c => {
-                    self.flush_high(key);
-                    self.push_key(key, &[c]);
-                }
-            },
-            Escape::Backslash => {
-                self.escape = Escape::None;
-                let decoded = match b {
-                    b'"' | b'\\' | b'/' => b,
-                    b'b' => 0x08,
-                    b'f' => 0x0c,
-                    b'n' => b'\n',
-                    b'r' => b'\r',
-                    b't' => b'\t',
-                    b'u' => {
-                        self.escape = Escape::Unicode(0, 0);
-                        return;
-                    }
-                    _ => {
-                        self.state = State::Failed;
-                        return;
-                    }
-                };
-                self.flush_high(key);
-                self.push_key(key, &[decoded]);
-            }
-            Escape::Unicode(n, value) => {
-                let Some(digit) = (b as char).to_digit(16) else {
-                    self.state = State::Failed;
-                    return;
-                };
-                let value = value << 4 | digit as u16;
-                if n < 3 {
-                    self.escape = Escape::Unicode(n + 1, value);
-                    return;
-                }
-                self.escape = Escape::None;
-                self.code_unit(value, key);
-            }
-        }
-    }
-
-    /// A `\uXXXX` code unit of a name, surrogate pairs joined, lone halves replaced.
-    fn code_unit(&mut self, unit: u16, key: bool) {
-        if let Some(high) = self.high.take() {
-            if (0xDC00..0xE000).contains(&unit) {
-                let c = 0x10000 + ((high as u32 - 0xD800) << 10) + (unit as u32 - 0xDC00);
-                self.push_char(key, char::from_u32(c).unwrap_or('\u{FFFD}'));
-                return;
-            }
-            self.push_char(key, '\u{FFFD}');
-        }
-        match unit {
-            0xD800..=0xDBFF => self.high = Some(unit),
-            0xDC00..=0xDFFF => self.push_char(key, '\u{FFFD}'),
-            _ => self.push_char(key, char::from_u32(unit as u32).unwrap_or('\u{FFFD}')),
-        }
-    }
-
-    fn flush_high(&mut self, key: bool) {
-        if self.high.take().is_some() {
-            self.push_char(key, '\u{FFFD}');
-        }
-    }
-
-    fn push_char(&mut self, key: bool, c: char) {
-        let mut buf = [0u8; 4];
-        self.push_key(key, c.encode_utf8(&mut buf).as_bytes());
-    }
-
-    fn push_key(&mut self, key: bool, bytes: &[u8]) {
-        if !key || self.key_too_long {
-            return;
-        }
-        if self.key.len() + bytes.len() > self.longest {
-            self.key_too_long = true;
-            return;
-        }
-        self.key.extend_from_slice(bytes);
-    }
 }
 
 fn is_space(b: u8) -> bool {
@@ -432,94 +340,4 @@ fn is_space(b: u8) -> bool {
 
 fn is_number_byte(b: u8) -> bool {
     matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn scan(path: &str, chunks: &[&[u8]]) -> Option<u64> {
-        let path: Vec<String> = path.split('.').map(str::to_string).collect();
-        let mut s = PathScanner::new(path.into());
-        for c in chunks {
-            s.feed(c);
-        }
-        s.finish()
-    }
-
-    fn whole(path: &str, doc: &str) -> Option<u64> {
-        scan(path, &[doc.as_bytes()])
-    }
-
-    #[test]
-    fn finds_the_member_on_the_path_only() {
-        let doc = r#"{"id":"x","usage":{"prompt_tokens":9,"total_tokens":21},"total_tokens":5}"#;
-        assert_eq!(whole("usage.total_tokens", doc), Some(21));
-        assert_eq!(whole("total_tokens", doc), Some(5));
-        assert_eq!(whole("usage.prompt_tokens", doc), Some(9));
-        assert_eq!(whole("usage.missing", doc), None);
-        assert_eq!(whole("a.1.n", r#"{"a":[{"n":1},{"n":2}]}"#), Some(2));
-        assert_eq!(whole("a.n", r#"{"a":[{"n":1}]}"#), None);
-        let nested = r#"{"x":{"usage":{"total_tokens":3}},"usage":{"total_tokens":4}}"#;
-        assert_eq!(whole("usage.total_tokens", nested), Some(4));
-        assert_eq!(whole("n", "  {\n\"n\" : 7 }\r\n"), Some(7));
-    }
-
-    #[test]
-    fn names_are_compared_decoded_and_the_last_copy_wins() {
-        assert_eq!(whole("total_tokens", r#"{"total\u005ftokens":8}"#), Some(8));
-        assert_eq!(whole("é", r#"{"\u00e9":8}"#), Some(8));
-        assert_eq!(whole("😀", r#"{"\ud83d\ude00":8}"#), Some(8));
-        assert_eq!(whole("n", r#"{"n":1,"n":2}"#), Some(2));
-        assert_eq!(whole("n", r#"{"n":1,"n":"2"}"#), None);
-        assert_eq!(whole("n", r#"{"n\"":1,"x":"n\\\"}"}"#), None);
-    }
-
-    #[test]
-    fn states_nothing_unless_a_whole_number_in_a_whole_document() {
-        for doc in [
-            r#"{"n":1.5}"#,
-            r#"{"n":-1}"#,
-            r#"{"n":1e3}"#,
-            r#"{"n":"12"}"#,
-            r#"{"n":null}"#,
-            r#"{"n":[1]}"#,
-            r#"{"n":12"#,
-            r#"{"n":12}}"#,
-            r#"{"n":12} x"#,
-            r#"{"n":12,}"#,
-            r#"{"n":tru}"#,
-            "{\"n\":12,\"s\":\"a\nb\"}",
-            r#"{"n" 12}"#,
-            "",
-        ] {
-            assert_eq!(whole("n", doc), None, "{doc}");
-        }
-        assert_eq!(
-            whole("n", r#"{"n":0,"t":true,"f":false,"z":null}"#),
-            Some(0)
-        );
-    }
-
-    #[test]
-    fn chunks_split_anywhere_read_as_the_whole() {
-        let doc = r#"{"choices":[{"delta":{"content":"a \"quoted\" \\ \u00e9 }]"}}],"usage":{"total_tokens":1234}}"#;
-        for cut in 0..=doc.len() {
-            for cut2 in cut..=doc.len() {
-                let (a, rest) = doc.as_bytes().split_at(cut);
-                let (b, c) = rest.split_at(cut2 - cut);
-                assert_eq!(
-                    scan("usage.total_tokens", &[a, b, c]),
-                    Some(1234),
-                    "{cut} {cut2}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn deep_documents_are_refused_not_followed() {
-        let deep = "[".repeat(MAX_DEPTH + 1) + &"]".repeat(MAX_DEPTH + 1);
-        assert_eq!(whole("0", &deep), None);
-    }
 }
