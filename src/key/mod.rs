@@ -12,6 +12,7 @@ mod form;
 mod jwt;
 mod names;
 mod options;
+mod phone;
 mod value;
 
 use std::net::IpAddr;
@@ -21,7 +22,8 @@ use http::{HeaderMap, Method};
 pub use body::BodyKind;
 pub use client_ip::{client_ip, is_trusted, unvouched_forwarding, X_FORWARDED_FOR, X_REAL_IP};
 pub use jwt::JwtVerifier;
-pub use options::{hash_value, normalize_phone};
+pub use options::hash_value;
+pub use phone::normalize_phone;
 
 use crate::config::{HashSecret, KeyPartSpec, KeySpec, OnMissingKey, PathCase};
 
@@ -76,6 +78,15 @@ pub enum KeyError {
         /// The part, as written in the config.
         part: String,
     },
+    /// A value parsers read differently (a JSON number that is not a plain integer below
+    /// 2^53): any key chosen for it could be another account for the upstream.
+    #[error("{part} is not {what} (needed for the rate-limit key)")]
+    Unclear {
+        /// The part, as written in the config.
+        part: String,
+        /// What it must be.
+        what: &'static str,
+    },
 }
 
 /// Why a part has no value in the key (`on_missing_key` decides what follows).
@@ -121,7 +132,12 @@ fn part_value(
     let raw = match value::read(&spec.part, src, cache) {
         Ok(Some(raw)) => raw,
         Ok(None) => return Ok(Err(Absent::NotSent)),
-        Err(value::ReadError::Invalid(what)) => return Ok(Err(Absent::Invalid(what))),
+        Err(value::ReadError::Unclear(what)) => {
+            return Err(KeyError::Unclear {
+                part: spec.part.to_string(),
+                what,
+            })
+        }
         Err(value::ReadError::Ambiguous) => {
             return Err(KeyError::Ambiguous {
                 part: spec.part.to_string(),
