@@ -13,7 +13,7 @@ use http::HeaderValue;
 
 use super::layout::Layout;
 use crate::config::{
-    Config, HashSecret, KeySpec, OnError, OnMissingKey, PathCase, RouteConfig, StatusSet,
+    Config, HashSecret, KeyPart, KeySpec, OnError, OnMissingKey, PathCase, RouteConfig, StatusSet,
     UnknownPlan,
 };
 use crate::key::JwtVerifier;
@@ -88,6 +88,9 @@ pub struct RoutePolicy {
     pub path_case: PathCase,
     /// The first segment of every storage key.
     pub key_prefix: String,
+    /// The headers the route's key parts read, which a client's `Connection` may not name
+    /// ([`crate::connection`]).
+    pub key_headers: Vec<http::HeaderName>,
 }
 
 impl RoutePolicy {
@@ -169,7 +172,12 @@ impl RoutePolicy {
                 })
             })
             .collect();
+        let key_headers = key_headers(
+            layout.slots.iter().map(|s| &s.spec).chain([&route.key]),
+            config.server.client_ip_header,
+        );
         RoutePolicy {
+            key_headers,
             on_error: route.on_error.unwrap_or(config.store.on_error),
             slots: layout.slots,
             route_slot: layout.route_slot,
@@ -293,4 +301,28 @@ fn transformed_plan_keys(
             })
             .collect(),
     )
+}
+
+/// The headers key parts of `specs` read: a `header:` part's, `Authorization` for `jwt:`, and
+/// for `ip` a `Forwarded` the client IP is read from (the gateway sets `X-Forwarded-For` and
+/// `X-Real-IP` itself).
+fn key_headers<'s>(
+    specs: impl Iterator<Item = &'s KeySpec>,
+    client_ip_header: crate::config::ClientIpHeader,
+) -> Vec<http::HeaderName> {
+    let mut names = Vec::new();
+    for part in specs.flat_map(|s| &s.parts) {
+        let name = match &part.part {
+            KeyPart::Header(name) => name.clone(),
+            KeyPart::Jwt(_) => http::header::AUTHORIZATION,
+            KeyPart::Ip if client_ip_header == crate::config::ClientIpHeader::Forwarded => {
+                http::header::FORWARDED
+            }
+            _ => continue,
+        };
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
 }
