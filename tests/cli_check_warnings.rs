@@ -97,7 +97,10 @@ upstream = "up"
     assert_eq!(warnings(&gateway(&elsewhere), &[]).1, "");
     let every_method = routes.replace("methods = [\"POST\"]\n", "");
     assert_eq!(warnings(&gateway(&every_method), &[]).1, "");
-    let post_only = routes.replace("path = \"/api/*\"\n", "path = \"/api/*\"\nmethods = [\"POST\"]\n");
+    let post_only = routes.replace(
+        "path = \"/api/*\"\n",
+        "path = \"/api/*\"\nmethods = [\"POST\"]\n",
+    );
     assert_eq!(warnings(&gateway(&post_only), &[]).1, "");
 }
 

@@ -35,7 +35,13 @@ async fn login_spellings_of_one_username_get_five_checks() {
         .iter()
         .enumerate()
     {
-        let r = post_as(&client, &url, &ip(50 + n as u32), &login_json(unclear, "guess")).await;
+        let r = post_as(
+            &client,
+            &url,
+            &ip(50 + n as u32),
+            &login_json(unclear, "guess"),
+        )
+        .await;
         assert_eq!(r.status, 400, "{unclear}: {}", r.body);
         assert_eq!(r.json()["error"], "ambiguous_key", "{unclear}");
     }
@@ -162,7 +168,13 @@ async fn login_a_number_beyond_2_53_forgives_nobody() {
             post_as(&client, &url, &ip(n), &login("9007199254740996", "guess")).await;
         }
         n += 1;
-        let own = post_as(&client, &url, &ip(n), &login_json("9007199254740995", "right")).await;
+        let own = post_as(
+            &client,
+            &url,
+            &ip(n),
+            &login_json("9007199254740995", "right"),
+        )
+        .await;
         assert_eq!(own.status, 400, "{}", own.body);
         assert_eq!(own.json()["error"], "ambiguous_key");
     }
@@ -171,6 +183,9 @@ async fn login_a_number_beyond_2_53_forgives_nobody() {
         .iter()
         .filter(|b| String::from_utf8_lossy(b).contains("guess"))
         .count();
-    assert_eq!(guesses, 5, "the victim's password was guessed {guesses} times");
+    assert_eq!(
+        guesses, 5,
+        "the victim's password was guessed {guesses} times"
+    );
     gw.stop().await;
 }

@@ -42,6 +42,9 @@ pub struct KeySlot {
     pub on_missing: OnMissingKey,
     /// What follows the route's name in the hash tag.
     pub tag: String,
+    /// Whether each attempt's charge keeps which value was sent (a tag of it): the key merges
+    /// values and a limit on it has a `reset_status`.
+    pub tags_sent: bool,
 }
 
 /// What a limit's count does when the response arrives.
@@ -51,6 +54,9 @@ pub struct OutcomeRule {
     pub count: Option<StatusSet>,
     /// These statuses clear the count and the block level.
     pub reset: Option<StatusSet>,
+    /// Whether a charge kept is confirmed (answered, no longer in flight): a status may reset
+    /// it, or the route blocks (a block starts only from answered attempts).
+    pub confirms: bool,
 }
 
 /// Everything the limiter needs to decide for one route.
@@ -102,7 +108,8 @@ impl RoutePolicy {
         waiting: Arc<AtomicUsize>,
         jwt: Option<Arc<JwtVerifier>>,
     ) -> RoutePolicy {
-        let layout = Layout::of(&route);
+        let mut layout = Layout::of(&route);
+        layout.settle_us = settle_us(&route, config);
         RoutePolicy::laid_out(route, layout, config, metrics, waiting, jwt)
     }
 
@@ -169,6 +176,8 @@ impl RoutePolicy {
                 l.counts_outcomes().then(|| OutcomeRule {
                     count: l.count_status.clone(),
                     reset: l.reset_status.clone(),
+                    confirms: l.reset_status.is_some()
+                        || matches!(route.on_exceed, crate::config::ExceedMode::Block(_)),
                 })
             })
             .collect();
@@ -273,7 +282,9 @@ impl RoutePolicy {
 /// The limits of `route` with their own values, as the stores take them (for tools and tests
 /// that call a store directly).
 pub fn limit_set(route: &RouteConfig) -> Arc<LimitSet> {
-    let layout = Layout::of(route);
+    let mut layout = Layout::of(route);
+    // as an embedded layer's: no upstream whose timeouts bound a reservation
+    layout.settle_us = EMBEDDED_SETTLE.as_micros() as u64;
     layout
         .tier(None, route, |i| route.limits[i].limit)
         .limits
@@ -326,3 +337,22 @@ fn key_headers<'s>(
     }
     names
 }
+
+/// The longest a reservation of `route` stays in flight, in µs: its upstream's connect and
+/// answer timeouts (and a second for the settlement to reach the store). A route of an embedded
+/// layer has no upstream the gateway times: its inner service answers within
+/// [`EMBEDDED_SETTLE`].
+fn settle_us(route: &RouteConfig, config: &Config) -> u64 {
+    let upstream = route
+        .upstream
+        .as_ref()
+        .and_then(|u| config.upstreams.get(u));
+    let settle = match upstream {
+        Some(u) => u.connect_timeout + u.timeout + std::time::Duration::from_secs(1),
+        None => EMBEDDED_SETTLE,
+    };
+    settle.as_micros() as u64
+}
+
+/// How long an embedded layer's reservation is taken to stay in flight at most.
+pub const EMBEDDED_SETTLE: std::time::Duration = std::time::Duration::from_secs(30);
