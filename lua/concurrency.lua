@@ -86,12 +86,17 @@ end
 local function confirm(key, name, limit, window, param, member, at, cost)
 end
 
+-- A slot is no reservation of an outcome (the config allows no count_status here).
+local function in_flight(st, key, name, limit, cost, settle)
+  return 0
+end
+
 -- A slot is not a cost: nothing to settle (the config allows no cost_from here).
 local function settle(key, name, limit, window, param, member, at, cost, amount, longest)
 end
 
 -- A slot is not an answered count: nothing to forgive.
-local function clear(key, name)
+local function clear(key, name, tag)
 end
 
 -- After every decision of the call: expired leases leave, the new ones are written with one

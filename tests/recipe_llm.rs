@@ -42,7 +42,8 @@ async fn chat(
 async fn the_llm_recipe_charges_tokens_and_holds_four_in_flight_per_key() {
     let redis = RedisServer::start();
     let up = llm::start().await;
-    let recipe = Recipe::start_at("llm.toml", &redis, &up.url(), "http://127.0.0.1:9100").await;
+    let recipe =
+        Recipe::start_written("llm.toml", &redis, &up.url(), "http://127.0.0.1:9100").await;
     let reply = chat(&recipe, "Bearer sk-ann", &[], STREAM).await;
     assert_eq!(reply.status, 200);
     assert_eq!(reply.header("content-type"), Some("text/event-stream"));

@@ -127,13 +127,19 @@ impl KeyState for InflightState {
         self.leases.retain(|(_, m)| m != member);
     }
 
-    fn confirm(&mut self, _: &LimitParams<'_>, _: &str, _: u64, _: u64, _: u64) {}
+    fn in_flight(&self, _: usize, _: &str, _: u64, _: u64, _: u64, _: u64) -> i64 {
+        0
+    }
+
+    fn confirm(&mut self, _: &LimitParams<'_>, _: &str, _: u64, _: u64, _: &str, _: u64) {}
 
     fn settle(&mut self, _: &LimitParams<'_>, _: &Settled<'_>, _: u64) -> Option<u64> {
         None
     }
 
-    fn clear(&mut self, _name: &str, _now: u64) {}
+    fn clear(&mut self, _name: &str, _tag: &str, _now: u64) -> bool {
+        self.is_empty()
+    }
 
     fn finish(&mut self, now: u64) -> Option<u64> {
         if self.pending.is_empty() {

@@ -16,6 +16,8 @@ pub(super) struct Charged {
     pub policy: Arc<RoutePolicy>,
     pub limits: Arc<LimitSet>,
     pub bases: Vec<String>,
+    /// Per key slot, the tag of the value the attempt sent (where the slot merges values).
+    pub tags: Vec<String>,
     pub receipt: Receipt,
 }
 
@@ -87,8 +89,8 @@ impl Settled {
 
 impl Charged {
     /// What happens to each limit's charge, by `fate`. A charge kept on a limit that a status
-    /// may reset is confirmed: the store learns the attempt is no longer in flight, so a later
-    /// reset forgives it.
+    /// may reset, or on a blocking route, is confirmed: the store learns the attempt is no
+    /// longer in flight, so a later reset forgives it and a refusal it causes may start a block.
     pub(super) fn settlement(&self, fate: impl Fn(&OutcomeRule) -> Fate) -> Settled {
         let cost = self.receipt.cost;
         let mut settled = Settled {
@@ -106,7 +108,7 @@ impl Charged {
                 Fate::Keep if matches!(rule.at_end, Some(AtEnd::Cost(_))) => {
                     settled.kept_costs.push(i)
                 }
-                Fate::Keep if rule.reset.is_some() => settled.confirmed.push(i),
+                Fate::Keep if rule.confirms => settled.confirmed.push(i),
                 Fate::Keep | Fate::AtEnd => {}
             }
         }
@@ -156,6 +158,7 @@ impl Charged {
             reset: settled.reset.clone(),
             settle_to: settled.settled_to.clone(),
             at_us: store.settlement_instant(),
+            tags: self.tags.clone(),
         };
         // Queued (or applied) now, before the answer goes on: the next decision of this
         // connection sees it, as the answer's headers say.

@@ -42,6 +42,6 @@ pub use ending::Ending;
 pub use keys::{KeysError, RequestKeys};
 pub use limiter::Limiter;
 pub use outcome::Reservation;
-pub use policy::{limit_set, AtEnd, KeySlot, OutcomeRule, RoutePolicy, Tier};
+pub use policy::{limit_set, AtEnd, KeySlot, OutcomeRule, RoutePolicy, Tier, EMBEDDED_SETTLE};
 pub use resets::ResetFollower;
 pub use verdict::{Verdict, STORE_UNAVAILABLE_RETRY_SECS};

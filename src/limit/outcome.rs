@@ -57,6 +57,7 @@ impl Reservation {
                 policy: policy.clone(),
                 limits: tier.limits.clone(),
                 bases: keys.bases.clone(),
+                tags: keys.tags.clone(),
                 receipt,
             }),
         })
@@ -102,8 +103,8 @@ impl Reservation {
     }
 
     /// The upstream saw the attempt but its status never came (it timed out, or failed after
-    /// the request went out): counts and costs stay, as it may have been acted on; its slots
-    /// are free.
+    /// the request went out): counts and costs stay (confirmed as answered where the store must
+    /// know), as it may have been acted on; its slots are free.
     pub fn keep(mut self) {
         if let Some(charged) = self.charged.take() {
             charged.send(&charged.settlement(kept));

@@ -79,6 +79,9 @@ pub struct Settlement {
     /// The instant to settle at (µs), when not the store's own clock: the memory store otherwise
     /// settles at the decision's instant, on the clock the decision was made on.
     pub at_us: Option<u64>,
+    /// Per key slot, the tag of the value the attempt sent (`~<hex>`) where the slot's key
+    /// merges values, else `""`: a confirmation keeps it, a reset forgives only its own.
+    pub tags: Vec<String>,
 }
 
 impl Settlement {

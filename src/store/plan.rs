@@ -27,6 +27,11 @@ pub struct Limit {
     pub per_attempt: bool,
     /// Whether its refusal may start a block (not one that says attempts are in flight).
     pub starts_blocks: bool,
+    /// For a limit that counts outcomes on a blocking route, the longest a reservation stays in
+    /// flight (µs, the upstream's timeouts): a refusal that stands on reservations still in
+    /// flight starts no block and waits until the soonest is settled. 0: every charge counts
+    /// at once.
+    pub settle_us: u64,
 }
 
 impl Limit {
@@ -143,6 +148,7 @@ impl LimitSet {
                     state,
                     per_attempt: algorithm.get().per_attempt(),
                     starts_blocks: algorithm.get().starts_blocks(),
+                    settle_us: 0,
                 }
             })
             .collect();
@@ -224,8 +230,8 @@ impl LimitSet {
 }
 
 /// `block_ms growth max_ms forget_ms S Q (code slot)*Q N (state name limit window param
-/// flags)*N`, each field followed by a tab; a set that does not block sends zeros and growth 1.
-/// `flags`: 1 when the limit is charged per attempt, 2 when its refusal starts no block.
+/// settle flags)*N`, each field followed by a tab; a set that does not block sends zeros and
+/// growth 1. `flags`: 1 when the limit is charged per attempt, 2 when its refusal starts no block.
 fn plan_text(set: &LimitSet) -> String {
     let block = set.block.unwrap_or(BlockSpec {
         block_ms: 0,
@@ -253,6 +259,7 @@ fn plan_text(set: &LimitSet) -> String {
             l.limit.to_string(),
             l.window_us.to_string(),
             l.param.to_string(),
+            l.settle_us.to_string(),
             (u8::from(l.per_attempt) + 2 * u8::from(!l.starts_blocks)).to_string(),
         ]);
     }

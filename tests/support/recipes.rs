@@ -60,12 +60,16 @@ impl Recipe {
     /// at `upstream`; the hash secret and the admin token come from the test's environment
     /// lookup, not the process's.
     pub async fn start(name: &str, redis: &RedisServer, upstream: &AuthUpstream) -> Recipe {
-        Self::start_at(name, redis, &upstream.url(), "http://127.0.0.1:9000").await
+        Recipe::start_at(name, redis, &upstream.url()).await
     }
 
-    /// [`Recipe::start`] for a recipe whose upstream is written `written` in the file, served
-    /// at `upstream`.
-    pub async fn start_at(
+    /// [`Recipe::start`] with its upstream at `upstream_url`, whatever listens there.
+    pub async fn start_at(name: &str, redis: &RedisServer, upstream_url: &str) -> Recipe {
+        Self::start_written(name, redis, upstream_url, "http://127.0.0.1:9000").await
+    }
+
+    /// [`Recipe::start_at`] for a recipe whose upstream is written `written` in the file.
+    pub async fn start_written(
         name: &str,
         redis: &RedisServer,
         upstream: &str,
@@ -109,6 +113,11 @@ impl Recipe {
         }
     }
 
+    /// The running gateway (its listeners' addresses).
+    pub fn running(&self) -> &Running {
+        self.running.as_ref().unwrap()
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.running.as_ref().unwrap().proxy_addr)
     }
@@ -131,6 +140,23 @@ impl Recipe {
             .await;
         assert_eq!(r.status, 200, "{path}: {}", r.body);
         r.json()
+    }
+
+    /// [`Recipe::admin_get`], asking again (up to 10 times) while the store answers late
+    /// (503 on a loaded machine: the recipes keep the default `store.timeout`).
+    pub async fn admin_get_patiently(&self, path: &str) -> serde_json::Value {
+        let auth = format!("Bearer {TOKEN}");
+        for _ in 0..10 {
+            let r = HttpClient::default()
+                .get(&self.admin(path), &[("authorization", &auth)])
+                .await;
+            if r.status != 503 {
+                assert_eq!(r.status, 200, "{path}: {}", r.body);
+                return r.json();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("{path}: the store never answered in time");
     }
 
     pub async fn reload(&self) {

@@ -105,7 +105,7 @@ impl Validator<'_> {
             )?),
             None => None,
         };
-        let limits = self.limits(&r.limits, &at, context, &on_exceed, answer_timeout)?;
+        let limits = self.limits(&r.limits, &at, context, &on_exceed, &key, answer_timeout)?;
         let max_cost_body_bytes = self.route_costs(r, &at, &limits)?;
         let exempt = self.networks(r.exempt.as_deref(), &format!("{at}.exempt"))?;
         let access_log_sample = match &r.access_log_sample {

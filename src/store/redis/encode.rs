@@ -29,20 +29,13 @@ pub fn encode(batch: &Batch, token: &str, clock: ClockSource) -> (Vec<Key>, Vec<
         (None, ClockSource::Redis) => Value::from(""),
     };
     let mut plans: Vec<&Arc<LimitSet>> = Vec::new();
-    // A settlement that refunds some limits and resets others is an entry per kind; one that
-    // settles limits to amounts, an entry per amount (its kind `s<N>`).
+    // A settlement that refunds some limits and resets others is an entry per kind (and per
+    // tag of the value sent, for confirmations and resets; per amount, `s<N>`, for charges
+    // settled to what their answer stated).
     let settlements: Vec<(i64, String, &PendingSettlement, Vec<usize>)> = batch
         .settlements
         .iter()
-        .flat_map(|s| {
-            let kinds = [("r", &s.refund), ("c", &s.confirm), ("x", &s.reset)]
-                .map(|(kind, l)| (s, kind.to_string(), l.clone()));
-            let amounts = settled_amounts(&s.settle_to)
-                .into_iter()
-                .map(move |(amount, l)| (s, format!("s{amount}"), l));
-            kinds.into_iter().chain(amounts)
-        })
-        .filter(|(_, _, limits)| !limits.is_empty())
+        .flat_map(entries)
         .collect::<Vec<_>>()
         .into_iter()
         .map(|(s, kind, limits)| (plan_index(&mut plans, &s.limits), kind, s, limits))
@@ -83,14 +76,38 @@ pub fn encode(batch: &Batch, token: &str, clock: ClockSource) -> (Vec<Key>, Vec<
     (keys, args)
 }
 
-/// The limits settled to each amount, amounts in first-seen order.
-fn settled_amounts(settle_to: &[(usize, u64)]) -> Vec<(u64, Vec<usize>)> {
-    let mut out: Vec<(u64, Vec<usize>)> = Vec::new();
-    for &(i, amount) in settle_to {
-        match out.iter_mut().find(|(a, _)| *a == amount) {
-            Some((_, limits)) => limits.push(i),
-            None => out.push((amount, vec![i])),
+/// A settlement's entries: its refunds, then its confirmations and resets, one entry per tag
+/// (the kind followed by the tag: `c~<hex>`), then its charges settled to amounts, one entry
+/// per amount (`s<N>`); kinds with no limit are left out.
+fn entries(s: &PendingSettlement) -> Vec<(&PendingSettlement, String, Vec<usize>)> {
+    let mut out = Vec::new();
+    if !s.refund.is_empty() {
+        out.push((s, "r".to_string(), s.refund.clone()));
+    }
+    for (kind, limits) in [("c", &s.confirm), ("x", &s.reset)] {
+        let tag_of = |i: usize| s.tags.get(i).map_or("", String::as_str);
+        let mut tags: Vec<&str> = limits.iter().map(|&i| tag_of(i)).collect();
+        tags.dedup();
+        tags.sort_unstable();
+        tags.dedup();
+        for tag in tags {
+            let mine: Vec<usize> = limits
+                .iter()
+                .copied()
+                .filter(|&i| tag_of(i) == tag)
+                .collect();
+            out.push((s, format!("{kind}{tag}"), mine));
         }
+    }
+    let mut amounts: Vec<(u64, Vec<usize>)> = Vec::new();
+    for &(i, amount) in &s.settle_to {
+        match amounts.iter_mut().find(|(a, _)| *a == amount) {
+            Some((_, limits)) => limits.push(i),
+            None => amounts.push((amount, vec![i])),
+        }
+    }
+    for (amount, limits) in amounts {
+        out.push((s, format!("s{amount}"), limits));
     }
     out
 }

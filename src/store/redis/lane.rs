@@ -82,6 +82,8 @@ pub struct PendingSettlement {
     pub settle_to: Vec<(usize, u64)>,
     /// The instant to settle at, when the caller fixes it (tests); else the call's.
     pub at_us: Option<u64>,
+    /// Per limit of `limits`, the tag of the value the attempt sent (`""`: none).
+    pub tags: Vec<String>,
     /// When it stops waiting.
     pub deadline: Deadline,
     /// Told once it is applied (or failed).

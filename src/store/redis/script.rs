@@ -19,9 +19,20 @@ use std::sync::OnceLock;
 use crate::algorithm::AlgorithmId;
 
 /// The functions every algorithm's file defines, which its scope returns.
-const FUNCTIONS: [&str; 12] = [
-    "begin", "open", "view", "fits", "wait", "charge", "report", "refund", "confirm", "settle",
-    "clear", "finish",
+const FUNCTIONS: [&str; 13] = [
+    "begin",
+    "open",
+    "view",
+    "fits",
+    "wait",
+    "charge",
+    "report",
+    "in_flight",
+    "refund",
+    "confirm",
+    "settle",
+    "clear",
+    "finish",
 ];
 
 /// The body shared by every form: helpers, algorithm scopes and `decide`; it expects a local
