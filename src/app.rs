@@ -90,7 +90,7 @@ pub async fn start_on(config: Config, handles: &[Handle]) -> Result<Running, Sta
         .await
         .map_err(|source| StartError::Bind {
             addr: config.admin.listen,
-            source,
+            source: crate::server::in_use(source),
         })?;
     let state = GatewayState::new(config, store, metrics)?;
     start_with(state, proxy_listeners, admin_listener, handles).await
