@@ -239,7 +239,8 @@ async fn serve_admin(
     crate::server::serve_admin(listener, router, settings, stopped).await;
 }
 
-/// Runs on the workers `handles` until `SIGTERM` or `SIGINT`; reloads the config on `SIGHUP`.
+/// Runs on the workers `handles` until `SIGTERM` or `SIGINT`; reloads the config on `SIGHUP`
+/// and, unless `server.watch_files = false`, when a file it was read from changes.
 pub async fn run(config: Config, handles: Vec<Handle>) -> Result<(), StartError> {
     for w in &config.warnings {
         tracing::warn!("{w}");
@@ -263,7 +264,12 @@ pub async fn run(config: Config, handles: Vec<Handle>) -> Result<(), StartError>
         store_line,
         handles.len().max(1)
     );
+    let watching = match running.state.running.server.watch_files {
+        true => crate::watch::start(running.state.clone()),
+        false => None,
+    };
     wait_for_signals(&running).await;
+    drop(watching);
     tracing::info!("shutting down: finishing in-flight requests");
     running.shutdown().await;
     tracing::info!("stopped");

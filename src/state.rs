@@ -53,6 +53,7 @@ macro_rules! as_written_by_display {
 }
 
 as_written_by_display!(
+    bool,
     std::net::SocketAddr,
     usize,
     u32,
@@ -78,7 +79,7 @@ macro_rules! restart_only {
 }
 
 /// Every setting read only at start, once.
-pub static RESTART_ONLY: [RestartOnly; 14] = [
+pub static RESTART_ONLY: [RestartOnly; 15] = [
     restart_only!("server.listen", |c| c.server.listen),
     restart_only!("admin.listen", |c| c.admin.listen),
     restart_only!("server.max_connections", |c| c.server.max_connections),
@@ -89,6 +90,7 @@ pub static RESTART_ONLY: [RestartOnly; 14] = [
     restart_only!("server.shutdown_grace", |c| c.server.shutdown_grace),
     restart_only!("server.max_header_bytes", |c| c.server.max_header_bytes),
     restart_only!("server.max_headers", |c| c.server.max_headers),
+    restart_only!("server.watch_files", |c| c.server.watch_files),
     restart_only!("store.backend", |c| c.store.backend),
     restart_only!("store.timeout", |c| c.store.timeout),
     restart_only!("store.on_error", |c| c.store.on_error),

@@ -121,6 +121,7 @@ impl Validator<'_> {
                 PathCase::NAMES,
                 PathCase::Insensitive,
             )?,
+            watch_files: s.watch_files.as_ref().is_none_or(|w| *w.get_ref()),
         })
     }
 
@@ -148,6 +149,7 @@ impl Validator<'_> {
                     .iter()
                     .filter_map(|(key, v)| v.as_ref().map(|v| (*key, v.span()))),
             )
+            .chain(s.watch_files.as_ref().map(|v| ("watch_files", v.span())))
             .min_by_key(|(_, span)| span.start);
         match set {
             Some((key, span)) => self.error(
