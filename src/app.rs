@@ -114,6 +114,7 @@ pub async fn start_with(
     let admin_addr = local(admin_listener.local_addr())?;
     let (stop, stopped) = watch::channel(false);
     let mut tasks = Vec::new();
+    tokio::spawn(state.clone().warn_if_store_may_evict());
     if let Some(task) = follow_resets(&state, stopped.clone()).await? {
         tasks.push(task);
     }

@@ -147,16 +147,40 @@ fn check(path: &Path, purpose: Option<Purpose>, strict: bool) -> ExitCode {
         Ok(config) => config,
         Err(code) => return code,
     };
-    let warnings = config.warnings.len();
-    for w in &config.warnings {
+    let mut warnings: Vec<String> = config.warnings.iter().map(|w| w.to_string()).collect();
+    let file = path.display();
+    warnings.extend(
+        store_warnings(&config)
+            .iter()
+            .map(|w| format!("{file}: warning: {w}")),
+    );
+    for w in &warnings {
         eprintln!("{w}");
     }
+    let warnings = warnings.len();
     print!("{}", config.summary());
     if strict && warnings > 0 {
         eprintln!("slidegate check --strict: {warnings} warning(s)");
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
+}
+
+/// The warnings about the store itself (a Redis that may evict limit keys), when it answers
+/// within half a second; none for the memory store or a Redis that does not answer.
+fn store_warnings(config: &Config) -> Vec<String> {
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return Vec::new();
+    };
+    let wait = std::time::Duration::from_millis(500);
+    let probed = runtime.block_on(slidegate::store::probe_eviction(&config.store, wait));
+    let url = slidegate::config::redact_url(&config.store.url);
+    probed.map_or_else(Vec::new, |nodes| {
+        slidegate::store::eviction_warnings(&nodes, &url)
+    })
 }
 
 fn key(path: &Path, route: &str, limit: Option<&str>, values: &[String]) -> ExitCode {

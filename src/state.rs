@@ -259,7 +259,7 @@ impl GatewayState {
     /// Re-reads the config file: parse, validate, compile, swap. A file that fails keeps the
     /// running config; either way the result is counted. Returns the restart-only settings
     /// that did not apply.
-    pub fn reload(&self) -> Result<Vec<PendingSetting>, ReloadError> {
+    pub fn reload(self: &Arc<Self>) -> Result<Vec<PendingSetting>, ReloadError> {
         let env = self.running.env.clone();
         let result = Config::load_with_env(&self.config_path, env)
             .map_err(ReloadError::from)
@@ -286,7 +286,23 @@ impl GatewayState {
                 tracing::error!(error = %e, "config reload refused; the running config stays")
             }
         }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(self.clone().warn_if_store_may_evict());
+        }
         result
+    }
+
+    /// Logs a warning for each Redis server whose `maxmemory-policy` may evict limit keys (and
+    /// brings `slidegate_store_evicted_keys_total` up to date): at start and on every reload.
+    /// A store that does not answer is skipped.
+    pub async fn warn_if_store_may_evict(self: Arc<Self>) {
+        let Some(nodes) = self.limiter().refresh_evictions().await else {
+            return;
+        };
+        let url = redact_url(&self.running.store.url);
+        for w in crate::store::eviction_warnings(&nodes, &url) {
+            tracing::warn!("{w}");
+        }
     }
 
     fn apply(&self, mut config: Config) -> Result<Vec<PendingSetting>, ReloadError> {

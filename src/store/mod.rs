@@ -9,6 +9,7 @@
 //! a [`Decision`]; a [`Settlement`] later takes a charge back or clears a count.
 
 mod decision;
+mod eviction;
 pub mod layout;
 mod memory;
 mod plan;
@@ -21,10 +22,12 @@ use std::task::{Context, Poll};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use decision::{Decision, LimitUsage, Outcome, Receipt, ReceiptPart, StoreError};
+pub use eviction::{eviction_warnings, probe_eviction, EvictionTally};
 pub use memory::{Marker, MemoryStore};
 pub use plan::{BlockSpec, Limit, LimitSet, StateSpec};
 pub use redis::{
-    decision_library, decision_script, fred_url, Deadline, Library, OnError, RedisStore,
+    decision_library, decision_script, fred_url, Deadline, Library, NodeEviction, OnError,
+    RedisStore,
 };
 
 /// One decision a store is asked for.

@@ -19,7 +19,13 @@ pub const MAX_BLOCK_INDEX: i64 = 10_000;
 
 impl RedisStore {
     fn admin_deadline(&self) -> Deadline {
-        Deadline::after((self.inner.timeout * 4).max(Duration::from_millis(200)))
+        Deadline::after(self.admin_timeout())
+    }
+
+    /// How long an operation besides decisions may take: four times `store.timeout`, at least
+    /// 200 ms.
+    pub(super) fn admin_timeout(&self) -> Duration {
+        (self.inner.timeout * 4).max(Duration::from_millis(200))
     }
 
     /// Runs `name` with `args` on the node serving `key` (the one server outside a cluster).

@@ -24,6 +24,7 @@ mod code;
 mod deadline;
 mod dry;
 mod encode;
+mod eviction;
 mod keeper;
 mod lane;
 mod lanes;
@@ -53,6 +54,7 @@ use answer::{is_function_missing, is_noscript, lacks_functions, map_error, Singl
 use call::Caller;
 use code::Shared;
 pub use deadline::Deadline;
+pub use eviction::NodeEviction;
 use lane::{Lane, Pending, PendingSettlement, MAX_PER_CALL};
 use lanes::Lanes;
 use node::builder;
@@ -167,19 +169,41 @@ impl RedisStore {
         let ready = deadline.run(async {
             let all = self.inner.connections.all();
             all[0].nodes.refresh().await?;
-            let nodes = all.iter().flat_map(|c| c.nodes.every_node());
-            let connected = futures_util::future::join_all(nodes.map(|n| async move {
-                let connect = Deadline::after(wait / 2);
-                connect
-                    .run(async { n.client.wait_for_connect().await.map_err(map_error) })
-                    .await
-            }))
-            .await;
+            let connected = self.connect_nodes(wait / 2).await;
             let loaded = all[0].caller.load_code().await;
-            connected.into_iter().find(Result::is_err).unwrap_or(loaded)
+            connected.and(loaded)
         });
         // Boxed: the start's future is deep enough without this one's layers.
         Box::pin(ready).await
+    }
+
+    /// Waits up to `wait` for the slot table (in a cluster) and every worker's connections,
+    /// loading nothing (`slidegate check` only reads).
+    pub async fn wait_until_connected(&self, wait: Duration) -> Result<(), StoreError> {
+        let deadline = Deadline::after(wait);
+        let connected = deadline.run(async {
+            self.inner.connections.all()[0].nodes.refresh().await?;
+            self.connect_nodes(wait).await
+        });
+        Box::pin(connected).await
+    }
+
+    /// Every worker's connection to every node, each within `each`.
+    async fn connect_nodes(&self, each: Duration) -> Result<(), StoreError> {
+        let nodes = self
+            .inner
+            .connections
+            .all()
+            .iter()
+            .flat_map(|c| c.nodes.every_node());
+        let connected = futures_util::future::join_all(nodes.map(|n| async move {
+            let connect = Deadline::after(each);
+            connect
+                .run(async { n.client.wait_for_connect().await.map_err(map_error) })
+                .await
+        }))
+        .await;
+        connected.into_iter().find(Result::is_err).unwrap_or(Ok(()))
     }
 
     /// Whether this worker reaches Redis now (in a cluster: some primary).
