@@ -118,7 +118,7 @@ impl Limiter {
             let tier = tiers[i].expect("asked keys have a tier");
             let verdict = self.conclude(policy, *request, tier, result, started, elapsed);
             if !dry_run {
-                self.note_blocks(policy, &keys[i], &verdict);
+                self.note_blocks(policy, &verdict);
             }
             verdicts[i] = Some(verdict);
         }
@@ -188,6 +188,7 @@ impl Limiter {
         let decision = match result {
             Ok(d) => {
                 self.health.answered();
+                self.note_refusals(&request, &d);
                 if !request.dry_run {
                     let histogram = &policy.metrics.decision_duration.store;
                     histogram.observe(elapsed.as_secs_f64());

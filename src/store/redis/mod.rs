@@ -235,6 +235,11 @@ impl RedisStore {
         self.connection().nodes.is_cluster()
     }
 
+    /// Whether the store is a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.clustered()
+    }
+
     /// Queues one request on its node's lane, coalesced with the others in flight there; the
     /// answer is a future that owns what it needs. In a cluster, a request whose keys live in
     /// several slots is decided one part per slot ([`split`]).
