@@ -60,6 +60,11 @@ impl Recipe {
     /// at `upstream`; the hash secret and the admin token come from the test's environment
     /// lookup, not the process's.
     pub async fn start(name: &str, redis: &RedisServer, upstream: &AuthUpstream) -> Recipe {
+        Recipe::start_at(name, redis, &upstream.url()).await
+    }
+
+    /// [`Recipe::start`] with its upstream at `upstream` (a URL: the demo upstream, say).
+    pub async fn start_at(name: &str, redis: &RedisServer, upstream: &str) -> Recipe {
         let text = std::fs::read_to_string(recipe_path(name)).unwrap();
         let toml = adapt(
             &text,
@@ -78,7 +83,7 @@ impl Recipe {
                 ),
                 (
                     "url = \"http://127.0.0.1:9000\"",
-                    format!("url = \"{}\"", upstream.url()),
+                    format!("url = \"{upstream}\""),
                 ),
             ],
         );
