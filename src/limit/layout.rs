@@ -10,8 +10,7 @@ use super::headers::policy_header;
 use super::policy::{KeySlot, Tier};
 use crate::config::{ExceedMode, KeySpec, OnMissingKey, RouteConfig};
 use crate::store::layout::push_hex;
-use crate::store::refused::Refusals;
-use crate::store::{BlockSpec, Limit, LimitSet, StateSpec};
+use crate::store::{BlockSpec, Limit, LimitSet, Refusals, StateSpec};
 use crate::tier::TierName;
 
 /// A slot's tag: `""` for the route's own key and setting, else `~` and a hash of the spec (and

@@ -20,8 +20,7 @@ use crate::config::{
 use crate::key::JwtVerifier;
 use crate::metrics::RouteMetrics;
 use crate::store::layout::blocked_index;
-use crate::store::refused::Refusals;
-use crate::store::LimitSet;
+use crate::store::{LimitSet, Refusals};
 use crate::tier::{Membership, TierName};
 
 /// One set of limit values: the route's own, or a segment's or plan's.

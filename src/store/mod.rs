@@ -25,7 +25,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use decision::{Decision, LimitUsage, Outcome, Receipt, ReceiptPart, StoreError};
 pub use eviction::{eviction_warnings, probe_eviction, EvictionTally};
 pub use memory::{Marker, MemoryStore};
-pub use plan::{BlockSpec, Limit, LimitSet, StateSpec};
+pub use plan::{BlockSpec, Limit, LimitSet, Refusals, StateSpec};
 pub use redis::{
     decision_library, decision_script, fred_url, Deadline, Library, NodeEviction, OnError,
     RedisStore,

@@ -7,7 +7,6 @@
 
 use std::sync::{Arc, OnceLock};
 
-use super::refused::Refusals;
 use crate::algorithm::AlgorithmId;
 
 /// One limit as a store applies it.
@@ -47,6 +46,17 @@ pub struct BlockSpec {
     pub max_ms: u64,
     /// Quiet time after a block's end after which the next block is the first again, in ms.
     pub forget_ms: u64,
+}
+
+/// Where a limit set's refusals are recorded, and which of its limits record theirs (a shadow
+/// or delay route's limits, a shadow-mode rate limit, refuse no one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusals {
+    /// The route's index (`super::layout::blocked_index`; what a refusal records there is
+    /// `super::refused`).
+    pub index: String,
+    /// Per limit of the set, in its order: whether its refusals are recorded.
+    pub recorded: Vec<bool>,
 }
 
 /// Every limit of a key, decided together: all charged or none.

@@ -17,16 +17,6 @@ use super::{Decision, LimitSet, Outcome};
 /// Most entries a route's index keeps (the latest-ending).
 pub const MAX_REFUSED: usize = 1000;
 
-/// Where a limit set's refusals are recorded, and which of its limits record theirs (a shadow
-/// or delay route's limits, a shadow-mode rate limit, refuse no one).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusals {
-    /// The route's index (`layout::blocked_index`).
-    pub index: String,
-    /// Per limit of the set, in its order: whether its refusals are recorded.
-    pub recorded: Vec<bool>,
-}
-
 /// One refusal as the index holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused {

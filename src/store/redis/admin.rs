@@ -1,5 +1,5 @@
 //! Operations besides decisions: deleting a key's state (an admin reset), `PING` for `/readyz`,
-//! the index of recent blocks and their markers (`/admin/blocked`), and the pub/sub channel that
+//! the refusal index and block markers (`/admin/blocked`), and the pub/sub channel that
 //! carries resets to every instance's deny cache. Each runs under a [`Deadline`] of its own:
 //! four times `store.timeout`, at least 200 ms, and goes to the node of its key as decisions do
 //! ([`super::send`]), redirections followed.

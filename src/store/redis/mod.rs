@@ -13,8 +13,9 @@
 //! `topology.rs` reads a cluster's slot table, `slots.rs`),
 //! `send.rs` sends a command where it belongs and follows redirections (`redirect.rs`),
 //! `acks.rs` waits for replicas (`store.replica_acks`), `split.rs` decides a cluster request
-//! whose keys live in several slots one part per slot, `admin.rs` resets, pings, blocks and the
-//! reset channel, `script.rs` the code's two forms, `url.rs` the URL forms, `deadline.rs` the deadline.
+//! whose keys live in several slots one part per slot, `eviction.rs` the servers' eviction policy
+//! and evicted keys (`INFO`), `admin.rs` resets, pings, the refusal index and the
+//! reset channel, `ready.rs` the waits for the connections at start, `script.rs` the code's two forms, `url.rs` the URL forms, `deadline.rs` the deadline.
 
 mod acks;
 mod admin;
@@ -30,6 +31,7 @@ mod lane;
 mod lanes;
 mod node;
 mod nodes;
+mod ready;
 mod redirect;
 mod script;
 mod send;
@@ -158,52 +160,6 @@ impl RedisStore {
                 connections,
             }),
         })
-    }
-
-    /// Waits up to `wait` for the slot table (in a cluster), every worker's connections (each
-    /// at most half of it) and the script on every node that answers. A node that does not
-    /// answer in time is reported; the others serve meanwhile, and it loads the script on its
-    /// first call once back.
-    pub async fn wait_until_ready(&self, wait: Duration) -> Result<(), StoreError> {
-        let deadline = Deadline::after(wait);
-        let ready = deadline.run(async {
-            let all = self.inner.connections.all();
-            all[0].nodes.refresh().await?;
-            let connected = self.connect_nodes(wait / 2).await;
-            let loaded = all[0].caller.load_code().await;
-            connected.and(loaded)
-        });
-        // Boxed: the start's future is deep enough without this one's layers.
-        Box::pin(ready).await
-    }
-
-    /// Waits up to `wait` for the slot table (in a cluster) and every worker's connections,
-    /// loading nothing (`slidegate check` only reads).
-    pub async fn wait_until_connected(&self, wait: Duration) -> Result<(), StoreError> {
-        let deadline = Deadline::after(wait);
-        let connected = deadline.run(async {
-            self.inner.connections.all()[0].nodes.refresh().await?;
-            self.connect_nodes(wait).await
-        });
-        Box::pin(connected).await
-    }
-
-    /// Every worker's connection to every node, each within `each`.
-    async fn connect_nodes(&self, each: Duration) -> Result<(), StoreError> {
-        let nodes = self
-            .inner
-            .connections
-            .all()
-            .iter()
-            .flat_map(|c| c.nodes.every_node());
-        let connected = futures_util::future::join_all(nodes.map(|n| async move {
-            let connect = Deadline::after(each);
-            connect
-                .run(async { n.client.wait_for_connect().await.map_err(map_error) })
-                .await
-        }))
-        .await;
-        connected.into_iter().find(Result::is_err).unwrap_or(Ok(()))
     }
 
     /// Whether this worker reaches Redis now (in a cluster: some primary).
