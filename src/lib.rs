@@ -86,6 +86,7 @@ pub mod algorithm;
 pub mod app;
 pub mod campaign;
 pub mod config;
+pub mod connection;
 pub mod error;
 pub mod forward_auth;
 pub mod gateway;

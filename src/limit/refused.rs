@@ -23,7 +23,7 @@ use super::verdict::Verdict;
 use crate::config::ExceedMode;
 use crate::metrics::DecisionLabel;
 use crate::store::refused::{refused_entries, split_member};
-use crate::store::{layout, Decision, DecisionRequest, LimitSet, Marker, Outcome, StoreError};
+use crate::store::{layout, Decision, DecisionRequest, LimitSet, Marker, StoreError};
 
 /// Most keys `/admin/blocked` lists (every entry a route's index keeps).
 pub const MAX_BLOCKED_LISTED: usize = crate::store::refused::MAX_REFUSED;
@@ -70,7 +70,7 @@ impl Limiter {
         let (ExceedMode::Block(_), Some(d)) = (&policy.config.on_exceed, &verdict.decision) else {
             return;
         };
-        if verdict.label != DecisionLabel::Rejected || d.outcome != Outcome::Rejected {
+        if verdict.label != DecisionLabel::Rejected || !d.refused_on_answers() {
             return;
         }
         for (_, named) in blocked_slots(policy, d) {
@@ -275,7 +275,8 @@ impl WindowSets {
 fn blocked_slots(policy: &RoutePolicy, d: &Decision) -> Vec<(usize, usize)> {
     let mut out: Vec<(usize, usize)> = Vec::new();
     for (i, usage) in d.limits.iter().enumerate() {
-        if !usage.exceeded() {
+        // a refusal that stands on reservations in flight started no block
+        if !usage.exceeded() || usage.in_flight {
             continue;
         }
         let slot = policy.slot_of(i);
