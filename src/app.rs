@@ -90,7 +90,7 @@ pub async fn start_on(config: Config, handles: &[Handle]) -> Result<Running, Sta
         .await
         .map_err(|source| StartError::Bind {
             addr: config.admin.listen,
-            source,
+            source: crate::server::in_use(source),
         })?;
     let state = GatewayState::new(config, store, metrics)?;
     start_with(state, proxy_listeners, admin_listener, handles).await
@@ -114,6 +114,7 @@ pub async fn start_with(
     let admin_addr = local(admin_listener.local_addr())?;
     let (stop, stopped) = watch::channel(false);
     let mut tasks = Vec::new();
+    tokio::spawn(state.clone().warn_if_store_may_evict());
     if let Some(task) = follow_resets(&state, stopped.clone()).await? {
         tasks.push(task);
     }
@@ -239,7 +240,8 @@ async fn serve_admin(
     crate::server::serve_admin(listener, router, settings, stopped).await;
 }
 
-/// Runs on the workers `handles` until `SIGTERM` or `SIGINT`; reloads the config on `SIGHUP`.
+/// Runs on the workers `handles` until `SIGTERM` or `SIGINT`; reloads the config on `SIGHUP`
+/// and, unless `server.watch_files = false`, when a file it was read from changes.
 pub async fn run(config: Config, handles: Vec<Handle>) -> Result<(), StartError> {
     for w in &config.warnings {
         tracing::warn!("{w}");
@@ -263,7 +265,12 @@ pub async fn run(config: Config, handles: Vec<Handle>) -> Result<(), StartError>
         store_line,
         handles.len().max(1)
     );
+    let watching = match running.state.running.server.watch_files {
+        true => crate::watch::start(running.state.clone()),
+        false => None,
+    };
     wait_for_signals(&running).await;
+    drop(watching);
     tracing::info!("shutting down: finishing in-flight requests");
     running.shutdown().await;
     tracing::info!("stopped");

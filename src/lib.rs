@@ -105,6 +105,7 @@ pub mod server;
 pub mod state;
 pub mod store;
 pub mod tier;
+pub mod watch;
 pub mod workers;
 
 pub use layer::RateLimitLayer;

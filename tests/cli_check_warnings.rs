@@ -236,3 +236,42 @@ fn an_empty_secret_is_called_empty() {
         );
     }
 }
+
+/// `check --strict` is for CI: a warning makes it exit 1 (after printing the warning and the
+/// summary), where plain `check` exits 0; a file without warnings passes either way.
+#[test]
+fn check_strict_fails_on_a_warning() {
+    let warned = gateway(
+        r#"
+[[routes]]
+name = "lookup"
+path = "/lookup"
+methods = ["GET"]
+upstream = "up"
+key = ["json:phone"]
+  [[routes.limits]]
+  name = "per-phone"
+  limit = 3
+  window = "1m"
+"#,
+    );
+    let (_dir, _file, plain) = check_text("config.toml", &warned, &[], &[]);
+    assert!(plain.status.success(), "{}", stderr(&plain));
+    let (_dir, _file, strict) = check_text("config.toml", &warned, &["--strict"], &[]);
+    assert_eq!(strict.status.code(), Some(1), "{}", stderr(&strict));
+    let err = stderr(&strict);
+    assert!(err.contains("warning: routes[0].key[0]"), "{err}");
+    assert!(
+        err.contains("check --strict: 1 warning(s)"),
+        "it says why it failed: {err}"
+    );
+    assert!(
+        support::cli_commands::stdout(&strict).contains("lookup"),
+        "the summary is still printed"
+    );
+
+    let clean = warned.replace("[\"GET\"]", "[\"POST\"]");
+    let (_dir, _file, out) = check_text("config.toml", &clean, &["--strict"], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+}

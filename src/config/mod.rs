@@ -180,6 +180,31 @@ impl Config {
         summary::render(self)
     }
 
+    /// What the config names as its sources: this file, `[rls] config` (a file or a
+    /// directory), each segment's and the plans' members file.
+    pub fn sources(&self) -> Vec<PathBuf> {
+        let mut sources = vec![self.source.clone()];
+        sources.extend(self.rls.as_ref().map(|r| r.source.clone()));
+        sources.extend(self.tier_files.segments.iter().map(|(_, p)| p.clone()));
+        sources.extend(self.tier_files.plans.clone());
+        sources
+    }
+
+    /// Every file a load of this config reads now: [`Config::sources`], with a directory of
+    /// rate-limit files as the YAML files it holds now (the files it held when this config was
+    /// read may have changed since).
+    pub fn files_read(&self) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        for source in self.sources() {
+            let is_rls = self.rls.as_ref().is_some_and(|r| r.source == source);
+            match is_rls.then(|| rls_yaml::yaml_files(&source)) {
+                Some(Ok(yaml)) => files.extend(yaml),
+                _ => files.push(source),
+            }
+        }
+        files
+    }
+
     /// The route named `name`.
     pub fn route(&self, name: &str) -> Option<&Arc<RouteConfig>> {
         self.routes.iter().find(|r| r.name == name)

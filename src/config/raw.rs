@@ -86,6 +86,7 @@ pub struct RawServer {
     pub max_header_bytes: Option<Spanned<i64>>,
     pub max_headers: Option<Spanned<i64>>,
     pub path_case: Option<Spanned<String>>,
+    pub watch_files: Option<Spanned<bool>>,
 }
 
 /// `[admin]`

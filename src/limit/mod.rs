@@ -15,7 +15,6 @@
 //! ```
 
 mod admin;
-mod blocks;
 mod deciding;
 mod delay;
 mod deny_cache;
@@ -26,16 +25,17 @@ mod limiter;
 pub mod lookup;
 mod outcome;
 mod policy;
+mod refused;
 mod resets;
 mod verdict;
 
 pub use admin::{LimitReport, ResetSlot, Usage};
-pub use blocks::{Reason, RefusedKey, MAX_BLOCKED_LISTED};
 pub use deciding::Deciding;
 pub use deny_cache::{CachedDenial, DenyCache};
 pub use keys::{KeysError, RequestKeys};
 pub use limiter::Limiter;
 pub use outcome::{Reservation, Settled};
 pub use policy::{limit_set, KeySlot, OutcomeRule, RoutePolicy, Tier, EMBEDDED_SETTLE};
+pub use refused::{Reason, RefusedKey, MAX_BLOCKED_LISTED};
 pub use resets::ResetFollower;
 pub use verdict::{Verdict, STORE_UNAVAILABLE_RETRY_SECS};

@@ -183,11 +183,14 @@ impl Domain {
         let names: Vec<String> = specs.iter().map(|s| s.config.name.clone()).collect();
         let metrics = RouteMetrics::new(&c.metrics, &self.name, &names, c.backend);
         let tags = specs.iter().map(|s| s.tag.clone()).collect();
+        // A shadow-mode rate limit refuses no one: its breaches are not recorded as refusals.
+        let recorded = specs.iter().map(|s| !s.shadow).collect();
         Arc::new(RoutePolicy::with_given_keys(
             Arc::new(route),
             tags,
             &c.config,
             Arc::new(metrics),
+            recorded,
         ))
     }
 

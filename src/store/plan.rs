@@ -53,6 +53,17 @@ pub struct BlockSpec {
     pub forget_ms: u64,
 }
 
+/// Where a limit set's refusals are recorded, and which of its limits record theirs (a shadow
+/// or delay route's limits, a shadow-mode rate limit, refuse no one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusals {
+    /// The route's index (`super::layout::blocked_index`; what a refusal records there is
+    /// `super::refused`).
+    pub index: String,
+    /// Per limit of the set, in its order: whether its refusals are recorded.
+    pub recorded: Vec<bool>,
+}
+
 /// Every limit of a key, decided together: all charged or none.
 #[derive(Debug)]
 pub struct LimitSet {
@@ -64,12 +75,16 @@ pub struct LimitSet {
     pub states: Vec<StateSpec>,
     /// How many key slots a request brings (bases, in slot order).
     pub slots: usize,
+    /// Where its refusals are recorded (`/admin/blocked`); `None`: nowhere.
+    pub refusals: Option<Refusals>,
     /// The set cut to one slot each, made on first use (cluster decisions whose keys live in
     /// several slots are decided one part per slot).
     parts: OnceLock<Vec<Arc<LimitSet>>>,
     /// The set as the decision code reads it (`lua/decide.lua`: one argument per plan), made
     /// on first use: every call that carries the set sends the same bytes.
     text: OnceLock<bytes::Bytes>,
+    /// The same without its refusal index (a cluster call cannot reach the index's node).
+    text_unindexed: OnceLock<bytes::Bytes>,
 }
 
 impl PartialEq for LimitSet {
@@ -78,6 +93,7 @@ impl PartialEq for LimitSet {
             && self.limits == other.limits
             && self.states == other.states
             && self.slots == other.slots
+            && self.refusals == other.refusals
     }
 }
 
@@ -94,16 +110,28 @@ impl LimitSet {
             limits,
             states,
             slots,
+            refusals: None,
             parts: OnceLock::new(),
             text: OnceLock::new(),
+            text_unindexed: OnceLock::new(),
         }
     }
 
-    /// The set as the decision code reads it: block settings, key slots, states, limits, each
-    /// field followed by a tab (no name holds one: names are printable). Made once per set.
-    pub fn text(&self) -> bytes::Bytes {
-        self.text
-            .get_or_init(|| bytes::Bytes::from(plan_text(self)))
+    /// The same set, its refusals recorded as `refusals` says.
+    pub fn recording(mut self, refusals: Option<Refusals>) -> LimitSet {
+        self.refusals = refusals;
+        self
+    }
+
+    /// The set as the decision code reads it: block settings, key slots, states, limits, and
+    /// where refusals are recorded (`indexed`; else nowhere), each field followed by a tab (no
+    /// name holds one: names are printable). Made once per set and form.
+    pub fn text(&self, indexed: bool) -> bytes::Bytes {
+        let (cell, with) = match indexed {
+            true => (&self.text, self.refusals.as_ref()),
+            false => (&self.text_unindexed, None),
+        };
+        cell.get_or_init(|| bytes::Bytes::from(plan_text(self, with)))
             .clone()
     }
 
@@ -142,6 +170,7 @@ impl LimitSet {
     /// block ended is still refused).
     pub fn without_block(&self) -> LimitSet {
         LimitSet::new(None, self.limits.clone(), self.states.clone(), self.slots)
+            .recording(self.refusals.clone())
     }
 
     /// The key slot limit `i` counts.
@@ -208,14 +237,22 @@ impl LimitSet {
                 ..l.clone()
             })
             .collect();
-        LimitSet::new(self.block, limits, states, 1)
+        let refusals = self.refusals.as_ref().map(|r| Refusals {
+            index: r.index.clone(),
+            recorded: (0..self.limits.len())
+                .filter(|&i| self.slot_of(i) == slot)
+                .map(|i| r.recorded[i])
+                .collect(),
+        });
+        LimitSet::new(self.block, limits, states, 1).recording(refusals)
     }
 }
 
 /// `block_ms growth max_ms forget_ms S Q (code slot)*Q N (state name limit window param
-/// settle)*N`,
-/// each field followed by a tab; a set that does not block sends zeros and growth 1.
-fn plan_text(set: &LimitSet) -> String {
+/// settle)*N index recorded`, each field followed by a tab; a set that does not block sends
+/// zeros and growth 1; `index` is the refusal index's key (`-`: none) and `recorded` a `0`/`1`
+/// per limit (`-` without an index).
+fn plan_text(set: &LimitSet, refusals: Option<&Refusals>) -> String {
     let block = set.block.unwrap_or(BlockSpec {
         block_ms: 0,
         growth: 1.0,
@@ -244,6 +281,18 @@ fn plan_text(set: &LimitSet) -> String {
             l.param.to_string(),
             l.settle_us.to_string(),
         ]);
+    }
+    match refusals {
+        Some(r) => {
+            fields.push(r.index.clone());
+            fields.push(
+                r.recorded
+                    .iter()
+                    .map(|&on| if on { '1' } else { '0' })
+                    .collect(),
+            );
+        }
+        None => fields.extend(["-".to_string(), "-".to_string()]),
     }
     fields.iter().map(|f| format!("{f}\t")).collect()
 }

@@ -73,8 +73,9 @@ pub fn load(source: &Path) -> Result<Loaded> {
     Ok(loaded)
 }
 
-/// `source` itself, or the YAML files of the directory `source` in name order.
-fn yaml_files(source: &Path) -> Result<Vec<PathBuf>> {
+/// `source` itself, or the YAML files of the directory `source` in name order (not those whose
+/// name starts with `.`: a Kubernetes ConfigMap's `..data` and its timestamped directories).
+pub fn yaml_files(source: &Path) -> Result<Vec<PathBuf>> {
     let unreadable = |e: std::io::Error| ConfigError::Read {
         file: source.display().to_string(),
         source: e,

@@ -12,6 +12,7 @@ mod route_paths;
 mod routes;
 mod secrets;
 mod sections;
+mod tiers;
 mod warnings;
 
 use std::net::{IpAddr, SocketAddr};
