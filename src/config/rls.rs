@@ -68,6 +68,9 @@ pub struct RlsConfig {
     pub headers: bool,
     /// What a store failure answers: `allow` (OK), `deny` (OVER_LIMIT) or `local`.
     pub on_error: OnError,
+    /// `merge_domains`: several files may share a domain, their descriptors merged
+    /// (envoyproxy/ratelimit's `MERGE_DOMAIN_CONFIG`).
+    pub merge_domains: bool,
     /// The domains, in the order the files were read.
     pub domains: Vec<Arc<RlsDomain>>,
 }

@@ -156,6 +156,13 @@ fn render_deciders(config: &Config, out: &mut String) {
             f.listen, f.refused_status
         );
     }
+    if let Some(e) = &config.ext_authz {
+        let _ = writeln!(
+            out,
+            "ext_authz (gRPC) {}: every route below, decided from Envoy's Check",
+            e.listen
+        );
+    }
     let Some(rls) = &config.rls else { return };
     let _ = writeln!(
         out,

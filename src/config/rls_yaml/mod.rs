@@ -41,7 +41,8 @@ pub struct Loaded {
 }
 
 /// Reads every limit file of `source` (a file, or a directory of YAML files).
-pub fn load(source: &Path) -> Result<Loaded> {
+pub fn load(source: &Path, merge_domains: bool) -> Result<Loaded> {
+    let _ = merge_domains;
     let mut loaded = Loaded {
         domains: Vec::new(),
         warnings: Vec::new(),
