@@ -83,10 +83,14 @@ pub(super) fn render(config: &Config) -> String {
             r.name,
             methods,
             r.path.to_string(),
-            r.upstream.as_deref().unwrap_or(match config.forward_auth {
-                Some(_) => "(forward auth)",
-                None => "(the service)",
-            }),
+            r.upstream
+                .as_deref()
+                .unwrap_or(match (&config.forward_auth, &config.ext_authz) {
+                    (Some(_), None) => "(forward auth)",
+                    (None, Some(_)) => "(ext_authz)",
+                    (Some(_), Some(_)) => "(proxy in front)",
+                    (None, None) => "(the service)",
+                }),
             r.key,
             mode
         );

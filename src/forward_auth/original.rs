@@ -55,10 +55,7 @@ impl OriginalError {
 
 /// The original request of a subrequest (`head` and `body`): the body is the original's when
 /// the subrequest carries one (its framing headers kept), else empty.
-pub fn original<B: http_body::Body>(
-    head: &Parts,
-    body: B,
-) -> Result<Request<B>, OriginalError> {
+pub fn original<B: http_body::Body>(head: &Parts, body: B) -> Result<Request<B>, OriginalError> {
     let headers = &head.headers;
     let uri_value = the_one_of(headers, &X_FORWARDED_URI, &X_ORIGINAL_URI, "URI")?
         .ok_or(OriginalError::MissingUri)?;
