@@ -109,7 +109,7 @@ pub struct RlsDescriptor {
     pub descriptors: Vec<RlsDescriptor>,
 }
 
-/// One `rate_limit`, with the node's `shadow_mode`.
+/// One `rate_limit`, with the node's `shadow_mode` and `quota_mode`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RlsRule {
     /// The name metrics, headers and `/admin/usage` show: `name`, else the node's descriptor
@@ -132,6 +132,9 @@ pub struct RlsRule {
     pub replaces: Vec<String>,
     /// `shadow_mode`: decided and counted, never refused.
     pub shadow: bool,
+    /// `quota_mode`: over it, a descriptor says OVER_LIMIT, but the request is refused for its
+    /// quota-mode limits only when every one of them is over (envoyproxy/ratelimit's rule).
+    pub quota: bool,
     /// The node's path of descriptor keys (`key` or `key_value`) joined by `.`: what its
     /// stored counts are told apart by.
     pub path: String,
