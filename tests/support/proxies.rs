@@ -132,3 +132,51 @@ fn ready(mut proxy: Proxy) -> Proxy {
     }
     panic!("the proxy did not listen within 10 s:\n{}", proxy.log());
 }
+
+/// The secret the proxy recipes' `hash = true` key parts are keyed with in these tests.
+pub const KEY_SECRET: &str = "recipe-test-secret";
+
+/// slidegate from `examples/<recipe>/slidegate.toml` as written, but for its listeners (port 0;
+/// two listeners on one address stay on one), its store (`redis`, a key prefix of its own) and
+/// its app (`app`, when the recipe proxies to one), with the recipe's `ratelimit/` files beside
+/// it and [`KEY_SECRET`] as its hash secret.
+pub async fn recipe_gateway(
+    recipe: &str,
+    redis: &super::redis::RedisServer,
+    app: Option<&str>,
+) -> super::gateway::Gateway {
+    let mut toml = example(&format!("{recipe}/slidegate.toml"));
+    for port in ["8080", "9091", "8081", "8082", "8083"] {
+        toml = toml.replace(
+            &format!("listen = \"127.0.0.1:{port}\""),
+            "listen = \"127.0.0.1:0\"",
+        );
+    }
+    let store = format!(
+        "url = \"{}\"\nkey_prefix = \"{}\"",
+        redis.url(),
+        super::unique_prefix(recipe)
+    );
+    assert!(
+        toml.contains("url = \"redis://127.0.0.1:6390\""),
+        "a private Redis"
+    );
+    toml = toml.replace("url = \"redis://127.0.0.1:6390\"", &store);
+    if let Some(app) = app {
+        toml = toml.replace("http://127.0.0.1:9000", &format!("http://{app}"));
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(recipe)
+        .join("ratelimit");
+    let mut files = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(&dir) {
+        for e in entries {
+            let path = e.unwrap().path();
+            let name = format!("ratelimit/{}", path.file_name().unwrap().to_string_lossy());
+            files.push((name, std::fs::read(&path).unwrap()));
+        }
+    }
+    let files: Vec<(&str, Vec<u8>)> = files.iter().map(|(n, b)| (n.as_str(), b.clone())).collect();
+    super::gateway::start_with_env(&toml, &files, &[("SLIDEGATE_KEY_SECRET", KEY_SECRET)]).await
+}
