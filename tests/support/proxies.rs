@@ -60,25 +60,34 @@ pub fn example(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The recipe `name` with its addresses moved: the app's (`127.0.0.1:9000`) to `app`, forward
-/// auth's (`127.0.0.1:8082`) to `slidegate`, and its own listener as `listen` says.
-fn moved(name: &str, app: &str, slidegate: &str, listen: (&str, String)) -> String {
+/// slidegate's two listeners a proxy recipe talks to: its proxy listener and forward auth.
+pub struct Slidegate<'a> {
+    pub proxy: &'a str,
+    pub forward_auth: &'a str,
+}
+
+/// The recipe `name` with its addresses moved: the app's (`127.0.0.1:9000`) to `app`,
+/// slidegate's proxy listener (`127.0.0.1:8080`) and forward auth (`127.0.0.1:8082`) to
+/// `slidegate`'s, and its own listener as `listen` says.
+fn moved(name: &str, app: &str, slidegate: &Slidegate<'_>, listen: (&str, String)) -> String {
     example(name)
         .replace("127.0.0.1:9000", app)
-        .replace("127.0.0.1:8082", slidegate)
+        .replace("127.0.0.1:8080", slidegate.proxy)
+        .replace("127.0.0.1:8082", slidegate.forward_auth)
         .replace(listen.0, &listen.1)
 }
 
 /// NGINX running `examples/nginx/slidegate.conf` (its `server` block and upstreams) with the
-/// app at `app` and slidegate's forward auth at `slidegate`.
-pub fn nginx(app: &str, slidegate: &str) -> Proxy {
+/// app at `app` and slidegate's listeners at `slidegate`; `edit` changes the recipe's text
+/// first (a setting a test adds).
+pub fn nginx(app: &str, slidegate: &Slidegate<'_>, edit: fn(String) -> String) -> Proxy {
     let dir = tempfile::tempdir().unwrap();
     let port = super::free_port();
     let listen = (
         "listen 127.0.0.1:8000;",
         format!("listen 127.0.0.1:{port};"),
     );
-    let recipe = moved("nginx/slidegate.conf", app, slidegate, listen);
+    let recipe = edit(moved("nginx/slidegate.conf", app, slidegate, listen));
     std::fs::write(dir.path().join("slidegate.conf"), recipe).unwrap();
     let d = dir.path().display();
     let main = format!(
@@ -94,9 +103,9 @@ pub fn nginx(app: &str, slidegate: &str) -> Proxy {
     ready(Proxy { port, child, dir })
 }
 
-/// Caddy running `examples/caddy/Caddyfile` with the app at `app` and slidegate's forward
-/// auth at `slidegate` (its admin endpoint off, its state in the proxy's directory).
-pub fn caddy(app: &str, slidegate: &str) -> Proxy {
+/// Caddy running `examples/caddy/Caddyfile` with the app at `app` and slidegate's listeners
+/// at `slidegate` (its admin endpoint off, its state in the proxy's directory).
+pub fn caddy(app: &str, slidegate: &Slidegate<'_>, _edit: fn(String) -> String) -> Proxy {
     let dir = tempfile::tempdir().unwrap();
     let port = super::free_port();
     let listen = (":8000 {", format!("http://127.0.0.1:{port} {{"));

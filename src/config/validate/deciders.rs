@@ -146,9 +146,11 @@ impl Validator<'_> {
         }
     }
 
-    /// What a proxy in front cannot do for a route: none shows slidegate the answer, so a limit
-    /// that counts outcomes counts every attempt it admits (and `reset_status` never applies);
-    /// and a forward-auth subrequest carries a body only where the proxy sends it.
+    /// What a proxy in front cannot do for a route it asks about (one without `upstream`, which
+    /// only such a proxy reaches; a route with one is taken to be reached through the proxy
+    /// listener): none shows slidegate the answer, so a limit that counts outcomes counts every
+    /// attempt it admits (and `reset_status` never applies); and a forward-auth subrequest
+    /// carries a body only where the proxy sends it.
     pub(super) fn asked_routes_warnings(&mut self, raw: &RawConfig, routes: &[Arc<RouteConfig>]) {
         let askers: Vec<&str> = [
             raw.forward_auth.as_ref().map(|_| "forward auth"),
@@ -162,6 +164,9 @@ impl Validator<'_> {
         }
         let asked = askers.join(" and ");
         for (i, route) in routes.iter().enumerate() {
+            if route.upstream.is_some() {
+                continue;
+            }
             let span = raw.routes[i].get_ref().name.span();
             if raw.forward_auth.is_some() && route.reads_body() {
                 self.warn(
