@@ -149,8 +149,9 @@ impl Validator<'_> {
     /// What a proxy in front cannot do for a route it asks about (one without `upstream`, which
     /// only such a proxy reaches; a route with one is taken to be reached through the proxy
     /// listener): none shows slidegate the answer, so a limit that counts outcomes counts every
-    /// attempt it admits (and `reset_status` never applies); and a forward-auth subrequest
-    /// carries a body only where the proxy sends it.
+    /// attempt it admits (and `reset_status` never applies). (A body key is no warning: Traefik
+    /// and Envoy send the body; where a proxy sends none, the key is missing and the request is
+    /// refused, never counted otherwise.)
     pub(super) fn asked_routes_warnings(&mut self, raw: &RawConfig, routes: &[Arc<RouteConfig>]) {
         let askers: Vec<&str> = [
             raw.forward_auth.as_ref().map(|_| "forward auth"),
@@ -168,12 +169,6 @@ impl Validator<'_> {
                 continue;
             }
             let span = raw.routes[i].get_ref().name.span();
-            if raw.forward_auth.is_some() && route.reads_body() {
-                self.warn(
-                    span.clone(),
-                    format!("routes[{i}] `{}` reads the body (json:/form: key parts): a forward-auth subrequest carries it only from a proxy that sends it (Traefik's forwardBody: true); NGINX auth_request and Caddy forward_auth send none, so send this route through slidegate's proxy listener (the recipes do)", route.name),
-                );
-            }
             if route.counts_outcomes() {
                 self.warn(
                     span,
