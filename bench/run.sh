@@ -37,6 +37,11 @@
 #                 descriptor each (user=<one of 100,000>), 10,000 per hour per key, from
 #                 bench/rls/load.rs (BENCH_RLS_CONNS HTTP/2 connections, BENCH_RLS_IN_FLIGHT
 #                 calls in flight on each); decisions/s next to redis-keys, and p99 at half load
+#   ext-authz     slidegate as Envoy's external authorizer: gRPC Check calls for POST /otp/send
+#                 with a 200-byte JSON body (raw_body) keyed by `json:phone` (one of 100,000
+#                 numbers), as Envoy sends them with with_request_body, from the same load
+#                 generator (--service check); decisions/s next to otp-body (no upstream and no
+#                 proxying to pay for)
 #
 # A/B: with BENCH_BASELINE_BIN=/path/to/an/older/slidegate, the proxy, memory, redis-hot and
 # redis-keys targets also run on that binary (targets proxy-base, memory-base, ...: the same
@@ -72,10 +77,10 @@ export LC_ALL=C # wrk/hey output and printf use "." decimals
 START_TIME=$(date +%s)
 
 ALL_TARGETS=(nginx peer peer-keys haproxy-deny proxy memory redis-hot redis-keys redis-keys-acks deny otp-body
-    login-outcome login-leave gcra batch rls)
+    login-outcome login-leave gcra batch rls ext-authz)
 # Every target but redis-keys-acks, which puts a replica behind the shared Redis.
 DEFAULT_TARGETS=(nginx peer peer-keys haproxy-deny proxy memory redis-hot redis-keys deny otp-body login-outcome
-    login-leave gcra batch rls)
+    login-leave gcra batch rls ext-authz)
 AB_TARGETS=(proxy memory redis-hot redis-keys) # run on BENCH_BASELINE_BIN too, as <target>-base
 QUICK=0
 ARG_TARGETS=()
@@ -115,6 +120,7 @@ RB_CLIENTS=${BENCH_RB_CLIENTS:-50}
 RB_PIPELINE=${BENCH_RB_PIPELINE:-16}
 RLS_CONNS=${BENCH_RLS_CONNS:-4}
 RLS_IN_FLIGHT=${BENCH_RLS_IN_FLIGHT:-16}
+declare -A GRPC_PORT=() # the gRPC listener of the rls and ext-authz targets
 GW_WORKERS=${BENCH_GW_WORKERS:-}
 NGINX_WORKERS=${BENCH_NGINX_WORKERS:-1}
 PEER_WORKERS=${BENCH_PEER_WORKERS:-2}
@@ -189,7 +195,7 @@ BASE_TARGETS=()
 for t in "${ALL_TARGETS[@]}"; do
     [[ -n ${WANT[$t]:-} ]] || continue
     TARGETS+=("$t")
-    [[ $t == batch || $t == rls ]] || WRK_TARGETS+=("$t")
+    [[ $t == batch || $t == rls || $t == ext-authz ]] || WRK_TARGETS+=("$t")
     if [[ -n $BASELINE_BIN && " ${AB_TARGETS[*]} " == *" $t "* ]]; then
         WANT[$t-base]=1
         TARGETS+=("$t-base")
@@ -221,14 +227,16 @@ fi
 # Per target: the process under test (a CPU group, see below), what its ratio is taken against,
 # whether it answers 429s by design, and whether its decisions happen in Redis.
 GW_TARGETS=(proxy memory redis-hot redis-keys redis-keys-acks deny otp-body login-outcome login-leave gcra
-    batch rls) # slidegate
+    batch rls ext-authz) # slidegate
 declare -A FRONT=([nginx]=nginx [peer]=peer [peer-keys]=peer [haproxy-deny]=haproxy [redis-benchmark]=none)
 declare -A ANCHOR=([proxy]=nginx [memory]=nginx [redis-hot]=peer [redis-keys]=peer-keys
     [redis-keys-acks]=redis-keys [deny]=haproxy-deny [otp-body]=redis-keys [login-outcome]=redis-keys
-    [login-leave]=redis-keys [gcra]=redis-keys [batch]=redis-benchmark [rls]=redis-keys)
+    [login-leave]=redis-keys [gcra]=redis-keys [batch]=redis-benchmark [rls]=redis-keys
+    [ext-authz]=otp-body)
 declare -A DENIES=([haproxy-deny]=1 [deny]=1)
 declare -A USES_REDIS=([peer]=1 [peer-keys]=1 [redis-hot]=1 [redis-keys]=1 [redis-keys-acks]=1 [deny]=1
-    [otp-body]=1 [login-outcome]=1 [login-leave]=1 [gcra]=1 [batch]=1 [redis-benchmark]=1 [rls]=1)
+    [otp-body]=1 [login-outcome]=1 [login-leave]=1 [gcra]=1 [batch]=1 [redis-benchmark]=1 [rls]=1
+    [ext-authz]=1)
 # The wrk script of each keyed target (the others are plain GETs of BENCH_PATH).
 declare -A KEYED=([peer-keys]=random_user.lua [redis-keys]=random_user.lua [redis-keys-acks]=random_user.lua
     [otp-body]=otp_body.lua [login-outcome]=login.lua [login-leave]=login.lua [gcra]=random_user.lua)
@@ -342,7 +350,7 @@ CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
 # ---------------------------------------------------------------- 2. build
 log "building release binaries (cargo build --release --bins)"
 run_fg timeout 1800 cargo build --release --bins --quiet || die "cargo build failed"
-if wants rls; then
+if wants_any rls ext-authz; then
     log "building the rate-limit service's load generator (cargo build --release --example rls_load)"
     run_fg timeout 1800 cargo build --release --example rls_load --quiet || die "building bench/rls/load.rs failed"
 fi
@@ -687,9 +695,17 @@ $(limit_toml week 10000 7d sliding_log)" ;;
         pick_port RLS_PORT
         printf 'domain: bench\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 10000, name: never }\n' \
             >"$TMP/rls-limits.yaml"
+        GRPC_PORT[rls]=$RLS_PORT
         gw_config "$t" redis "[rls]
 listen = \"127.0.0.1:$RLS_PORT\"
 config = \"$TMP/rls-limits.yaml\"" ;;
+    ext-authz)
+        pick_port "GRPC_PORT[ext-authz]"
+        gw_config "$t" redis "$(route_toml "$route" "/*" "$OTP_KEY" 'methods = ["POST"]')
+$(limit_toml per-phone 10000 1h sliding_log)
+
+[ext_authz]
+listen = \"127.0.0.1:${GRPC_PORT[ext-authz]}\"" ;;
     esac
     "${GW_BIN[$t]}" check --config "$TMP/gw-$t.toml" >"$TMP/gw-$t-check.out" 2>&1 \
         || { cat "$TMP/gw-$t-check.out" >&2; die "generated slidegate config for $t is invalid (${GW_BIN[$t]} check)"; }
@@ -703,6 +719,7 @@ config = \"$TMP/rls-limits.yaml\"" ;;
     # Readiness through the proxy only where a request costs no limit state.
     case $route in proxy) wait_http "slidegate ($t)" "http://127.0.0.1:${PORT[$t]}$URL_PATH" ;;
     rls) wait_port "slidegate ($t) rate-limit service" "$RLS_PORT" ;;
+    ext-authz) wait_port "slidegate ($t) ext_authz" "${GRPC_PORT[ext-authz]}" ;;
     *) wait_port "slidegate ($t)" "${PORT[$t]}" ;; esac
 done
 
@@ -1026,59 +1043,63 @@ if wants batch; then
     done
 fi
 
-# ---------------------------------------------------------------- 6b. the rate-limit service
-# bench/rls/load.rs: ShouldRateLimit calls, one descriptor (user=<one of BENCH_USERS>) each, as
-# fast as answers come (peak), then paced at half the peak (p99 at half load). decisions/s.
+# ---------------------------------------------------------------- 6b. Envoy's gRPC services
+# bench/rls/load.rs: ShouldRateLimit calls, one descriptor (user=<one of BENCH_USERS>) each, or
+# (ext-authz) Check calls with a JSON body keyed by phone, as fast as answers come (peak); the
+# rate-limit service then paced at half the peak (p99 at half load). decisions/s.
 RLS_LOAD="$ROOT/target/release/examples/rls_load"
-rls_load() { # rls_load SECONDS OUT [--rate R]: one run of the load generator into OUT
-    local s=$1 out=$2
-    shift 2
-    run_fg timeout $((s + 60)) "$RLS_LOAD" "127.0.0.1:$RLS_PORT" "$s" --keys "$USERS" \
-        --conns "$RLS_CONNS" --in-flight "$RLS_IN_FLIGHT" "$@" >"$out" 2>&1 \
-        || { cat "$out" >&2; die "the rls load generator failed"; }
+declare -A GRPC_SERVICE=([rls]=rls [ext-authz]=check)
+grpc_load() { # grpc_load TARGET SECONDS OUT [--rate R]: one run of the load generator into OUT
+    local t=$1 s=$2 out=$3
+    shift 3
+    run_fg timeout $((s + 60)) "$RLS_LOAD" "127.0.0.1:${GRPC_PORT[$t]}" "$s" --keys "$USERS" \
+        --service "${GRPC_SERVICE[$t]}" --conns "$RLS_CONNS" --in-flight "$RLS_IN_FLIGHT" "$@" >"$out" 2>&1 \
+        || { cat "$out" >&2; die "the $t load generator failed"; }
 }
-rls_totals() { # rls_totals: adds a run's allowed, denied and errors (in L) to the totals
-    add_tot rls allowed "${L[allowed]:-0}"
-    add_tot rls denied "${L[denied]:-0}"
-    add_tot rls errors "${L[errors]:-0}"
+grpc_totals() { # grpc_totals TARGET: adds a run's allowed, denied and errors (in L) to the totals
+    add_tot "$1" allowed "${L[allowed]:-0}"
+    add_tot "$1" denied "${L[denied]:-0}"
+    add_tot "$1" errors "${L[errors]:-0}"
 }
-measure_rls() { # measure_rls ROUND
-    local r=$1 out="$TMP/rls-$1.txt" c0 e0 e1 f0 f1 kv
+measure_grpc() { # measure_grpc TARGET ROUND
+    local t=$1 r=$2 out="$TMP/$1-$2.txt" c0 e0 e1 f0 f1 kv
     local -A L=()
     if ((WARMUP > 0)); then
-        rls_load "$WARMUP" "$TMP/rls-warmup-$r.txt"
-        for kv in $(head -n 1 "$TMP/rls-warmup-$r.txt"); do L[${kv%%=*}]=${kv#*=}; done
-        rls_totals
+        grpc_load "$t" "$WARMUP" "$TMP/$t-warmup-$r.txt"
+        for kv in $(head -n 1 "$TMP/$t-warmup-$r.txt"); do L[${kv%%=*}]=${kv#*=}; done
+        grpc_totals "$t"
     fi
     read -r e0 f0 < <(evalsha_stats)
     snap_all a
     children_cpu
     c0=$CHILD_MS
-    rls_load "$SECONDS_PER_RUN" "$out"
+    grpc_load "$t" "$SECONDS_PER_RUN" "$out"
     children_cpu
     snap_all b
     read -r e1 f1 < <(evalsha_stats)
     L=()
     for kv in $(head -n 1 "$out"); do L[${kv%%=*}]=${kv#*=}; done
-    [[ -n ${L[dps]:-} && ${L[decisions]:-0} -gt 0 ]] || { cat "$out" >&2; die "no decisions from the rls load generator"; }
-    rls_totals
-    R[rls,$r,rps]=${L[dps]} R[rls,$r,p50]=${L[p50_ms]} R[rls,$r,p99]=${L[p99_ms]}
-    R[rls,$r,done]=${L[decisions]} R[rls,$r,decisions]=${L[decisions]}
-    R[rls,$r,front]=$(us_per gw-rls "${L[decisions]}")
-    R[rls,$r,redis]=$(us_per redis "${L[decisions]}")
-    R[rls,$r,redis_dec]=${R[rls,$r,redis]}
-    R[rls,$r,upstream]="-"
-    R[rls,$r,client]=$(awk -v ms=$((CHILD_MS - c0)) -v n="${L[decisions]}" 'BEGIN { printf "%.1f", ms * 1000 / n }')
-    R[rls,$r,evalsha]=$((e1 - e0)) R[rls,$r,evalsha_failed]=$((f1 - f0))
+    [[ -n ${L[dps]:-} && ${L[decisions]:-0} -gt 0 ]] || { cat "$out" >&2; die "no decisions from the $t load generator"; }
+    grpc_totals "$t"
+    R[$t,$r,rps]=${L[dps]} R[$t,$r,p50]=${L[p50_ms]} R[$t,$r,p99]=${L[p99_ms]}
+    R[$t,$r,done]=${L[decisions]} R[$t,$r,decisions]=${L[decisions]}
+    R[$t,$r,front]=$(us_per "gw-$t" "${L[decisions]}")
+    R[$t,$r,redis]=$(us_per redis "${L[decisions]}")
+    R[$t,$r,redis_dec]=${R[$t,$r,redis]}
+    R[$t,$r,upstream]="-"
+    R[$t,$r,client]=$(awk -v ms=$((CHILD_MS - c0)) -v n="${L[decisions]}" 'BEGIN { printf "%.1f", ms * 1000 / n }')
+    R[$t,$r,evalsha]=$((e1 - e0)) R[$t,$r,evalsha_failed]=$((f1 - f0))
 }
-if wants rls; then
-    log "rls: ShouldRateLimit, one descriptor per call, $USERS keys, $RLS_CONNS connection(s) x $RLS_IN_FLIGHT" \
+declare -A GRPC_WHAT=([rls]="ShouldRateLimit, one descriptor per call" [ext-authz]="Check, a 200-byte JSON body keyed by phone per call")
+for t in rls ext-authz; do
+    wants "$t" || continue
+    log "$t: ${GRPC_WHAT[$t]}, $USERS keys, $RLS_CONNS connection(s) x $RLS_IN_FLIGHT" \
         "in flight, ${SECONDS_PER_RUN}s, $ROUNDS round(s)"
     for ((r = 1; r <= ROUNDS; r++)); do
-        log "round $r/$ROUNDS: rls"
-        measure_rls "$r"
+        log "round $r/$ROUNDS: $t"
+        measure_grpc "$t" "$r"
     done
-fi
+done
 
 # ---------------------------------------------------------------- 7. p99 at half of peak load
 declare -A HALF_P99=() HALF_RPS=() HALF_Q=() HALF_NON200=()
@@ -1158,10 +1179,10 @@ if wants rls && ((HALF)); then
     [[ $peak != - ]] || die "no measured decisions/s for rls"
     RLS_HALF_RATE=$(awk -v p="$peak" 'BEGIN { r = p / 2; printf "%.0f", (r < 1 ? 1 : r) }')
     log "half load: rls load generator paced at $RLS_HALF_RATE calls/s for ${HALF_SECONDS}s"
-    rls_load "$HALF_SECONDS" "$TMP/rls-half.txt" --rate "$RLS_HALF_RATE"
+    grpc_load rls "$HALF_SECONDS" "$TMP/rls-half.txt" --rate "$RLS_HALF_RATE"
     declare -A L=()
     for kv in $(head -n 1 "$TMP/rls-half.txt"); do L[${kv%%=*}]=${kv#*=}; done
-    rls_totals
+    grpc_totals rls
     RLS_HALF_P99=${L[p99_ms]:-} RLS_HALF_RPS=${L[dps]:-}
     awk -v got="$RLS_HALF_RPS" -v want="$RLS_HALF_RATE" 'BEGIN { exit !(got < 0.9 * want) }' \
         && log "WARN: the paced rls run reached $RLS_HALF_RPS of the $RLS_HALF_RATE calls/s asked (machine saturated)"
@@ -1176,6 +1197,7 @@ fmt_num() { # thousands separators for a req/s figure
 RESULT_TARGETS=("${WRK_TARGETS[@]}")
 wants batch && RESULT_TARGETS+=(batch redis-benchmark)
 wants rls && RESULT_TARGETS+=(rls)
+wants ext-authz && RESULT_TARGETS+=(ext-authz)
 declare -A MED=()
 for t in "${RESULT_TARGETS[@]}"; do
     for f in rps p50 p99; do MED[$t,$f]=$(median_of "$t" "$f"); done
@@ -1207,7 +1229,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
             "${R[$t,$r,evalsha]}" "$dpc"
     done
 done
-echo "(batch, redis-benchmark and rls: req/s is decisions/s; p50/p99 are per call for batch and rls, per command for redis-benchmark;"
+echo "(batch, redis-benchmark, rls and ext-authz: req/s is decisions/s; p50/p99 are per call for batch and rls, per command for redis-benchmark;"
 echo " non-2xx is expected on the deny targets, every request after the first a 429, and on login-outcome and"
 echo " login-leave, their 401s; login-leave's req/s is its wrk clients', its CPU per attempt counts those that left too)"
 
@@ -1429,6 +1451,16 @@ if wants rls; then
     ((entries == allowed)) || fail "rls: Redis holds $entries entries for $allowed allowed decisions"
     report "rls: $allowed decisions allowed, $denied refused, $errors failed calls; Redis: $nkeys keys, ZCARD $entries"
 fi
+if wants ext-authz; then
+    # As rls: one entry per allowed Check (every call has a stream id of its own, so none is
+    # answered from another's decision).
+    read -r nkeys entries <<<"$(zcard_sum "sgb-ext-authz:*")"
+    allowed=${TOT[ext-authz,allowed]:-0} denied=${TOT[ext-authz,denied]:-0} errors=${TOT[ext-authz,errors]:-0}
+    ((allowed > 0)) || fail "ext-authz: no Check allowed"
+    ((denied == 0 && errors == 0)) || fail "ext-authz: $denied refused and $errors failed calls under a limit never reached"
+    ((entries == allowed)) || fail "ext-authz: Redis holds $entries entries for $allowed allowed decisions"
+    report "ext-authz: $allowed Checks allowed, $denied refused, $errors failed calls; Redis: $nkeys keys, ZCARD $entries"
+fi
 # EVALSHA calls per target (measured runs): how many decisions each call carried.
 echo "  EVALSHA in the measured runs (INFO commandstats):"
 printf '    %-15s %10s %12s %14s %18s\n' target calls decisions decisions/call "Redis us/decision"
@@ -1506,6 +1538,12 @@ q=$(rate_ratio gcra redis-keys)
 [[ $q == - ]] || printf '  INFO  %-48s %s\n' "gcra / redis-keys (req/s), no goal" \
     "$q x ($(fmt_num "${MED[gcra,rps]:--}") vs $(fmt_num "${MED[redis-keys,rps]:--}"))"
 rate_goal rls redis-keys 1.5
+rate_goal ext-authz otp-body 1.3
+if [[ ${MED[ext-authz,redis]:--} != - && ${MED[otp-body,redis]:--} != - ]]; then
+    bound=$(awk -v o="${MED[otp-body,redis]}" 'BEGIN { printf "%.1f", o * 1.1 }')
+    goal "ext-authz Redis CPU per decision <= 1.1x otp-body's" "${MED[ext-authz,redis]}" le "$bound" \
+        "${MED[ext-authz,redis]} us vs otp-body ${MED[otp-body,redis]} us"
+fi
 goal "rls p99 at half load < 5 ms" "${RLS_HALF_P99:--}" le 5 "${RLS_HALF_P99:--} ms at ${RLS_HALF_RPS:--} decisions/s"
 if [[ -n ${PACED_P99[otp-body]:-} && -n ${PACED_P99[redis-keys]:-} ]]; then
     printf '  INFO  %-48s %s\n' "otp-body p99 at half load, no goal" \
