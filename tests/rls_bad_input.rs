@@ -29,6 +29,23 @@ async fn only_a_request_naming_no_domain_or_no_descriptor_is_an_error() {
     assert_eq!(r.statuses[0].limit_remaining, 4);
 }
 
+/// Loads a gateway config whose `[rls]` reads `limits/` holding `files`; the error's text.
+fn refused(files: &[(&str, &str)]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("limits")).unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.path().join("limits").join(name), text).unwrap();
+    }
+    let toml = "[rls]\nconfig = \"limits\"\n";
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, toml).unwrap();
+    let e = slidegate::config::Config::load_with_env(&path, |_: &str| None)
+        .expect_err("the limit files are refused");
+    let text = e.to_string();
+    // The file's name as written, not the temp dir's.
+    text.replace(&format!("{}/", dir.path().join("limits").display()), "")
+}
+
 #[test]
 fn bad_limit_files_are_refused_at_their_place() {
     let limit = "    rate_limit: { unit: minute, requests_per_unit: 1 }\n";
