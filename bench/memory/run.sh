@@ -71,7 +71,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-# run_fg CMD...: runs CMD so that INT/TERM stop it at once (see bench/run.sh).
+# run_fg CMD...: runs CMD so that INT/TERM stop it at once (bash defers traps until a foreground
+# child exits; `wait` returns at once).
 run_fg() {
     local rc=0
     "$@" &
