@@ -92,11 +92,15 @@ async fn the_rest_by_forward_auth(front: &Proxy) {
     assert_eq!(other.status, 200);
 }
 
+/// Starts a proxy from its recipe: the app's address, slidegate's listeners, an edit of the
+/// recipe's text.
+type StartFront = fn(&str, &Slidegate<'_>, fn(String) -> String) -> Proxy;
+
 /// The recipe of `proxy` started by `front` (with `edit` applied to its text), and slidegate
 /// from the recipe's TOML: `None` when the binary is missing outside CI.
 async fn started(
     proxy: &str,
-    front: fn(&str, &Slidegate<'_>, fn(String) -> String) -> Proxy,
+    front: StartFront,
     edit: fn(String) -> String,
     redis: &RedisServer,
     app: &upstream::Upstream,
@@ -118,7 +122,7 @@ async fn started(
     Some((gw, front))
 }
 
-async fn recipe(proxy: &str, front: fn(&str, &Slidegate<'_>, fn(String) -> String) -> Proxy) {
+async fn recipe(proxy: &str, front: StartFront) {
     let redis = RedisServer::start();
     let app = upstream::start().await;
     let Some((gw, front)) = started(proxy, front, |t| t, &redis, &app).await else {
