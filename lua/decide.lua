@@ -6,8 +6,10 @@
 -- `open(key, window, bound)` (its state of one key, loaded once per call), `view(state, name,
 -- limit, window, param)` (one limit's view of it), `fits(v, limit, cost)`, `wait(v, limit,
 -- cost)`, `charge(v, cost, member, d)`, `report(v)` (units used, time until the next one comes
--- back), `refund(key, name, limit, window, param, member, at, cost)`, `clear(key, name)` and
--- `finish()` (writes every charged state), and `begin()` (forgets the previous call's states).
+-- back), `in_flight(v, key, name, limit, cost, settle)` (whether a refusal stands on
+-- reservations still in flight), `refund(key, name, limit, window, param, member, at, cost)`,
+-- `confirm(..., tag)`, `clear(key, name, tag)` and `finish()` (writes every charged state), and
+-- `begin()` (forgets the previous call's states).
 --
 -- One call first applies settlements (refunds of reservations whose outcome was not counted,
 -- confirmations of answered ones that stay counted, resets), then decides many requests ("decisions"), all at one instant `now`, in arrival
@@ -23,11 +25,14 @@
 -- ARGV[3]   P, the number of plans; then per plan one argument, its fields each followed by a
 --           tab: block_ms (0: the route does not block), block_growth, block_max_ms,
 --           block_forget_ms, S (key slots), Q (states), Q pairs: algorithm code, slot,
---           N (limits), N quintuples: state, name, limit, window in µs, param (gcra: burst)
+--           N (limits), N sextuples: state, name, limit, window in µs, param (gcra: burst),
+--           settle in µs (0: every charge counts at once; else the limit counts outcomes on a
+--           blocking route and a reservation is settled at most this long after its charge)
 -- then      R, the number of settlements; per settlement:
 --             plan, kind ("r" refund, "c" confirm: answered and counted, "x" reset: its own
---             charge refunded and the answered charges forgiven), member, decided-at µs, cost,
---             M, M limit indexes
+--             charge refunded and the answered charges forgiven; "c" and "x" may be followed by
+--             a tag, "~<hex>": the value the attempt sent, where the limit's key merges values),
+--             member, decided-at µs, cost, M, M limit indexes
 -- then      D, the number of decisions, and one argument listing them: "plan cost " per
 --           decision (cost 0 reads usage)
 -- KEYS      per settlement, then per decision: its plan's Q state keys, then its S block
@@ -37,7 +42,10 @@
 -- Reply: { now, then per decision: code, retry_us, block_level, used_1, reset_us_1,
 --          retry_us_1, ..., used_n, reset_us_n, retry_us_n }
 --   code         1 allowed (every limit charged), 0 rejected (nothing charged; a blocking plan
---                starts a block on every key slot whose limit refused), 2 a key is blocked
+--                starts a block on every key slot whose limit refused on answered attempts),
+--                2 a key is blocked
+--   retry_us_i   negative when limit i refuses only for reservations still in flight (its wait,
+--                the magnitude, is until the soonest of them is settled): it started no block
 --   retry_us     0 when allowed; otherwise how long until this request would fit
 --   block_level  the level of the block named (or the highest level any of its keys keeps)
 --
@@ -65,7 +73,8 @@ local function parse_plan(argv, a)
   local plan = { block_ms = argv[a + 1] + 0, growth = argv[a + 2] + 0, max_ms = argv[a + 3] + 0,
                  forget_ms = argv[a + 4] + 0, slots = argv[a + 5] + 0, q = argv[a + 6] + 0,
                  n = 0, keys = 0, alg = {}, sslot = {}, swin = {}, sbound = {},
-                 lstate = {}, names = {}, limits = {}, windows = {}, params = {} }
+                 lstate = {}, names = {}, limits = {}, windows = {}, params = {},
+                 settles = {} }
   a = a + 6
   for j = 1, plan.q do
     plan.alg[j] = ALG[argv[a + 1] + 0]
@@ -78,8 +87,8 @@ local function parse_plan(argv, a)
   for i = 1, plan.n do
     local q, limit, window = argv[a + 1] + 0, argv[a + 3] + 0, argv[a + 4] + 0
     plan.lstate[i], plan.names[i], plan.limits[i], plan.windows[i] = q, argv[a + 2], limit, window
-    plan.params[i] = argv[a + 5] + 0
-    a = a + 5
+    plan.params[i], plan.settles[i] = argv[a + 5] + 0, argv[a + 6] + 0
+    a = a + 6
     -- a state's longest window, and the entries its limit lets into that window
     if window > plan.swin[q] or (window == plan.swin[q] and limit < plan.sbound[q]) then
       plan.swin[q], plan.sbound[q] = window, limit
@@ -143,6 +152,9 @@ local function start_block(plan, key, name)
   return length, level
 end
 
+-- Per limit of the decision: whether its refusal stands only on reservations in flight.
+local flight = {}
+
 -- The reply, filled through an explicit length (`#out` searches the table every time).
 local function reply(code, retry, level, plan, v, per_limit)
   out[o + 1], out[o + 2], out[o + 3] = code, retry, level
@@ -150,7 +162,9 @@ local function reply(code, retry, level, plan, v, per_limit)
   local lstate, alg = plan.lstate, plan.alg
   for i = 1, plan.n do
     out[o + 1], out[o + 2] = alg[lstate[i]].report(v[i])
-    out[o + 3] = per_limit[i] or 0
+    local w = per_limit[i] or 0
+    if flight[i] then w = -w end
+    out[o + 3] = w
     o = o + 3
   end
 end
@@ -163,6 +177,9 @@ local function settle(ARGV, a, plans, settlements)
     local plan = plans[ARGV[a + 1] + 0]
     local kind, member, at, cost, m = ARGV[a + 2], ARGV[a + 3], ARGV[a + 4] + 0, ARGV[a + 5] + 0,
       ARGV[a + 6] + 0
+    -- "c~<hex>", "x~<hex>": the kind, then the tag of the value the attempt sent
+    local tag = string.sub(kind, 2)
+    kind = string.sub(kind, 1, 1)
     a = a + 6
     for j = 1, m do
       local i = ARGV[a + j] + 0
@@ -170,16 +187,17 @@ local function settle(ARGV, a, plans, settlements)
       local key = keys[k + q]
       if kind == 'c' then
         plan.alg[q].confirm(key, plan.names[i], plan.limits[i], plan.windows[i], plan.params[i],
-          member, at, cost)
+          member, at, cost, tag)
       else
         plan.alg[q].refund(key, plan.names[i], plan.limits[i], plan.windows[i], plan.params[i],
           member, at, cost)
       end
       if kind == 'x' then
-        -- a reset: the attempt's own charge went back above; the answered ones are forgiven,
-        -- the reservations still in flight stay
-        plan.alg[q].clear(key, plan.names[i])
-        if plan.block_ms > 0 then
+        -- a reset: the attempt's own charge went back above; the answered ones (of the value
+        -- it sent, when tagged) are forgiven, the reservations still in flight stay; the block
+        -- level goes once nothing else is left
+        local emptied = plan.alg[q].clear(key, plan.names[i], tag)
+        if plan.block_ms > 0 and (tag == '' or emptied) then
           local marker = keys[k + plan.q + plan.sslot[q]]
           call('DEL', marker)
           if blocks == nil then blocks = {} end
@@ -206,7 +224,7 @@ local function decide_one(plan, cost, d, k)
   for i = 1, n do
     local q = lstate[i]
     v[i] = alg[q].view(st[q], names[i], limits[i], windows[i], plan.params[i])
-    per_limit[i] = nil
+    per_limit[i], flight[i] = nil, nil
   end
 
   -- blocks: the key slot blocked longest decides; the level reported is the highest kept
@@ -248,13 +266,30 @@ local function decide_one(plan, cost, d, k)
   end
   if retry > 0 then
     if plan.block_ms > 0 and commit then
-      -- every key slot with a refusing limit is blocked, named by its longest wait
+      -- A block starts only from answered attempts: a limit whose refusal stands on
+      -- reservations still in flight blocks nothing, and its wait is until the soonest of them
+      -- is settled (a refund may leave room).
+      local settles = plan.settles
+      for i = 1, n do
+        local w = per_limit[i]
+        if w and settles[i] > 0 then
+          local q = lstate[i]
+          local f = alg[q].in_flight(v[i], keys[k + q], names[i], limits[i], cost, settles[i])
+          if f > 0 then
+            flight[i] = true
+            if f < w then per_limit[i] = f end
+          end
+        end
+      end
+      -- every key slot with a limit refusing on answers is blocked, named by its longest wait
       local levels = {}
       for s = 1, plan.slots do
         local named, longest = nil, 0
         for i = 1, n do
           local w = per_limit[i]
-          if w and plan.sslot[lstate[i]] == s and w > longest then named, longest = i, w end
+          if w and not flight[i] and plan.sslot[lstate[i]] == s and w > longest then
+            named, longest = i, w
+          end
         end
         if named then
           local length, lvl = start_block(plan, keys[markers + s], names[named])

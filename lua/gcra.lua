@@ -145,6 +145,21 @@ local function refund(key, name, limit, window, burst, member, at, cost)
     .. int(prev) .. ' -')
 end
 
+-- Whether a refusal stands on reservations still in flight: 0 when what the answered attempts
+-- still owe at least leaves no room for `cost`; else `settle` (the debt keeps no time per
+-- charge: the longest a reservation can stay in flight).
+local function in_flight(s, key, name, limit, cost, settle)
+  local stored = call('HGET', key, name .. '!')
+  local owed = 0
+  if stored then
+    local units, earliest = answered_units(stored)
+    owed = still_owed(units, earliest, s.window, s.limit)
+    if owed < 0 then owed = 0 end
+  end
+  if owed + cost * s.window > s.burst * s.window then return 0 end
+  return settle
+end
+
 local function confirm(key, name, limit, window, burst, member, at, cost)
   local stored = call('HGET', key, name)
   if not stored then return end

@@ -13,7 +13,9 @@
 --
 -- Within one call every charge is made at `now`: charges are kept pending and written with one
 -- ZADD and one PEXPIRE per set at the end (`finish`). In a set of limits that count outcomes,
--- an entry is a reservation until `confirm` marks its attempt answered (a member ending in '!').
+-- an entry is a reservation until `confirm` marks its attempt answered (a member ending in '!',
+-- after the tag of the value the attempt sent where the limit's key merges values:
+-- "<member>~<hex>!").
 
 -- A set whose longest-window limit is below this is read whole (one ZRANGE gives every count,
 -- the oldest entries and every rank); a larger one is counted with ZCARD / ZCOUNT.
@@ -211,6 +213,27 @@ local function report(v)
   return count, r
 end
 
+-- Whether a refusal stands on reservations still in flight: 0 when the answered entries of the
+-- limit's window alone leave no room for `cost` (the refusal is the answers'), else the time
+-- until the soonest reservation in it is settled (`settle` after its charge, at least 1 µs; a
+-- charge of this call counts as made now). Read only on a blocking route's refusal.
+local function in_flight(v, key, name, limit, cost, settle)
+  local entries = call('ZRANGEBYSCORE', key, '(' .. int(now - v.window), '+inf', 'WITHSCORES')
+  local answered, soonest = 0, nil
+  for i = 1, #entries, 2 do
+    if string.byte(entries[i], -1) == 33 then
+      answered = answered + 1
+    elseif soonest == nil then
+      soonest = entries[i + 1] + 0
+    end
+  end
+  if answered + cost > limit then return 0 end
+  if soonest == nil then soonest = now end
+  local w = soonest + settle - now
+  if w < 1 then w = 1 end
+  return w
+end
+
 -- A refund takes the request's members out of the set.
 local function refund(key, name, limit, window, param, member, at, cost)
   if cost == 1 then
@@ -223,40 +246,44 @@ local function refund(key, name, limit, window, param, member, at, cost)
 end
 
 -- An entry is a reservation in flight until its attempt is answered; a counted answer gives its
--- members the answered form (a trailing '!', which no member the script writes ends with), so a
--- reset can tell the two apart. The entry keeps its score: it counts exactly as before.
-local function confirm(key, name, limit, window, param, member, at, cost)
+-- members the answered form (the tag of the value sent, if any, and a trailing '!', which no
+-- member the script writes ends with), so a reset can tell them apart. The entry keeps its
+-- score: it counts exactly as before.
+local function confirm(key, name, limit, window, param, member, at, cost, tag)
   for j = 1, cost do
     local m = member
     if j > 1 then m = member .. '.' .. int(j) end
     local score = call('ZSCORE', key, m)
     if score then
       call('ZREM', key, m)
-      call('ZADD', key, score, m .. '!')
+      call('ZADD', key, score, m .. tag .. '!')
     end
   end
 end
 
--- A reset forgives the answered entries and keeps the reservations still in flight.
-local function clear(key, name)
+-- A reset forgives the answered entries (with a tag, only those of the same value sent) and
+-- keeps the others; returns whether the set is left empty.
+local function clear(key, name, tag)
   local members = call('ZRANGE', key, '0', '-1')
   local answered, n = {}, 0
+  local ending = tag .. '!'
   for i = 1, #members do
     local m = members[i]
-    if string.byte(m, -1) == 33 then
+    if string.byte(m, -1) == 33 and (tag == '' or string.sub(m, -#ending) == ending) then
       n = n + 1
       answered[n] = m
     end
   end
   if n == #members then
     call('DEL', key)
-    return
+    return true
   end
   for first = 1, n, 1000 do
     local last = first + 999
     if last > n then last = n end
     call('ZREM', key, unpack(answered, first, last))
   end
+  return false
 end
 
 -- ZADD's arguments for a set with several pending members (at most 500 members a command).

@@ -145,6 +145,22 @@ local function answered(key, name)
   return i + 0, a + 0, b + 0
 end
 
+-- Whether a refusal stands on reservations still in flight: 0 when the answered units alone,
+-- weighed as the estimate weighs them, leave no room for `cost`; else `settle` (the counter
+-- keeps no time per charge: the longest a reservation can stay in flight).
+local function in_flight(s, key, name, limit, cost, settle)
+  local i, a, b = answered(key, name)
+  local cur, prev = 0, 0
+  if i == s.index then
+    cur, prev = a, b
+  elseif i == s.index - 1 then
+    prev = a
+  end
+  local w = s.window
+  if prev * (w - s.elapsed) + (cur + cost) * w > limit * w then return 0 end
+  return settle
+end
+
 local function confirm(key, name, limit, window, param, member, at, cost)
   local w = stored_counts(key, name, window)
   if w == nil then return end
@@ -166,6 +182,7 @@ local function confirm(key, name, limit, window, param, member, at, cost)
 end
 
 -- A reset takes the answered units off both fixed windows; what is still in flight stays.
+-- (Never tagged: the config refuses reset_status with a key that merges values here.)
 local function clear(key, name)
   local stored = call('HGET', key, name)
   local i, a, b = answered(key, name)
@@ -187,6 +204,7 @@ local function clear(key, name)
   else
     write_counts(key, name, w, c, p, l)
   end
+  return true
 end
 
 local function finish()

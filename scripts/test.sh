@@ -39,6 +39,11 @@ for tool in curl python3; do # the dashboard checks and the live check's upstrea
     apt_install "$tool"
   fi
 done
+# The phone-number oracle (tests/phone_numbers_oracle.rs): libphonenumber's Python port.
+if ! python3 -c 'import phonenumbers' >/dev/null 2>&1 && ! /usr/bin/python3 -c 'import phonenumbers' >/dev/null 2>&1; then
+  echo "==> installing python3-phonenumbers (libphonenumber, the oracle of the phone-number tests)"
+  apt_install python3-phonenumbers
+fi
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo is required: install the Rust toolchain (https://rustup.rs)" >&2
   exit 1

@@ -55,6 +55,13 @@ pub enum GatewayError {
     /// on its way upstream.
     #[error("the request body could not be read: {0}")]
     BodyUnreadable(String),
+    /// `Connection` names a header the request's meaning rests on: forwarding without it would
+    /// send another request than the one counted.
+    #[error("the Connection header names {header}, which this request cannot go without; send Connection with hop-by-hop headers only")]
+    ConnectionRemoves {
+        /// The header named.
+        header: String,
+    },
     /// The store failed and the route fails closed.
     #[error("the rate-limit store is unavailable")]
     StoreUnavailable,
@@ -101,9 +108,9 @@ impl GatewayError {
             GatewayError::Key(
                 crate::key::KeyError::Missing { .. } | crate::key::KeyError::Invalid { .. },
             ) => (StatusCode::BAD_REQUEST, "missing_key"),
-            GatewayError::Key(crate::key::KeyError::Ambiguous { .. }) => {
-                (StatusCode::BAD_REQUEST, "ambiguous_key")
-            }
+            GatewayError::Key(
+                crate::key::KeyError::Ambiguous { .. } | crate::key::KeyError::Unclear { .. },
+            ) => (StatusCode::BAD_REQUEST, "ambiguous_key"),
             GatewayError::UnknownKey => (StatusCode::FORBIDDEN, "unknown_key"),
             GatewayError::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
             GatewayError::UnsupportedBodyEncoding { .. } => (
@@ -112,6 +119,7 @@ impl GatewayError {
             ),
             GatewayError::BodyTimeout { .. } => (StatusCode::REQUEST_TIMEOUT, "body_timeout"),
             GatewayError::BodyUnreadable(_) => (StatusCode::BAD_REQUEST, "body_unreadable"),
+            GatewayError::ConnectionRemoves { .. } => (StatusCode::BAD_REQUEST, "bad_request"),
             GatewayError::StoreUnavailable => {
                 (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable")
             }
@@ -134,6 +142,7 @@ impl GatewayError {
                 | GatewayError::UnsupportedBodyEncoding { .. }
                 | GatewayError::BodyTimeout { .. }
                 | GatewayError::BodyUnreadable(_)
+                | GatewayError::ConnectionRemoves { .. }
         )
     }
 

@@ -86,6 +86,7 @@ pub mod algorithm;
 pub mod app;
 pub mod campaign;
 pub mod config;
+pub mod connection;
 pub mod error;
 pub mod ext_authz;
 pub mod forward_auth;

@@ -1,5 +1,6 @@
 //! `slidegate check` warns, naming the setting at FILE:LINE:COLUMN, about settings that are legal
-//! but almost always a mistake: a body key on a route whose methods carry no body, a short hash
+//! but almost always a mistake: a body key on a route whose methods carry no body, a body-keyed
+//! route listing some methods while a later route forwards the others of its path, a short hash
 //! or HS256 secret, `on_missing_key = "ip"` on a key read from the body; and it says an empty
 //! secret is empty, not unset. Each case has a twin that stays silent.
 
@@ -61,6 +62,46 @@ upstream = "up"
         .replace("[\"GET\"]", "[\"GET\", \"POST\"]")
         .replace("[\"DELETE\", \"HEAD\"]", "[\"PUT\"]");
     assert_eq!(warnings(&gateway(&posting), &[]).1, "");
+}
+
+/// A body-keyed route that lists only POST, before a catch-all route that forwards every method
+/// of its path: `GET /api/otp/send` with the number went upstream uncounted. The same routes
+/// with the catch-all taking only GET elsewhere, or the OTP route taking every method, pass.
+#[test]
+fn a_body_keyed_route_leaving_methods_to_a_later_route_is_warned_about() {
+    let routes = r#"
+[[routes]]
+name = "otp-send"
+path = "/api/otp/send"
+methods = ["POST"]
+upstream = "up"
+key = ["json:phone"]
+  [[routes.limits]]
+  name = "per-phone"
+  limit = 3
+  window = "10m"
+
+[[routes]]
+name = "api"
+path = "/api/*"
+upstream = "up"
+"#;
+    let toml = gateway(routes);
+    let (file, err) = warnings(&toml, &[]);
+    let at = line_column(&toml, "\"POST\"");
+    assert_eq!(
+        err,
+        format!("{file}:{at}: warning: routes[0].methods: `otp-send` counts only POST requests, and routes[1] `api` (/api/*) forwards the other methods of its path uncounted by its limits (a `GET /api/otp/send` with the value in its body or query): many frameworks act on any method; list every method the upstream serves there, or add a route before routes[1] that refuses them\n")
+    );
+    let elsewhere = routes.replace("path = \"/api/*\"", "path = \"/other/*\"");
+    assert_eq!(warnings(&gateway(&elsewhere), &[]).1, "");
+    let every_method = routes.replace("methods = [\"POST\"]\n", "");
+    assert_eq!(warnings(&gateway(&every_method), &[]).1, "");
+    let post_only = routes.replace(
+        "path = \"/api/*\"\n",
+        "path = \"/api/*\"\nmethods = [\"POST\"]\n",
+    );
+    assert_eq!(warnings(&gateway(&post_only), &[]).1, "");
 }
 
 /// `on_missing_key = "ip"` on a route or a limit whose key is read from the body: a body the

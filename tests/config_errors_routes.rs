@@ -152,6 +152,35 @@ fn count_status_on_delay() {
     );
 }
 
+/// A success forgives only the value it sent: on an algorithm with no entry per attempt, a
+/// reset with a key that merges values (`lower`, `email`, `prefix`) is refused; on
+/// sliding_log, or with a key that merges nothing, it loads.
+#[test]
+fn reset_status_with_a_merging_key_on_gcra_or_the_counter() {
+    assert_eq!(
+        load_err("reset_status_merging_gcra.toml"),
+        "reset_status_merging_gcra.toml:17:18: routes[0].limits[0].reset_status: `json:username` counts several values as one key (`normalize = \"lower\"`), and gcra keeps no entry per attempt, so a reset could not tell which value each attempt sent: one account's success would forgive the others' failures; use algorithm = \"sliding_log\", or a key that keeps values apart"
+    );
+    let text = std::fs::read_to_string(support::config::fixture("reset_status_merging_gcra.toml"))
+        .unwrap();
+    let counter = text
+        .replace("\"gcra\"", "\"sliding_window_counter\"")
+        .replace("normalize = \"lower\"", "normalize = \"email\"");
+    let err = support::config::load_text("counter.toml", &counter)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("sliding_window_counter keeps no entry per attempt"),
+        "{err}"
+    );
+    for loads in [
+        text.replace("algorithm = \"gcra\"\n", ""),
+        text.replace(", normalize = \"lower\"", ""),
+    ] {
+        support::config::load_text("loads.toml", &loads).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
 #[test]
 fn zero_max_waiting() {
     assert_eq!(

@@ -1,6 +1,9 @@
 //! A client's `Connection` header cannot remove the headers the gateway sets: naming
 //! `X-Forwarded-*` and `X-Request-Id` there changes nothing, from an untrusted peer (the gateway
 //! sets its own values) or from a trusted proxy (the gateway keeps theirs and appends the peer).
+//! Nor can it remove what the request's meaning rests on: naming `Content-Type`,
+//! `Content-Length`, `Transfer-Encoding`, `Content-Encoding`, `Host` or a header a key part of
+//! the route reads is a 400 `bad_request` that nothing counts and the upstream never sees.
 
 mod support;
 
@@ -50,4 +53,67 @@ async fn a_connection_header_cannot_remove_the_headers_the_gateway_sets() {
     assert_eq!(h["x-forwarded-host"], "public.example", "{h}");
     assert_eq!(h["x-request-id"], "trace-abc", "{h}");
     assert_eq!(r.header("x-request-id"), Some("trace-abc"));
+}
+
+/// `Connection: close, Content-Type` on a route keyed by the body: forwarded as RFC 9110 says, the
+/// upstream would get the body counted as JSON without its type. Each such request, and one
+/// naming a header a key reads, is a 400 `bad_request` problem, counted as `bad_request`, and
+/// never reaches the upstream; `keep-alive` and `close` alone still go through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_header_naming_what_the_request_rests_on_is_refused() {
+    let up = upstream::start().await;
+    let routes = "[[routes]]\nname = \"otp\"\npath = \"/otp\"\nupstream = \"up\"\n\
+                  key = [\"json:phone\", \"header:X-Api-Key\"]\n\
+                  [[routes.limits]]\nname = \"per-phone\"\nlimit = 100\nwindow = \"1m\"\n";
+    let gw = gateway::start(&config(MEMORY, &up.url(), routes)).await;
+    let body = r#"{"phone":"+6281234567890"}"#;
+    let request = |connection: &str| {
+        format!(
+            "POST /otp HTTP/1.1\r\nHost: api.example\r\nConnection: {connection}\r\n\
+             Content-Type: application/json\r\nX-Api-Key: k1\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let refused = [
+        "close, Content-Type",
+        "close,content-length",
+        "Transfer-Encoding, close",
+        "keep-alive, Content-Encoding, close",
+        "close, Host",
+        "close, x-api-key",
+    ];
+    for connection in refused {
+        let r = raw::send(gw.running().proxy_addr, request(connection).as_bytes()).await;
+        assert_eq!(r.status, 400, "{connection}: {r:?}");
+        assert_eq!(r.json()["error"], "bad_request", "{connection}");
+        assert!(r
+            .header("content-type")
+            .unwrap()
+            .starts_with("application/problem+json"));
+    }
+    assert!(
+        up.seen().is_empty(),
+        "a refused request reached the upstream: {:?}",
+        up.seen()
+    );
+    // (`close` in each: the raw client reads to the connection's end)
+    for connection in ["keep-alive, close", "close"] {
+        let r = raw::send(gw.running().proxy_addr, request(connection).as_bytes()).await;
+        assert_eq!(r.status, 200, "{connection}: {r:?}");
+    }
+    assert_eq!(up.seen().len(), 2);
+    let metrics = scrape(&gw).await;
+    let bad = support::metrics::value(
+        &metrics,
+        "slidegate_requests_total",
+        &[("route", "otp"), ("decision", "bad_request")],
+    );
+    assert_eq!(bad, Some(refused.len() as f64));
+}
+
+async fn scrape(gw: &gateway::Gateway) -> String {
+    support::http::HttpClient::default()
+        .get(&gw.admin("/metrics"), &[])
+        .await
+        .body
 }

@@ -22,7 +22,7 @@ async fn a_thousand_otp_requests_through_rotating_ips_send_three_codes() {
         "0812-3456-7890",
         "+62 812 3456 7890",
         "(0812) 3456.7890",
-        "006281234567890",
+        "008 62 812 3456 7890",
         "+6281234567890",
     ];
     let mut allowed = 0;

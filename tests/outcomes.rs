@@ -7,6 +7,12 @@
 //! reservations count until answered, and no window ever holds more than `limit` counted
 //! attempts. `outcomes_through_the_layer` plays such traces through the rate-limit layer itself
 //! with clients that leave at random moments.
+//!
+//! On a blocking route, with attempts that send one of two values the key merges (a tag each)
+//! and bursts of parallel attempts abandoned together: a reset forgives only the answered
+//! attempts of the value it sent and lifts the block level only when nothing else is left, a
+//! refusal that stands on reservations in flight starts no block, and no key is ever blocked
+//! without `limit` answered failures in its window.
 
 mod support;
 
@@ -19,7 +25,9 @@ use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 use slidegate::config::ClockSource;
 use slidegate::store::{Decision, LimitSet, MemoryStore, Store};
 use support::redis::RedisServer;
-use support::store::{bases, limit_sets, redis_store, reserve, settle_first, Settle};
+use support::store::{
+    bases, limit_sets, redis_store, reserve, settle_first, settle_first_tagged, Settle,
+};
 use support::unique_prefix;
 
 const T0: u64 = 1_700_000_000_000_000;
@@ -226,4 +234,214 @@ fn outcome_counting_on_the_redis_clock_follows_the_model() {
         ClockSource::Redis,
     ));
     check(6, &store, &rt, false);
+}
+
+/// One step of the blocking trace: after `gap` µs, `burst` attempts at once sending alias
+/// `alias` (0 or 1); then settle the oldest attempt in flight with `settle`, or, with
+/// `abandon`, refund every attempt in flight (clients that reset their streams before anything
+/// went upstream).
+#[derive(Debug, Clone)]
+struct BlockStep {
+    gap: u64,
+    burst: usize,
+    alias: usize,
+    settle: Option<Outcome>,
+    abandon: bool,
+}
+
+fn block_steps() -> impl Strategy<Value = Vec<BlockStep>> {
+    let outcome = prop_oneof![
+        4 => Just(Outcome::Counted),
+        2 => Just(Outcome::Uncounted),
+        2 => Just(Outcome::Reset),
+    ];
+    let step = (
+        0u64..700_000,
+        prop_oneof![4 => Just(1usize), 1 => 2usize..6],
+        0usize..2,
+        proptest::option::weighted(0.7, outcome),
+        proptest::bool::weighted(0.15),
+    )
+        .prop_map(|(gap, burst, alias, settle, abandon)| BlockStep {
+            gap,
+            burst,
+            alias,
+            settle,
+            abandon,
+        });
+    proptest::collection::vec(step, 1..40)
+}
+
+const TAGS: [&str; 2] = ["~00000000000000a1", "~00000000000000b2"];
+const BLOCK_FOR: u64 = 1_000_000;
+
+/// The plain model of a blocking route: entries (instant, attempt, alias, answered) kept until
+/// a decision finds them out of the window (as the stores evict them), the block's end.
+#[derive(Default)]
+struct BlockModel {
+    entries: Vec<(u64, u64, usize, bool)>,
+    blocked_until: u64,
+}
+
+/// What the model says of one attempt.
+#[derive(Debug, PartialEq)]
+enum Verdict {
+    Allowed,
+    /// Refused, starting a block (the answered attempts alone fill the window).
+    BlockStarted,
+    /// Refused for reservations still in flight: no block.
+    InFlight,
+    /// Refused during a block.
+    Blocked,
+}
+
+impl BlockModel {
+    fn decide(&mut self, id: u64, alias: usize, now: u64) -> Verdict {
+        self.entries.retain(|e| e.0 + WINDOW > now);
+        if self.blocked_until > now {
+            return Verdict::Blocked;
+        }
+        let counted = self.entries.len() as u64;
+        let answered = self.entries.iter().filter(|e| e.3).count() as u64;
+        if counted < LIMIT {
+            self.entries.push((now, id, alias, false));
+            return Verdict::Allowed;
+        }
+        if answered >= LIMIT {
+            self.blocked_until = now + BLOCK_FOR;
+            return Verdict::BlockStarted;
+        }
+        Verdict::InFlight
+    }
+
+    fn answered_in_window(&self, now: u64) -> u64 {
+        let live = self.entries.iter().filter(|e| e.0 + WINDOW > now && e.3);
+        live.count() as u64
+    }
+
+    fn settle(&mut self, id: u64, alias: usize, outcome: Outcome) {
+        match outcome {
+            Outcome::Counted | Outcome::NoStatus => {
+                for entry in self.entries.iter_mut().filter(|e| e.1 == id) {
+                    entry.3 = true;
+                }
+            }
+            Outcome::Uncounted | Outcome::Unseen => self.entries.retain(|e| e.1 != id),
+            Outcome::Reset => {
+                self.entries.retain(|e| e.1 != id && !(e.3 && e.2 == alias));
+                // the block level goes only once nothing else is left
+                if self.entries.is_empty() {
+                    self.blocked_until = 0;
+                }
+            }
+        }
+    }
+}
+
+fn blocking_route() -> Arc<LimitSet> {
+    limit_sets(
+        "[[routes]]\nname = \"login\"\npath = \"/login\"\nupstream = \"up\"\n\
+         on_exceed = \"block\"\nblock_for = \"1s\"\n\
+         [[routes.limits]]\nname = \"failed\"\nlimit = 3\nwindow = \"2s\"\n\
+         count_status = [401]\nreset_status = [200]\n",
+    )
+    .remove(0)
+}
+
+/// Plays `steps` on `store` at chosen instants and holds every decision to the blocking model.
+async fn follows_the_blocking_model(
+    store: &Store,
+    steps: &[BlockStep],
+) -> Result<(), TestCaseError> {
+    let set = blocking_route();
+    let bases = bases(&unique_prefix("outcome-blocks"), "login", "ann");
+    let mut model = BlockModel::default();
+    let mut in_flight: VecDeque<(u64, usize, Decision)> = VecDeque::new();
+    let mut now = T0;
+    let mut id = 0u64;
+    for step in steps {
+        now += step.gap;
+        for _ in 0..step.burst {
+            id += 1;
+            let d = reserve(store, &set, &bases, Some(now)).await;
+            let expected = model.decide(id, step.alias, now);
+            let got = match (d.allowed(), d.refused_on_answers()) {
+                (true, _) => Verdict::Allowed,
+                _ if d.outcome == slidegate::store::Outcome::Blocked => Verdict::Blocked,
+                (false, true) => Verdict::BlockStarted,
+                (false, false) => Verdict::InFlight,
+            };
+            prop_assert_eq!(
+                &got,
+                &expected,
+                "attempt {} at +{} µs: {:?}",
+                id,
+                now - T0,
+                d
+            );
+            if got == Verdict::BlockStarted {
+                // no key is blocked without `limit` answered failures in its window
+                prop_assert!(model.answered_in_window(now) >= LIMIT);
+                prop_assert!(d.block_level >= 1);
+            }
+            if got == Verdict::InFlight {
+                // told to come back once the soonest reservation is settled, at the latest
+                let settle = slidegate::limit::EMBEDDED_SETTLE;
+                prop_assert!(d.retry_after <= settle, "{:?}", d.retry_after);
+                prop_assert!(d.limits[0].in_flight);
+            }
+            if d.allowed() {
+                in_flight.push_back((id, step.alias, d));
+            }
+        }
+        if step.abandon {
+            while let Some((oldest, alias, d)) = in_flight.pop_front() {
+                settle_first(store, &set, &bases, &d, Settle::Refund).await;
+                model.settle(oldest, alias, Outcome::Unseen);
+            }
+        } else if let Some(outcome) = step.settle {
+            if let Some((oldest, alias, d)) = in_flight.pop_front() {
+                let settle = match outcome {
+                    Outcome::Counted | Outcome::NoStatus => Settle::Confirm,
+                    Outcome::Uncounted | Outcome::Unseen => Settle::Refund,
+                    Outcome::Reset => Settle::Reset,
+                };
+                settle_first_tagged(store, &set, &bases, &d, settle, TAGS[alias]).await;
+                model.settle(oldest, alias, outcome);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_blocks(cases: u32, store: &Store, rt: &tokio::runtime::Runtime) {
+    let mut runner = TestRunner::new(RunnerConfig {
+        cases,
+        max_shrink_iters: 256,
+        failure_persistence: None,
+        ..RunnerConfig::default()
+    });
+    runner
+        .run(&block_steps(), |s| {
+            rt.block_on(follows_the_blocking_model(store, &s))
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn blocks_from_answers_and_resets_by_value_on_the_memory_store_follow_the_model() {
+    let rt = runtime();
+    check_blocks(128, &Store::Memory(MemoryStore::new(1_000_000)), &rt);
+}
+
+#[test]
+fn blocks_from_answers_and_resets_by_value_on_redis_follow_the_model() {
+    let server = RedisServer::start();
+    let rt = runtime();
+    let store = rt.block_on(redis_store(
+        &server,
+        Duration::from_secs(2),
+        ClockSource::Local,
+    ));
+    check_blocks(48, &store, &rt);
 }

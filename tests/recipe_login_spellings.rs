@@ -1,9 +1,10 @@
 //! The recipe `examples/login.toml`, run as written (`support/recipes.rs`), against the attacks
 //! on its key: one account's username spelled as many JSON values that a parser reads as one
-//! (numbers with a fraction or an exponent, escapes, padding), a folded copy of the member or
-//! the username in the query beside a throwaway one, and the login sent in a form the gateway
-//! cannot read. Each gets the one key of the value or a 400, and never reaches the upstream
-//! uncounted.
+//! (a plain integer and its string, escapes, padding), numbers parsers read apart (a fraction,
+//! an exponent, beyond 2^53: the attacker's own `9007199254740995` is the victim's
+//! `"9007199254740996"` to a double), a folded copy of the member or the username in the query
+//! beside a throwaway one, and the login sent in a form the gateway cannot read. Each gets the
+//! one key of the value or a 400, and never reaches the upstream uncounted.
 
 mod support;
 
@@ -19,9 +20,10 @@ fn login_json(user: &str, password: &str) -> String {
     format!(r#"{{"username":{user},"password":"{password}"}}"#)
 }
 
-/// A stuffing run on one account spelled many ways a JSON parser reads as one value:
-/// the number 12345 with a fraction or an exponent, the string with escapes, padding or capitals.
-/// Exactly 5 password checks reach the upstream; the rest are refused.
+/// A stuffing run on one account spelled many ways a JSON parser reads as one value: the number
+/// 12345 and the string with escapes or padding; and written as numbers parsers read apart (a
+/// fraction, an exponent), each a 400 `ambiguous_key`. Exactly 5 password checks reach the
+/// upstream; the rest are refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_spellings_of_one_username_get_five_checks() {
     let redis = RedisServer::start_async().await;
@@ -29,17 +31,32 @@ async fn login_spellings_of_one_username_get_five_checks() {
     let gw = Recipe::start("login.toml", &redis, &upstream).await;
     let client = HttpClient::default();
     let url = gw.url("/api/login");
+    for (n, unclear) in ["12345.0", "1.2345e4", "123450e-1", "1.2345E+4", "-0"]
+        .iter()
+        .enumerate()
+    {
+        let r = post_as(
+            &client,
+            &url,
+            &ip(50 + n as u32),
+            &login_json(unclear, "guess"),
+        )
+        .await;
+        assert_eq!(r.status, 400, "{unclear}: {}", r.body);
+        assert_eq!(r.json()["error"], "ambiguous_key", "{unclear}");
+    }
+    assert!(upstream.bodies("/api/login").is_empty());
     let spellings = [
         "12345",
-        "12345.0",
-        "1.2345e4",
-        "12345.00000",
-        "123450e-1",
-        "1.2345E+4",
         r#""12345""#,
         r#""\u0031\u0032345""#,
         r#"" 12345 ""#,
-        "0.12345e5",
+        r#""12345\t""#,
+        r#""\u0031\u0032\u0033\u0034\u0035""#,
+        "12345",
+        r#""12345 ""#,
+        r#""\n12345""#,
+        r#""1234\u0035""#,
     ];
     let mut statuses = Vec::new();
     for round in 0..2u32 {
@@ -129,5 +146,46 @@ async fn login_copies_and_unreadable_bodies_never_reach_the_upstream() {
     );
     let m = gw.metrics().await;
     assert_eq!(requests(&m, "login", "bad_request"), 10.0);
+    gw.stop().await;
+}
+
+/// The attacker's own account `9007199254740995`, sent as a JSON number, is the victim's
+/// `"9007199254740996"` to any parser that reads numbers as doubles (JavaScript, and the
+/// gateway's reading before): between every four guesses at the victim's password, the
+/// attacker's successful login reset the victim's failures. Such a number is a 400 now, so the
+/// victim's account takes exactly 5 guesses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_a_number_beyond_2_53_forgives_nobody() {
+    let redis = RedisServer::start_async().await;
+    let upstream = AuthUpstream::start().await;
+    let gw = Recipe::start("login.toml", &redis, &upstream).await;
+    let client = HttpClient::default();
+    let url = gw.url("/api/login");
+    let mut n = 0;
+    for _round in 0..6 {
+        for _ in 0..4 {
+            n += 1;
+            post_as(&client, &url, &ip(n), &login("9007199254740996", "guess")).await;
+        }
+        n += 1;
+        let own = post_as(
+            &client,
+            &url,
+            &ip(n),
+            &login_json("9007199254740995", "right"),
+        )
+        .await;
+        assert_eq!(own.status, 400, "{}", own.body);
+        assert_eq!(own.json()["error"], "ambiguous_key");
+    }
+    let guesses = upstream
+        .bodies("/api/login")
+        .iter()
+        .filter(|b| String::from_utf8_lossy(b).contains("guess"))
+        .count();
+    assert_eq!(
+        guesses, 5,
+        "the victim's password was guessed {guesses} times"
+    );
     gw.stop().await;
 }

@@ -1,8 +1,9 @@
 //! The recipe `examples/otp.toml`, run as written (`support/recipes.rs`), against the attacks
-//! on its key: one number in spellings a JSON parser reads as one value, to the path with and
-//! without `;` parameters, and the names a framework folds into `phone` or reads from the query
-//! beside a throwaway number. Exactly 3 codes go out; every copy is a 400 that never reaches the
-//! upstream.
+//! on its key: one number in spellings libphonenumber reads as one number, to the path with and
+//! without `;` parameters; the names a framework folds into `phone` or reads from the query
+//! beside a throwaway number; a letter in the number, another region's dialling-out prefix, and
+//! JSON numbers parsers read differently. Exactly 3 codes go out; every copy is a 400 that never
+//! reaches the upstream.
 
 mod support;
 
@@ -10,10 +11,11 @@ use support::http::HttpClient;
 use support::recipes::{ip, post_as, requests, AuthUpstream, Recipe};
 use support::redis::RedisServer;
 
-/// A pumping run: one number in ten spellings a JSON parser reads as one value (JSON
-/// numbers with a fraction or an exponent, escapes, national and international writings), from a
-/// new IP each time, half of them to the path with a `;jsessionid` a servlet container routes as
-/// the same: exactly 3 codes reach the upstream.
+/// A pumping run: one number in ten spellings libphonenumber reads as one number (a plain JSON
+/// integer, escapes, national and international writings, Indonesia's own dialling-out prefixes,
+/// libphonenumber's format less a space), from a new IP each time, half of them to the path
+/// with a `;jsessionid` a servlet container routes as the same: exactly 3 codes reach the
+/// upstream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn otp_ten_spellings_of_one_number_give_three_sends() {
     let redis = RedisServer::start_async().await;
@@ -22,15 +24,15 @@ async fn otp_ten_spellings_of_one_number_give_three_sends() {
     let client = HttpClient::default();
     let spellings = [
         "6281234567890",
-        "6281234567890.0",
-        "628123456789e1",
-        "6.28123456789E12",
-        "62812345678900e-1",
-        "0.628123456789e+13",
+        r#""+62812-3456-7890""#,
+        r#""(0812) 3456.7890""#,
+        r#""0812/3456/7890""#,
+        r#""009 62 812 3456 7890""#,
         r#""+62 812-3456-7890""#,
         r#""\u002b6281234567890""#,
         r#""0812 3456 7890""#,
-        r#""006281234567890""#,
+        r#""008 62 812 3456 7890""#,
+        r#""+62 (812) 3456 7890""#,
     ];
     let mut statuses = Vec::new();
     for round in 0..3u32 {
@@ -109,5 +111,80 @@ async fn otp_folded_names_and_query_copies_never_reach_the_upstream() {
     let m = gw.metrics().await;
     assert_eq!(requests(&m, "otp-send", "bad_request"), cases.len() as f64);
     assert_eq!(requests(&m, "otp-send", "allowed"), 0.0);
+    gw.stop().await;
+}
+
+/// Spellings the gateway read otherwise than libphonenumber (Python's `phonenumbers`) does, and
+/// numbers parsers disagree on: one letter in the number (libphonenumber drops it and reads the
+/// victim's number), JSON numbers with a fraction, an exponent or beyond 2^53, and
+/// `008 1 202 555 0143` (Indonesia's own dialling-out prefix before a US number: the victim's
+/// `+1 202 555 0143`, never a Japanese `+81...`). The victim gets 3 codes, whatever the spelling;
+/// every letter and every unclear number is a 400 that never reaches the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn otp_letters_unclear_numbers_and_foreign_prefixes_never_add_a_code() {
+    let redis = RedisServer::start_async().await;
+    let upstream = AuthUpstream::start().await;
+    let gw = Recipe::start("otp.toml", &redis, &upstream).await;
+    let client = HttpClient::default();
+    let mut n = 0u32;
+    let mut send = |body: String| {
+        n += 1;
+        let (client, url, from) = (&client, gw.url("/api/otp/send"), ip(n));
+        async move { post_as(client, &url, &from, &body).await }
+    };
+    // a letter anywhere in the victim's number, and numbers no two parsers read alike
+    let refused = [
+        r#""0812 3456 7890a""#,
+        r#""0812a 3456 7890""#,
+        r#""O812 3456 7890""#,
+        r#""+62 812 3456 7890 x1""#,
+        r#""tel:+6281234567890""#,
+        "6281234567890.0",
+        "628123456789e1",
+        "628123456777.0",
+        "9007199254740993",
+        "1e21",
+    ];
+    for round in 0..2 {
+        for spelling in refused {
+            let r = send(format!(r#"{{"phone":{spelling}}}"#)).await;
+            assert_eq!(r.status, 400, "{spelling} (round {round}): {}", r.body);
+            let code = r.json()["error"].as_str().unwrap_or_default().to_string();
+            assert!(
+                code == "missing_key" || code == "ambiguous_key",
+                "{spelling}: {code}"
+            );
+        }
+    }
+    assert!(
+        upstream.bodies("/api/otp/send").is_empty(),
+        "a refused spelling reached the upstream"
+    );
+    // the US victim, written with Indonesia's dialling-out prefix and in E.164: one number
+    let mut statuses = Vec::new();
+    for spelling in ["+1 202 555 0143", "008 1 202 555 0143", "0081 202-555-0143"] {
+        for _ in 0..3 {
+            statuses.push(
+                send(format!(r#"{{"phone":"{spelling}"}}"#))
+                    .await
+                    .status
+                    .as_u16(),
+            );
+        }
+    }
+    let mut expected = vec![200u16; 3];
+    expected.resize(9, 429);
+    assert_eq!(statuses, expected);
+    assert_eq!(
+        upstream.bodies("/api/otp/send").len(),
+        3,
+        "exactly 3 codes sent"
+    );
+    let m = gw.metrics().await;
+    assert_eq!(
+        requests(&m, "otp-send", "bad_request"),
+        2.0 * refused.len() as f64
+    );
+    assert_eq!(requests(&m, "otp-send", "allowed"), 3.0);
     gw.stop().await;
 }

@@ -205,7 +205,34 @@ impl KeyState for GcraState {
         f.member = "-".to_string();
     }
 
-    fn confirm(&mut self, limit: &LimitParams<'_>, _member: &str, at: u64, cost: u64, now: u64) {
+    fn in_flight(
+        &self,
+        view: usize,
+        name: &str,
+        _limit: u64,
+        cost: u64,
+        settle: u64,
+        now: u64,
+    ) -> i64 {
+        let v = &self.views[view];
+        let owed = self.answered.get(name).map_or(0, |&(units, earliest)| {
+            still_owed(units, earliest, v.window, v.limit, now).max(0)
+        });
+        if owed + cost as i128 * v.window as i128 > v.burst as i128 * v.window as i128 {
+            return 0;
+        }
+        settle as i64
+    }
+
+    fn confirm(
+        &mut self,
+        limit: &LimitParams<'_>,
+        _member: &str,
+        at: u64,
+        cost: u64,
+        _tag: &str,
+        now: u64,
+    ) {
         if self
             .fields
             .get(limit.name)
@@ -215,19 +242,19 @@ impl KeyState for GcraState {
         }
     }
 
-    fn clear(&mut self, name: &str, now: u64) {
+    fn clear(&mut self, name: &str, _tag: &str, now: u64) -> bool {
         let answered = self.answered.remove(name);
         let (Some((units, earliest)), Some(f)) = (answered, self.fields.get(name)) else {
-            return;
+            return true;
         };
         let owed = decayed(f.debt, f.at, f.limit, now);
         let forgiven = still_owed(units, earliest, f.window, f.limit, now);
         if forgiven <= 0 {
-            return;
+            return true;
         }
         if forgiven >= owed as i128 {
             self.fields.remove(name);
-            return;
+            return true;
         }
         let left = owed - forgiven as u64;
         let at = now.max(f.at);
@@ -243,6 +270,7 @@ impl KeyState for GcraState {
                 member: "-".to_string(),
             },
         );
+        true
     }
 
     fn finish(&mut self, now: u64) -> Option<u64> {

@@ -135,10 +135,32 @@ pub trait KeyState: Send + 'static {
     fn report(&self, view: usize, now: u64) -> (i64, i64);
     /// Takes back the charge of `member`, made at `at` for `cost` units (settled at `now`).
     fn refund(&mut self, limit: &LimitParams<'_>, member: &str, at: u64, cost: u64, now: u64);
-    /// The charge of `member` was answered and stays counted: it is no longer in flight.
-    fn confirm(&mut self, limit: &LimitParams<'_>, member: &str, at: u64, cost: u64, now: u64);
-    /// Forgets one limit's answered charges; the reservations still in flight stay.
-    fn clear(&mut self, name: &str, now: u64);
+    /// Lua's `in_flight`: 0 when the answered charges in the view leave no room for `cost`
+    /// under `limit` (a refusal that stands on answers); else the time until the soonest
+    /// reservation in it is settled, `settle` after its charge (at least 1 µs).
+    fn in_flight(
+        &self,
+        view: usize,
+        name: &str,
+        limit: u64,
+        cost: u64,
+        settle: u64,
+        now: u64,
+    ) -> i64;
+    /// The charge of `member` was answered and stays counted: it is no longer in flight
+    /// (`tag`: the value the attempt sent, `""` or `~<hex>`, kept where the algorithm can).
+    fn confirm(
+        &mut self,
+        limit: &LimitParams<'_>,
+        member: &str,
+        at: u64,
+        cost: u64,
+        tag: &str,
+        now: u64,
+    );
+    /// Forgets one limit's answered charges (with a `tag`, only those of that value sent); the
+    /// reservations still in flight stay. Whether nothing is left of the key's charges.
+    fn clear(&mut self, name: &str, tag: &str, now: u64) -> bool;
     /// Lua's `finish`: writes the call's charges; the key's new expiry when it set one.
     fn finish(&mut self, now: u64) -> Option<u64>;
     /// Whether the key holds nothing (Redis would have deleted it).

@@ -177,18 +177,55 @@ impl KeyState for LogState {
         self.entries.retain(|(_, m)| !members.contains(m));
     }
 
-    fn confirm(&mut self, _limit: &LimitParams<'_>, member: &str, _at: u64, cost: u64, _now: u64) {
+    fn in_flight(
+        &self,
+        view: usize,
+        _name: &str,
+        limit: u64,
+        cost: u64,
+        settle: u64,
+        now: u64,
+    ) -> i64 {
+        let v = &self.views[view];
+        let horizon = now as i64 - v.window as i64;
+        let live = self.entries.iter().filter(|(s, _)| *s as i64 > horizon);
+        let (mut answered, mut soonest) = (0u64, None);
+        for (score, member) in live {
+            if member.ends_with(ANSWERED) {
+                answered += 1;
+            } else if soonest.is_none() {
+                soonest = Some(*score);
+            }
+        }
+        if answered + cost > limit {
+            return 0;
+        }
+        let soonest = soonest.unwrap_or(now) as i64;
+        (soonest + settle as i64 - now as i64).max(1)
+    }
+
+    fn confirm(
+        &mut self,
+        _limit: &LimitParams<'_>,
+        member: &str,
+        _at: u64,
+        cost: u64,
+        tag: &str,
+        _now: u64,
+    ) {
         for m in units(member, cost) {
             let Some(i) = self.entries.iter().position(|(_, e)| *e == m) else {
                 continue;
             };
             let (score, _) = self.entries.remove(i).expect("found");
-            self.insert(score, format!("{m}{ANSWERED}"));
+            self.insert(score, format!("{m}{tag}{ANSWERED}"));
         }
     }
 
-    fn clear(&mut self, _name: &str, _now: u64) {
-        self.entries.retain(|(_, m)| !m.ends_with(ANSWERED));
+    fn clear(&mut self, _name: &str, tag: &str, _now: u64) -> bool {
+        let ending = format!("{tag}{ANSWERED}");
+        self.entries.retain(|(_, m)| !m.ends_with(&ending));
+        self.entries.is_empty()
     }
 
     fn finish(&mut self, now: u64) -> Option<u64> {

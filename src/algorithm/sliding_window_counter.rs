@@ -163,7 +163,37 @@ impl KeyState for CounterState {
         }
     }
 
-    fn confirm(&mut self, limit: &LimitParams<'_>, _member: &str, at: u64, cost: u64, _now: u64) {
+    fn in_flight(
+        &self,
+        view: usize,
+        name: &str,
+        limit: u64,
+        cost: u64,
+        settle: u64,
+        _now: u64,
+    ) -> i64 {
+        let v = &self.views[view];
+        let (cur, prev) = match self.answered.get(name) {
+            Some(&(i, a, b)) if i == v.index => (a as f64, b as f64),
+            Some(&(i, a, _)) if i + 1 == v.index => (0.0, a as f64),
+            _ => (0.0, 0.0),
+        };
+        let w = v.window;
+        if prev * (w - v.elapsed) + (cur + cost as f64) * w > limit as f64 * w {
+            return 0;
+        }
+        settle as i64
+    }
+
+    fn confirm(
+        &mut self,
+        limit: &LimitParams<'_>,
+        _member: &str,
+        at: u64,
+        cost: u64,
+        _tag: &str,
+        _now: u64,
+    ) {
         let Some(&(w, _, _, l)) = self.fields.get(limit.name) else {
             return;
         };
@@ -182,10 +212,10 @@ impl KeyState for CounterState {
         self.answered.insert(limit.name.to_string(), next);
     }
 
-    fn clear(&mut self, name: &str, _now: u64) {
+    fn clear(&mut self, name: &str, _tag: &str, _now: u64) -> bool {
         let answered = self.answered.remove(name);
         let (Some((i, a, b)), Some(&(w, c, p, l))) = (answered, self.fields.get(name)) else {
-            return;
+            return true;
         };
         let units_in = |index: u64| match index {
             _ if index == i => a,
@@ -202,6 +232,7 @@ impl KeyState for CounterState {
         } else {
             self.fields.insert(name.to_string(), (w, c, p, l));
         }
+        true
     }
 
     fn finish(&mut self, now: u64) -> Option<u64> {

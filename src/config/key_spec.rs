@@ -174,6 +174,15 @@ impl KeySpec {
         self.parts.iter().any(|p| p.part.reads_body())
     }
 
+    /// The first part that counts several values the upstream may keep apart as one (`email`
+    /// drops `+tags`, `lower` folds case, `prefix` takes a whole range): a success of one of
+    /// them must not forgive the others. (Spellings of one phone number are one number.)
+    pub fn merging_part(&self) -> Option<&KeyPartSpec> {
+        self.parts.iter().find(|p| {
+            matches!(p.normalize, Some(Normalize::Email | Normalize::Lower)) || p.prefix.is_some()
+        })
+    }
+
     /// Whether any part is hashed.
     pub fn hashes(&self) -> bool {
         self.parts.iter().any(|p| p.hash)

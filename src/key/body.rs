@@ -1,12 +1,12 @@
 //! Key parts read from a JSON body (`json:PATH`), and which kind of body a request says it
 //! carries (form bodies are read in `form.rs`). A key is the value the upstream will act on,
-//! never its spelling: a string gives its decoded text (escapes resolved), a number the text
-//! JavaScript's `String(number)` writes for the IEEE-754 double it parses to (`6.2E3`, `6200.0`
-//! and `6200` are all `6200`; `-0` is `0`; beyond 2^53 a number rounds as the double does),
-//! `true`/`false` their names. A number beyond the double's range has no value parsers agree on
-//! (infinity, an error, a big decimal): it is an invalid value, a missing key part. `null`, an
-//! object, an array, a missing member or a body that does not parse (nested past serde_json's
-//! depth limit included) give nothing.
+//! never its spelling: a string gives its decoded text (escapes resolved), a plain integer below
+//! 2^53 its digits (`6281234567890` is the string `"6281234567890"`), `true`/`false` their
+//! names. Any other number (`6200.0`, `62e2`, `-0`, `9007199254740993`) has no text every parser
+//! agrees on (JavaScript writes `1e21` as `1e+21`, Python keeps `6200.0`, a double rounds
+//! `9007199254740995` to `...996`): it is unclear, a 400, never a key the upstream may read as
+//! another account. `null`, an object, an array, a missing member or a body that does not parse
+//! (nested past serde_json's depth limit included) give nothing.
 //!
 //! A member named twice on the path, or named in a spelling some framework folds into the wanted
 //! name (`PHONE`, `"phone "`, `names.rs`), on any object of the path, is ambiguous: the gateway
@@ -54,7 +54,7 @@ enum Found {
     Value(Vec<u8>),
     Nothing,
     Ambiguous,
-    Invalid(&'static str),
+    Unclear(&'static str),
 }
 
 /// The value at `path` of the JSON `body`.
@@ -69,7 +69,7 @@ pub fn json_value(body: &[u8], path: &[String]) -> Result<Option<Vec<u8>>, ReadE
         Found::Value(v) => Ok(Some(v)),
         Found::Nothing => Ok(None),
         Found::Ambiguous => Err(ReadError::Ambiguous),
-        Found::Invalid(what) => Err(ReadError::Invalid(what)),
+        Found::Unclear(what) => Err(ReadError::Unclear(what)),
     }
 }
 
@@ -89,7 +89,8 @@ impl<'de> DeserializeSeed<'de> for PathSeed<'_> {
     }
 }
 
-/// The key material of a JSON value: strings decoded, numbers by value, booleans by name.
+/// The key material of a JSON value: strings decoded, plain integers by their digits, booleans
+/// by name.
 fn scalar(raw: &str) -> Found {
     match raw.as_bytes().first() {
         Some(b'"') => match serde_json::from_str::<String>(raw) {
@@ -97,27 +98,32 @@ fn scalar(raw: &str) -> Found {
             _ => Found::Nothing,
         },
         Some(b't' | b'f') => Found::Value(raw.as_bytes().to_vec()),
-        Some(b'-' | b'0'..=b'9') => match number_text(raw) {
-            Some(text) => Found::Value(text.into_bytes()),
-            None => Found::Invalid(BEYOND_DOUBLE),
+        Some(b'-' | b'0'..=b'9') => match is_plain_integer(raw) {
+            true => Found::Value(raw.as_bytes().to_vec()),
+            false => Found::Unclear(NOT_PLAIN_INTEGER),
         },
         _ => Found::Nothing,
     }
 }
 
-/// What a number beyond the double's range is not.
-const BEYOND_DOUBLE: &str = "a number within the range of a double";
+/// What a number that is not keyed is not (the 400's detail).
+pub const NOT_PLAIN_INTEGER: &str =
+    "a number parsers read alike: only a plain integer below 2^53 (no fraction, no exponent, not -0) is read; send other values as strings";
 
-/// A JSON number (as the parser accepted it) as JavaScript's `String(number)` writes the double
-/// it parses to; `None` beyond the double's range. `-0` is `0`, as in JavaScript.
-pub fn number_text(raw: &str) -> Option<String> {
-    // Rust's parser rounds correctly (to nearest, ties to even), as JSON.parse does.
-    let value: f64 = raw.parse().ok()?;
-    if !value.is_finite() {
-        return None;
-    }
-    let value = if value == 0.0 { 0.0 } else { value };
-    Some(ryu_js::Buffer::new().format_finite(value).to_string())
+/// Whether a JSON number (as the parser accepted it) is written `-?[1-9][0-9]*` or `0` and its
+/// magnitude is below 2^53: the numbers every parser reads as the same integer and writes back
+/// as the same digits (a double holds each exactly).
+pub fn is_plain_integer(raw: &str) -> bool {
+    let digits = raw.strip_prefix('-').unwrap_or(raw);
+    let plain = match digits.as_bytes() {
+        [b'0'] => digits.len() == raw.len(), // `0`, not `-0`
+        [b'1'..=b'9', rest @ ..] => rest.iter().all(u8::is_ascii_digit),
+        _ => false,
+    };
+    // 2^53 = 9007199254740992 has 16 digits: anything shorter is below it
+    plain
+        && (digits.len() < 16
+            || (digits.len() == 16 && digits.parse::<u64>().is_ok_and(|n| n < 1 << 53)))
 }
 
 struct PathVisitor<'p> {
@@ -236,43 +242,48 @@ mod tests {
     }
 
     #[test]
-    fn numbers_are_keyed_by_the_double_they_parse_to() {
-        for (spellings, text) in [
-            (
-                &[
-                    "6281234567890",
-                    "6281234567890.0",
-                    "628123456789e1",
-                    "6.28123456789E12",
-                    "62812345678900e-1",
-                    "0.628123456789e+13",
-                ][..],
-                "6281234567890",
-            ),
-            (&["12345", "12345.00", "1.2345e4", "123450E-1"][..], "12345"),
-            (&["0", "-0", "0.0", "-0.0e5", "1e-400"][..], "0"),
-            (&["-5", "-5.0", "-0.5e1"][..], "-5"),
-            (&["0.1", "1e-1", "0.10"][..], "0.1"),
-            (&["1e21", "1000000000000000000000"][..], "1e+21"),
-            (&["1.5e-7"][..], "1.5e-7"),
-            // beyond 2^53 a number rounds as the double does
-            (
-                &["9007199254740993", "9007199254740992", "9007199254740992.5"][..],
-                "9007199254740992",
-            ),
+    fn only_plain_integers_below_2_53_are_keyed_by_their_digits() {
+        for plain in [
+            "0",
+            "5",
+            "-5",
+            "6281234567890",
+            "9007199254740991",
+            "-9007199254740991",
         ] {
-            for spelling in spellings {
-                let body = format!(r#"{{"phone":{spelling}}}"#);
-                assert_eq!(value(&body).as_deref(), Some(text), "{spelling}");
-            }
+            let body = format!(r#"{{"phone":{plain}}}"#);
+            assert_eq!(value(&body).as_deref(), Some(plain), "{plain}");
         }
-        // beyond the double's range: no value every parser agrees on
-        for huge in ["1e400", "-1e400", "1.8e308"] {
-            let body = format!(r#"{{"phone":{huge}}}"#);
-            assert_eq!(at(&body, "phone"), Err(ReadError::Invalid(BEYOND_DOUBLE)));
+        for unclear in [
+            "-0",
+            "0.0",
+            "6281234567890.0",
+            "628123456789e1",
+            "6.28123456789E12",
+            "628123456777.0",
+            "1e21",
+            "1E2",
+            "0.5",
+            "1e-400",
+            "1e400",
+            "9007199254740992",
+            "9007199254740993",
+            "-9007199254740992",
+            "9007199254740995",
+            "12345678901234567890",
+            "100000000000000000000000",
+        ] {
+            let body = format!(r#"{{"phone":{unclear}}}"#);
+            assert_eq!(
+                at(&body, "phone"),
+                Err(ReadError::Unclear(NOT_PLAIN_INTEGER)),
+                "{unclear}"
+            );
         }
         // not JSON numbers: the body does not parse
-        for bad in ["0812", "+62", ".5", "5.", "0x10", "Infinity", "NaN", "1e"] {
+        for bad in [
+            "0812", "+62", ".5", "5.", "0x10", "Infinity", "NaN", "1e", "-",
+        ] {
             let body = format!(r#"{{"phone":{bad}}}"#);
             assert_eq!(value(&body), None, "{bad}");
         }

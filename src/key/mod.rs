@@ -12,6 +12,7 @@ mod form;
 mod jwt;
 mod names;
 mod options;
+mod phone;
 mod value;
 
 use std::net::IpAddr;
@@ -21,7 +22,8 @@ use http::{HeaderMap, Method};
 pub use body::BodyKind;
 pub use client_ip::{client_ip, is_trusted, unvouched_forwarding, X_FORWARDED_FOR, X_REAL_IP};
 pub use jwt::JwtVerifier;
-pub use options::{hash_value, normalize_phone};
+pub use options::hash_value;
+pub use phone::normalize_phone;
 
 use crate::config::{HashSecret, KeyPartSpec, KeySpec, OnMissingKey, PathCase};
 
@@ -76,6 +78,15 @@ pub enum KeyError {
         /// The part, as written in the config.
         part: String,
     },
+    /// A value parsers read differently (a JSON number that is not a plain integer below
+    /// 2^53): any key chosen for it could be another account for the upstream.
+    #[error("{part} is not {what} (needed for the rate-limit key)")]
+    Unclear {
+        /// The part, as written in the config.
+        part: String,
+        /// What it must be.
+        what: &'static str,
+    },
 }
 
 /// Why a part has no value in the key (`on_missing_key` decides what follows).
@@ -94,13 +105,54 @@ pub fn derive_key(
     on_missing: OnMissingKey,
     src: &KeySource<'_>,
 ) -> Result<String, KeyError> {
+    derive(spec, on_missing, src, None)
+}
+
+/// [`derive_key`], and the values as the request sent them (each trimmed, a JSON number's
+/// digits; escaped and joined as the key joins them): what tells apart two values a key merges
+/// (`Victim@x` and `victim@x` under `lower`).
+pub fn derive_key_and_sent(
+    spec: &KeySpec,
+    on_missing: OnMissingKey,
+    src: &KeySource<'_>,
+) -> Result<(String, String), KeyError> {
+    let mut sent = String::new();
+    let key = derive(spec, on_missing, src, Some(&mut sent))?;
+    Ok((key, sent))
+}
+
+/// The tag a counted attempt keeps of the values it sent: `~` and 16 hex digits of their
+/// HMAC-SHA256 under the `[keys]` secret (SHA-256 without one), never the values themselves.
+pub fn sent_tag(sent: &str, secret: Option<&HashSecret>) -> String {
+    use sha2::Digest;
+    let mut tag = String::with_capacity(17);
+    tag.push('~');
+    match secret {
+        Some(secret) => tag.push_str(&hash_value(secret, sent.as_bytes())[..16]),
+        None => {
+            let digest = sha2::Sha256::digest(sent.as_bytes());
+            crate::store::layout::push_hex(&mut tag, &digest[..8]);
+        }
+    }
+    tag
+}
+
+fn derive(
+    spec: &KeySpec,
+    on_missing: OnMissingKey,
+    src: &KeySource<'_>,
+    mut sent: Option<&mut String>,
+) -> Result<String, KeyError> {
     let mut key = String::with_capacity(48);
     let mut cache = value::Cache::default();
     for (i, part) in spec.parts.iter().enumerate() {
         if i > 0 {
             key.push('|');
+            if let Some(sent) = sent.as_deref_mut() {
+                sent.push('|');
+            }
         }
-        match part_value(part, src, &mut cache)? {
+        match part_value(part, src, &mut cache, sent.as_deref_mut())? {
             Ok(v) => key.push_str(&v),
             Err(absent) => match on_missing {
                 OnMissingKey::Ip => push_fallback(&mut key, src),
@@ -111,23 +163,30 @@ pub fn derive_key(
     Ok(key)
 }
 
-/// One part's value as it appears in the key (read, normalised, cut, hashed, escaped), or why
-/// it has none; an error when the request names it ambiguously.
 fn part_value(
     spec: &KeyPartSpec,
     src: &KeySource<'_>,
     cache: &mut value::Cache,
+    sent: Option<&mut String>,
 ) -> Result<Result<String, Absent>, KeyError> {
     let raw = match value::read(&spec.part, src, cache) {
         Ok(Some(raw)) => raw,
         Ok(None) => return Ok(Err(Absent::NotSent)),
-        Err(value::ReadError::Invalid(what)) => return Ok(Err(Absent::Invalid(what))),
+        Err(value::ReadError::Unclear(what)) => {
+            return Err(KeyError::Unclear {
+                part: spec.part.to_string(),
+                what,
+            })
+        }
         Err(value::ReadError::Ambiguous) => {
             return Err(KeyError::Ambiguous {
                 part: spec.part.to_string(),
             })
         }
     };
+    if let Some(sent) = sent {
+        sent.push_str(&escape(raw.trim_ascii()));
+    }
     Ok(options::apply(spec, raw, src.hash_secret))
 }
 

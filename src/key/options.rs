@@ -9,6 +9,7 @@ use phonenumber::country::Id;
 use sha2::Sha256;
 
 use super::email::normalize_email;
+use super::phone::normalize_phone;
 use super::{escape, Absent};
 use crate::config::{HashSecret, KeyPartSpec, Normalize};
 
@@ -60,44 +61,6 @@ fn what_it_must_be(how: Normalize) -> &'static str {
     }
 }
 
-/// A phone number in E.164 (`+6281234567890`) by libphonenumber's rules, read in `region` when
-/// written without a country code. Spaces, dashes, dots, brackets, a leading `00` and digits
-/// of other scripts do not make another key; anything that is not a valid number is `None`.
-pub fn normalize_phone(text: &str, region: Option<Id>) -> Option<String> {
-    let mut ascii = String::with_capacity(text.len());
-    for c in text.trim().chars() {
-        match other_script_digit(c) {
-            Some(d) => ascii.push(d),
-            None if c.is_ascii() => ascii.push(c),
-            None if c.is_whitespace() => ascii.push(' '),
-            None => return None,
-        }
-    }
-    let ascii = match ascii.trim_start().strip_prefix("00") {
-        Some(rest) => format!("+{rest}"),
-        None => ascii,
-    };
-    let number = phonenumber::parse(region, &ascii).ok()?;
-    if !number.is_valid() {
-        return None;
-    }
-    Some(number.format().mode(phonenumber::Mode::E164).to_string())
-}
-
-/// A decimal digit of another script as its ASCII digit (the blocks where `0`-`9` are
-/// contiguous, as libphonenumber reads them).
-fn other_script_digit(c: char) -> Option<char> {
-    const ZEROS: [u32; 17] = [
-        0x0660, 0x06F0, 0x07C0, 0x0966, 0x09E6, 0x0A66, 0x0AE6, 0x0B66, 0x0BE6, 0x0C66, 0x0CE6,
-        0x0D66, 0x0E50, 0x0ED0, 0x0F20, 0x1040, 0xFF10,
-    ];
-    let code = c as u32;
-    ZEROS
-        .iter()
-        .find(|&&zero| (zero..zero + 10).contains(&code))
-        .map(|&zero| char::from(b'0' + (code - zero) as u8))
-}
-
 /// The first `n` characters (bytes, for a value that is not UTF-8).
 fn prefix(mut value: Vec<u8>, n: usize) -> Vec<u8> {
     match std::str::from_utf8(&value) {
@@ -123,30 +86,6 @@ pub fn hash_value(secret: &HashSecret, value: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn phone_spellings_are_one_number() {
-        let id = Some(Id::ID);
-        let canonical = normalize_phone("+6281234567890", None).expect("valid");
-        assert_eq!(canonical, "+6281234567890");
-        for spelling in [
-            "0812-3456-7890",
-            "0812 3456 7890",
-            "(0812) 3456.7890",
-            "+62 812 3456 7890",
-            "006281234567890",
-            "٠٨١٢٣٤٥٦٧٨٩٠",
-        ] {
-            assert_eq!(
-                normalize_phone(spelling, id).as_deref(),
-                Some("+6281234567890"),
-                "{spelling}"
-            );
-        }
-        for junk in ["", "hello", "123", "+62", &"9".repeat(40), "+999123456789"] {
-            assert_eq!(normalize_phone(junk, id), None, "{junk}");
-        }
-    }
 
     #[test]
     fn prefixes_count_characters() {

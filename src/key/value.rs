@@ -17,8 +17,9 @@ use crate::config::{KeyPart, PathCase};
 pub enum ReadError {
     /// Named twice, or in a spelling some framework folds into its name, or in the query too.
     Ambiguous,
-    /// Present, but not a value: what it must be ("a number within the range of a double").
-    Invalid(&'static str),
+    /// Present, but read differently by different parsers (a JSON number that is not a plain
+    /// integer below 2^53): what it must be.
+    Unclear(&'static str),
 }
 
 /// What parts of one key share: the verified token's claims, decoded once.

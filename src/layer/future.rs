@@ -18,6 +18,7 @@ use super::body::{BoxError, RequestBody, ResponseBody};
 use super::read::{start_reading, Reading};
 use super::state::{State, StateProj, Step};
 use super::{client_addr, BodyCutShort, Decided, Shared, Unmatched};
+use crate::connection::removes_meaning;
 use crate::error::GatewayError;
 use crate::key::client_ip;
 use crate::metrics::DecisionLabel;
@@ -100,6 +101,10 @@ where
             tier: None,
         });
         let policy = &step.route.policy;
+        if let Some(header) = removes_meaning(&step.head.headers, &policy.key_headers) {
+            let header = header.to_string();
+            return Self::state(step.refuse(GatewayError::ConnectionRemoves { header }));
+        }
         if !policy.has_limits() || policy.exempts(client) {
             let label = match policy.has_limits() {
                 true => DecisionLabel::Exempt,

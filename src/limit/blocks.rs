@@ -20,9 +20,7 @@ use super::policy::RoutePolicy;
 use super::verdict::Verdict;
 use crate::config::ExceedMode;
 use crate::metrics::DecisionLabel;
-use crate::store::{
-    layout, local_now_us, Decision, DecisionRequest, LimitSet, Marker, Outcome, StoreError,
-};
+use crate::store::{layout, local_now_us, Decision, DecisionRequest, LimitSet, Marker, StoreError};
 
 /// Most keys `/admin/blocked` lists.
 pub const MAX_BLOCKED_LISTED: usize = 1000;
@@ -71,7 +69,7 @@ impl Limiter {
         let (ExceedMode::Block(_), Some(d)) = (&policy.config.on_exceed, &verdict.decision) else {
             return;
         };
-        if verdict.label != DecisionLabel::Rejected || d.outcome != Outcome::Rejected {
+        if verdict.label != DecisionLabel::Rejected || !d.refused_on_answers() {
             return;
         }
         for (slot, named) in blocked_slots(policy, d) {
@@ -248,7 +246,8 @@ impl WindowSets {
 fn blocked_slots(policy: &RoutePolicy, d: &Decision) -> Vec<(usize, usize)> {
     let mut out: Vec<(usize, usize)> = Vec::new();
     for (i, usage) in d.limits.iter().enumerate() {
-        if !usage.exceeded() {
+        // a refusal that stands on reservations in flight started no block
+        if !usage.exceeded() || usage.in_flight {
             continue;
         }
         let slot = policy.slot_of(i);

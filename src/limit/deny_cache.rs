@@ -129,8 +129,9 @@ impl DenyCache {
         mode: &ExceedMode,
         limits: &Arc<LimitSet>,
     ) {
-        let starts_block =
-            decision.outcome == Outcome::Rejected && matches!(mode, ExceedMode::Block(_));
+        // (a refusal standing on reservations in flight started none: it stays a rejection,
+        // cached until the soonest of them is settled)
+        let starts_block = decision.refused_on_answers() && matches!(mode, ExceedMode::Block(_));
         let cached = Decision {
             outcome: if starts_block {
                 Outcome::Blocked

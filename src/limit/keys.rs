@@ -2,7 +2,7 @@
 //! storage bases, and the tier (segment or plan) the route's own key picks.
 
 use crate::config::OnMissingKey;
-use crate::key::{derive_key, KeyError, KeySource};
+use crate::key::{derive_key, derive_key_and_sent, sent_tag, KeyError, KeySource};
 use crate::store::layout;
 
 use super::policy::RoutePolicy;
@@ -16,6 +16,10 @@ pub struct RequestKeys {
     pub bases: Vec<String>,
     /// The route's own key (it picks the segment or plan), when it was derived.
     pub route_key: Option<String>,
+    /// Per slot, the tag of the values the request sent (`~` and hex) where the slot's key
+    /// merges values and a reset may forgive it; `""` otherwise. Empty for keys not derived
+    /// from a request.
+    pub tags: Vec<String>,
 }
 
 /// Why a request has no keys: a part it lacks or names twice, or a key on no plan.
@@ -33,8 +37,19 @@ impl RequestKeys {
     /// Derives every slot's key from the request.
     pub fn derive(policy: &RoutePolicy, src: &KeySource<'_>) -> Result<RequestKeys, KeysError> {
         let mut keys = Vec::with_capacity(policy.slots.len());
-        for slot in &policy.slots {
-            keys.push(derive_key(&slot.spec, slot.on_missing, src)?);
+        let mut tags = Vec::new();
+        for (i, slot) in policy.slots.iter().enumerate() {
+            if !slot.tags_sent {
+                keys.push(derive_key(&slot.spec, slot.on_missing, src)?);
+                continue;
+            }
+            let (key, sent) = derive_key_and_sent(&slot.spec, slot.on_missing, src)?;
+            keys.push(key);
+            tags.resize(i, String::new());
+            tags.push(sent_tag(&sent, src.hash_secret));
+        }
+        if !tags.is_empty() {
+            tags.resize(policy.slots.len(), String::new());
         }
         let route_key = match policy.route_slot {
             Some(i) => Some(keys[i].clone()),
@@ -44,7 +59,9 @@ impl RequestKeys {
             }
             None => None,
         };
-        Ok(RequestKeys::from_keys(policy, keys, route_key))
+        let mut keys = RequestKeys::from_keys(policy, keys, route_key);
+        keys.tags = tags;
+        Ok(keys)
     }
 
     /// The keys a batch call or an admin request names: `key` for every slot.
@@ -71,6 +88,7 @@ impl RequestKeys {
             keys: vec![key.to_string(); policy.slots.len()],
             bases,
             route_key: Some(key.to_string()),
+            tags: Vec::new(),
         }
     }
 
@@ -84,6 +102,7 @@ impl RequestKeys {
             keys,
             bases,
             route_key,
+            tags: Vec::new(),
         }
     }
 

@@ -30,6 +30,8 @@ pub(super) struct Layout {
     /// Per limit: its state's index.
     state_of: Vec<usize>,
     states: Vec<StateSpec>,
+    /// The longest a reservation stays in flight (µs): the route's upstream timeouts.
+    pub(super) settle_us: u64,
 }
 
 impl Layout {
@@ -41,6 +43,7 @@ impl Layout {
                 spec: route.key.clone(),
                 on_missing: route.on_missing_key,
                 tag,
+                tags_sent: false,
             })
             .collect();
         let states = route
@@ -58,6 +61,7 @@ impl Layout {
             slots,
             state_of: (0..route.limits.len()).collect(),
             states,
+            settle_us: 0,
         }
     }
 
@@ -78,6 +82,7 @@ impl Layout {
                         spec: spec.clone(),
                         on_missing,
                         tag: slot_tag(route, spec, on_missing),
+                        tags_sent: false,
                     });
                     slots.len() - 1
                 }
@@ -112,6 +117,10 @@ impl Layout {
                 }
             };
             state_of.push(state);
+            // a success forgives only the value it sent, where the key merges values
+            if l.reset_status.is_some() && spec.merging_part().is_some() {
+                slots[slot].tags_sent = true;
+            }
         }
         let route_slot = slots.iter().position(|s| s.tag.is_empty());
         Layout {
@@ -119,6 +128,7 @@ impl Layout {
             route_slot,
             state_of,
             states,
+            settle_us: 0,
         }
     }
 
@@ -148,6 +158,10 @@ impl Layout {
                 window_us: l.window.as_micros().max(1) as u64,
                 param: l.burst.unwrap_or(0),
                 state: self.state_of[i],
+                settle_us: match block {
+                    Some(_) if l.counts_outcomes() => self.settle_us,
+                    _ => 0,
+                },
             })
             .collect();
         let set = LimitSet::new(block, limits, self.states.clone(), self.slots.len());

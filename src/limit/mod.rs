@@ -36,6 +36,6 @@ pub use deny_cache::{CachedDenial, DenyCache};
 pub use keys::{KeysError, RequestKeys};
 pub use limiter::Limiter;
 pub use outcome::{Reservation, Settled};
-pub use policy::{limit_set, KeySlot, OutcomeRule, RoutePolicy, Tier};
+pub use policy::{limit_set, KeySlot, OutcomeRule, RoutePolicy, Tier, EMBEDDED_SETTLE};
 pub use resets::ResetFollower;
 pub use verdict::{Verdict, STORE_UNAVAILABLE_RETRY_SECS};

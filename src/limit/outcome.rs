@@ -29,6 +29,8 @@ pub struct Reservation {
     policy: Arc<RoutePolicy>,
     limits: Arc<LimitSet>,
     bases: Vec<String>,
+    /// Per key slot, the tag of the value the attempt sent (where the slot merges values).
+    tags: Vec<String>,
     receipt: Option<Receipt>,
 }
 
@@ -96,6 +98,7 @@ impl Reservation {
             policy: policy.clone(),
             limits: tier.limits.clone(),
             bases: keys.bases.clone(),
+            tags: keys.tags.clone(),
             receipt: Some(receipt),
         })
     }
@@ -134,8 +137,9 @@ impl Reservation {
     }
 
     /// What happens to each outcome-counted limit's charge, by `fate`. A charge kept on a limit
-    /// that a status may reset is confirmed: the store learns the attempt is no longer in
-    /// flight, so a later reset forgives it.
+    /// that a status may reset, or on a blocking route, is confirmed: the store learns the
+    /// attempt is no longer in flight, so a later reset forgives it and a refusal it causes may
+    /// start a block.
     fn settlement(&self, fate: impl Fn(&OutcomeRule) -> Fate) -> Settled {
         let mut settled = Settled {
             cost: self.receipt.as_ref().map_or(0, |r| r.cost),
@@ -146,7 +150,7 @@ impl Reservation {
             match fate(rule) {
                 Fate::Reset => settled.reset.push(i),
                 Fate::Refund => settled.refunded.push(i),
-                Fate::Keep if rule.reset.is_some() => settled.confirmed.push(i),
+                Fate::Keep if rule.confirms => settled.confirmed.push(i),
                 Fate::Keep => {}
             }
         }
@@ -183,6 +187,7 @@ impl Reservation {
             refund: settled.refunded.clone(),
             confirm: settled.confirmed.clone(),
             reset: settled.reset.clone(),
+            tags: std::mem::take(&mut self.tags),
         };
         // Queued (or applied) now, before the answer goes out: the next decision of this
         // connection sees it, as the answer's headers say.

@@ -13,7 +13,7 @@ use http::HeaderValue;
 
 use super::layout::Layout;
 use crate::config::{
-    Config, HashSecret, KeySpec, OnError, OnMissingKey, PathCase, RouteConfig, StatusSet,
+    Config, HashSecret, KeyPart, KeySpec, OnError, OnMissingKey, PathCase, RouteConfig, StatusSet,
     UnknownPlan,
 };
 use crate::key::JwtVerifier;
@@ -42,6 +42,9 @@ pub struct KeySlot {
     pub on_missing: OnMissingKey,
     /// What follows the route's name in the hash tag.
     pub tag: String,
+    /// Whether each attempt's charge keeps which value was sent (a tag of it): the key merges
+    /// values and a limit on it has a `reset_status`.
+    pub tags_sent: bool,
 }
 
 /// What a limit's count does when the response arrives.
@@ -51,6 +54,9 @@ pub struct OutcomeRule {
     pub count: Option<StatusSet>,
     /// These statuses clear the count and the block level.
     pub reset: Option<StatusSet>,
+    /// Whether a charge kept is confirmed (answered, no longer in flight): a status may reset
+    /// it, or the route blocks (a block starts only from answered attempts).
+    pub confirms: bool,
 }
 
 /// Everything the limiter needs to decide for one route.
@@ -88,6 +94,9 @@ pub struct RoutePolicy {
     pub path_case: PathCase,
     /// The first segment of every storage key.
     pub key_prefix: String,
+    /// The headers the route's key parts read, which a client's `Connection` may not name
+    /// ([`crate::connection`]).
+    pub key_headers: Vec<http::HeaderName>,
 }
 
 impl RoutePolicy {
@@ -99,7 +108,8 @@ impl RoutePolicy {
         waiting: Arc<AtomicUsize>,
         jwt: Option<Arc<JwtVerifier>>,
     ) -> RoutePolicy {
-        let layout = Layout::of(&route);
+        let mut layout = Layout::of(&route);
+        layout.settle_us = settle_us(&route, config);
         RoutePolicy::laid_out(route, layout, config, metrics, waiting, jwt)
     }
 
@@ -166,10 +176,17 @@ impl RoutePolicy {
                 l.counts_outcomes().then(|| OutcomeRule {
                     count: l.count_status.clone(),
                     reset: l.reset_status.clone(),
+                    confirms: l.reset_status.is_some()
+                        || matches!(route.on_exceed, crate::config::ExceedMode::Block(_)),
                 })
             })
             .collect();
+        let key_headers = key_headers(
+            layout.slots.iter().map(|s| &s.spec).chain([&route.key]),
+            config.server.client_ip_header,
+        );
         RoutePolicy {
+            key_headers,
             on_error: route.on_error.unwrap_or(config.store.on_error),
             slots: layout.slots,
             route_slot: layout.route_slot,
@@ -265,7 +282,9 @@ impl RoutePolicy {
 /// The limits of `route` with their own values, as the stores take them (for tools and tests
 /// that call a store directly).
 pub fn limit_set(route: &RouteConfig) -> Arc<LimitSet> {
-    let layout = Layout::of(route);
+    let mut layout = Layout::of(route);
+    // as an embedded layer's: no upstream whose timeouts bound a reservation
+    layout.settle_us = EMBEDDED_SETTLE.as_micros() as u64;
     layout
         .tier(None, route, |i| route.limits[i].limit)
         .limits
@@ -294,3 +313,46 @@ fn transformed_plan_keys(
             .collect(),
     )
 }
+
+/// The headers key parts of `specs` read: a `header:` part's, `Authorization` for `jwt:`, and
+/// for `ip` a `Forwarded` the client IP is read from (the gateway sets `X-Forwarded-For` and
+/// `X-Real-IP` itself).
+fn key_headers<'s>(
+    specs: impl Iterator<Item = &'s KeySpec>,
+    client_ip_header: crate::config::ClientIpHeader,
+) -> Vec<http::HeaderName> {
+    let mut names = Vec::new();
+    for part in specs.flat_map(|s| &s.parts) {
+        let name = match &part.part {
+            KeyPart::Header(name) => name.clone(),
+            KeyPart::Jwt(_) => http::header::AUTHORIZATION,
+            KeyPart::Ip if client_ip_header == crate::config::ClientIpHeader::Forwarded => {
+                http::header::FORWARDED
+            }
+            _ => continue,
+        };
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// The longest a reservation of `route` stays in flight, in µs: its upstream's connect and
+/// answer timeouts (and a second for the settlement to reach the store). A route of an embedded
+/// layer has no upstream the gateway times: its inner service answers within
+/// [`EMBEDDED_SETTLE`].
+fn settle_us(route: &RouteConfig, config: &Config) -> u64 {
+    let upstream = route
+        .upstream
+        .as_ref()
+        .and_then(|u| config.upstreams.get(u));
+    let settle = match upstream {
+        Some(u) => u.connect_timeout + u.timeout + std::time::Duration::from_secs(1),
+        None => EMBEDDED_SETTLE,
+    };
+    settle.as_micros() as u64
+}
+
+/// How long an embedded layer's reservation is taken to stay in flight at most.
+pub const EMBEDDED_SETTLE: std::time::Duration = std::time::Duration::from_secs(30);

@@ -49,6 +49,9 @@ pub struct LimitUsage {
     pub reset: Duration,
     /// Until this limit alone would let the request through; zero when it has room.
     pub retry_after: Duration,
+    /// Its refusal stands only on reservations still in flight (`retry_after` is until the
+    /// soonest of them is settled): it started no block.
+    pub in_flight: bool,
 }
 
 impl LimitUsage {
@@ -116,7 +119,9 @@ impl Decision {
                 used: v[0].max(0) as u64,
                 limit: l.limit,
                 reset: micros(v[1]),
-                retry_after: micros(v[2]),
+                // negative: a refusal that stands on reservations in flight
+                retry_after: micros(v[2].abs()),
+                in_flight: v[2] < 0,
             })
             .collect();
         Ok(Decision {
@@ -144,6 +149,13 @@ impl Decision {
     /// Whether the request may go on.
     pub fn allowed(&self) -> bool {
         self.outcome == Outcome::Allowed
+    }
+
+    /// Whether a rejection started blocks: some limit refused on answered attempts (on a
+    /// blocking route, the store blocks each key slot such a limit counts).
+    pub fn refused_on_answers(&self) -> bool {
+        self.outcome == Outcome::Rejected
+            && self.limits.iter().any(|l| l.exceeded() && !l.in_flight)
     }
 
     /// Index of the limit a rejection names: the exceeded one with the longest wait.

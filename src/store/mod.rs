@@ -74,6 +74,9 @@ pub struct Settlement {
     pub confirm: Vec<usize>,
     /// Limits whose answered count is cleared (the charge itself going back).
     pub reset: Vec<usize>,
+    /// Per key slot, the tag of the value the attempt sent (`~<hex>`) where the slot's key
+    /// merges values, else `""`: a confirmation keeps it, a reset forgives only its own.
+    pub tags: Vec<String>,
 }
 
 impl Settlement {

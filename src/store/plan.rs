@@ -22,6 +22,11 @@ pub struct Limit {
     pub param: u64,
     /// The index of its state in [`LimitSet::states`].
     pub state: usize,
+    /// For a limit that counts outcomes on a blocking route, the longest a reservation stays in
+    /// flight (µs, the upstream's timeouts): a refusal that stands on reservations still in
+    /// flight starts no block and waits until the soonest is settled. 0: every charge counts
+    /// at once.
+    pub settle_us: u64,
 }
 
 /// One Redis key of a decision's state.
@@ -126,6 +131,7 @@ impl LimitSet {
                     window_us,
                     param: 0,
                     state,
+                    settle_us: 0,
                 }
             })
             .collect();
@@ -206,7 +212,8 @@ impl LimitSet {
     }
 }
 
-/// `block_ms growth max_ms forget_ms S Q (code slot)*Q N (state name limit window param)*N`,
+/// `block_ms growth max_ms forget_ms S Q (code slot)*Q N (state name limit window param
+/// settle)*N`,
 /// each field followed by a tab; a set that does not block sends zeros and growth 1.
 fn plan_text(set: &LimitSet) -> String {
     let block = set.block.unwrap_or(BlockSpec {
@@ -235,6 +242,7 @@ fn plan_text(set: &LimitSet) -> String {
             l.limit.to_string(),
             l.window_us.to_string(),
             l.param.to_string(),
+            l.settle_us.to_string(),
         ]);
     }
     fields.iter().map(|f| format!("{f}\t")).collect()

@@ -46,13 +46,13 @@ key = ["ip"]
   window = "1h"
 "#;
 
-/// A login route (`POST /api/login` to the upstream `up`, keyed by the JSON body's `username`,
-/// lower-cased) whose one limit, `failed-logins`, has the settings `limit` (TOML lines:
+/// A login route (`POST /api/login` to the upstream `up`, keyed by the JSON body's `username`
+/// as sent: a key that merged values could not reset on every algorithm) whose one limit, `failed-logins`, has the settings `limit` (TOML lines:
 /// `limit`, `window`, `count_status`, ...).
 pub fn login_route(limit: &str) -> String {
     format!(
         "[[routes]]\nname = \"login\"\npath = \"/api/login\"\nmethods = [\"POST\"]\nupstream = \"up\"\n\
-         key = [{{ part = \"json:username\", normalize = \"lower\" }}]\n\n\
+         key = [\"json:username\"]\n\n\
          [[routes.limits]]\nname = \"failed-logins\"\n{limit}\n"
     )
 }

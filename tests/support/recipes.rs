@@ -60,6 +60,11 @@ impl Recipe {
     /// at `upstream`; the hash secret and the admin token come from the test's environment
     /// lookup, not the process's.
     pub async fn start(name: &str, redis: &RedisServer, upstream: &AuthUpstream) -> Recipe {
+        Recipe::start_at(name, redis, &upstream.url()).await
+    }
+
+    /// [`Recipe::start`] with its upstream at `upstream_url`, whatever listens there.
+    pub async fn start_at(name: &str, redis: &RedisServer, upstream_url: &str) -> Recipe {
         let text = std::fs::read_to_string(recipe_path(name)).unwrap();
         let toml = adapt(
             &text,
@@ -78,7 +83,7 @@ impl Recipe {
                 ),
                 (
                     "url = \"http://127.0.0.1:9000\"",
-                    format!("url = \"{}\"", upstream.url()),
+                    format!("url = \"{upstream_url}\""),
                 ),
             ],
         );
@@ -96,6 +101,11 @@ impl Recipe {
             running: Some(running),
             _dir: dir,
         }
+    }
+
+    /// The running gateway (its listeners' addresses).
+    pub fn running(&self) -> &Running {
+        self.running.as_ref().unwrap()
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -120,6 +130,23 @@ impl Recipe {
             .await;
         assert_eq!(r.status, 200, "{path}: {}", r.body);
         r.json()
+    }
+
+    /// [`Recipe::admin_get`], asking again (up to 10 times) while the store answers late
+    /// (503 on a loaded machine: the recipes keep the default `store.timeout`).
+    pub async fn admin_get_patiently(&self, path: &str) -> serde_json::Value {
+        let auth = format!("Bearer {TOKEN}");
+        for _ in 0..10 {
+            let r = HttpClient::default()
+                .get(&self.admin(path), &[("authorization", &auth)])
+                .await;
+            if r.status != 503 {
+                assert_eq!(r.status, 200, "{path}: {}", r.body);
+                return r.json();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("{path}: the store never answered in time");
     }
 
     pub async fn reload(&self) {

@@ -234,6 +234,7 @@ impl Reference {
                 limit: l.limit,
                 reset: Duration::from_micros(l.reset(now)),
                 retry_after: Duration::from_micros(wait),
+                in_flight: false,
             })
             .collect();
         Decision {

@@ -143,7 +143,21 @@ pub async fn settle_first(
     decision: &Decision,
     settle: Settle,
 ) {
+    settle_first_tagged(store, limits, bases, decision, settle, "").await
+}
+
+/// [`settle_first`] for an attempt that sent the value tagged `tag` (`""`: a key that merges
+/// nothing).
+pub async fn settle_first_tagged(
+    store: &Store,
+    limits: &Arc<LimitSet>,
+    bases: &[String],
+    decision: &Decision,
+    settle: Settle,
+    tag: &str,
+) {
     let mut settlement = Settlement {
+        tags: vec![tag.to_string(); limits.slots],
         limits: limits.clone(),
         bases: bases.to_vec(),
         receipt: decision.receipt.clone().expect("a reservation"),

@@ -10,7 +10,7 @@ use super::routes::{KnownTiers, RouteContext};
 use super::{Result, Validator, MAX_WINDOW};
 use crate::algorithm::AlgorithmId;
 use crate::config::raw::{RawLimit, RawStatus};
-use crate::config::{ExceedMode, LimitConfig, StatusSet};
+use crate::config::{ExceedMode, KeySpec, LimitConfig, StatusSet};
 
 impl Validator<'_> {
     pub(super) fn limits(
@@ -19,13 +19,14 @@ impl Validator<'_> {
         at: &str,
         context: &RouteContext<'_>,
         mode: &ExceedMode,
+        route_key: &KeySpec,
     ) -> Result<Vec<LimitConfig>> {
         let mut names = HashSet::new();
         let mut limits = Vec::with_capacity(raw.len());
         for (j, l) in raw.iter().enumerate() {
             let l = l.get_ref();
             let key = format!("{at}.limits[{j}]");
-            let limit = self.limit(l, &key, context, mode)?;
+            let limit = self.limit(l, &key, context, mode, route_key)?;
             if !names.insert(limit.name.clone()) {
                 return self.error(
                     l.name.span(),
@@ -46,6 +47,7 @@ impl Validator<'_> {
         key: &str,
         context: &RouteContext<'_>,
         mode: &ExceedMode,
+        route_key: &KeySpec,
     ) -> Result<LimitConfig> {
         let name = self.name(&l.name, &format!("{key}.name"))?;
         let limit = *l.limit.get_ref();
@@ -115,6 +117,17 @@ impl Validator<'_> {
             self.statuses(l.count_status.as_ref(), &format!("{key}.count_status"))?;
         let reset_status =
             self.statuses(l.reset_status.as_ref(), &format!("{key}.reset_status"))?;
+        let merging = own_key.as_ref().unwrap_or(route_key).merging_part();
+        if let (Some(s), Some(part), false) = (
+            &l.reset_status,
+            merging,
+            algorithm == AlgorithmId::SLIDING_LOG,
+        ) {
+            return self.error(
+                s.span(),
+                format!("{key}.reset_status: `{}` counts several values as one key (`{}`), and {} keeps no entry per attempt, so a reset could not tell which value each attempt sent: one account's success would forgive the others' failures; use algorithm = \"sliding_log\", or a key that keeps values apart", part.part, part_options(part), algorithm.name()),
+            );
+        }
         if let (Some(s), ExceedMode::Delay { .. }) = (&l.count_status, mode) {
             return self.error(
                 s.span(),
@@ -236,4 +249,17 @@ fn known_segment(tiers: &KnownTiers, s: &str) -> std::result::Result<(), String>
             tiers.segments.join(", ")
         }
     ))
+}
+
+/// The options that merge values, as the config writes them (`normalize = "email"`,
+/// `prefix = 6`).
+fn part_options(part: &crate::config::KeyPartSpec) -> String {
+    let mut options = Vec::new();
+    if let Some(n) = part.normalize {
+        options.push(format!("normalize = \"{}\"", n.name()));
+    }
+    if let Some(p) = part.prefix {
+        options.push(format!("prefix = {p}"));
+    }
+    options.join(", ")
 }

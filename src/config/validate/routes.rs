@@ -96,7 +96,7 @@ impl Validator<'_> {
             )?),
             None => None,
         };
-        let limits = self.limits(&r.limits, &at, context, &on_exceed)?;
+        let limits = self.limits(&r.limits, &at, context, &on_exceed, &key)?;
         let exempt = self.networks(r.exempt.as_deref(), &format!("{at}.exempt"))?;
         let access_log_sample = match &r.access_log_sample {
             Some(v) if !(0.0..=1.0).contains(v.get_ref()) => {

@@ -66,7 +66,46 @@ impl Validator<'_> {
             let raw_route = raw.routes[j].get_ref();
             self.body_keys_without_body(j, raw_route, route);
             self.body_keys_falling_back_to_ip(j, raw_route, route);
+            self.methods_left_to_a_later_route(j, raw_route, routes, server);
         }
+    }
+
+    /// A route keyed by the body that lists only some methods, with a later route taking the
+    /// same path for the others: `GET /api/otp/send` (a body, or the number in the query, on a
+    /// method the route does not list) goes upstream by the later route, uncounted by this
+    /// one's limits, while many frameworks act on any method.
+    fn methods_left_to_a_later_route(
+        &mut self,
+        j: usize,
+        raw: &RawRoute,
+        routes: &[Arc<RouteConfig>],
+        server: &ServerConfig,
+    ) {
+        let route = &routes[j];
+        let (Some(methods), Some(raw_methods)) = (&route.methods, &raw.methods) else {
+            return;
+        };
+        if !route.reads_body() {
+            return;
+        }
+        let Some((k, later)) = routes.iter().enumerate().skip(j + 1).find(|(_, later)| {
+            route.path.within(&later.path, server.path_case) && !takes_every_method(route, later)
+        }) else {
+            return;
+        };
+        let span = raw_methods.first().map_or(0..0, |m| m.span());
+        let names: Vec<&str> = methods.iter().map(Method::as_str).collect();
+        self.warn(
+            span,
+            format!(
+                "routes[{j}].methods: `{}` counts only {} requests, and routes[{k}] `{}` ({}) forwards the other methods of its path uncounted by its limits (a `GET {}` with the value in its body or query): many frameworks act on any method; list every method the upstream serves there, or add a route before routes[{k}] that refuses them",
+                route.name,
+                names.join(", "),
+                later.name,
+                later.path,
+                route.path
+            ),
+        );
     }
 
     /// A `json:`/`form:` key part on a route whose methods carry no body: every request lacks

@@ -137,6 +137,7 @@ pub fn decide(
     let n = set.limits.len();
     let q = set.states.len();
     let mut per_limit = vec![0i64; n];
+    let mut flight = vec![false; n];
     let (mut blocked, mut level): (Option<Marker>, u64) = (None, 0);
     if set.block.is_some() {
         for s in 0..set.slots {
@@ -165,9 +166,14 @@ pub fn decide(
             .find(|&i| set.limits[i].name == b.name)
             .unwrap_or(0);
         per_limit[named] = per_limit[named].max(remaining);
-        reply(
-            keys, set, keys_of, &views, 2, retry, b.level, &per_limit, now,
-        )
+        let answer = Answer {
+            code: 2,
+            retry,
+            level: b.level,
+            per_limit: &per_limit,
+            flight: &flight,
+        };
+        reply(keys, set, keys_of, &views, &answer, now)
     } else {
         let mut retry = 0i64;
         for i in 0..n {
@@ -181,9 +187,22 @@ pub fn decide(
         }
         if retry > 0 {
             if let (Some(block), true) = (set.block, commit) {
+                // A block starts only from answered attempts: a limit refusing only for
+                // reservations still in flight waits until the soonest is settled instead.
+                for (i, l) in set.limits.iter().enumerate() {
+                    if per_limit[i] > 0 && l.settle_us > 0 {
+                        let state = state_mut(keys, &keys_of[l.state], || unreachable!());
+                        let f = state.in_flight(views[i], &l.name, l.limit, cost, l.settle_us, now);
+                        if f > 0 {
+                            flight[i] = true;
+                            per_limit[i] = per_limit[i].min(f);
+                        }
+                    }
+                }
                 let mut levels = vec![None; set.slots];
                 for (s, level_of) in levels.iter_mut().enumerate() {
-                    let refusing = (0..n).filter(|&i| per_limit[i] > 0 && set.slot_of(i) == s);
+                    let refusing =
+                        (0..n).filter(|&i| per_limit[i] > 0 && !flight[i] && set.slot_of(i) == s);
                     let named = refusing.fold(None, |best: Option<usize>, i| match best {
                         Some(b) if per_limit[b] >= per_limit[i] => Some(b),
                         _ => Some(i),
@@ -204,7 +223,14 @@ pub fn decide(
                 }
                 level = levels[set.slot_of(worst)].unwrap_or(level);
             }
-            reply(keys, set, keys_of, &views, 0, retry, level, &per_limit, now)
+            let answer = Answer {
+                code: 0,
+                retry,
+                level,
+                per_limit: &per_limit,
+                flight: &flight,
+            };
+            reply(keys, set, keys_of, &views, &answer, now)
         } else {
             if commit {
                 for (i, l) in set.limits.iter().enumerate() {
@@ -212,7 +238,14 @@ pub fn decide(
                     state.charge(views[i], cost, member, d);
                 }
             }
-            reply(keys, set, keys_of, &views, 1, 0, level, &per_limit, now)
+            let answer = Answer {
+                code: 1,
+                retry: 0,
+                level,
+                per_limit: &per_limit,
+                flight: &flight,
+            };
+            reply(keys, set, keys_of, &views, &answer, now)
         }
     };
     for key in &keys_of[..q] {
@@ -248,24 +281,35 @@ fn start_block(keys: &mut Keys, key: &str, block: &BlockSpec, name: &str, now: u
     (length, level)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// A decision's answer before its per-limit reports: code, wait, level, and per limit its wait
+/// and whether its refusal stands only on reservations in flight.
+struct Answer<'a> {
+    code: i64,
+    retry: i64,
+    level: u64,
+    per_limit: &'a [i64],
+    flight: &'a [bool],
+}
+
+/// The reply's values for one decision (a refusal in flight has its wait negated, as in Lua).
 fn reply(
     keys: &mut Keys,
     set: &LimitSet,
     keys_of: &[String],
     views: &[usize],
-    code: i64,
-    retry: i64,
-    level: u64,
-    per_limit: &[i64],
+    answer: &Answer<'_>,
     now: u64,
 ) -> Vec<i64> {
     let mut out = Vec::with_capacity(3 + 3 * set.limits.len());
-    out.extend([code, retry, level as i64]);
+    out.extend([answer.code, answer.retry, answer.level as i64]);
     for (i, l) in set.limits.iter().enumerate() {
         let state = state_mut(keys, &keys_of[l.state], || unreachable!());
         let (used, reset) = state.report(views[i], now);
-        out.extend([used, reset, per_limit[i]]);
+        let wait = match answer.flight[i] {
+            true => -answer.per_limit[i],
+            false => answer.per_limit[i],
+        };
+        out.extend([used, reset, wait]);
     }
     out
 }
@@ -286,7 +330,8 @@ fn finish(keys: &mut Keys, key: &str, now: u64) {
     }
 }
 
-/// The charge a settlement takes back: its first member, when it was made, its units.
+/// The charge a settlement takes back: its first member, when it was made, its units, and per
+/// key slot the tag of the value the attempt sent (`""` or `~<hex>`).
 pub struct Charge<'a> {
     /// The member of its first unit.
     pub member: &'a str,
@@ -294,6 +339,8 @@ pub struct Charge<'a> {
     pub at: u64,
     /// Units charged.
     pub cost: u64,
+    /// Per key slot of the set, the tag of the value sent.
+    pub tags: &'a [String],
 }
 
 /// What a settlement does to a limit's charge (the script's settlement kinds).
@@ -322,6 +369,8 @@ pub fn settle(
     for &i in limits {
         let l = &set.limits[i];
         let key = &keys_of[l.state];
+        // (a reset of a key with no state left lifts its block level)
+        let mut lift = kind == SettleKind::Reset;
         if let Some(Some(Slot {
             value: Value::State(state),
             ..
@@ -329,20 +378,21 @@ pub fn settle(
         {
             let limit = params(set, i);
             let (member, at, cost) = (charge.member, charge.at, charge.cost);
+            let tag = charge.tags.get(set.slot_of(i)).map_or("", String::as_str);
             match kind {
-                SettleKind::Confirm => state.confirm(&limit, member, at, cost, now),
+                SettleKind::Confirm => state.confirm(&limit, member, at, cost, tag, now),
                 SettleKind::Refund | SettleKind::Reset => {
                     state.refund(&limit, member, at, cost, now)
                 }
             }
-            if kind == SettleKind::Reset {
-                state.clear(&l.name, now);
-            }
+            // a reset lifts the block level once nothing else is left (untagged: at once)
+            let emptied = kind == SettleKind::Reset && state.clear(&l.name, tag, now);
+            lift = kind == SettleKind::Reset && (tag.is_empty() || emptied);
             if state.is_empty() {
                 keys.insert(key.clone(), None);
             }
         }
-        if kind == SettleKind::Reset && set.block.is_some() {
+        if lift && set.block.is_some() {
             keys.insert(keys_of[q + set.slot_of(i)].clone(), None);
         }
     }

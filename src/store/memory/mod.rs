@@ -288,6 +288,7 @@ impl MemoryStore {
                 member: &part.member,
                 at: part.decided_at_us,
                 cost: settlement.receipt.cost,
+                tags: &settlement.tags,
             };
             let kinds = [
                 (SettleKind::Refund, &settlement.refund),

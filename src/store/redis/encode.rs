@@ -19,14 +19,12 @@ pub fn encode(batch: &Batch, token: &str, clock: ClockSource) -> (Vec<Key>, Vec<
         (None, ClockSource::Redis) => Value::from(""),
     };
     let mut plans: Vec<&Arc<LimitSet>> = Vec::new();
-    // A settlement that refunds some limits and resets others is an entry per kind.
-    let settlements: Vec<(i64, &str, &PendingSettlement, &Vec<usize>)> = batch
+    // A settlement that refunds some limits and resets others is an entry per kind (and per
+    // tag of the value sent, for confirmations and resets).
+    let settlements: Vec<(i64, String, &PendingSettlement, Vec<usize>)> = batch
         .settlements
         .iter()
-        .flat_map(|s| {
-            [("r", &s.refund), ("c", &s.confirm), ("x", &s.reset)].map(|(kind, l)| (s, kind, l))
-        })
-        .filter(|(_, _, limits)| !limits.is_empty())
+        .flat_map(entries)
         .collect::<Vec<_>>()
         .into_iter()
         .map(|(s, kind, limits)| (plan_index(&mut plans, &s.limits), kind, s, limits))
@@ -47,7 +45,7 @@ pub fn encode(batch: &Batch, token: &str, clock: ClockSource) -> (Vec<Key>, Vec<
     for (plan, kind, s, limits) in settlements {
         args.extend([
             Value::from(plan),
-            Value::from(kind),
+            Value::from(kind.as_str()),
             Value::from(s.member.as_str()),
             Value::from(s.at as i64),
             Value::from(s.cost as i64),
@@ -65,6 +63,31 @@ pub fn encode(batch: &Batch, token: &str, clock: ClockSource) -> (Vec<Key>, Vec<
     }
     args.push(Value::from(decisions));
     (keys, args)
+}
+
+/// A settlement's entries: its refunds, then its confirmations and resets, one entry per tag
+/// (the kind followed by the tag: `c~<hex>`); kinds with no limit are left out.
+fn entries(s: &PendingSettlement) -> Vec<(&PendingSettlement, String, Vec<usize>)> {
+    let mut out = Vec::new();
+    if !s.refund.is_empty() {
+        out.push((s, "r".to_string(), s.refund.clone()));
+    }
+    for (kind, limits) in [("c", &s.confirm), ("x", &s.reset)] {
+        let tag_of = |i: usize| s.tags.get(i).map_or("", String::as_str);
+        let mut tags: Vec<&str> = limits.iter().map(|&i| tag_of(i)).collect();
+        tags.dedup();
+        tags.sort_unstable();
+        tags.dedup();
+        for tag in tags {
+            let mine: Vec<usize> = limits
+                .iter()
+                .copied()
+                .filter(|&i| tag_of(i) == tag)
+                .collect();
+            out.push((s, format!("{kind}{tag}"), mine));
+        }
+    }
+    out
 }
 
 /// The 1-based index of `set` among the call's plans, adding it when new.

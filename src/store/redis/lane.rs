@@ -78,6 +78,8 @@ pub struct PendingSettlement {
     pub confirm: Vec<usize>,
     /// Limits whose answered count is cleared (the charge itself going back).
     pub reset: Vec<usize>,
+    /// Per limit of `limits`, the tag of the value the attempt sent (`""`: none).
+    pub tags: Vec<String>,
     /// When it stops waiting.
     pub deadline: Deadline,
     /// Told once it is applied (or failed).

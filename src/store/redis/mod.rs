@@ -318,6 +318,13 @@ impl RedisStore {
                 continue;
             }
             let keys: Vec<Key> = limits.keys(&bases).into_iter().map(Key::from).collect();
+            let tags = index_of
+                .iter()
+                .map(|&i| {
+                    let slot = settlement.limits.slot_of(i);
+                    settlement.tags.get(slot).cloned().unwrap_or_default()
+                })
+                .collect();
             let (done, wait) = oneshot::channel();
             let lane = self.lane_for(&keys);
             lane.settle(PendingSettlement {
@@ -329,6 +336,7 @@ impl RedisStore {
                 refund,
                 confirm,
                 reset,
+                tags,
                 deadline: Deadline::after(self.inner.timeout * 4),
                 done,
             });

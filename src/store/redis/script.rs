@@ -19,8 +19,18 @@ use std::sync::OnceLock;
 use crate::algorithm::AlgorithmId;
 
 /// The functions every algorithm's file defines, which its scope returns.
-const FUNCTIONS: [&str; 11] = [
-    "begin", "open", "view", "fits", "wait", "charge", "report", "refund", "confirm", "clear",
+const FUNCTIONS: [&str; 12] = [
+    "begin",
+    "open",
+    "view",
+    "fits",
+    "wait",
+    "charge",
+    "report",
+    "in_flight",
+    "refund",
+    "confirm",
+    "clear",
     "finish",
 ];
 

@@ -85,6 +85,7 @@ fn join(
             limit: 0,
             reset: Duration::ZERO,
             retry_after: Duration::ZERO,
+            in_flight: false,
         };
         set.limits.len()
     ];
@@ -144,6 +145,7 @@ fn take_back(store: &RedisStore, parts: Vec<Part>) {
             limits: part.set,
             bases: part.bases,
             receipt,
+            tags: Vec::new(),
         };
         let applied = store.settle(settlement);
         tokio::spawn(async move {

@@ -1,0 +1,66 @@
+//! The phone rule against what libphonenumber (Python's `phonenumbers`) answers for named
+//! spellings; `tests/phone_numbers_oracle.rs` holds it against the oracle on a generated corpus.
+
+use super::*;
+
+fn read(region: &str, text: &str) -> Option<String> {
+    normalize_phone(text, Some(region.parse().expect("a region")))
+}
+
+/// What libphonenumber (Python's `phonenumbers`, its port) answers for these spellings.
+#[test]
+fn spellings_read_as_libphonenumber_reads_them() {
+    for (region, text, e164) in [
+        ("ID", "0812-3456-7890", "+6281234567890"),
+        ("ID", "0812 3456 7890", "+6281234567890"),
+        ("ID", "(0812) 3456.7890", "+6281234567890"),
+        ("ID", "+62 812 3456 7890", "+6281234567890"),
+        ("ID", "6281234567890", "+6281234567890"),
+        ("ID", "٠٨١٢٣٤٥٦٧٨٩٠", "+6281234567890"),
+        ("ID", "008 1 202 555 0143", "+12025550143"),
+        ("ID", "+62812-349-458", "+62812349458"),
+        ("JP", "+8190-1234-2527", "+819012342527"),
+        ("BR", "+551196123-5291", "+5511961235291"),
+        ("BR", "0014 1 202 555 0143", "+12025550143"),
+        ("SG", "001 1 202 555 0143", "+12025550143"),
+        ("SG", "0011 202 555 0143", "+12025550143"),
+        ("US", "011 62 812 3456 7890", "+6281234567890"),
+        ("US", "(202) 555-0143", "+12025550143"),
+        ("DE", "030 123456", "+4930123456"),
+    ] {
+        assert_eq!(read(region, text).as_deref(), Some(e164), "{region} {text}");
+    }
+    assert_eq!(
+        normalize_phone("+6281234567890", None).as_deref(),
+        Some("+6281234567890")
+    );
+}
+
+#[test]
+fn letters_foreign_prefixes_and_junk_are_no_number() {
+    for (region, text) in [
+        ("ID", "0812 3456 7890a"),
+        ("ID", "0812a 3456 7890"),
+        ("ID", "+62 812 3456 7890 x12"),
+        ("ID", "tel:+6281234567890"),
+        ("US", "1-800-FLOWERS"),
+        // not the region's own prefix: libphonenumber reads a national number, not valid
+        ("ID", "006281234567890"),
+        ("US", "00 62 812 3456 7890"),
+        ("BR", "00 1 202 555 0143"),
+        ("ID", "0812+3456+7890"),
+        ("ID", "++6281234567890"),
+        ("ID", "0812#34567890"),
+        ("ID", ""),
+        ("ID", "hello"),
+        ("ID", "123"),
+        ("ID", "+62"),
+        ("ID", "+999123456789"),
+    ] {
+        assert_eq!(read(region, text), None, "{region} {text}");
+    }
+    assert_eq!(read("ID", &"9".repeat(40)), None);
+    // without a region only `+` gives the country
+    assert_eq!(normalize_phone("081234567890", None), None);
+    assert_eq!(normalize_phone("0062 81234567890", None), None);
+}
