@@ -120,7 +120,7 @@ fn store_url_and_bound(running: &Config, configured: &Config) -> Vec<PendingSett
     out
 }
 
-/// `rls.listen` and `forward_auth.listen` are read only at start (with whether the section is
+/// `rls.listen`, `forward_auth.listen` and `ext_authz.listen` are read only at start (with whether the section is
 /// there at all: a listener is started or not): the running ones are kept.
 fn decider_listeners(running: &Config, configured: &mut Config) -> Vec<PendingSetting> {
     let shown = |a: Option<std::net::SocketAddr>| a.map_or("none".to_string(), |a| a.to_string());
@@ -134,6 +134,11 @@ fn decider_listeners(running: &Config, configured: &mut Config) -> Vec<PendingSe
             "forward_auth.listen",
             running.forward_auth.as_ref().map(|f| f.listen),
             configured.forward_auth.as_mut().map(|f| &mut f.listen),
+        ),
+        (
+            "ext_authz.listen",
+            running.ext_authz.as_ref().map(|e| e.listen),
+            configured.ext_authz.as_mut().map(|e| &mut e.listen),
         ),
     ];
     let mut out = Vec::new();

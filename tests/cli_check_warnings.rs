@@ -275,3 +275,39 @@ key = ["json:phone"]
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stderr(&out), "");
 }
+
+/// A route Envoy's ext_authz asks about (no `upstream`) that counts outcomes: Check never sees
+/// the answer, so every admitted attempt stays counted. The same limit on a route with an
+/// upstream (reached through the proxy listener, which sees the answer) stays silent.
+#[test]
+fn count_status_on_a_route_ext_authz_asks_about_is_warned_about() {
+    let route = |upstream: &str| {
+        format!(
+            r#"
+[ext_authz]
+listen = "127.0.0.1:0"
+
+[[routes]]
+name = "login"
+path = "/api/login"
+methods = ["POST"]
+{upstream}
+key = ["json:username"]
+  [[routes.limits]]
+  name = "failed-logins"
+  limit = 5
+  window = "15m"
+  count_status = [401]
+"#
+        )
+    };
+    let toml = gateway(&route(""));
+    let (file, err) = warnings(&toml, &[]);
+    let at = line_column(&toml, "\"login\"");
+    assert_eq!(
+        err,
+        format!("{file}:{at}: warning: routes[0] `login` counts outcomes (count_status/reset_status): ext_authz never sees the answer, so through it every admitted attempt stays counted and reset_status never applies; the proxy listener or the tower layer sees it\n")
+    );
+    let (_, quiet) = warnings(&gateway(&route("upstream = \"up\"")), &[]);
+    assert_eq!(quiet, "");
+}
