@@ -7,8 +7,8 @@ on the A/B baseline. bench/README.md ("Adding a row") walks through adding one.
 """
 
 from harness.fronts import Haproxy, Nginx, NoFront, Peer
-from harness.gateway import Gateway, Limit, Route, RlsService
-from harness.goals import GatewayCpu, HalfP99, Info, InfoHalfP99, Rate, RedisCpu
+from harness.gateway import ExtAuthzService, Gateway, Limit, Route, RlsService
+from harness.goals import GatewayCpu, HalfP99, Info, InfoHalfP99, Rate, RedisCpu, RedisCpuOf
 from harness.half import Hey, Paced, PacedCalls
 from harness.loads import Batch, Calls, RedisBenchmark
 from harness.checks import (AdmittedAll, CallsBound, CostsSettled, CountedOrRefunded, Decided, EntryPerCharge,
@@ -122,6 +122,14 @@ def table(k):
             NoFront(), RedisBenchmark(), companion="batch"),
         Row("rls", "Envoy's rate-limit service: gRPC ShouldRateLimit, one descriptor per call, BENCH_USERS keys",
             Gateway(services=(RlsService(RLS_LIMITS),)),
-            Calls("rls_load", "bench/rls/load.rs", listener="rls", what="ShouldRateLimit"), anchor="redis-keys",
-            checks=(ExactEntries(),), half=PacedCalls(), goals=(Rate(1.5), HalfP99(below_ms=5))),
+            Calls("rls_load", "bench/rls/load.rs", listener="rls", what="ShouldRateLimit, one descriptor per call"),
+            anchor="redis-keys", checks=(ExactEntries(),), half=PacedCalls(), goals=(Rate(1.5), HalfP99(below_ms=5))),
+        # Envoy's ext_authz with the body: otp-body's route and bodies, asked by Check (every call
+        # a stream id of its own, so none is answered from another's decision).
+        Row("ext-authz", "Envoy's ext_authz: gRPC Check with a 200-byte JSON body keyed by phone, BENCH_USERS phones",
+            Gateway(Route(key=otp_key, limits=(Limit("per-phone", 10000, "1h"),), extra='methods = ["POST"]'),
+                    services=(ExtAuthzService(),)),
+            Calls("rls_load", "bench/rls/load.rs", listener="ext_authz",
+                  what="Check, a 200-byte JSON body per call", service="check"),
+            anchor="otp-body", checks=(ExactEntries(),), goals=(Rate(1.3), RedisCpuOf("otp-body", 1.1))),
     ]

@@ -32,7 +32,8 @@ fi
 # The contract. Keep in sync with README.md ("Metrics") and src/metrics.rs, the truth.
 counters="slidegate_requests_total slidegate_limit_exceeded_total slidegate_store_errors_total
 slidegate_deny_cache_hits_total slidegate_upstream_requests_total slidegate_config_reloads_total
-slidegate_outcome_refunds_total slidegate_outcome_resets_total slidegate_blocks_started_total"
+slidegate_outcome_refunds_total slidegate_outcome_resets_total slidegate_blocks_started_total
+slidegate_store_evicted_keys_total"
 histograms="slidegate_limit_utilization_ratio slidegate_decision_duration_seconds
 slidegate_upstream_duration_seconds slidegate_rls_duration_seconds"
 gauges="slidegate_build_info slidegate_delay_waiting slidegate_deny_cache_entries process_cpu_seconds_total
@@ -99,6 +100,8 @@ COUNTERS = {
     "slidegate_outcome_refunds_total": {**ROUTE, "limit": None},
     "slidegate_outcome_resets_total": {**ROUTE, "limit": None},
     "slidegate_blocks_started_total": {**ROUTE, "limit": None},
+    # Redis's own evictions (INFO stats evicted_keys), read when scraped.
+    "slidegate_store_evicted_keys_total": {},
 }
 HISTOGRAMS = {
     "slidegate_limit_utilization_ratio": {**ROUTE, "limit": None},

@@ -89,7 +89,7 @@ fn call(
     out.extend(keys);
     // now ("" = the Redis clock), the call's token, one plan, no settlement, one decision.
     out.extend(["".to_string(), token.to_string(), "1".to_string()]);
-    out.push(String::from_utf8_lossy(&set.text()).into_owned());
+    out.push(String::from_utf8_lossy(&set.text(true)).into_owned());
     out.extend(["0", "1", "1 1 "].map(String::from));
     Ok(out)
 }

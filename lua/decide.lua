@@ -30,7 +30,9 @@
 --           lease), param (gcra: burst), settle in µs (0: every charge counts at once; else the
 --           limit counts outcomes on a blocking route and a reservation is settled at most this
 --           long after its charge), flags (1: the limit is charged one unit per attempt whatever
---           the decision's cost; 2: its refusal starts no block)
+--           the decision's cost; 2: its refusal starts no block),
+--           then the route's refusal index (its key, "-": none) and a "0"/"1" per limit
+--           saying whether that limit's refusals are recorded ("-" without an index)
 -- then      R, the number of settlements; per settlement:
 --             plan, kind ("r" refund, "c" confirm: answered and counted, "x" reset: its own
 --             charge refunded and the answered charges forgiven, "s<N>" settle: the charge made
@@ -55,6 +57,13 @@
 --
 -- Block marker: "<limit name> <block end µs> <level>", kept block_forget past the block's end,
 -- so the next block of the key is one level up while it exists.
+--
+-- Refusal index (a plan with one): a charging decision that refuses (code 0 or 2) records, per
+-- key slot, its recording limit with the longest wait (the first of equals): ZADD of member
+-- "<limit name>|<material>" (the key as stored, read from the slot's state key) scored by when
+-- the refusal ends (µs); a new member trims the index to its MAX_REFUSED latest-ending entries
+-- (ZREMRANGEBYRANK), and the index's TTL is raised to the refusal's end when shorter (PTTL,
+-- PEXPIRE). Allowed decisions, reads and dry runs write nothing here.
 
 -- The call's own state, set by `decide` (library-level so that the helpers below are made once
 -- per load, not once per call). `blocks` is made when a call first needs it; `out` (the reply)
@@ -71,6 +80,9 @@ local plans = {}
 local PLAN_CACHE_MAX = 1024
 local plan_cache, n_plan_cache = {}, 0
 
+-- The most entries a refusal index keeps (src/store/refused.rs: MAX_REFUSED).
+local MAX_REFUSED = 1000
+
 -- One plan from its arguments `argv[a + 1]` on; returns it and the index of its last argument.
 local function parse_plan(argv, a)
   -- every field in the constructor: a table that grows later is rehashed
@@ -78,7 +90,7 @@ local function parse_plan(argv, a)
                  forget_ms = argv[a + 4] + 0, slots = argv[a + 5] + 0, q = argv[a + 6] + 0,
                  n = 0, keys = 0, alg = {}, sslot = {}, swin = {}, sbound = {},
                  lstate = {}, names = {}, limits = {}, windows = {}, params = {},
-                 settles = {}, unit = false, noblock = false }
+                 settles = {}, unit = false, noblock = false, index = false, records = {} }
   a = a + 6
   for j = 1, plan.q do
     plan.alg[j] = ALG[argv[a + 1] + 0]
@@ -108,6 +120,12 @@ local function parse_plan(argv, a)
       plan.swin[q], plan.sbound[q] = window, limit
     end
   end
+  if argv[a + 1] ~= '-' then
+    plan.index = argv[a + 1]
+    local recorded = argv[a + 2]
+    for i = 1, plan.n do plan.records[i] = string.byte(recorded, i) == 49 end
+  end
+  a = a + 2
   plan.keys = plan.q
   if plan.block_ms > 0 then plan.keys = plan.q + plan.slots end
   return plan, a
@@ -240,6 +258,28 @@ local function settle(ARGV, a, plans, settlements)
   return k
 end
 
+-- Records a charging refusal in the plan's refusal index (see the top): per key slot, the
+-- recording limit with the longest wait, its state key (`keys[k + state]`) naming the key.
+local function record_refusal(plan, k, per_limit)
+  local index, records, lstate, sslot = plan.index, plan.records, plan.lstate, plan.sslot
+  for s = 1, plan.slots do
+    local named, longest = nil, 0
+    for i = 1, plan.n do
+      local w = per_limit[i]
+      if w and w > longest and records[i] and sslot[lstate[i]] == s then named, longest = i, w end
+    end
+    if named then
+      local material = string.match(keys[k + lstate[named]], '{[^|]*|([^}]*)}')
+      local member = plan.names[named] .. '|' .. material
+      if call('ZADD', index, format('%d', now + longest), member) == 1 then
+        call('ZREMRANGEBYRANK', index, 0, -(MAX_REFUSED + 1))
+      end
+      local ms = ceil(longest / 1000)
+      if call('PTTL', index) < ms then call('PEXPIRE', index, format('%d', ms)) end
+    end
+  end
+end
+
 -- Reused for every decision (a fresh table per decision costs more than clearing one).
 local st, v, per_limit, costs = {}, {}, {}, {}
 
@@ -287,6 +327,7 @@ local function decide_one(plan, cost, d, k)
       end
     end
     if (per_limit[named] or 0) < blocked.untl - now then per_limit[named] = blocked.untl - now end
+    if plan.index and commit and not dry then record_refusal(plan, k, per_limit) end
     reply(2, retry, blocked.level, plan, v, per_limit)
     return
   end
@@ -341,6 +382,7 @@ local function decide_one(plan, cost, d, k)
       end
       level = levels[plan.sslot[lstate[worst]]] or level
     end
+    if plan.index and commit and not dry then record_refusal(plan, k, per_limit) end
     reply(0, retry, level, plan, v, per_limit)
     return
   end

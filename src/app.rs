@@ -44,6 +44,9 @@ pub struct Running {
     pub admin_addr: SocketAddr,
     /// Where Envoy's rate-limit service API is served (`[rls]`).
     pub rls_addr: Option<SocketAddr>,
+    /// Where Envoy's external authorization API is served (`[ext_authz]`; `rls_addr` when
+    /// both share one address).
+    pub ext_authz_addr: Option<SocketAddr>,
     /// Where forward-auth subrequests are answered (`[forward_auth]`).
     pub forward_auth_addr: Option<SocketAddr>,
     /// The shared state (for reloads and tests).
@@ -90,7 +93,7 @@ pub async fn start_on(config: Config, handles: &[Handle]) -> Result<Running, Sta
         .await
         .map_err(|source| StartError::Bind {
             addr: config.admin.listen,
-            source,
+            source: crate::server::in_use(source),
         })?;
     let state = GatewayState::new(config, store, metrics)?;
     start_with(state, proxy_listeners, admin_listener, handles).await
@@ -114,6 +117,7 @@ pub async fn start_with(
     let admin_addr = local(admin_listener.local_addr())?;
     let (stop, stopped) = watch::channel(false);
     let mut tasks = Vec::new();
+    tokio::spawn(state.clone().warn_if_store_may_evict());
     if let Some(task) = follow_resets(&state, stopped.clone()).await? {
         tasks.push(task);
     }
@@ -123,22 +127,36 @@ pub async fn start_with(
         crate::server::bind_listeners(addr, workers)
             .map_err(|source| StartError::Bind { addr, source })
     };
-    let rls_listeners = state
-        .running
-        .rls
-        .as_ref()
-        .map(|r| bind(r.listen))
-        .transpose()?;
+    let grpc = crate::grpc::listeners(
+        state.running.rls.as_ref().map(|r| {
+            let service = crate::rls::RlsService::new(state.rls.clone(), state.limiter().clone());
+            (r.listen, service)
+        }),
+        (state.running.ext_authz.as_ref()).map(|e| {
+            let service = crate::ext_authz::ExtAuthzService::new(&state.shared);
+            (e.listen, service)
+        }),
+    );
+    let mut grpc_bound = Vec::with_capacity(grpc.len());
+    for listener in grpc {
+        let sockets = bind(listener.listen)?;
+        grpc_bound.push((local(sockets[0].local_addr())?, listener, sockets));
+    }
+    let grpc_addr = |wanted: Option<SocketAddr>| {
+        let wanted = wanted?;
+        (grpc_bound.iter())
+            .find(|(_, l, _)| l.listen == wanted)
+            .map(|(bound, _, _)| *bound)
+    };
+    let rls_addr = grpc_addr(state.running.rls.as_ref().map(|r| r.listen));
+    let ext_authz_addr = grpc_addr(state.running.ext_authz.as_ref().map(|e| e.listen));
     let forward_auth_listeners = (state.running.forward_auth.as_ref())
         .map(|f| bind(f.listen))
         .transpose()?;
-    let first_addr = |l: &Option<Vec<std::net::TcpListener>>| {
-        l.as_ref().map(|l| local(l[0].local_addr())).transpose()
-    };
-    let (rls_addr, forward_auth_addr) = (
-        first_addr(&rls_listeners)?,
-        first_addr(&forward_auth_listeners)?,
-    );
+    let forward_auth_addr = forward_auth_listeners
+        .as_ref()
+        .map(|l| local(l[0].local_addr()))
+        .transpose()?;
     // One bound for every listener of every worker: max_connections is the whole process's.
     let serving = Serving {
         settings: state.running.server.clone(),
@@ -150,9 +168,10 @@ pub async fn start_with(
     };
     let gateway = Gateway::new(state.shared.clone(), state.upstreams.clone());
     tasks.extend(serving.on_workers(proxy_listeners, move |peer| gateway.service(peer)));
-    if let Some(listeners) = rls_listeners {
-        let service = crate::rls::RlsService::new(state.rls.clone(), state.limiter().clone());
-        tasks.extend(serving.on_workers(listeners, move |_| service.clone().server()));
+    let head_timeout = state.running.server.header_read_timeout;
+    for (_, listener, sockets) in grpc_bound {
+        let router = listener.router(head_timeout).await;
+        tasks.extend(serving.on_workers(sockets, move |_| router.clone()));
     }
     if let Some(listeners) = forward_auth_listeners {
         let service = crate::forward_auth::ForwardAuth::new(&state.shared);
@@ -167,6 +186,7 @@ pub async fn start_with(
         proxy_addr,
         admin_addr,
         rls_addr,
+        ext_authz_addr,
         forward_auth_addr,
         state,
         stop,
@@ -239,7 +259,8 @@ async fn serve_admin(
     crate::server::serve_admin(listener, router, settings, stopped).await;
 }
 
-/// Runs on the workers `handles` until `SIGTERM` or `SIGINT`; reloads the config on `SIGHUP`.
+/// Runs on the workers `handles` until `SIGTERM` or `SIGINT`; reloads the config on `SIGHUP`
+/// and, unless `server.watch_files = false`, when a file it was read from changes.
 pub async fn run(config: Config, handles: Vec<Handle>) -> Result<(), StartError> {
     for w in &config.warnings {
         tracing::warn!("{w}");
@@ -253,6 +274,9 @@ pub async fn run(config: Config, handles: Vec<Handle>) -> Result<(), StartError>
     if let Some(a) = running.rls_addr {
         deciders.push_str(&format!(", rate-limit service (gRPC) {a}"));
     }
+    if let Some(a) = running.ext_authz_addr {
+        deciders.push_str(&format!(", ext_authz (gRPC) {a}"));
+    }
     if let Some(a) = running.forward_auth_addr {
         deciders.push_str(&format!(", forward auth {a}"));
     }
@@ -263,7 +287,12 @@ pub async fn run(config: Config, handles: Vec<Handle>) -> Result<(), StartError>
         store_line,
         handles.len().max(1)
     );
+    let watching = match running.state.running.server.watch_files {
+        true => crate::watch::start(running.state.clone()),
+        false => None,
+    };
     wait_for_signals(&running).await;
+    drop(watching);
     tracing::info!("shutting down: finishing in-flight requests");
     running.shutdown().await;
     tracing::info!("stopped");

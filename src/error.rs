@@ -381,7 +381,6 @@ impl From<crate::rls::RlsError> for tonic::Status {
     fn from(e: crate::rls::RlsError) -> tonic::Status {
         match e {
             crate::rls::RlsError::Invalid(_) => tonic::Status::invalid_argument(e.to_string()),
-            crate::rls::RlsError::CostOutOfRange(_) => tonic::Status::out_of_range(e.to_string()),
         }
     }
 }

@@ -89,8 +89,10 @@ pub mod config;
 pub mod connection;
 pub mod cost;
 pub mod error;
+pub mod ext_authz;
 pub mod forward_auth;
 pub mod gateway;
+pub mod grpc;
 pub mod host;
 pub mod key;
 pub mod layer;
@@ -106,6 +108,7 @@ pub mod server;
 pub mod state;
 pub mod store;
 pub mod tier;
+pub mod watch;
 pub mod workers;
 
 pub use layer::RateLimitLayer;

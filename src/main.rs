@@ -39,6 +39,9 @@ enum Command {
         /// look like one.
         #[arg(long)]
         layer: bool,
+        /// Exit 1 when there is any warning (for CI), after printing them all.
+        #[arg(long)]
+        strict: bool,
     },
     /// Print the derived key of a limit for raw part values (normalised, cut, hashed), as
     /// /admin/usage takes it.
@@ -108,7 +111,9 @@ fn main() -> ExitCode {
         .config
         .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_FILE));
     match cli.command {
-        Some(Command::Check { layer }) => check(&path, layer.then_some(Purpose::Layer)),
+        Some(Command::Check { layer, strict }) => {
+            check(&path, layer.then_some(Purpose::Layer), strict)
+        }
         Some(Command::Key {
             route,
             limit,
@@ -135,17 +140,47 @@ fn load_as(path: &Path, purpose: Option<Purpose>) -> Result<Config, ExitCode> {
     })
 }
 
-fn check(path: &Path, purpose: Option<Purpose>) -> ExitCode {
-    match load_as(path, purpose) {
-        Ok(config) => {
-            for w in &config.warnings {
-                eprintln!("{w}");
-            }
-            print!("{}", config.summary());
-            ExitCode::SUCCESS
-        }
-        Err(code) => code,
+/// Validates the file and prints its warnings and summary; with `strict`, any warning makes the
+/// exit code 1.
+fn check(path: &Path, purpose: Option<Purpose>, strict: bool) -> ExitCode {
+    let config = match load_as(path, purpose) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let mut warnings: Vec<String> = config.warnings.iter().map(|w| w.to_string()).collect();
+    let file = path.display();
+    warnings.extend(
+        store_warnings(&config)
+            .iter()
+            .map(|w| format!("{file}: warning: {w}")),
+    );
+    for w in &warnings {
+        eprintln!("{w}");
     }
+    let warnings = warnings.len();
+    print!("{}", config.summary());
+    if strict && warnings > 0 {
+        eprintln!("slidegate check --strict: {warnings} warning(s)");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+/// The warnings about the store itself (a Redis that may evict limit keys), when it answers
+/// within half a second; none for the memory store or a Redis that does not answer.
+fn store_warnings(config: &Config) -> Vec<String> {
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return Vec::new();
+    };
+    let wait = std::time::Duration::from_millis(500);
+    let probed = runtime.block_on(slidegate::store::probe_eviction(&config.store, wait));
+    let url = slidegate::config::redact_url(&config.store.url);
+    probed.map_or_else(Vec::new, |nodes| {
+        slidegate::store::eviction_warnings(&nodes, &url)
+    })
 }
 
 fn key(path: &Path, route: &str, limit: Option<&str>, values: &[String]) -> ExitCode {

@@ -10,7 +10,7 @@ mod route;
 pub use route::{DecisionDuration, RouteMetrics};
 
 use prometheus::{
-    HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
 
 /// Every metric handle, registered once.
@@ -52,6 +52,9 @@ pub struct Metrics {
     pub cost_overage: IntCounterVec,
     /// `slidegate_rls_duration_seconds{route}`: a rate-limit service call's handling time.
     pub rls_duration: HistogramVec,
+    /// `slidegate_store_evicted_keys_total`: keys Redis evicted (its `evicted_keys`, summed
+    /// over a cluster's primaries), read when scraped.
+    pub store_evicted_keys: IntCounter,
 }
 
 /// A request's single entry in `slidegate_requests_total`.
@@ -168,6 +171,14 @@ impl Metrics {
         build_info
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
             .set(1);
+        let store_evicted_keys = IntCounter::new(
+            "slidegate_store_evicted_keys_total",
+            "Keys the Redis store evicted (INFO stats evicted_keys, summed over a cluster's primaries); limit keys among them lose their counts.",
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(store_evicted_keys.clone()))
+            .expect("registered once");
         #[cfg(target_os = "linux")]
         registry
             .register(Box::new(process::ProcessMetrics::for_self()))
@@ -255,6 +266,7 @@ impl Metrics {
             ),
             delay_waiting,
             deny_cache_entries,
+            store_evicted_keys,
             registry,
         };
         for kind in STORE_ERROR_KINDS {

@@ -53,6 +53,7 @@ macro_rules! as_written_by_display {
 }
 
 as_written_by_display!(
+    bool,
     std::net::SocketAddr,
     usize,
     u32,
@@ -78,7 +79,7 @@ macro_rules! restart_only {
 }
 
 /// Every setting read only at start, once.
-pub static RESTART_ONLY: [RestartOnly; 14] = [
+pub static RESTART_ONLY: [RestartOnly; 15] = [
     restart_only!("server.listen", |c| c.server.listen),
     restart_only!("admin.listen", |c| c.admin.listen),
     restart_only!("server.max_connections", |c| c.server.max_connections),
@@ -89,6 +90,7 @@ pub static RESTART_ONLY: [RestartOnly; 14] = [
     restart_only!("server.shutdown_grace", |c| c.server.shutdown_grace),
     restart_only!("server.max_header_bytes", |c| c.server.max_header_bytes),
     restart_only!("server.max_headers", |c| c.server.max_headers),
+    restart_only!("server.watch_files", |c| c.server.watch_files),
     restart_only!("store.backend", |c| c.store.backend),
     restart_only!("store.timeout", |c| c.store.timeout),
     restart_only!("store.on_error", |c| c.store.on_error),
@@ -118,7 +120,7 @@ fn store_url_and_bound(running: &Config, configured: &Config) -> Vec<PendingSett
     out
 }
 
-/// `rls.listen` and `forward_auth.listen` are read only at start (with whether the section is
+/// `rls.listen`, `forward_auth.listen` and `ext_authz.listen` are read only at start (with whether the section is
 /// there at all: a listener is started or not): the running ones are kept.
 fn decider_listeners(running: &Config, configured: &mut Config) -> Vec<PendingSetting> {
     let shown = |a: Option<std::net::SocketAddr>| a.map_or("none".to_string(), |a| a.to_string());
@@ -132,6 +134,11 @@ fn decider_listeners(running: &Config, configured: &mut Config) -> Vec<PendingSe
             "forward_auth.listen",
             running.forward_auth.as_ref().map(|f| f.listen),
             configured.forward_auth.as_mut().map(|f| &mut f.listen),
+        ),
+        (
+            "ext_authz.listen",
+            running.ext_authz.as_ref().map(|e| e.listen),
+            configured.ext_authz.as_mut().map(|e| &mut e.listen),
         ),
     ];
     let mut out = Vec::new();
@@ -257,7 +264,7 @@ impl GatewayState {
     /// Re-reads the config file: parse, validate, compile, swap. A file that fails keeps the
     /// running config; either way the result is counted. Returns the restart-only settings
     /// that did not apply.
-    pub fn reload(&self) -> Result<Vec<PendingSetting>, ReloadError> {
+    pub fn reload(self: &Arc<Self>) -> Result<Vec<PendingSetting>, ReloadError> {
         let env = self.running.env.clone();
         let result = Config::load_with_env(&self.config_path, env)
             .map_err(ReloadError::from)
@@ -284,7 +291,23 @@ impl GatewayState {
                 tracing::error!(error = %e, "config reload refused; the running config stays")
             }
         }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(self.clone().warn_if_store_may_evict());
+        }
         result
+    }
+
+    /// Logs a warning for each Redis server whose `maxmemory-policy` may evict limit keys (and
+    /// brings `slidegate_store_evicted_keys_total` up to date): at start and on every reload.
+    /// A store that does not answer is skipped.
+    pub async fn warn_if_store_may_evict(self: Arc<Self>) {
+        let Some(nodes) = self.limiter().refresh_evictions().await else {
+            return;
+        };
+        let url = redact_url(&self.running.store.url);
+        for w in crate::store::eviction_warnings(&nodes, &url) {
+            tracing::warn!("{w}");
+        }
     }
 
     fn apply(&self, mut config: Config) -> Result<Vec<PendingSetting>, ReloadError> {

@@ -287,7 +287,7 @@ async fn listed_across_the_end_of_a_block(store: &str) {
         } else if asked > block_end.1 + Duration::from_millis(slack as u64) {
             assert_eq!(reason, "window", "{entry}");
         }
-        // the whole listing (from the route's block index, noted as the block started) too
+        // the whole listing (from the route's refusal index, written as the block started) too
         let all = client
             .get(&gw.admin("/admin/blocked?route=login"), &[(k, &v)])
             .await

@@ -236,3 +236,78 @@ fn an_empty_secret_is_called_empty() {
         );
     }
 }
+
+/// `check --strict` is for CI: a warning makes it exit 1 (after printing the warning and the
+/// summary), where plain `check` exits 0; a file without warnings passes either way.
+#[test]
+fn check_strict_fails_on_a_warning() {
+    let warned = gateway(
+        r#"
+[[routes]]
+name = "lookup"
+path = "/lookup"
+methods = ["GET"]
+upstream = "up"
+key = ["json:phone"]
+  [[routes.limits]]
+  name = "per-phone"
+  limit = 3
+  window = "1m"
+"#,
+    );
+    let (_dir, _file, plain) = check_text("config.toml", &warned, &[], &[]);
+    assert!(plain.status.success(), "{}", stderr(&plain));
+    let (_dir, _file, strict) = check_text("config.toml", &warned, &["--strict"], &[]);
+    assert_eq!(strict.status.code(), Some(1), "{}", stderr(&strict));
+    let err = stderr(&strict);
+    assert!(err.contains("warning: routes[0].key[0]"), "{err}");
+    assert!(
+        err.contains("check --strict: 1 warning(s)"),
+        "it says why it failed: {err}"
+    );
+    assert!(
+        support::cli_commands::stdout(&strict).contains("lookup"),
+        "the summary is still printed"
+    );
+
+    let clean = warned.replace("[\"GET\"]", "[\"POST\"]");
+    let (_dir, _file, out) = check_text("config.toml", &clean, &["--strict"], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+}
+
+/// A route Envoy's ext_authz asks about (no `upstream`) that counts outcomes: Check never sees
+/// the answer, so every admitted attempt stays counted. The same limit on a route with an
+/// upstream (reached through the proxy listener, which sees the answer) stays silent.
+#[test]
+fn count_status_on_a_route_ext_authz_asks_about_is_warned_about() {
+    let route = |upstream: &str| {
+        format!(
+            r#"
+[ext_authz]
+listen = "127.0.0.1:0"
+
+[[routes]]
+name = "login"
+path = "/api/login"
+methods = ["POST"]
+{upstream}
+key = ["json:username"]
+  [[routes.limits]]
+  name = "failed-logins"
+  limit = 5
+  window = "15m"
+  count_status = [401]
+"#
+        )
+    };
+    let toml = gateway(&route(""));
+    let (file, err) = warnings(&toml, &[]);
+    let at = line_column(&toml, "\"login\"");
+    assert_eq!(
+        err,
+        format!("{file}:{at}: warning: routes[0] `login` counts outcomes (count_status/reset_status): ext_authz never sees the answer, so through it every admitted attempt stays counted and reset_status never applies; the proxy listener or the tower layer sees it\n")
+    );
+    let (_, quiet) = warnings(&gateway(&route("upstream = \"up\"")), &[]);
+    assert_eq!(quiet, "");
+}

@@ -16,7 +16,7 @@ use slidegate::RateLimitLayer;
 use support::http::HttpClient;
 use support::layer::{count, decisions, serve};
 use support::problem::assert_problem;
-use support::redis::RedisServer;
+use support::redis::{RedisServer, Resp};
 use support::unique_prefix;
 
 /// Built with the builder on a real Redis: a route keyed by a JSON member reads the body for its
@@ -91,11 +91,22 @@ async fn a_built_layer_keys_by_the_body_and_the_handler_gets_it_whole() {
     let digest = <sha2::Sha256 as sha2::Digest>::digest(b"+62 812");
     let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
     let set = format!("{prefix}:{{send|#{hex}}}#log");
-    let keys = support::observe::keys(&redis, &prefix);
+    let index = format!("{prefix}:blocked:{{send}}");
+    let mut keys = support::observe::keys(&redis, &prefix);
+    keys.sort();
+    let mut expected = [set.clone(), index.clone()];
+    expected.sort();
     assert_eq!(
-        keys,
-        std::slice::from_ref(&set),
-        "one set, for the body's key"
+        keys, expected,
+        "one set, for the body's key, and the route's refusal index"
+    );
+    let Resp::Array(refused) = redis.cmd(&["ZRANGE", &index, "0", "-1"]) else {
+        panic!("the refusal index is a sorted set")
+    };
+    assert_eq!(
+        refused,
+        [Resp::Bulk(Some(format!("per-minute|#{hex}")))],
+        "the refused key, as stored (hashed)"
     );
     assert_eq!(
         redis.cmd(&["ZCARD", &set]).int(),

@@ -1,8 +1,9 @@
 //! The Envoy recipe (`examples/envoy/`). No Envoy binary can be installed here, so the gRPC
 //! client tests are the contract; this checks that the bootstrap parses, that its cluster and
 //! filter point at the slidegate config beside it (cluster name, HTTP/2, port, domain), that its
-//! actions' descriptor keys are in the limit files, and that the descriptors those actions make
-//! decide as the recipe's comments say.
+//! actions' descriptor keys are in the limit files, that no descriptor is built from the raw
+//! path, and that the descriptors those actions make decide as the recipe's comments say: ten
+//! spellings of the login path are one login limit of 5 a minute.
 
 mod support;
 
@@ -98,13 +99,14 @@ fn the_bootstrap_points_at_the_slidegate_config_beside_it() {
     }
 }
 
-/// The first descriptor key of each `rate_limits` entry.
+/// The first descriptor key of each `rate_limits` entry, on every route.
 fn action_keys(hcm: &Yaml<'_>) -> Vec<String> {
-    rate_limits(hcm)
+    routes(hcm)
         .iter()
+        .flat_map(|r| r.rate_limits.iter())
         .map(|actions| match &actions[0] {
             Action::Remote => "remote_address".to_string(),
-            Action::Header { key, .. } => key.clone(),
+            Action::Header { key, .. } | Action::Generic { key, .. } => key.clone(),
         })
         .collect()
 }
@@ -112,45 +114,135 @@ fn action_keys(hcm: &Yaml<'_>) -> Vec<String> {
 enum Action {
     Remote,
     Header { header: String, key: String },
+    Generic { key: String, value: String },
 }
 
-fn rate_limits(hcm: &Yaml<'_>) -> Vec<Vec<Action>> {
-    let route = &hcm["route_config"]["virtual_hosts"][0]["routes"][0]["route"];
-    route["rate_limits"]
+/// A route of the bootstrap: how it matches, and its `rate_limits`.
+struct Route {
+    /// An exact path (`path:`), or a prefix (`prefix:`).
+    path: String,
+    exact: bool,
+    case_sensitive: bool,
+    rate_limits: Vec<Vec<Action>>,
+}
+
+fn routes(hcm: &Yaml<'_>) -> Vec<Route> {
+    hcm["route_config"]["virtual_hosts"][0]["routes"]
         .as_vec()
         .unwrap()
         .iter()
         .map(|r| {
-            r["actions"]
-                .as_vec()
-                .unwrap()
-                .iter()
-                .map(|a| match !a.contains_mapping_key("request_headers") {
-                    true => Action::Remote,
-                    false => Action::Header {
-                        header: text(&a["request_headers"]["header_name"]).to_string(),
-                        key: text(&a["request_headers"]["descriptor_key"]).to_string(),
-                    },
-                })
-                .collect()
+            let m = &r["match"];
+            let exact = m.contains_mapping_key("path");
+            Route {
+                path: text(if exact { &m["path"] } else { &m["prefix"] }).to_string(),
+                exact,
+                case_sensitive: !m.contains_mapping_key("case_sensitive")
+                    || m["case_sensitive"].as_bool() != Some(false),
+                rate_limits: r["route"]["rate_limits"]
+                    .as_vec()
+                    .unwrap()
+                    .iter()
+                    .map(|l| l["actions"].as_vec().unwrap().iter().map(action).collect())
+                    .collect(),
+            }
         })
         .collect()
 }
 
-/// The descriptors Envoy's filter makes for a request (a descriptor whose header is absent is
-/// skipped, as `skip_if_absent` says).
+fn action(a: &Yaml<'_>) -> Action {
+    if a.contains_mapping_key("request_headers") {
+        let h = &a["request_headers"];
+        assert_ne!(
+            text(&h["header_name"]),
+            ":path",
+            "no descriptor is built from the raw path"
+        );
+        return Action::Header {
+            header: text(&h["header_name"]).to_string(),
+            key: text(&h["descriptor_key"]).to_string(),
+        };
+    }
+    if a.contains_mapping_key("generic_key") {
+        let g = &a["generic_key"];
+        return Action::Generic {
+            key: text(&g["descriptor_key"]).to_string(),
+            value: text(&g["descriptor_value"]).to_string(),
+        };
+    }
+    assert!(a.contains_mapping_key("remote_address"), "a known action");
+    Action::Remote
+}
+
+/// The path Envoy routes, as its connection manager's settings make it (`normalize_path`:
+/// RFC 3986 normalisation, `%XX` of unreserved characters decoded and dot-segments removed;
+/// `merge_slashes`), without its query, which route matching never sees.
+fn envoy_routed_path(hcm: &Yaml<'_>, target: &str) -> String {
+    assert_eq!(hcm["normalize_path"].as_bool(), Some(true));
+    assert_eq!(hcm["merge_slashes"].as_bool(), Some(true));
+    let path = target.split('?').next().unwrap();
+    let mut decoded = String::new();
+    let bytes = path.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() + 1 {
+            let hex = std::str::from_utf8(&bytes[i + 1..(i + 3).min(bytes.len())]).unwrap();
+            if let Ok(b) = u8::from_str_radix(hex, 16) {
+                if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                    decoded.push(b as char);
+                    i += 3;
+                    continue;
+                }
+            }
+        }
+        decoded.push(bytes[i] as char);
+        i += 1;
+    }
+    let mut segments: Vec<&str> = Vec::new();
+    for s in decoded.split('/').filter(|s| !s.is_empty()) {
+        match s {
+            "." => {}
+            ".." => {
+                segments.pop();
+            }
+            s => segments.push(s),
+        }
+    }
+    format!("/{}", segments.join("/"))
+}
+
+/// The descriptors Envoy's filter makes for a request to `target` (the route it matches; a
+/// descriptor whose header is absent is skipped, as `skip_if_absent` says).
 fn descriptors(
     hcm: &Yaml<'_>,
+    target: &str,
     ip: &str,
     headers: &[(&str, &str)],
 ) -> Vec<envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor> {
-    rate_limits(hcm)
+    let path = envoy_routed_path(hcm, target);
+    let routes = routes(hcm);
+    let route = routes
+        .iter()
+        .find(|r| {
+            let (p, want) = match r.case_sensitive {
+                true => (path.clone(), r.path.clone()),
+                false => (path.to_lowercase(), r.path.to_lowercase()),
+            };
+            match r.exact {
+                true => p == want,
+                false => p.starts_with(&want),
+            }
+        })
+        .expect("a route takes every path");
+    route
+        .rate_limits
         .iter()
         .filter_map(|actions| {
             let entries: Option<Vec<(String, String)>> = actions
                 .iter()
                 .map(|a| match a {
                     Action::Remote => Some(("remote_address".to_string(), ip.to_string())),
+                    Action::Generic { key, value } => Some((key.clone(), value.clone())),
                     Action::Header { header, key } => headers
                         .iter()
                         .find(|(h, _)| h == header)
@@ -167,15 +259,14 @@ fn descriptors(
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_recipes_descriptors_decide_as_its_comments_say() {
-    let redis = RedisServer::start();
+/// slidegate from the recipe's TOML and limit file, on `redis`.
+async fn recipe_gateway(redis: &RedisServer) -> support::gateway::Gateway {
     let toml = support::proxies::example("envoy/slidegate.toml")
         .replace("\"127.0.0.1:8080\"", "\"127.0.0.1:0\"")
         .replace("\"127.0.0.1:9091\"", "\"127.0.0.1:0\"")
         .replace("\"127.0.0.1:8081\"", "\"127.0.0.1:0\"")
         .replace(
-            "url = \"redis://127.0.0.1:6379\"",
+            "url = \"redis://127.0.0.1:6390\"",
             &format!(
                 "url = \"{}\"\nkey_prefix = \"{}\"",
                 redis.url(),
@@ -184,15 +275,17 @@ async fn the_recipes_descriptors_decide_as_its_comments_say() {
         );
     let limits = support::proxies::example("envoy/ratelimit/edge.yaml");
     let toml = toml.replace("config = \"ratelimit\"", "config = \"limits\"");
-    let gw = support::rls::start(&toml, &[("edge.yaml", &limits)]).await;
+    support::rls::start(&toml, &[("edge.yaml", &limits)]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_recipes_descriptors_decide_as_its_comments_say() {
+    let redis = RedisServer::start();
+    let gw = recipe_gateway(&redis).await;
     let mut c = client(&gw).await;
     let hcm = manager(&bootstrap());
-    let login = descriptors(
-        &hcm,
-        "203.0.113.5",
-        &[(":path", "/api/login"), ("x-user", "alice")],
-    );
-    assert_eq!(login.len(), 3, "remote_address, path+remote_address, user");
+    let login = descriptors(&hcm, "/api/login", "203.0.113.5", &[("x-user", "alice")]);
+    assert_eq!(login.len(), 3, "remote_address, route+remote_address, user");
     for i in 0..5 {
         assert_eq!(
             overall(&ask(&mut c, request("edge", login.clone())).await),
@@ -207,7 +300,53 @@ async fn the_recipes_descriptors_decide_as_its_comments_say() {
         "headers = true"
     );
     // Another path of the same client is not the login's limit; no x-user, no user descriptor.
-    let other = descriptors(&hcm, "203.0.113.5", &[(":path", "/api/items")]);
-    assert_eq!(other.len(), 2);
+    let other = descriptors(&hcm, "/api/items", "203.0.113.5", &[]);
+    assert_eq!(other.len(), 1);
     assert_eq!(overall(&ask(&mut c, request("edge", other)).await), "OK");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_spellings_of_the_login_path_share_its_five_a_minute() {
+    let redis = RedisServer::start();
+    let gw = recipe_gateway(&redis).await;
+    let mut c = client(&gw).await;
+    let hcm = manager(&bootstrap());
+    let spellings = [
+        "/api/login",
+        "/api/login?",
+        "//api/login",
+        "/api//login",
+        "/api/login?next=/home",
+        "/API/Login",
+        "/api/./login",
+        "/api/x/../login",
+        "/api/%6Cogin",
+        "/%61pi/login?",
+    ];
+    let mut answers = Vec::new();
+    for target in spellings {
+        let d = descriptors(&hcm, target, "203.0.113.77", &[]);
+        // The same descriptors whatever the spelling: nothing of the path is in them.
+        assert_eq!(
+            d,
+            descriptors(&hcm, "/api/login", "203.0.113.77", &[]),
+            "{target}"
+        );
+        answers.push(overall(&ask(&mut c, request("edge", d)).await));
+    }
+    assert_eq!(
+        answers,
+        [
+            "OK",
+            "OK",
+            "OK",
+            "OK",
+            "OK",
+            "OVER_LIMIT",
+            "OVER_LIMIT",
+            "OVER_LIMIT",
+            "OVER_LIMIT",
+            "OVER_LIMIT"
+        ]
+    );
 }

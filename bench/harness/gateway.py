@@ -67,6 +67,18 @@ class RlsService:
         return f'[rls]\nlisten = "127.0.0.1:{port}"\nconfig = "{path}"\n'
 
 
+@dataclass(frozen=True)
+class ExtAuthzService:
+    """The `[ext_authz]` section: Envoy's external authorization (Check) on a listener of its
+    own (`ext_authz`), deciding the row's route."""
+
+    listener: str = "ext_authz"
+
+    def toml(self, ctx, row) -> str:
+        port = ctx.listen[row.name][self.listener] = ctx.ports.pick()
+        return f'[ext_authz]\nlisten = "127.0.0.1:{port}"\n'
+
+
 def parse_metrics(text: str) -> dict:
     """The counters the checks read from slidegate's /metrics, summed over their labels."""
     m = dict.fromkeys(("allowed", "rejected", "blocked", "delayed", "shadow_rejected", "store_error_allowed",

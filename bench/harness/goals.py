@@ -78,6 +78,19 @@ class RedisCpu:
         judge(f"{row.name} Redis CPU/decision <= {self.at_most:g} us", v, "le", str(self.at_most), f"{v} us")
 
 
+class RedisCpuOf:
+    """Redis's CPU per decision at most `times` x `of`'s."""
+
+    def __init__(self, of: str, times: float):
+        self.of, self.times = of, times
+
+    def show(self, ctx, row) -> None:
+        v, o = _med(ctx, row.name, "redis_dec"), _med(ctx, self.of, "redis_dec")
+        bound = MISSING if o == MISSING else "%.3f" % (float(o) * self.times)
+        judge(f"{row.name} Redis CPU/decision <= {self.times}x {self.of}'s", v, "le", bound,
+              f"{v} us vs {self.of} {o} us")
+
+
 class HalfP99:
     """The row's p99 at half load at most `of`'s + `plus_ms`, or below `below_ms`."""
 

@@ -102,31 +102,33 @@ class Batch(DecisionLoad):
 class Calls(DecisionLoad):
     """A gRPC call generator built from bench/ as a cargo example (bench/rls/load.rs is
     `rls_load`): BENCH_RLS_CONNS HTTP/2 connections with BENCH_RLS_IN_FLIGHT calls in flight on
-    each, one descriptor per call drawn among BENCH_USERS keys, to the row's `listener`."""
+    each, to the row's `listener`, each call keyed by one of BENCH_USERS keys: one descriptor
+    (`service="rls"`), or a Check with a JSON body keyed by phone (`service="check"`)."""
 
     group = "calls"
     refused = "refused"
     failed = "failed calls"
 
-    def __init__(self, example: str, source: str, listener: str, what: str):
+    def __init__(self, example: str, source: str, listener: str, what: str, service: str = "rls"):
         self.example = example  # the cargo example's name
         self.source = source  # its source file, for the report
         self.listener = listener  # the gateway's listener it calls (gateway.py's services)
         self.what = what  # the calls it makes, for the log
+        self.service = service  # the generator's --service: rls or check
         self.cargo_examples = (example,)
 
     @staticmethod
     def describe(ctx, rows) -> str:
         k = ctx.k
         what = ", ".join(f"{r.name}: {r.load.what}" for r in rows)
-        return (f"{what}, one descriptor per call, {k.users} keys, {k.rls_conns} connection(s) x "
+        return (f"{what}, {k.users} keys, {k.rls_conns} connection(s) x "
                 f"{k.rls_in_flight} in flight, {k.seconds}s, {k.rounds} round(s)")
 
     def argv(self, ctx, row, seconds: int, rate=None) -> list:
         k = ctx.k
         argv = [str(ctx.root / "target" / "release" / "examples" / self.example),
                 f"127.0.0.1:{ctx.listen[row.name][self.listener]}", str(seconds), "--keys", str(k.users),
-                "--conns", str(k.rls_conns), "--in-flight", str(k.rls_in_flight)]
+                "--service", self.service, "--conns", str(k.rls_conns), "--in-flight", str(k.rls_in_flight)]
         return argv + (["--rate", str(rate)] if rate else [])
 
     def connections(self, k) -> int:

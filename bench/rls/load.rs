@@ -1,6 +1,9 @@
-//! A gRPC load generator for slidegate's rate-limit service (`bench/run.sh`'s `rls` target):
-//! `ShouldRateLimit` calls with one descriptor each, `KEY=<random one of N values>`, over a few
-//! HTTP/2 connections with many calls in flight on each, as Envoy sends them. Closed loop (as
+//! A gRPC load generator for slidegate's Envoy services (`bench/run.sh`'s `rls` and `ext-authz`
+//! targets): `ShouldRateLimit` calls with one descriptor each, `KEY=<random one of N values>`,
+//! or (`--service check`) ext_authz `Check` calls for `POST /otp/send` with a 200-byte JSON body
+//! whose `phone` is one of N numbers, as Envoy sends them with `with_request_body` (the body as
+//! `raw_body`, a stream id of its own per call); over a few HTTP/2 connections with many calls
+//! in flight on each. Closed loop (as
 //! fast as answers come) or paced at a total rate, where each call's latency counts from when it
 //! was due, so a stalled answer is not hidden by the calls that wait behind it.
 //!
@@ -10,7 +13,8 @@
 //! queue per call).
 //!
 //! ```text
-//! rls_load ADDR SECONDS [--domain D] [--key K] [--keys N] [--conns C] [--in-flight F] [--rate R]
+//! rls_load ADDR SECONDS [--service rls|check] [--domain D] [--key K] [--keys N] [--conns C]
+//!          [--in-flight F] [--rate R]
 //! ```
 //!
 //! Prints one line: `decisions=N dps=X p50_ms=X p99_ms=X allowed=N denied=N errors=N`.
@@ -19,15 +23,28 @@ use std::time::{Duration, Instant};
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::service::auth::v3::{CheckRequest, CheckResponse};
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use prost::Message;
 
-/// The method's path.
-const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+/// The methods' paths.
+const RLS_PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+const CHECK_PATH: &str = "/envoy.service.auth.v3.Authorization/Check";
+
+/// The service called.
+#[derive(Clone, Copy, PartialEq)]
+enum Service {
+    Rls,
+    Check,
+}
 
 /// What to send, and how.
 #[derive(Clone)]
 struct Load {
+    service: Service,
+    /// This run's part of every stream id (a repeated id would be answered from its first
+    /// decision, uncharged).
+    nonce: u64,
     domain: String,
     key: String,
     keys: u64,
@@ -49,10 +66,14 @@ struct Seen {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let usage = "usage: rls_load ADDR SECONDS [--domain D] [--key K] [--keys N] [--conns C] [--in-flight F] [--rate R]";
+    let usage = "usage: rls_load ADDR SECONDS [--service rls|check] [--domain D] [--key K] [--keys N] [--conns C] [--in-flight F] [--rate R]";
     let addr = args.next().expect(usage);
     let seconds: f64 = args.next().and_then(|s| s.parse().ok()).expect(usage);
     let mut load = Load {
+        service: Service::Rls,
+        nonce: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
         domain: "bench".into(),
         key: "user".into(),
         keys: 100_000,
@@ -64,6 +85,13 @@ fn main() {
     while let Some(flag) = args.next() {
         let value = args.next().expect(usage);
         match flag.as_str() {
+            "--service" => {
+                load.service = match value.as_str() {
+                    "rls" => Service::Rls,
+                    "check" => Service::Check,
+                    _ => panic!("{usage}"),
+                }
+            }
             "--domain" => load.domain = value,
             "--key" => load.key = value,
             "--keys" => load.keys = value.parse().expect(usage),
@@ -174,25 +202,25 @@ async fn call_until(
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        let value = format!("u{}", state % load.keys);
-        let request = RateLimitRequest {
-            domain: load.domain.clone(),
-            descriptors: vec![RateLimitDescriptor {
-                entries: vec![Entry {
-                    key: load.key.clone(),
-                    value,
-                }],
-                ..RateLimitDescriptor::default()
-            }],
-            hits_addend: 0,
+        let n = state % load.keys;
+        let answered = match load.service {
+            Service::Rls => ask_rls(&sender, &load, n).await,
+            Service::Check => {
+                let id = format!(
+                    "{}-{index}-{}",
+                    load.nonce,
+                    seen.allowed + seen.denied + seen.errors
+                );
+                ask_check(&sender, id, n).await
+            }
         };
-        match call(sender.clone(), &request).await {
-            Some(answer) => {
+        match answered {
+            Some(allowed) => {
                 let took = due.elapsed().as_micros().min(u32::MAX as u128) as u32;
                 seen.latencies_us.push(took);
-                match answer.overall_code {
-                    1 => seen.allowed += 1,
-                    _ => seen.denied += 1,
+                match allowed {
+                    true => seen.allowed += 1,
+                    false => seen.denied += 1,
                 }
             }
             None => seen.errors += 1,
@@ -200,14 +228,93 @@ async fn call_until(
     }
 }
 
-/// One unary gRPC call: the request as one length-prefixed message, the answer's message and
-/// its `grpc-status` (0) in the trailers; `None` on any failure.
-async fn call(
+/// `ShouldRateLimit` with `KEY=u<n>`: whether the answer is OK.
+async fn ask_rls(
+    sender: &h2::client::SendRequest<bytes::Bytes>,
+    load: &Load,
+    n: u64,
+) -> Option<bool> {
+    let request = RateLimitRequest {
+        domain: load.domain.clone(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: load.key.clone(),
+                value: format!("u{n}"),
+            }],
+            ..RateLimitDescriptor::default()
+        }],
+        hits_addend: 0,
+    };
+    let answer: RateLimitResponse = call(sender.clone(), RLS_PATH, &request).await?;
+    Some(answer.overall_code == 1)
+}
+
+/// `Check` of `POST /otp/send` with a 200-byte JSON body whose phone is number `n`, under the
+/// stream id `id`: whether the answer is OK.
+async fn ask_check(
+    sender: &h2::client::SendRequest<bytes::Bytes>,
+    id: String,
+    n: u64,
+) -> Option<bool> {
+    use envoy_types::pb::envoy::config::core::v3::{address, socket_address};
+    use envoy_types::pb::envoy::config::core::v3::{Address, SocketAddress};
+    use envoy_types::pb::envoy::service::auth::v3::attribute_context::{
+        HttpRequest, Peer, Request,
+    };
+    use envoy_types::pb::envoy::service::auth::v3::AttributeContext;
+    let head = format!(r#"{{"phone":"+62812{n:08}","channel":"sms","locale":"id-ID","pad":""#);
+    let body = format!("{head}{}\"}}", "x".repeat(200 - head.len() - 2));
+    let headers = [
+        ("content-type", "application/json".to_string()),
+        ("content-length", body.len().to_string()),
+        (":authority", "api.example.com".to_string()),
+        (":method", "POST".to_string()),
+        (":path", "/otp/send".to_string()),
+    ];
+    let source = Peer {
+        address: Some(Address {
+            address: Some(address::Address::SocketAddress(SocketAddress {
+                address: "10.0.0.1".into(),
+                port_specifier: Some(socket_address::PortSpecifier::PortValue(40000)),
+                ..SocketAddress::default()
+            })),
+        }),
+        ..Peer::default()
+    };
+    let request = CheckRequest {
+        attributes: Some(AttributeContext {
+            source: Some(source),
+            request: Some(Request {
+                http: Some(HttpRequest {
+                    id,
+                    method: "POST".into(),
+                    path: "/otp/send".into(),
+                    host: "api.example.com".into(),
+                    headers: headers
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.clone()))
+                        .collect(),
+                    raw_body: body.into_bytes(),
+                    ..HttpRequest::default()
+                }),
+                ..Request::default()
+            }),
+            ..AttributeContext::default()
+        }),
+    };
+    let answer: CheckResponse = call(sender.clone(), CHECK_PATH, &request).await?;
+    Some(answer.status.is_some_and(|s| s.code == 0))
+}
+
+/// One unary gRPC call to `path`: the request as one length-prefixed message, the answer's
+/// message and its `grpc-status` (0) in the trailers; `None` on any failure.
+async fn call<Q: Message, A: Message + Default>(
     sender: h2::client::SendRequest<bytes::Bytes>,
-    request: &RateLimitRequest,
-) -> Option<RateLimitResponse> {
+    path: &str,
+    request: &Q,
+) -> Option<A> {
     let mut sender = sender.ready().await.ok()?;
-    let head = http::Request::post(PATH)
+    let head = http::Request::post(path)
         .header("content-type", "application/grpc")
         .header("te", "trailers")
         .body(())
@@ -233,5 +340,5 @@ async fn call(
     if trailers.get("grpc-status").is_none_or(|s| s != "0") || bytes.len() < 5 {
         return None;
     }
-    RateLimitResponse::decode(&bytes[5..]).ok()
+    A::decode(&bytes[5..]).ok()
 }

@@ -1,7 +1,8 @@
-//! `GET /admin/blocked?route=R` lists the keys the route refuses now, newest first, at most
-//! 1,000: keys in a block (`"reason":"block"`) and keys whose window still refuses them after
-//! their block ended (`"window"`), each with the wait a client is told now. `key=K` or `value=V`
-//! (once per key part, `limit=L` to pick a limit's key) asks about one key instead.
+//! `GET /admin/blocked?route=R` lists the keys the route refuses now, latest-ending first, at
+//! most 1,000: keys in a block (`"reason":"block"`) and keys whose window refuses them
+//! (`"window"`: on a `reject` route, or after a block ended), each with the wait a client is
+//! told now. `R` may be an `[rls]` domain. `key=K` or `value=V` (once per key part, `limit=L`
+//! to pick a limit's key; a domain's rate limit by its name) asks about one key instead.
 
 use std::sync::Arc;
 
@@ -15,6 +16,7 @@ use crate::error::AdminError;
 use crate::limit::headers::ceil_millis;
 use crate::request_id::RequestId;
 use crate::state::GatewayState;
+use crate::store::layout;
 
 pub(super) async fn blocked(
     State(state): State<Arc<GatewayState>>,
@@ -28,6 +30,15 @@ async fn refused(
     state: &GatewayState,
     query: Option<&str>,
 ) -> Result<serde_json::Value, AdminError> {
+    if let Some(domain) = whole_domain(state, query) {
+        let index = layout::blocked_index(&state.running.store.key_prefix, &domain);
+        let refused = state
+            .limiter()
+            .refused_as_recorded(&index)
+            .await
+            .map_err(|e| AdminError::StoreUnavailable(e.to_string()))?;
+        return Ok(json!({"route": domain, "blocked": listed(&refused)}));
+    }
     let q = KeyQuery::parse(state, query)?;
     let targets = match &q.named {
         Some(named) => Some(q.targets(named)?),
@@ -43,7 +54,29 @@ async fn refused(
         .refused(&q.route.policy, targets.as_deref())
         .await
         .map_err(|e| AdminError::StoreUnavailable(e.to_string()))?;
-    let listed: Vec<_> = refused
+    Ok(json!({"route": q.route.config.name, "blocked": listed(&refused)}))
+}
+
+/// The `[rls]` domain a query names when it asks for the whole domain (`route=DOMAIN` alone,
+/// naming no route): its refusals are listed as recorded.
+fn whole_domain(state: &GatewayState, query: Option<&str>) -> Option<String> {
+    let mut route = None;
+    for (name, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        match name.as_ref() {
+            "route" if route.is_none() => route = Some(value.into_owned()),
+            "route" | "key" | "value" | "limit" => return None,
+            _ => {}
+        }
+    }
+    let route = route?;
+    let is_domain =
+        state.table().route(&route).is_none() && state.rls.load().domain(&route).is_some();
+    is_domain.then_some(route)
+}
+
+/// The answer's list.
+fn listed(refused: &[crate::limit::RefusedKey]) -> Vec<serde_json::Value> {
+    refused
         .iter()
         .map(|r| {
             json!({
@@ -54,6 +87,5 @@ async fn refused(
                 "reason": r.reason.name(),
             })
         })
-        .collect();
-    Ok(json!({"route": q.route.config.name, "blocked": listed}))
+        .collect()
 }

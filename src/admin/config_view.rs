@@ -146,6 +146,7 @@ fn view(c: &Config) -> Value {
             "max_connections": c.server.max_connections,
             "max_header_bytes": c.server.max_header_bytes,
             "max_headers": c.server.max_headers,
+            "watch_files": c.server.watch_files,
         },
         "admin": {
             "listen": c.admin.listen.to_string(),

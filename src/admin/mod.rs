@@ -74,6 +74,8 @@ async fn request_id(
 }
 
 async fn metrics(State(state): State<Arc<GatewayState>>) -> Response {
+    // Redis's evictions are read when scraped (one `INFO` per server, under the admin deadline).
+    state.limiter().refresh_evictions().await;
     (
         [(
             header::CONTENT_TYPE,

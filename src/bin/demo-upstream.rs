@@ -1,10 +1,14 @@
-//! A tiny demo upstream for the quick start and the benchmark: answers every request with a
-//! short JSON body describing it. `demo-upstream [ADDR]` (default 127.0.0.1:9000).
+//! A tiny demo upstream for the quick start, the recipes and the benchmark: answers every
+//! request with a short JSON body describing it. `demo-upstream [ADDR]` (default
+//! 127.0.0.1:9000).
 //!
-//! `/login` stands for a login endpoint whose outcome the caller picks: `401 Unauthorized` when
-//! the query holds `fail=1`, 200 otherwise (the benchmark's `login-outcome` target sends half
-//! its attempts that way, for a route that counts only failed logins), after `ms=N`
-//! milliseconds when the query asks (the `login-leave` target's clients leave meanwhile).
+//! `/api/login` (the login recipe's path, `examples/login.toml`) and `/login` stand for a login
+//! endpoint whose outcome the caller picks, so the recipe's failures can be shown: `401
+//! Unauthorized` when the JSON body's `password` is anything but `"right"` (the demo's one
+//! good password), or when the query holds `fail=1` (the benchmark's `login-outcome` target
+//! sends half its attempts that way); 200 otherwise, a body without a `password` included.
+//! The answer waits `ms=N` milliseconds when the query asks (the `login-leave` target's clients
+//! leave meanwhile).
 //!
 //! `/sse` streams an answer as an OpenAI-compatible chat completions API does with
 //! `stream_options.include_usage`: `events=N` server-sent events (20 by default), one frame
@@ -22,18 +26,28 @@ use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 
-/// Whether the request is a login attempt that fails: `/login` with `fail=1` in the query.
-fn failed_login(req: &Request<Incoming>) -> bool {
-    req.uri().path() == "/login"
-        && req
-            .uri()
-            .query()
-            .is_some_and(|q| q.split('&').any(|pair| pair == "fail=1"))
+/// The demo's one good password.
+const GOOD_PASSWORD: &str = "right";
+
+/// Whether `path` is a login endpoint.
+fn is_login(path: &str) -> bool {
+    path == "/login" || path == "/api/login"
 }
 
-/// The `ms=N` of a `/login` query: how long to hold the answer.
+/// Whether a login attempt fails: `fail=1` in the query, or a JSON body whose `password` is
+/// not the good one.
+fn failed_login(query: Option<&str>, body: &[u8]) -> bool {
+    let asked = query.is_some_and(|q| q.split('&').any(|pair| pair == "fail=1"));
+    let password = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("password").cloned());
+    let wrong = password.is_some_and(|p| p.as_str() != Some(GOOD_PASSWORD));
+    asked || wrong
+}
+
+/// The `ms=N` of a login query: how long to hold the answer.
 fn login_delay(req: &Request<Incoming>) -> Option<std::time::Duration> {
-    if req.uri().path() != "/login" {
+    if !is_login(req.uri().path()) {
         return None;
     }
     let ms = req
@@ -84,27 +98,35 @@ async fn answer(req: Request<Incoming>) -> Result<Response<AnswerBody>, Infallib
         );
         return Ok(response);
     }
-    let failed = failed_login(&req);
     if let Some(delay) = login_delay(&req) {
         tokio::time::sleep(delay).await;
     }
-    let xff = req
-        .headers()
+    let (parts, incoming) = req.into_parts();
+    let xff = parts
+        .headers
         .get("x-forwarded-for")
         .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let body = serde_json::json!({
-        "ok": !failed,
-        "method": req.method().as_str(),
-        "path": req.uri().path(),
-        "x_forwarded_for": xff,
-    });
+        .unwrap_or("")
+        .to_string();
     // Read a request body to its end (a POSTed form or JSON), as a real endpoint would, so the
     // connection stays reusable; a request without one costs nothing here.
-    if !req.body().is_end_stream() {
-        let _ = req.into_body().collect().await;
-    }
-    let mut response = Response::new(Full::new(Bytes::from(body.to_string())).boxed_unsync());
+    let body = match incoming.is_end_stream() {
+        true => Bytes::new(),
+        false => incoming
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default(),
+    };
+    let path = parts.uri.path();
+    let failed = is_login(path) && failed_login(parts.uri.query(), &body);
+    let answer = serde_json::json!({
+        "ok": !failed,
+        "method": parts.method.as_str(),
+        "path": path,
+        "x_forwarded_for": xff,
+    });
+    let mut response = Response::new(Full::new(Bytes::from(answer.to_string())).boxed_unsync());
     if failed {
         *response.status_mut() = hyper::StatusCode::UNAUTHORIZED;
     }

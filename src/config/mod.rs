@@ -5,6 +5,7 @@
 mod duration;
 mod environment;
 mod error;
+mod ext_authz;
 mod forward_auth;
 mod key_spec;
 // Fields of the serde mirror are the TOML keys themselves, documented in the README.
@@ -26,6 +27,7 @@ pub use duration::format as format_duration;
 pub(crate) use duration::parse as parse_duration;
 pub use environment::Environment;
 pub use error::{ConfigError, ConfigWarning, Location};
+pub use ext_authz::ExtAuthzConfig;
 pub use forward_auth::ForwardAuthConfig;
 pub use key_spec::{KeyPart, KeyPartSpec, KeySpec, Normalize};
 pub use rls::{RlsConfig, RlsDescriptor, RlsDomain, RlsRule, RlsUnit};
@@ -59,7 +61,7 @@ pub enum Purpose {
 impl Purpose {
     /// What a config file's text is for when nobody says: a layer file when it has routes,
     /// none of which names an `upstream`, no `[upstreams]`, and no listener that only the
-    /// gateway serves (`[forward_auth]`, `[rls]`: a forward-auth gateway's routes need no
+    /// gateway serves (`[forward_auth]`, `[rls]`, `[ext_authz]`: a forward-auth gateway's routes need no
     /// upstream); the gateway's otherwise (text that does not parse too, so its errors are the
     /// gateway's).
     pub fn detect(text: &str) -> Purpose {
@@ -73,7 +75,7 @@ impl Purpose {
                     .iter()
                     .all(|r| r.as_table().is_some_and(|t| !t.contains_key("upstream")))
         });
-        let gateway_only = ["upstreams", "forward_auth", "rls"]
+        let gateway_only = ["upstreams", "forward_auth", "rls", "ext_authz"]
             .iter()
             .any(|section| doc.contains_key(*section));
         match upstream_free && !gateway_only {
@@ -116,6 +118,8 @@ pub struct Config {
     pub rls: Option<RlsConfig>,
     /// `[forward_auth]`.
     pub forward_auth: Option<ForwardAuthConfig>,
+    /// `[ext_authz]`.
+    pub ext_authz: Option<ExtAuthzConfig>,
     /// Settings accepted but almost always a mistake, or ignored, to be logged.
     pub warnings: Vec<ConfigWarning>,
 }
@@ -178,6 +182,31 @@ impl Config {
     /// The one-screen summary printed by `slidegate check`.
     pub fn summary(&self) -> String {
         summary::render(self)
+    }
+
+    /// What the config names as its sources: this file, `[rls] config` (a file or a
+    /// directory), each segment's and the plans' members file.
+    pub fn sources(&self) -> Vec<PathBuf> {
+        let mut sources = vec![self.source.clone()];
+        sources.extend(self.rls.as_ref().map(|r| r.source.clone()));
+        sources.extend(self.tier_files.segments.iter().map(|(_, p)| p.clone()));
+        sources.extend(self.tier_files.plans.clone());
+        sources
+    }
+
+    /// Every file a load of this config reads now: [`Config::sources`], with a directory of
+    /// rate-limit files as the YAML files it holds now (the files it held when this config was
+    /// read may have changed since).
+    pub fn files_read(&self) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        for source in self.sources() {
+            let is_rls = self.rls.as_ref().is_some_and(|r| r.source == source);
+            match is_rls.then(|| rls_yaml::yaml_files(&source)) {
+                Some(Ok(yaml)) => files.extend(yaml),
+                _ => files.push(source),
+            }
+        }
+        files
     }
 
     /// The route named `name`.

@@ -29,6 +29,7 @@ pub struct RawConfig {
     pub plans: Option<Spanned<RawPlans>>,
     pub rls: Option<Spanned<RawRls>>,
     pub forward_auth: Option<Spanned<RawForwardAuth>>,
+    pub ext_authz: Option<Spanned<RawExtAuthz>>,
 }
 
 /// `[rls]`
@@ -39,6 +40,7 @@ pub struct RawRls {
     pub config: Spanned<String>,
     pub headers: Option<bool>,
     pub on_error: Option<Spanned<String>>,
+    pub merge_domains: Option<bool>,
 }
 
 /// `[forward_auth]`
@@ -47,6 +49,13 @@ pub struct RawRls {
 pub struct RawForwardAuth {
     pub listen: Option<Spanned<String>>,
     pub refused_status: Option<Spanned<i64>>,
+}
+
+/// `[ext_authz]`
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawExtAuthz {
+    pub listen: Option<Spanned<String>>,
 }
 
 /// `[segments.NAME]`
@@ -86,6 +95,7 @@ pub struct RawServer {
     pub max_header_bytes: Option<Spanned<i64>>,
     pub max_headers: Option<Spanned<i64>>,
     pub path_case: Option<Spanned<String>>,
+    pub watch_files: Option<Spanned<bool>>,
 }
 
 /// `[admin]`

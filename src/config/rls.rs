@@ -68,6 +68,9 @@ pub struct RlsConfig {
     pub headers: bool,
     /// What a store failure answers: `allow` (OK), `deny` (OVER_LIMIT) or `local`.
     pub on_error: OnError,
+    /// `merge_domains`: several files may share a domain, their descriptors merged
+    /// (envoyproxy/ratelimit's `MERGE_DOMAIN_CONFIG`).
+    pub merge_domains: bool,
     /// The domains, in the order the files were read.
     pub domains: Vec<Arc<RlsDomain>>,
 }
@@ -106,7 +109,7 @@ pub struct RlsDescriptor {
     pub descriptors: Vec<RlsDescriptor>,
 }
 
-/// One `rate_limit`, with the node's `shadow_mode`.
+/// One `rate_limit`, with the node's `shadow_mode` and `quota_mode`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RlsRule {
     /// The name metrics, headers and `/admin/usage` show: `name`, else the node's descriptor
@@ -129,6 +132,9 @@ pub struct RlsRule {
     pub replaces: Vec<String>,
     /// `shadow_mode`: decided and counted, never refused.
     pub shadow: bool,
+    /// `quota_mode`: over it, a descriptor says OVER_LIMIT, but the request is refused for its
+    /// quota-mode limits only when every one of them is over (envoyproxy/ratelimit's rule).
+    pub quota: bool,
     /// The node's path of descriptor keys (`key` or `key_value`) joined by `.`: what its
     /// stored counts are told apart by.
     pub path: String,

@@ -143,6 +143,8 @@ pub struct ServerConfig {
     pub max_headers: usize,
     /// Whether route matching ignores ASCII case.
     pub path_case: PathCase,
+    /// Whether the gateway reloads by itself when a file its config was read from changes.
+    pub watch_files: bool,
 }
 
 /// `[admin]`: the admin listener.

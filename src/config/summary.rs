@@ -83,10 +83,14 @@ pub(super) fn render(config: &Config) -> String {
             r.name,
             methods,
             r.path.to_string(),
-            r.upstream.as_deref().unwrap_or(match config.forward_auth {
-                Some(_) => "(forward auth)",
-                None => "(the service)",
-            }),
+            r.upstream
+                .as_deref()
+                .unwrap_or(match (&config.forward_auth, &config.ext_authz) {
+                    (Some(_), None) => "(forward auth)",
+                    (None, Some(_)) => "(ext_authz)",
+                    (Some(_), Some(_)) => "(proxy in front)",
+                    (None, None) => "(the service)",
+                }),
             r.key,
             mode
         );
@@ -159,6 +163,13 @@ fn render_deciders(config: &Config, out: &mut String) {
             out,
             "forward auth {} (refused: {}): every route below",
             f.listen, f.refused_status
+        );
+    }
+    if let Some(e) = &config.ext_authz {
+        let _ = writeln!(
+            out,
+            "ext_authz (gRPC) {}: every route below, decided from Envoy's Check",
+            e.listen
         );
     }
     let Some(rls) = &config.rls else { return };

@@ -1,8 +1,7 @@
 //! Forward auth: answers the subrequests of a proxy that asks before it forwards (NGINX
 //! `auth_request`, Caddy `forward_auth`, Traefik `ForwardAuth`). The original request (method
-//! and URI from the proxy's headers, [`original`]) goes through the same rate-limit layer as
-//! the traffic path, every route taking it (a route without `upstream` serves forward auth
-//! only), in front of a service that only says yes.
+//! and URI from the proxy's headers, [`original`]; the body when the proxy sends it) is asked
+//! of the layer as the traffic path would decide it ([`Asker`]).
 //!
 //! ```text
 //! subrequest -> request id -> original request -> RateLimit (route, keys, limits) -> 200
@@ -11,8 +10,9 @@
 //!
 //! A request no route takes is allowed (200, nothing counted): the proxy asks about every
 //! request. The client IP is the forwarding header's when the proxy is a trusted peer, else the
-//! proxy's own address (every client one key: set `server.trusted_proxies`). A limit that
-//! counts outcomes counts every attempt admitted here, since the answer is never seen.
+//! proxy's own address (every client one key: set `server.trusted_proxies`). A subrequest with
+//! a body (Traefik's `forwardBody: true`, or any with a `Content-Length`) carries the original
+//! body: body key parts read it as on the traffic path, within `max_key_body_bytes`.
 
 mod original;
 
@@ -20,14 +20,12 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 use axum::body::Body;
-use bytes::Bytes;
 use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tower::Service;
 
@@ -35,15 +33,13 @@ pub use original::OriginalError;
 
 use crate::error::GatewayError;
 use crate::key::is_trusted;
-use crate::layer::{
-    ClientAddr, ForwardingWarning, OutcomeUnseen, RateLimit, ResponseBody, Shared, Unmatched,
-};
+use crate::layer::{Asker, ClientAddr, ResponseBody, Shared};
 use crate::request_id::{RequestId, X_REQUEST_ID};
 
 /// The forward-auth listener's request path: the gateway's route table and limiter.
 #[derive(Clone)]
 pub struct ForwardAuth {
-    shared: Arc<Shared>,
+    asker: Asker,
 }
 
 impl ForwardAuth {
@@ -51,52 +47,23 @@ impl ForwardAuth {
     /// path's): every route takes its requests, and one no route takes is allowed.
     pub fn new(gateway: &Shared) -> ForwardAuth {
         ForwardAuth {
-            shared: Arc::new(Shared {
-                table: gateway.table.clone(),
-                limiter: gateway.limiter.clone(),
-                unmatched: Unmatched::PassThrough,
-                resets: None,
-                forwarding_warned: ForwardingWarning::default(),
-            }),
+            asker: Asker::new(gateway),
         }
     }
 
     /// The service for one connection from `peer` (the proxy in front).
     pub fn service(&self, peer: IpAddr) -> ForwardAuthService {
         ForwardAuthService {
-            inner: RateLimit::new(Allow, self.shared.clone()),
-            shared: self.shared.clone(),
+            asker: self.asker.clone(),
             peer,
         }
-    }
-}
-
-/// The answer behind the layer: every request it lets through is allowed, and its outcome is
-/// never seen (an outcome-counted attempt stays counted).
-#[derive(Clone, Copy)]
-struct Allow;
-
-impl<B> Service<Request<B>> for Allow {
-    type Response = Response<Body>;
-    type Error = Infallible;
-    type Future = std::future::Ready<Result<Response<Body>, Infallible>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: Request<B>) -> Self::Future {
-        let mut response = Response::new(Body::empty());
-        response.extensions_mut().insert(OutcomeUnseen);
-        std::future::ready(Ok(response))
     }
 }
 
 /// Forward auth for one connection.
 #[derive(Clone)]
 pub struct ForwardAuthService {
-    inner: RateLimit<Allow>,
-    shared: Arc<Shared>,
+    asker: Asker,
     peer: IpAddr,
 }
 
@@ -114,7 +81,7 @@ impl Service<Request<Incoming>> for ForwardAuthService {
     fn call(&mut self, req: Request<Incoming>) -> Self::Future {
         let started = Instant::now();
         let (trusted, refused_status) = {
-            let table = self.shared.table.load();
+            let table = self.asker.shared().table.load();
             let config = &table.config;
             (
                 is_trusted(self.peer, &config.server.trusted_proxies),
@@ -125,18 +92,19 @@ impl Service<Request<Incoming>> for ForwardAuthService {
             )
         };
         let request_id = RequestId::for_request(req.headers(), trusted);
-        let (head, _) = req.into_parts();
-        let asked = original::original::<Empty<Bytes>>(&head);
+        let (head, body) = req.into_parts();
+        let (method, uri) = (head.method.clone(), head.uri.clone());
+        let asked = original::original(&head, body);
         let (method, uri) = match &asked {
             Ok(r) => (r.method().clone(), r.uri().clone()),
-            Err(_) => (head.method.clone(), head.uri.clone()),
+            Err(_) => (method, uri),
         };
         let answer = match asked {
             Ok(mut asked) => {
                 let extensions = asked.extensions_mut();
                 extensions.insert(request_id.clone());
                 extensions.insert(ClientAddr(self.peer));
-                Ok(self.inner.call(asked))
+                Ok(self.asker.ask(asked))
             }
             Err(e) => Err(GatewayError::from(e).into_response(&request_id)),
         };

@@ -1,7 +1,11 @@
 //! The request a forward-auth subrequest asks about: its method and URI from the headers the
 //! proxy in front sends (`X-Forwarded-Method`/`X-Forwarded-Uri`: Caddy, Traefik;
 //! `X-Original-Method`/`X-Original-URI`: NGINX's convention), its other headers as passed
-//! along, and no body (a subrequest carries none, so body key parts are missing).
+//! along, and its body when the subrequest carries one: Traefik's `forwardBody: true` sends the
+//! original body with its `Content-Length`, and so may any proxy (a subrequest whose body is
+//! not over with its head carries one). A subrequest without a body
+//! (NGINX `auth_request`, Caddy `forward_auth`) asks about a request whose body key parts are
+//! missing.
 //!
 //! Without an original URI the subrequest is refused (400): deciding for the subrequest's own
 //! path would count nothing the client asked for. So is one that names two different originals
@@ -49,8 +53,9 @@ impl OriginalError {
     }
 }
 
-/// The original request of a subrequest's head, with an empty body of type `B`.
-pub fn original<B: Default>(head: &Parts) -> Result<Request<B>, OriginalError> {
+/// The original request of a subrequest (`head` and `body`): the body is the original's when
+/// the subrequest carries one (its framing headers kept), else empty.
+pub fn original<B: http_body::Body>(head: &Parts, body: B) -> Result<Request<B>, OriginalError> {
     let headers = &head.headers;
     let uri_value = the_one_of(headers, &X_FORWARDED_URI, &X_ORIGINAL_URI, "URI")?
         .ok_or(OriginalError::MissingUri)?;
@@ -65,14 +70,17 @@ pub fn original<B: Default>(head: &Parts) -> Result<Request<B>, OriginalError> {
         // NGINX's subrequest keeps the client's method when the recipe sets none.
         None => head.method.clone(),
     };
-    let mut request = Request::new(B::default());
+    let with_body = !body.is_end_stream();
+    let mut request = Request::new(body);
     *request.method_mut() = method;
     *request.uri_mut() = uri;
     *request.version_mut() = http::Version::HTTP_11;
     let kept = request.headers_mut();
     for (name, value) in headers {
-        // The subrequest's framing is not the original's, and it has no body.
-        if ![CONTENT_LENGTH, TRANSFER_ENCODING, CONTENT_ENCODING, EXPECT].contains(name) {
+        // Without a body, the subrequest's framing is not the original's; with one, it is the
+        // body's (the proxy sends the original body as it is).
+        let framing = [CONTENT_LENGTH, TRANSFER_ENCODING, CONTENT_ENCODING].contains(name);
+        if *name != EXPECT && (with_body || !framing) {
             kept.append(name, value.clone());
         }
     }

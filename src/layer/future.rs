@@ -17,7 +17,7 @@ use super::attempt::{Departed, OnDeparted};
 use super::body::{BoxError, RequestBody, ResponseBody};
 use super::read::{start_reading, Reading};
 use super::state::{State, StateProj, Step};
-use super::{client_addr, Decided, Shared, Unmatched};
+use super::{client_addr, BodyCutShort, Decided, Shared, Unmatched};
 use crate::connection::removes_meaning;
 use crate::error::GatewayError;
 use crate::key::client_ip;
@@ -116,7 +116,8 @@ where
             return Self::state((*step).forward(verdict, None));
         }
         let config = &step.route.config;
-        if config.reads_body() {
+        // A body cut short is not read: its key parts are missing (decided below, unread).
+        if config.reads_body() && step.head.extensions.get::<BodyCutShort>().is_none() {
             let max = config.max_key_body_bytes;
             if let Err(e) = start_reading(&mut step.head.headers, max) {
                 return Self::state(step.refuse(e));

@@ -22,6 +22,7 @@
 //! than as request extensions. The inner service gets the matched route as a request extension
 //! ([`MatchedRoute`]), and the response carries what was decided ([`Decided`]) for an access log.
 
+mod ask;
 mod attempt;
 mod body;
 mod builder;
@@ -37,6 +38,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
+pub use ask::{Allow, Asker};
 pub use attempt::{Attempt, Departed, OnDeparted};
 pub use body::{BoxError, RequestBody, ResponseBody};
 pub use builder::{Builder, RouteBuilder};
@@ -69,6 +71,12 @@ pub struct ClientAddr(pub IpAddr);
 /// counted instead of being settled by it (response extension).
 #[derive(Debug, Clone, Copy)]
 pub struct OutcomeUnseen;
+
+/// Marks a request whose body was cut short before it reached the layer (Envoy's ext_authz
+/// sends at most `max_request_bytes` of it, saying so in `x-envoy-auth-partial-body`): its
+/// body key parts are missing, so `on_missing_key` decides (request extension).
+#[derive(Debug, Clone, Copy)]
+pub struct BodyCutShort;
 
 /// The route a request matched and the client it came from (after trusted proxies), for the
 /// inner service (request extension).

@@ -1,13 +1,14 @@
 //! What the admin listener asks of the limiter about keys an operator names ([`Target`]s, from
 //! `lookup`): their usage without charging them (`GET /admin/usage`) and a reset that says
 //! what it found (`DELETE /admin/usage`). Who is refused now (`GET /admin/blocked`) is in
-//! `refused.rs`.
+//! `refused.rs`; a reset also takes the keys out of their route's refusal index.
 
 use std::time::{Duration, Instant};
 
 use super::limiter::Limiter;
 use super::lookup::Target;
 use super::policy::RoutePolicy;
+use crate::store::refused::{material_of, member};
 use crate::store::{DecisionRequest, LimitUsage, Outcome, Store, StoreError};
 use crate::tier::TierName;
 
@@ -153,6 +154,19 @@ impl Limiter {
     ) -> Result<Vec<ResetSlot>, StoreError> {
         let fallback = Store::Memory(self.fallback.clone());
         let mut slots = Vec::with_capacity(targets.len());
+        let limits = &policy.default_tier().limits;
+        if let Some(refusals) = &limits.refusals {
+            let members: Vec<String> = targets
+                .iter()
+                .flat_map(|t| {
+                    let material = material_of(&t.base);
+                    (0..limits.limits.len())
+                        .filter(move |&i| limits.slot_of(i) == t.slot)
+                        .map(move |i| member(&limits.limits[i].name, material))
+                })
+                .collect();
+            self.store.forget_refused(&refusals.index, &members).await?;
+        }
         for target in targets {
             let (part, _) = policy.default_tier().limits.part(target.slot);
             let bases = vec![target.base.clone()];

@@ -78,7 +78,7 @@ impl Request {
             started,
             started.elapsed(),
         );
-        self.limiter.note_blocks(&self.policy, &self.keys, &verdict);
+        self.limiter.note_blocks(&self.policy, &verdict);
         verdict
     }
 }

@@ -10,7 +10,7 @@ use super::headers::policy_header;
 use super::policy::{KeySlot, Tier};
 use crate::config::{ExceedMode, KeySpec, OnMissingKey, RouteConfig};
 use crate::store::layout::push_hex;
-use crate::store::{BlockSpec, Limit, LimitSet, StateSpec};
+use crate::store::{BlockSpec, Limit, LimitSet, Refusals, StateSpec};
 use crate::tier::TierName;
 
 /// A slot's tag: `""` for the route's own key and setting, else `~` and a hash of the spec (and
@@ -137,11 +137,13 @@ impl Layout {
         }
     }
 
-    /// The limits of `route` with the values `value(i)` for limit `i`.
+    /// The limits of `route` with the values `value(i)` for limit `i`, recording their
+    /// refusals as `refusals` says.
     pub(super) fn tier(
         &self,
         name: Option<TierName>,
         route: &RouteConfig,
+        refusals: &Option<Refusals>,
         value: impl Fn(usize) -> u64,
     ) -> Arc<Tier> {
         let block = match &route.on_exceed {
@@ -174,7 +176,8 @@ impl Layout {
                 },
             })
             .collect();
-        let set = LimitSet::new(block, limits, self.states.clone(), self.slots.len());
+        let set = LimitSet::new(block, limits, self.states.clone(), self.slots.len())
+            .recording(refusals.clone());
         let policy_header = policy_header(&route.limits, &set);
         Arc::new(Tier {
             name,

@@ -11,7 +11,9 @@ use super::policy::{RoutePolicy, Tier};
 use super::verdict::Verdict;
 use crate::config::{ExceedMode, OnError};
 use crate::metrics::{DecisionLabel, Metrics};
-use crate::store::{Decision, DecisionRequest, MemoryStore, Outcome, Store, StoreError};
+use crate::store::{
+    Decision, DecisionRequest, EvictionTally, MemoryStore, NodeEviction, Outcome, Store, StoreError,
+};
 
 /// The limiter shared by the request path and the admin listener.
 pub struct Limiter {
@@ -25,6 +27,8 @@ pub struct Limiter {
     pub(super) metrics: Metrics,
     /// The store's health as the logs report it.
     pub(super) health: crate::logging::StoreHealth,
+    /// The store's evictions counted so far.
+    evictions: EvictionTally,
 }
 
 impl Limiter {
@@ -37,6 +41,7 @@ impl Limiter {
             deny_cache: DenyCache::new(max_keys),
             metrics,
             health: Default::default(),
+            evictions: EvictionTally::default(),
         }
     }
 
@@ -56,6 +61,16 @@ impl Limiter {
         let entries = self.deny_cache.live_entries(Instant::now());
         self.metrics.deny_cache_entries.set(entries as i64);
         self.metrics.encode()
+    }
+
+    /// Reads every Redis server's eviction policy and evicted keys, and counts the evictions
+    /// not yet counted in `slidegate_store_evicted_keys_total`; `None` for the memory store or
+    /// a Redis that did not answer.
+    pub async fn refresh_evictions(&self) -> Option<Vec<NodeEviction>> {
+        let nodes = self.store.eviction().await?.ok()?;
+        let new = self.evictions.new_evictions(&nodes);
+        self.metrics.store_evicted_keys.inc_by(new);
+        Some(nodes)
     }
 
     /// Decides many keys of one route in one go (few large store calls), in order, each
@@ -103,7 +118,7 @@ impl Limiter {
             let tier = tiers[i].expect("asked keys have a tier");
             let verdict = self.conclude(policy, *request, tier, result, started, elapsed);
             if !dry_run {
-                self.note_blocks(policy, &keys[i], &verdict);
+                self.note_blocks(policy, &verdict);
             }
             verdicts[i] = Some(verdict);
         }
@@ -173,6 +188,7 @@ impl Limiter {
         let decision = match result {
             Ok(d) => {
                 self.health.answered();
+                self.note_refusals(&request, &d);
                 if !request.dry_run {
                     let histogram = &policy.metrics.decision_duration.store;
                     histogram.observe(elapsed.as_secs_f64());

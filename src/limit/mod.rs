@@ -17,7 +17,6 @@
 //! ```
 
 mod admin;
-mod blocks;
 mod charged;
 mod deciding;
 mod delay;
@@ -30,11 +29,11 @@ mod limiter;
 pub mod lookup;
 mod outcome;
 mod policy;
+mod refused;
 mod resets;
 mod verdict;
 
 pub use admin::{LimitReport, ResetSlot, Usage};
-pub use blocks::{Reason, RefusedKey, MAX_BLOCKED_LISTED};
 pub use charged::Settled;
 pub use deciding::Deciding;
 pub use deny_cache::{CachedDenial, DenyCache};
@@ -43,5 +42,6 @@ pub use keys::{KeysError, RequestKeys};
 pub use limiter::Limiter;
 pub use outcome::Reservation;
 pub use policy::{limit_set, AtEnd, KeySlot, OutcomeRule, RoutePolicy, Tier, EMBEDDED_SETTLE};
+pub use refused::{Reason, RefusedKey, MAX_BLOCKED_LISTED};
 pub use resets::ResetFollower;
 pub use verdict::{Verdict, STORE_UNAVAILABLE_RETRY_SECS};

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use http::HeaderValue;
 
 use super::layout::Layout;
+use crate::config::ExceedMode;
 use crate::config::{
     Config, HashSecret, KeyPart, KeySpec, OnError, OnMissingKey, PathCase, RouteConfig, StatusSet,
     UnknownPlan,
@@ -19,7 +20,8 @@ use crate::config::{
 use crate::cost::{CostFrom, Reserve};
 use crate::key::JwtVerifier;
 use crate::metrics::RouteMetrics;
-use crate::store::LimitSet;
+use crate::store::layout::blocked_index;
+use crate::store::{LimitSet, Refusals};
 use crate::tier::{Membership, TierName};
 
 /// One set of limit values: the route's own, or a segment's or plan's.
@@ -125,21 +127,28 @@ impl RoutePolicy {
     ) -> RoutePolicy {
         let mut layout = Layout::of(&route);
         layout.settle_us = settle_us(&route, config);
-        RoutePolicy::laid_out(route, layout, config, metrics, waiting, jwt)
+        // A route's 429s are refusals on `reject` and `block` routes; a delay route's waits and
+        // a shadow route's breaches refuse no one.
+        let enforcing = matches!(route.on_exceed, ExceedMode::Reject | ExceedMode::Block(_));
+        let recorded = vec![enforcing; route.limits.len()];
+        RoutePolicy::laid_out(route, layout, config, metrics, waiting, jwt, recorded)
     }
 
     /// The policy of a route whose keys the caller gives instead of deriving them from a
     /// request (the rate-limit service: a key per matched descriptor, [`super::RequestKeys::per_slot`]):
     /// limit `i` counts key slot `i` alone, whose Redis keys `tags[i]` (`~` and hex) tells
-    /// apart from every other slot's.
+    /// apart from every other slot's. `recorded` says, per limit, whether its refusals are
+    /// recorded for `/admin/blocked` (a shadow-mode rate limit's are not).
     pub fn with_given_keys(
         route: Arc<RouteConfig>,
         tags: Vec<String>,
         config: &Config,
         metrics: Arc<RouteMetrics>,
+        recorded: Vec<bool>,
     ) -> RoutePolicy {
         let layout = Layout::given(&route, tags);
-        RoutePolicy::laid_out(route, layout, config, metrics, Default::default(), None)
+        let waiting = Default::default();
+        RoutePolicy::laid_out(route, layout, config, metrics, waiting, None, recorded)
     }
 
     fn laid_out(
@@ -149,15 +158,20 @@ impl RoutePolicy {
         metrics: Arc<RouteMetrics>,
         waiting: Arc<AtomicUsize>,
         jwt: Option<Arc<JwtVerifier>>,
+        recorded: Vec<bool>,
     ) -> RoutePolicy {
         let membership = config.membership.clone();
-        let default = layout.tier(None, &route, |i| route.limits[i].limit);
+        let refusals = recorded.iter().any(|&r| r).then(|| Refusals {
+            index: blocked_index(&config.store.key_prefix, &route.name),
+            recorded,
+        });
+        let default = layout.tier(None, &route, &refusals, |i| route.limits[i].limit);
         let segments = membership
             .segment_names()
             .filter(|s| route.limits.iter().any(|l| l.segments.contains_key(*s)))
             .map(|s| {
                 let name = Some(TierName::Segment(s.to_string()));
-                let tier = layout.tier(name, &route, |i| {
+                let tier = layout.tier(name, &route, &refusals, |i| {
                     let l = &route.limits[i];
                     l.segments.get(s).copied().unwrap_or(l.limit)
                 });
@@ -168,7 +182,7 @@ impl RoutePolicy {
         let plans: HashMap<String, Arc<Tier>> = plan_names
             .into_iter()
             .map(|p| {
-                let tier = layout.tier(Some(TierName::Plan(p.clone())), &route, |i| {
+                let tier = layout.tier(Some(TierName::Plan(p.clone())), &route, &refusals, |i| {
                     let l = &route.limits[i];
                     l.plans.get(p).copied().unwrap_or(l.limit)
                 });
@@ -339,7 +353,7 @@ pub fn limit_set(route: &RouteConfig) -> Arc<LimitSet> {
     // as an embedded layer's: no upstream whose timeouts bound a reservation
     layout.settle_us = EMBEDDED_SETTLE.as_micros() as u64;
     layout
-        .tier(None, route, |i| route.limits[i].limit)
+        .tier(None, route, &None, |i| route.limits[i].limit)
         .limits
         .clone()
 }

@@ -5,7 +5,10 @@
 //!
 //! A descriptor no limit applies to (nothing matched, a replaced limit, an unknown domain) is
 //! OK with no `current_limit`; an `unlimited` one is OK with `limit_remaining` 2^32-1, as
-//! envoyproxy/ratelimit answers. A shadow-mode limit's status is OK whatever it counts.
+//! envoyproxy/ratelimit answers. A shadow-mode limit's status is OK whatever it counts; a
+//! quota-mode limit's is OVER_LIMIT when it is over, though the request may be OK. A
+//! descriptor refused before any decision (a cost above its limit, too many descriptors) is
+//! OVER_LIMIT with no `current_limit`.
 
 use std::time::Duration;
 
@@ -44,23 +47,27 @@ pub fn response(plan: &Plan, outcome: &Outcome, headers: bool) -> RateLimitRespo
                 limit_remaining: u32::MAX,
                 ..DescriptorStatus::default()
             },
-            Status::Counted { read, index } => {
-                let set = if read {
-                    &outcome.read
-                } else {
-                    &outcome.charged
+            Status::Refused => DescriptorStatus {
+                code: Code::OverLimit as i32,
+                ..DescriptorStatus::default()
+            },
+            Status::Counted { group, index } => {
+                let set = match group {
+                    Some(g) => outcome.charged.get(g),
+                    None => outcome.read.as_ref(),
                 };
-                status(set.as_ref().expect("a counted descriptor's set"), index)
+                status(set.expect("a counted descriptor's set"), index)
             }
         })
         .collect();
-    let refused = outcome
-        .charged
-        .as_ref()
-        .is_some_and(|c| !c.verdict.forwards())
-        || statuses.iter().any(|s| s.code == Code::OverLimit as i32);
-    let response_headers_to_add = match (&outcome.charged, headers) {
-        (Some(charged), true) => rate_limit_headers(charged),
+    let read_over = outcome.read.as_ref().is_some_and(|r| {
+        (r.verdict.decision.as_ref()).is_some_and(|d| {
+            (d.limits.iter().enumerate()).any(|(i, u)| u.exceeded() && r.combo.enforces(i))
+        })
+    });
+    let refused = outcome.refused || read_over;
+    let response_headers_to_add = match (outcome.shown(), headers) {
+        (Some(shown), true) => rate_limit_headers(shown),
         _ => Vec::new(),
     };
     RateLimitResponse {
@@ -81,6 +88,7 @@ fn free() -> DescriptorStatus {
 /// The status of limit `index` of a decided set.
 fn status(set: &Decided, index: usize) -> DescriptorStatus {
     let config = &set.combo.all.config.limits[index];
+    // A quota-mode limit over says so, whatever the request's answer.
     let enforced = !set.combo.shadow[index];
     let current_limit = Some(RateLimit {
         name: config.name.clone(),

@@ -1,18 +1,20 @@
-//! A request's limits decided: the charged set in one atomic decision through the limiter (a
-//! request refused by one descriptor is charged to none), the read set (`hits_addend` 0) beside
-//! it at cost 0.
+//! A request's limits decided: each charged group (one per cost, the largest first) in one
+//! atomic decision through the limiter (a request refused by one descriptor of a group is
+//! charged to none of it, and the groups after a refusal are only read), the read set
+//! (`hits_addend` 0) beside them at cost 0.
 //!
-//! Shadow mode is per descriptor here, where a route's is per route. A set with limits of both
-//! kinds is decided with every limit first; when only shadow-mode limits refuse, it is decided
-//! again with the enforced limits alone, so the request is charged to those and answered as
-//! they say, and a shadow-mode limit never lets a request through uncharged. The request is
-//! counted once, under its final decision: the charged set's, or the read set's when nothing
-//! is charged.
+//! Shadow mode and quota mode are per descriptor here, where a route's mode is per route. A
+//! set with such limits is decided with every limit first; when only shadow-mode or quota-mode
+//! limits refuse, the request is refused if every quota-mode limit of the set is over (and
+//! there is one), else decided again without the shadow-mode limits and the quota-mode limits
+//! that are over, so it is charged to the others and answered as they say: a shadow-mode or
+//! quota-mode limit never lets a request through the enforced ones uncharged. The request is
+//! counted once, under its final decision.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::limits::{Combo, Domain};
+use super::limits::{Combo, Domain, Part};
 use super::request::{LimitSetPlan, Plan};
 use crate::limit::{Deciding, Limiter, RequestKeys, Verdict};
 use crate::metrics::DecisionLabel;
@@ -26,31 +28,66 @@ pub struct Decided {
     pub verdict: Verdict,
 }
 
-/// The charged set's verdict and the read set's.
+/// The charged groups' verdicts and the read set's.
 pub struct Outcome {
-    /// Descriptors charged `plan.cost`.
-    pub charged: Option<Decided>,
+    /// Per charged group of the plan, in order.
+    pub charged: Vec<Decided>,
     /// Descriptors read only.
     pub read: Option<Decided>,
+    /// Whether the request is refused (a group refused it, or a descriptor was refused before
+    /// any decision).
+    pub refused: bool,
+}
+
+impl Outcome {
+    /// The set whose verdict the answer's headers show: the refusing group, else the first.
+    pub fn shown(&self) -> Option<&Decided> {
+        (self.charged.iter())
+            .find(|d| !d.verdict.forwards())
+            .or(self.charged.first())
+    }
 }
 
 /// Decides a request's sets, counting the request once.
 pub async fn decide(limiter: &Arc<Limiter>, domain: &Domain, plan: &Plan) -> Outcome {
-    let read_counts = plan.charged.parts.is_empty();
-    let charged = decide_set(limiter, domain, &plan.charged, plan.cost, true);
-    let read = decide_set(limiter, domain, &plan.read, 0, read_counts);
-    let (charged, read) = futures_util::future::join(charged, read).await;
-    Outcome { charged, read }
+    let unseen_refusal = plan.refused_unseen();
+    let mut refused = unseen_refusal;
+    let mut charged = Vec::with_capacity(plan.charged.len());
+    for group in &plan.charged {
+        // After a refusal, and when a descriptor was refused before any decision, nothing more
+        // is charged: the rest is read for its statuses.
+        let cost = if refused { 0 } else { group.cost };
+        let Some(decided) = decide_set(limiter, domain, &group.set, cost).await else {
+            continue;
+        };
+        refused |= !decided.verdict.forwards();
+        charged.push(decided);
+    }
+    let read = decide_set(limiter, domain, &plan.read, 0).await;
+    let counted = (charged.iter())
+        .find(|d| !d.verdict.forwards())
+        .or(charged.last())
+        .or(read.as_ref());
+    match counted {
+        Some(d) if unseen_refusal => {
+            limiter.uncounted(&d.combo.all, DecisionLabel::Rejected);
+        }
+        Some(d) => limiter.record(&d.combo.all, &d.verdict),
+        None => {}
+    }
+    Outcome {
+        charged,
+        read,
+        refused,
+    }
 }
 
-/// Decides one set at `cost`; `counted` says whether its verdict is the request's count in
-/// the metrics.
+/// Decides one set at `cost` (0: only read), uncounted.
 async fn decide_set(
     limiter: &Arc<Limiter>,
     domain: &Domain,
     set: &LimitSetPlan,
     cost: u64,
-    counted: bool,
 ) -> Option<Decided> {
     if set.parts.is_empty() {
         return None;
@@ -59,24 +96,19 @@ async fn decide_set(
     let keys = Arc::new(RequestKeys::per_slot(&combo.all, set.keys.clone()));
     let tier = combo.all.default_tier().clone();
     let deciding = Deciding::new(limiter.clone(), combo.all.clone(), tier, keys, cost);
-    let verdict = match (&combo.enforced, counted) {
-        (None, true) => deciding.await,
-        (None, false) => deciding.uncounted().await,
-        (Some(_), _) => {
-            let first = deciding.uncounted().await;
-            let verdict = without_shadow(limiter, &combo, set, cost, first).await;
-            if counted {
-                limiter.record(&combo.all, &verdict);
-            }
-            verdict
-        }
+    let first = deciding.uncounted().await;
+    let verdict = match &combo.enforced {
+        None if !combo.shadow.iter().chain(&combo.quota).any(|&s| s) => first,
+        _ => without_soft(limiter, domain, &combo, set, cost, first).await,
     };
     Some(Decided { combo, verdict })
 }
 
-/// The verdict of a set with limits of both kinds, from its decision with every limit.
-async fn without_shadow(
+/// The verdict of a set with shadow-mode or quota-mode limits, from its decision with every
+/// limit.
+async fn without_soft(
     limiter: &Arc<Limiter>,
+    domain: &Domain,
     combo: &Combo,
     set: &LimitSetPlan,
     cost: u64,
@@ -85,19 +117,45 @@ async fn without_shadow(
     let Some(decision) = first.decision.as_ref().filter(|d| !d.allowed()) else {
         return first;
     };
-    let enforced_refused =
-        (0..decision.limits.len()).any(|i| decision.limits[i].exceeded() && !combo.shadow[i]);
-    if enforced_refused {
-        return refused(combo, first);
+    let over: Vec<bool> = decision.limits.iter().map(|u| u.exceeded()).collect();
+    if (0..over.len()).any(|i| over[i] && combo.enforces(i)) {
+        return refused(combo, first, false);
     }
-    let (policy, kept) = combo.enforced.as_ref().expect("a set of both kinds");
-    let keys = kept.iter().map(|&i| set.keys[i].clone()).collect();
-    let keys = Arc::new(RequestKeys::per_slot(policy, keys));
-    let tier = policy.default_tier().clone();
-    let second = Deciding::new(limiter.clone(), policy.clone(), tier, keys, cost)
-        .uncounted()
-        .await;
+    let quota: Vec<usize> = (0..over.len()).filter(|&i| combo.quota[i]).collect();
+    if !quota.is_empty() && quota.iter().all(|&i| over[i]) {
+        return refused(combo, first, true);
+    }
+    // Decided again with the enforced limits and the quota-mode limits with room.
+    let kept: Vec<usize> = (0..over.len())
+        .filter(|&i| combo.enforces(i) || (combo.quota[i] && !over[i]))
+        .collect();
+    let policy = match &combo.enforced {
+        Some((policy, enforced)) if *enforced == kept => policy.clone(),
+        _ => {
+            let parts: Vec<Part> = kept.iter().map(|&i| set.parts[i].clone()).collect();
+            domain.combo(&parts).all.clone()
+        }
+    };
     let mut merged = decision.clone();
+    let second = match kept.is_empty() {
+        true => None,
+        false => {
+            let keys = kept.iter().map(|&i| set.keys[i].clone()).collect();
+            let keys = Arc::new(RequestKeys::per_slot(&policy, keys));
+            let tier = policy.default_tier().clone();
+            let verdict = Deciding::new(limiter.clone(), policy.clone(), tier, keys, cost)
+                .uncounted()
+                .await;
+            Some(verdict)
+        }
+    };
+    let Some(second) = second else {
+        // Only shadow-mode limits, some over: nothing is charged, the request goes on.
+        return Verdict {
+            label: DecisionLabel::ShadowRejected,
+            ..first
+        };
+    };
     if let Some(d) = &second.decision {
         for (k, &i) in kept.iter().enumerate() {
             merged.limits[i] = d.limits[k].clone();
@@ -105,34 +163,45 @@ async fn without_shadow(
         merged.outcome = d.outcome;
         merged.retry_after = d.retry_after;
     }
+    let shadow_over = (0..over.len()).any(|i| over[i] && combo.shadow[i]);
     let verdict = Verdict {
         label: match second.label {
-            DecisionLabel::Allowed => DecisionLabel::ShadowRejected,
+            DecisionLabel::Allowed if shadow_over => DecisionLabel::ShadowRejected,
             other => other,
         },
         decision: second.decision.is_some().then_some(merged),
         ..second
     };
     match verdict.label {
-        DecisionLabel::Rejected => refused(combo, verdict),
+        DecisionLabel::Rejected => refused(combo, verdict, false),
         _ => verdict,
     }
 }
 
-/// A refusal by enforced limits: the shadow-mode limits' own waits are left out, so the answer
-/// and the metrics name an enforced limit.
-fn refused(combo: &Combo, mut verdict: Verdict) -> Verdict {
+/// A refusal by enforced limits, or (`by_quota`) by every quota-mode limit being over: the
+/// other limits' waits are left out, so the answer and the metrics name a refusing limit; a
+/// quota refusal lasts until the first quota-mode limit has room again.
+fn refused(combo: &Combo, mut verdict: Verdict, by_quota: bool) -> Verdict {
     verdict.label = DecisionLabel::Rejected;
     if let Some(d) = &mut verdict.decision {
-        let mut wait = Duration::ZERO;
+        let mut wait: Option<Duration> = None;
         for (i, usage) in d.limits.iter_mut().enumerate() {
             if combo.shadow[i] {
                 usage.retry_after = Duration::ZERO;
-            } else {
-                wait = wait.max(usage.retry_after);
+                continue;
             }
+            // An enforced refusal waits for its slowest enforced limit; a quota refusal for
+            // the first quota-mode limit with room.
+            if !usage.exceeded() || combo.quota[i] != by_quota {
+                continue;
+            }
+            wait = Some(match (wait, by_quota) {
+                (None, _) => usage.retry_after,
+                (Some(w), true) => w.min(usage.retry_after),
+                (Some(w), false) => w.max(usage.retry_after),
+            });
         }
-        d.retry_after = wait;
+        d.retry_after = wait.unwrap_or(d.retry_after);
     }
     verdict
 }

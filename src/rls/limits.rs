@@ -45,13 +45,23 @@ pub enum Part {
 
 /// The policies of one set of limits, in the order a request brought them.
 pub struct Combo {
-    /// Every limit: enforced, or in shadow mode when any of them is (a refusal is then
-    /// sorted out by [`Combo::enforced`]).
+    /// Every limit: enforced, or in shadow mode when any of them is in shadow or quota mode
+    /// (a refusal is then sorted out by [`Combo::enforced`] and the quota-mode limits).
     pub all: Arc<RoutePolicy>,
     /// Per limit, whether it is in shadow mode.
     pub shadow: Vec<bool>,
-    /// With limits of both kinds: the enforced limits alone, and their indexes in `all`.
+    /// Per limit, whether it is in quota mode.
+    pub quota: Vec<bool>,
+    /// With limits in shadow or quota mode beside others: the others alone, and their indexes
+    /// in `all`.
     pub enforced: Option<(Arc<RoutePolicy>, Vec<usize>)>,
+}
+
+impl Combo {
+    /// Whether limit `i` refuses a request by itself (neither shadow nor quota mode).
+    pub fn enforces(&self, i: usize) -> bool {
+        !self.shadow[i] && !self.quota[i]
+    }
 }
 
 /// A domain, compiled.
@@ -139,16 +149,19 @@ impl Domain {
     fn compile(&self, parts: &[Part]) -> Combo {
         let specs: Vec<Spec> = parts.iter().map(|p| self.spec(p)).collect();
         let shadow: Vec<bool> = specs.iter().map(|s| s.shadow).collect();
-        let any_shadow = shadow.iter().any(|&s| s);
-        let all = self.policy(&specs, any_shadow);
-        let enforced = (any_shadow && !shadow.iter().all(|&s| s)).then(|| {
-            let kept: Vec<usize> = (0..specs.len()).filter(|&i| !shadow[i]).collect();
+        let quota: Vec<bool> = specs.iter().map(|s| s.quota).collect();
+        let soft: Vec<bool> = (0..specs.len()).map(|i| shadow[i] || quota[i]).collect();
+        let any_soft = soft.iter().any(|&s| s);
+        let all = self.policy(&specs, any_soft);
+        let enforced = (any_soft && !soft.iter().all(|&s| s)).then(|| {
+            let kept: Vec<usize> = (0..specs.len()).filter(|&i| !soft[i]).collect();
             let enforced: Vec<Spec> = kept.iter().map(|&i| specs[i].clone()).collect();
             (self.policy(&enforced, false), kept)
         });
         Combo {
             all,
             shadow,
+            quota,
             enforced,
         }
     }
@@ -185,11 +198,14 @@ impl Domain {
         let names: Vec<String> = specs.iter().map(|s| s.config.name.clone()).collect();
         let metrics = RouteMetrics::new(&c.metrics, &self.name, &names, c.backend);
         let tags = specs.iter().map(|s| s.tag.clone()).collect();
+        // A shadow-mode rate limit refuses no one: its breaches are not recorded as refusals.
+        let recorded = specs.iter().map(|s| !s.shadow).collect();
         Arc::new(RoutePolicy::with_given_keys(
             Arc::new(route),
             tags,
             &c.config,
             Arc::new(metrics),
+            recorded,
         ))
     }
 
@@ -205,7 +221,7 @@ impl Domain {
                     rule.algorithm,
                     &rule.path,
                 )
-                .shadow(rule.shadow)
+                .modes(rule.shadow, rule.quota)
             }
             Part::Override {
                 rule: Some(r),
@@ -250,6 +266,7 @@ struct Spec {
     config: LimitConfig,
     tag: String,
     shadow: bool,
+    quota: bool,
 }
 
 impl Spec {
@@ -266,11 +283,13 @@ impl Spec {
             config,
             tag: tag_of(place),
             shadow: false,
+            quota: false,
         }
     }
 
-    fn shadow(mut self, shadow: bool) -> Spec {
+    fn modes(mut self, shadow: bool, quota: bool) -> Spec {
         self.shadow = shadow;
+        self.quota = quota;
         self
     }
 }

@@ -26,23 +26,20 @@ use std::time::Duration;
 use prometheus::Histogram;
 
 pub use limits::{tag_of, Domain, Part, OVERRIDE_LABEL};
-pub use request::RlsError;
+pub use request::{RlsError, MAX_KEPT_VALUE_BYTES};
 pub use service::RlsService;
 
 use crate::config::Config;
 use crate::limit::RoutePolicy;
 use crate::metrics::Metrics;
 
-/// Most descriptors one request may carry.
+/// Most descriptors decided in one request; a request with more is refused whole (one store
+/// call stays short).
 pub const MAX_DESCRIPTORS: usize = 64;
-/// Most entries one descriptor may carry (and the deepest a YAML tree may be).
-pub const MAX_ENTRIES: usize = crate::config::rls_yaml::MAX_DESCRIPTOR_ENTRIES;
-/// The longest entry key, in bytes.
-pub const MAX_KEY_BYTES: usize = 256;
-/// The longest entry value, in bytes (a request path with its query fits).
-pub const MAX_VALUE_BYTES: usize = 8192;
-/// The largest request message, in bytes.
-pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
+/// The largest request message, in bytes: above Envoy's largest request head (8 MiB, whose
+/// headers and path its actions copy into descriptor values), so that no value Envoy can send
+/// is turned into an error.
+pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
 
 /// The rate-limit service's view of one loaded config: its domains compiled, swapped on
 /// reload with the route table.

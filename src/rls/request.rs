@@ -1,25 +1,27 @@
-//! A `RateLimitRequest` read into what is decided: each descriptor checked against the bounds,
-//! matched in its domain's tree (or given Envoy's own limit), with its cost; `unlimited` and
-//! `replaces` applied as envoyproxy/ratelimit applies them; and the limits that are charged
-//! gathered into one set (a descriptor met twice counts once), so that one atomic decision
-//! charges them all or none.
+//! A `RateLimitRequest` read into what is decided: each descriptor matched in its domain's tree
+//! (or given Envoy's own limit), with its cost; `unlimited` and `replaces` applied as
+//! envoyproxy/ratelimit applies them; and the limits that are charged gathered into one set per
+//! cost (a descriptor met twice counts once), so that each is one atomic decision.
+//!
+//! Nothing a request carries turns a limit off: only a request that names no domain or no
+//! descriptor is an error. A value of any length is decided (keyed by its SHA-256 past 256
+//! bytes); a cost above a limit makes that descriptor OVER_LIMIT; a request with more than
+//! [`MAX_DESCRIPTORS`] descriptors is refused whole, decided by nothing (the bound keeps one
+//! store call short); an Envoy override with a unit or a value the limit's algorithm cannot
+//! take is OVER_LIMIT for its descriptor; `is_negative_hits` descriptors are only read.
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 
 use super::limits::{Domain, Part};
-use super::{MAX_DESCRIPTORS, MAX_ENTRIES, MAX_KEY_BYTES, MAX_VALUE_BYTES};
+use super::MAX_DESCRIPTORS;
 
 /// Why a request gets no answer but a gRPC error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RlsError {
-    /// The request breaks the API or a bound (`INVALID_ARGUMENT`).
+    /// The request names no domain or no descriptor (`INVALID_ARGUMENT`).
     #[error("{0}")]
     Invalid(String),
-    /// A cost no limit could ever allow (`OUT_OF_RANGE`, the batch API's 400
-    /// `cost_out_of_range`).
-    #[error("cost_out_of_range: {0}")]
-    CostOutOfRange(String),
 }
 
 /// What one descriptor gets.
@@ -29,10 +31,15 @@ pub enum Status {
     Free,
     /// `unlimited: true`.
     Unlimited,
-    /// Counted: limit `index` of the charged set, or of the read set (`hits_addend` 0).
+    /// Refused before any decision: its cost is above its limit, Envoy's override for it is
+    /// one its algorithm cannot count, or the request carries more descriptors than are
+    /// decided at once.
+    Refused,
+    /// Counted: limit `index` of charged group `group`, or of the read set (`group` `None`:
+    /// `hits_addend` 0).
     Counted {
-        /// Whether it is only read.
-        read: bool,
+        /// The charged group, or `None` for the read set.
+        group: Option<usize>,
         /// Its limit in the set.
         index: usize,
     },
@@ -61,17 +68,32 @@ impl LimitSetPlan {
     }
 }
 
+/// The descriptors of one cost, charged together or not at all.
+#[derive(Debug, Default, Clone)]
+pub struct CostGroup {
+    /// Their cost.
+    pub cost: u64,
+    /// Their limits.
+    pub set: LimitSetPlan,
+}
+
 /// A request, read.
 #[derive(Debug, Default)]
 pub struct Plan {
     /// Per descriptor, in order.
     pub statuses: Vec<Status>,
-    /// The limits charged, all or none.
-    pub charged: LimitSetPlan,
-    /// Their cost.
-    pub cost: u64,
+    /// The limits charged, one group per cost, the largest cost first: a refusal by one group
+    /// leaves the groups after it uncharged.
+    pub charged: Vec<CostGroup>,
     /// The limits of descriptors with `hits_addend` 0: read, not charged.
     pub read: LimitSetPlan,
+}
+
+impl Plan {
+    /// Whether a descriptor was refused before any decision (so is the request).
+    pub fn refused_unseen(&self) -> bool {
+        self.statuses.contains(&Status::Refused)
+    }
 }
 
 /// One matched descriptor before `replaces` is applied.
@@ -81,61 +103,45 @@ struct Found {
     cost: u64,
 }
 
-/// Checks the request's shape against the API and the bounds.
+/// Checks that the request names a domain and a descriptor: everything else is decided.
 pub fn check(request: &RateLimitRequest) -> Result<(), RlsError> {
-    let invalid = |m: String| Err(RlsError::Invalid(m));
     if request.domain.is_empty() {
-        return invalid("domain: must not be empty".into());
+        return Err(RlsError::Invalid("domain: must not be empty".into()));
     }
     if request.descriptors.is_empty() {
-        return invalid("descriptors: at least one descriptor is needed".into());
-    }
-    if request.descriptors.len() > MAX_DESCRIPTORS {
-        return invalid(format!(
-            "descriptors: {} descriptors, at most {MAX_DESCRIPTORS} per request",
-            request.descriptors.len()
+        return Err(RlsError::Invalid(
+            "descriptors: at least one descriptor is needed".into(),
         ));
-    }
-    for (i, d) in request.descriptors.iter().enumerate() {
-        if d.entries.is_empty() {
-            return invalid(format!("descriptors[{i}]: no entries"));
-        }
-        if d.entries.len() > MAX_ENTRIES {
-            return invalid(format!(
-                "descriptors[{i}]: {} entries, at most {MAX_ENTRIES}",
-                d.entries.len()
-            ));
-        }
-        if d.is_negative_hits {
-            return invalid(format!(
-                "descriptors[{i}].is_negative_hits: giving units back is not supported"
-            ));
-        }
-        for (j, e) in d.entries.iter().enumerate() {
-            if e.key.is_empty() {
-                return invalid(format!(
-                    "descriptors[{i}].entries[{j}].key: must not be empty"
-                ));
-            }
-            if e.key.len() > MAX_KEY_BYTES || e.value.len() > MAX_VALUE_BYTES {
-                return invalid(format!(
-                    "descriptors[{i}].entries[{j}]: a key is at most {MAX_KEY_BYTES} bytes and a value at most {MAX_VALUE_BYTES}"
-                ));
-            }
-        }
     }
     Ok(())
 }
 
 /// Reads a checked request of a known domain.
-pub fn plan(domain: &Domain, request: &RateLimitRequest) -> Result<Plan, RlsError> {
+pub fn plan(domain: &Domain, request: &RateLimitRequest) -> Plan {
+    let n = request.descriptors.len();
+    if n > MAX_DESCRIPTORS {
+        return Plan {
+            statuses: vec![Status::Refused; n],
+            ..Plan::default()
+        };
+    }
     let request_cost = u64::from(request.hits_addend.max(1));
-    let mut found: Vec<Option<Found>> = Vec::with_capacity(request.descriptors.len());
-    let mut unlimited = vec![false; request.descriptors.len()];
+    let mut found: Vec<Option<Result<Found, ()>>> = Vec::with_capacity(n);
+    let mut unlimited = vec![false; n];
     let mut replaced: Vec<&str> = Vec::new();
     for (i, d) in request.descriptors.iter().enumerate() {
-        let cost = d.hits_addend.as_ref().map_or(request_cost, |h| h.value);
-        let matched = matched_part(domain, i, d)?;
+        let cost = match d.is_negative_hits {
+            // Giving units back is not done: such a descriptor is only read.
+            true => 0,
+            false => d.hits_addend.as_ref().map_or(request_cost, |h| h.value),
+        };
+        let matched = match matched_part(domain, d) {
+            Ok(m) => m,
+            Err(()) => {
+                found.push(Some(Err(())));
+                continue;
+            }
+        };
         // Envoy's own limits neither replace nor are replaced, and are never unlimited.
         if let Some((Part::Rule(r), _)) = &matched {
             let rule = domain.rule(*r);
@@ -145,14 +151,38 @@ pub fn plan(domain: &Domain, request: &RateLimitRequest) -> Result<Plan, RlsErro
         found.push(
             matched
                 .filter(|_| !unlimited[i])
-                .map(|(part, key)| Found { part, key, cost }),
+                .map(|(part, key)| Ok(Found { part, key, cost })),
         );
     }
     let mut plan = Plan {
-        statuses: Vec::with_capacity(found.len()),
+        statuses: Vec::with_capacity(n),
         ..Plan::default()
     };
+    let mut costs: Vec<u64> = found
+        .iter()
+        .filter_map(|f| match f {
+            Some(Ok(f)) if f.cost > 0 => Some(f.cost),
+            _ => None,
+        })
+        .collect();
+    costs.sort_unstable_by(|a, b| b.cmp(a));
+    costs.dedup();
+    plan.charged = costs
+        .iter()
+        .map(|&cost| CostGroup {
+            cost,
+            set: LimitSetPlan::default(),
+        })
+        .collect();
     for (i, f) in found.into_iter().enumerate() {
+        let f = match f {
+            Some(Ok(f)) => Some(f),
+            Some(Err(())) => {
+                plan.statuses.push(Status::Refused);
+                continue;
+            }
+            None => None,
+        };
         let f = f.filter(|f| {
             let Part::Rule(r) = f.part else { return true };
             let name = domain.rule(r).name.as_deref();
@@ -162,76 +192,63 @@ pub fn plan(domain: &Domain, request: &RateLimitRequest) -> Result<Plan, RlsErro
             _ if unlimited[i] => Status::Unlimited,
             None => Status::Free,
             Some(f) if f.cost == 0 => Status::Counted {
-                read: true,
+                group: None,
                 index: plan.read.index_of(f.part, f.key),
             },
+            // A limit of 0 refuses every request whatever its cost.
+            Some(f) if domain.limit_of(&f.part) > 0 && f.cost > domain.limit_of(&f.part) => {
+                Status::Refused
+            }
             Some(f) => {
-                if plan.cost != 0 && plan.cost != f.cost {
-                    return Err(RlsError::Invalid(format!(
-                        "descriptors[{i}].hits_addend: {} differs from another descriptor's {}; one request is decided at one cost (send them in two requests)",
-                        f.cost, plan.cost
-                    )));
-                }
-                plan.cost = f.cost;
+                let group = costs.iter().position(|&c| c == f.cost).expect("its cost");
                 Status::Counted {
-                    read: false,
-                    index: plan.charged.index_of(f.part, f.key),
+                    group: Some(group),
+                    index: plan.charged[group].set.index_of(f.part, f.key),
                 }
             }
         };
         plan.statuses.push(status);
     }
-    check_cost(domain, &plan)?;
-    Ok(plan)
+    plan.charged.retain(|g| !g.set.parts.is_empty());
+    // Group indexes shift if a group lost every descriptor to a refusal: number them again.
+    renumber(&mut plan, &costs);
+    plan
 }
 
-/// The cost is at most the smallest limit it is charged against (a limit of 0 refuses every
-/// request whatever its cost): a larger one could never be allowed.
-fn check_cost(domain: &Domain, plan: &Plan) -> Result<(), RlsError> {
-    let smallest = plan
-        .charged
-        .parts
-        .iter()
-        .map(|p| domain.limit_of(p))
-        .filter(|&l| l > 0)
-        .min();
-    match smallest {
-        Some(limit) if plan.cost > limit => Err(RlsError::CostOutOfRange(format!(
-            "hits_addend {} is more than the smallest limit it is charged against ({limit}); a cost is 1 to {limit}",
-            plan.cost
-        ))),
-        _ => Ok(()),
+/// Points each counted descriptor at its group's place once empty groups are gone.
+fn renumber(plan: &mut Plan, costs: &[u64]) {
+    let kept: Vec<u64> = plan.charged.iter().map(|g| g.cost).collect();
+    for s in &mut plan.statuses {
+        if let Status::Counted { group: Some(g), .. } = s {
+            *g = kept
+                .iter()
+                .position(|&c| c == costs[*g])
+                .expect("a counted descriptor's group is kept");
+        }
     }
 }
 
-/// The limit descriptor `d` (the `i`-th) is counted by, and its key: Envoy's own limit when
-/// the descriptor carries one (over the rule it matches, if any), else the rule it matches.
-fn matched_part(
-    domain: &Domain,
-    i: usize,
-    d: &RateLimitDescriptor,
-) -> Result<Option<(Part, String)>, RlsError> {
+/// The limit descriptor `d` is counted by, and its key: Envoy's own limit when the descriptor
+/// carries one (over the rule it matches, if any), else the rule it matches. An override that
+/// cannot be counted (a unit that does not exist, a value the algorithm cannot hold) is `Err`:
+/// its descriptor is refused, since dropping it would turn a limit off.
+fn matched_part(domain: &Domain, d: &RateLimitDescriptor) -> Result<Option<(Part, String)>, ()> {
     let entries = || d.entries.iter().map(|e| (e.key.as_str(), e.value.as_str()));
     let matched = domain.tree.find(entries());
     let key = key_of(d, matched.as_ref().map(|m| m.shared.as_slice()));
     let Some(limit) = &d.limit else {
         return Ok(matched.map(|m| (Part::Rule(m.rule), key)));
     };
-    let unit = super::answer::unit_of_code(limit.unit).ok_or_else(|| {
-        RlsError::Invalid(format!(
-            "descriptors[{i}].limit.unit: {} is not a unit (SECOND=1, MINUTE=2, HOUR=3, DAY=4, MONTH=5, YEAR=6, WEEK=7)",
-            limit.unit
-        ))
-    })?;
+    let unit = super::answer::unit_of_code(limit.unit).ok_or(())?;
     let part = Part::Override {
         rule: matched.map(|m| m.rule),
         limit: limit.requests_per_unit,
         unit,
         keys: entries().map(|(k, _)| k).collect::<Vec<_>>().join("."),
     };
-    domain
-        .check_override(&part)
-        .map_err(|why| RlsError::Invalid(format!("descriptors[{i}].limit: {why}")))?;
+    domain.check_override(&part).map_err(|why| {
+        tracing::warn!("an Envoy rate limit override is refused: {why}");
+    })?;
     Ok(Some((part, key)))
 }
 
@@ -244,9 +261,27 @@ fn key_of(d: &RateLimitDescriptor, shared: Option<&[Option<String>]>) -> String 
             key.push('|');
         }
         let pattern = shared.and_then(|s| s.get(j)).and_then(Option::as_deref);
-        key.push_str(&crate::key::escape(
-            pattern.unwrap_or(e.value.as_str()).as_bytes(),
-        ));
+        let value = pattern.unwrap_or(e.value.as_str());
+        match value.len() > MAX_KEPT_VALUE_BYTES {
+            true => key.push_str(&sha256_of(value)),
+            false => key.push_str(&crate::key::escape(value.as_bytes())),
+        }
     }
     key
+}
+
+/// The longest descriptor value kept as it is in a key; a longer one is keyed by its SHA-256.
+pub const MAX_KEPT_VALUE_BYTES: usize = 256;
+
+/// `%sha256:` and the hex SHA-256 of `value`: no escaped value can equal it (an escaped value
+/// has two hex digits after every `%`).
+fn sha256_of(value: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(value.as_bytes());
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("%sha256:");
+    for b in digest {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
 }

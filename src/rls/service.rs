@@ -41,7 +41,7 @@ impl RlsService {
         let Some(domain) = table.domain(&request.domain) else {
             return Ok(answer::unknown_domain(request.descriptors.len()));
         };
-        let plan = plan(domain, request)?;
+        let plan = plan(domain, request);
         let outcome = decide::decide(&self.limiter, domain, &plan).await;
         Ok(answer::response(&plan, &outcome, table.headers))
     }

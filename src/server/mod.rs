@@ -33,31 +33,60 @@ use crate::config::ServerConfig;
 
 /// Binds `n` listening sockets on `addr` (with `SO_REUSEPORT` when more than one, so the kernel
 /// spreads connections over the workers), as std listeners a worker's runtime takes over.
+///
+/// `SO_REUSEPORT` lets any socket of the same user join a port's group, a second gateway's
+/// included, and the kernel would then split traffic between two processes without a word. So
+/// the first socket binds without it: a port that any other process holds (with or without the
+/// option) is refused there, `address in use`. Only once it holds the port does the first
+/// socket take the option, so that this process's other workers can join it.
 pub fn bind_listeners(addr: SocketAddr, n: usize) -> std::io::Result<Vec<std::net::TcpListener>> {
-    let bind = |addr: SocketAddr, shared: bool| -> std::io::Result<std::net::TcpListener> {
-        let domain = match addr {
-            SocketAddr::V4(_) => socket2::Domain::IPV4,
-            SocketAddr::V6(_) => socket2::Domain::IPV6,
-        };
-        let socket = socket2::Socket::new(domain, socket2::Type::STREAM, None)?;
-        socket.set_reuse_address(true)?;
-        #[cfg(unix)]
-        if shared {
-            socket.set_reuse_port(true)?;
-        }
-        socket.set_nonblocking(true)?;
-        socket.bind(&addr.into())?;
-        socket.listen(1024)?;
-        Ok(socket.into())
-    };
-    let first = bind(addr, n > 1)?;
+    let first = bind_socket(addr, false).map_err(in_use)?;
+    #[cfg(unix)]
+    if n > 1 {
+        first.set_reuse_port(true)?;
+    }
+    first.listen(1024)?;
+    let first: std::net::TcpListener = first.into();
     // Port 0 picks a port once; the other workers share it.
     let addr = first.local_addr()?;
     let mut listeners = vec![first];
     for _ in 1..n {
-        listeners.push(bind(addr, true)?);
+        let socket = bind_socket(addr, true)?;
+        socket.listen(1024)?;
+        listeners.push(socket.into());
     }
     Ok(listeners)
+}
+
+/// Binds one socket on `addr` (not yet listening), joining the port's `SO_REUSEPORT` group
+/// when `shared`.
+fn bind_socket(addr: SocketAddr, shared: bool) -> std::io::Result<socket2::Socket> {
+    let domain = match addr {
+        SocketAddr::V4(_) => socket2::Domain::IPV4,
+        SocketAddr::V6(_) => socket2::Domain::IPV6,
+    };
+    let socket = socket2::Socket::new(domain, socket2::Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    #[cfg(unix)]
+    if shared {
+        socket.set_reuse_port(true)?;
+    }
+    #[cfg(not(unix))]
+    let _ = shared;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    Ok(socket)
+}
+
+/// A bind refused because the address is taken, said in words an operator searches for.
+pub fn in_use(e: std::io::Error) -> std::io::Error {
+    match e.kind() {
+        std::io::ErrorKind::AddrInUse => std::io::Error::new(
+            std::io::ErrorKind::AddrInUse,
+            "address in use: another process (a second slidegate?) already listens there",
+        ),
+        _ => e,
+    }
 }
 
 /// Connections open on one listener, and a wake-up when the last one closes.

@@ -7,7 +7,9 @@
 //! <prefix>:{<route>|<material>}#swc            sliding_window_counter: one hash, a field per limit
 //! <prefix>:{<route>|<material>}#gcra           gcra: one hash, a field per limit
 //! <prefix>:{<route>|<material>}#block          block marker of that key (on_exceed = "block")
-//! <prefix>:blocked:{<route>}                   the route's recent blocks, for /admin/blocked
+//! <prefix>:blocked:{<route>}                   the route's refusals now, for /admin/blocked
+//!                                              (`super::refused`: member `<limit>|<material>`,
+//!                                              score the refusal's end)
 //! <prefix>:{<domain>~<rule>|<material>}#log     a rate-limit service rule's count (any of the
 //!                                              three suffixes): <rule> is 8 hex digits of the
 //!                                              rule's place in its tree, <material> made of the
@@ -116,7 +118,8 @@ pub fn block_key(base: &str) -> String {
     state_key(base, "#block")
 }
 
-/// The sorted set of a route's recent blocks (its own hash tag: one per route).
+/// The sorted set of a route's refusals now (its own hash tag: one per route; an `[rls]`
+/// domain's by the domain's name).
 pub fn blocked_index(prefix: &str, route: &str) -> String {
     format!("{prefix}:blocked:{{{route}}}")
 }

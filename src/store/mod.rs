@@ -9,10 +9,12 @@
 //! a [`Decision`]; a [`Settlement`] later takes a charge back or clears a count.
 
 mod decision;
+mod eviction;
 pub mod layout;
 mod memory;
 mod plan;
 mod redis;
+pub mod refused;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -21,10 +23,12 @@ use std::task::{Context, Poll};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use decision::{Decision, LimitUsage, Outcome, Receipt, ReceiptPart, StoreError};
+pub use eviction::{eviction_warnings, probe_eviction, EvictionTally};
 pub use memory::{Marker, MemoryStore};
-pub use plan::{BlockSpec, Limit, LimitSet, StateSpec};
+pub use plan::{BlockSpec, Limit, LimitSet, Refusals, StateSpec};
 pub use redis::{
-    decision_library, decision_script, fred_url, Deadline, Library, OnError, RedisStore,
+    decision_library, decision_script, fred_url, Deadline, Library, NodeEviction, OnError,
+    RedisStore,
 };
 
 /// One decision a store is asked for.
@@ -257,28 +261,52 @@ impl Store {
         }
     }
 
-    /// Records that a key slot started a block: `member` (`<limit>|<derived key>`) in the
-    /// route's block index `index`, at `start_us`.
-    pub async fn note_block(
+    /// Whether a decision records its refusals in its route's index itself (the script, or the
+    /// memory store's twin); in a Redis Cluster the gateway writes them after the call
+    /// ([`Store::note_refused`]), since an index lives on its own node.
+    pub fn records_refusals(&self) -> bool {
+        match self {
+            Store::Redis(s) => !s.is_cluster(),
+            Store::Memory(_) => true,
+        }
+    }
+
+    /// Records refusals in the refusal index `index` (see [`refused`]).
+    pub async fn note_refused(
         &self,
         index: &str,
-        member: &str,
-        start_us: u64,
+        entries: &[refused::Refused],
     ) -> Result<(), StoreError> {
         match self {
-            Store::Redis(s) => s.note_block(index, member, start_us).await,
+            Store::Redis(s) => s.note_refused(index, entries).await,
             Store::Memory(s) => {
-                s.note_block(index, member);
+                s.note_refused(index, entries);
                 Ok(())
             }
         }
     }
 
-    /// The newest `n` members of a route's block index, newest first.
-    pub async fn recent_blocks(&self, index: &str, n: usize) -> Result<Vec<String>, StoreError> {
+    /// The refusals of `index` that have not ended, latest-ending first, at most `n` (each
+    /// member and its end), and the store's clock now (µs), which they are measured on.
+    pub async fn refused_now(
+        &self,
+        index: &str,
+        n: usize,
+    ) -> Result<(u64, Vec<(String, u64)>), StoreError> {
         match self {
-            Store::Redis(s) => s.recent_blocks(index, n).await,
-            Store::Memory(s) => Ok(s.recent_blocks(index, n)),
+            Store::Redis(s) => s.refused_now(index, n).await,
+            Store::Memory(s) => Ok((local_now_us(), s.refused_now(index, n))),
+        }
+    }
+
+    /// Removes `members` from the refusal index `index` (keys an operator lifted).
+    pub async fn forget_refused(&self, index: &str, members: &[String]) -> Result<(), StoreError> {
+        match self {
+            Store::Redis(s) => s.forget_refused(index, members).await,
+            Store::Memory(s) => {
+                s.forget_refused(index, members);
+                Ok(())
+            }
         }
     }
 

@@ -68,6 +68,17 @@ pub struct BlockSpec {
     pub forget_ms: u64,
 }
 
+/// Where a limit set's refusals are recorded, and which of its limits record theirs (a shadow
+/// or delay route's limits, a shadow-mode rate limit, refuse no one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusals {
+    /// The route's index (`super::layout::blocked_index`; what a refusal records there is
+    /// `super::refused`).
+    pub index: String,
+    /// Per limit of the set, in its order: whether its refusals are recorded.
+    pub recorded: Vec<bool>,
+}
+
 /// Every limit of a key, decided together: all charged or none.
 #[derive(Debug)]
 pub struct LimitSet {
@@ -79,12 +90,16 @@ pub struct LimitSet {
     pub states: Vec<StateSpec>,
     /// How many key slots a request brings (bases, in slot order).
     pub slots: usize,
+    /// Where its refusals are recorded (`/admin/blocked`); `None`: nowhere.
+    pub refusals: Option<Refusals>,
     /// The set cut to one slot each, made on first use (cluster decisions whose keys live in
     /// several slots are decided one part per slot).
     parts: OnceLock<Vec<Arc<LimitSet>>>,
     /// The set as the decision code reads it (`lua/decide.lua`: one argument per plan), made
     /// on first use: every call that carries the set sends the same bytes.
     text: OnceLock<bytes::Bytes>,
+    /// The same without its refusal index (a cluster call cannot reach the index's node).
+    text_unindexed: OnceLock<bytes::Bytes>,
 }
 
 impl PartialEq for LimitSet {
@@ -93,6 +108,7 @@ impl PartialEq for LimitSet {
             && self.limits == other.limits
             && self.states == other.states
             && self.slots == other.slots
+            && self.refusals == other.refusals
     }
 }
 
@@ -109,16 +125,28 @@ impl LimitSet {
             limits,
             states,
             slots,
+            refusals: None,
             parts: OnceLock::new(),
             text: OnceLock::new(),
+            text_unindexed: OnceLock::new(),
         }
     }
 
-    /// The set as the decision code reads it: block settings, key slots, states, limits, each
-    /// field followed by a tab (no name holds one: names are printable). Made once per set.
-    pub fn text(&self) -> bytes::Bytes {
-        self.text
-            .get_or_init(|| bytes::Bytes::from(plan_text(self)))
+    /// The same set, its refusals recorded as `refusals` says.
+    pub fn recording(mut self, refusals: Option<Refusals>) -> LimitSet {
+        self.refusals = refusals;
+        self
+    }
+
+    /// The set as the decision code reads it: block settings, key slots, states, limits, and
+    /// where refusals are recorded (`indexed`; else nowhere), each field followed by a tab (no
+    /// name holds one: names are printable). Made once per set and form.
+    pub fn text(&self, indexed: bool) -> bytes::Bytes {
+        let (cell, with) = match indexed {
+            true => (&self.text, self.refusals.as_ref()),
+            false => (&self.text_unindexed, None),
+        };
+        cell.get_or_init(|| bytes::Bytes::from(plan_text(self, with)))
             .clone()
     }
 
@@ -159,6 +187,7 @@ impl LimitSet {
     /// block ended is still refused).
     pub fn without_block(&self) -> LimitSet {
         LimitSet::new(None, self.limits.clone(), self.states.clone(), self.slots)
+            .recording(self.refusals.clone())
     }
 
     /// The key slot limit `i` counts.
@@ -225,14 +254,23 @@ impl LimitSet {
                 ..l.clone()
             })
             .collect();
-        LimitSet::new(self.block, limits, states, 1)
+        let refusals = self.refusals.as_ref().map(|r| Refusals {
+            index: r.index.clone(),
+            recorded: (0..self.limits.len())
+                .filter(|&i| self.slot_of(i) == slot)
+                .map(|i| r.recorded[i])
+                .collect(),
+        });
+        LimitSet::new(self.block, limits, states, 1).recording(refusals)
     }
 }
 
 /// `block_ms growth max_ms forget_ms S Q (code slot)*Q N (state name limit window param
-/// settle flags)*N`, each field followed by a tab; a set that does not block sends zeros and
-/// growth 1. `flags`: 1 when the limit is charged per attempt, 2 when its refusal starts no block.
-fn plan_text(set: &LimitSet) -> String {
+/// settle flags)*N index recorded`, each field followed by a tab; a set that does not block
+/// sends zeros and growth 1; `flags` is 1 when the limit is charged per attempt, 2 when its
+/// refusal starts no block; `index` is the refusal index's key (`-`: none) and `recorded` a
+/// `0`/`1` per limit (`-` without an index).
+fn plan_text(set: &LimitSet, refusals: Option<&Refusals>) -> String {
     let block = set.block.unwrap_or(BlockSpec {
         block_ms: 0,
         growth: 1.0,
@@ -262,6 +300,18 @@ fn plan_text(set: &LimitSet) -> String {
             l.settle_us.to_string(),
             (u8::from(l.per_attempt) + 2 * u8::from(!l.starts_blocks)).to_string(),
         ]);
+    }
+    match refusals {
+        Some(r) => {
+            fields.push(r.index.clone());
+            fields.push(
+                r.recorded
+                    .iter()
+                    .map(|&on| if on { '1' } else { '0' })
+                    .collect(),
+            );
+        }
+        None => fields.extend(["-".to_string(), "-".to_string()]),
     }
     fields.iter().map(|f| format!("{f}\t")).collect()
 }

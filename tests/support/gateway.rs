@@ -65,6 +65,16 @@ pub async fn start(toml: &str) -> Gateway {
 
 /// Like [`start`], with `files` (name, contents) written next to the config file first.
 pub async fn start_with_files(toml: &str, files: &[(&str, Vec<u8>)]) -> Gateway {
+    start_with_env(toml, files, &[]).await
+}
+
+/// Like [`start_with_files`], with environment variables `env` (name, value) for the config
+/// (a hash secret) beside the test admin token.
+pub async fn start_with_env(
+    toml: &str,
+    files: &[(&str, Vec<u8>)],
+    env: &[(&str, &str)],
+) -> Gateway {
     let dir = tempfile::tempdir().unwrap();
     for (name, contents) in files {
         let path = dir.path().join(name);
@@ -73,8 +83,15 @@ pub async fn start_with_files(toml: &str, files: &[(&str, Vec<u8>)]) -> Gateway 
     }
     let config_path = dir.path().join("config.toml");
     std::fs::write(&config_path, toml).unwrap();
-    let config = Config::load_with_env(&config_path, |name: &str| {
-        (name == "SLIDEGATE_ADMIN_TOKEN").then(|| TOKEN.to_string())
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let config = Config::load_with_env(&config_path, move |name: &str| {
+        if name == "SLIDEGATE_ADMIN_TOKEN" {
+            return Some(TOKEN.to_string());
+        }
+        env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
     })
     .unwrap_or_else(|e| panic!("test config invalid: {e}\n{toml}"));
     let running = app::start(config).await.expect("gateway starts");

@@ -92,7 +92,7 @@ pub fn keys(redis: &RedisServer, prefix: &str) -> Vec<String> {
 /// The units recorded under `prefix` on one server: the sum of `ZCARD` over its `sliding_log`
 /// sets (`...}#log`, and `...}#log.<class>` for outcome-counted limits), where every allowed
 /// request leaves one member per unit it spent, once whatever the number of limits sharing the
-/// set. Counters, gcra hashes, block markers and a route's block index (`<prefix>:blocked:{..}`,
+/// set. Counters, gcra hashes, block markers and a route's refusal index (`<prefix>:blocked:{..}`,
 /// also a sorted set) are skipped.
 pub fn units(redis: &RedisServer, prefix: &str) -> i64 {
     keys(redis, prefix)

@@ -60,25 +60,34 @@ pub fn example(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The recipe `name` with its addresses moved: the app's (`127.0.0.1:9000`) to `app`, forward
-/// auth's (`127.0.0.1:8082`) to `slidegate`, and its own listener as `listen` says.
-fn moved(name: &str, app: &str, slidegate: &str, listen: (&str, String)) -> String {
+/// slidegate's two listeners a proxy recipe talks to: its proxy listener and forward auth.
+pub struct Slidegate<'a> {
+    pub proxy: &'a str,
+    pub forward_auth: &'a str,
+}
+
+/// The recipe `name` with its addresses moved: the app's (`127.0.0.1:9000`) to `app`,
+/// slidegate's proxy listener (`127.0.0.1:8080`) and forward auth (`127.0.0.1:8082`) to
+/// `slidegate`'s, and its own listener as `listen` says.
+fn moved(name: &str, app: &str, slidegate: &Slidegate<'_>, listen: (&str, String)) -> String {
     example(name)
         .replace("127.0.0.1:9000", app)
-        .replace("127.0.0.1:8082", slidegate)
+        .replace("127.0.0.1:8080", slidegate.proxy)
+        .replace("127.0.0.1:8082", slidegate.forward_auth)
         .replace(listen.0, &listen.1)
 }
 
 /// NGINX running `examples/nginx/slidegate.conf` (its `server` block and upstreams) with the
-/// app at `app` and slidegate's forward auth at `slidegate`.
-pub fn nginx(app: &str, slidegate: &str) -> Proxy {
+/// app at `app` and slidegate's listeners at `slidegate`; `edit` changes the recipe's text
+/// first (a setting a test adds).
+pub fn nginx(app: &str, slidegate: &Slidegate<'_>, edit: fn(String) -> String) -> Proxy {
     let dir = tempfile::tempdir().unwrap();
     let port = super::free_port();
     let listen = (
         "listen 127.0.0.1:8000;",
         format!("listen 127.0.0.1:{port};"),
     );
-    let recipe = moved("nginx/slidegate.conf", app, slidegate, listen);
+    let recipe = edit(moved("nginx/slidegate.conf", app, slidegate, listen));
     std::fs::write(dir.path().join("slidegate.conf"), recipe).unwrap();
     let d = dir.path().display();
     let main = format!(
@@ -94,9 +103,9 @@ pub fn nginx(app: &str, slidegate: &str) -> Proxy {
     ready(Proxy { port, child, dir })
 }
 
-/// Caddy running `examples/caddy/Caddyfile` with the app at `app` and slidegate's forward
-/// auth at `slidegate` (its admin endpoint off, its state in the proxy's directory).
-pub fn caddy(app: &str, slidegate: &str) -> Proxy {
+/// Caddy running `examples/caddy/Caddyfile` with the app at `app` and slidegate's listeners
+/// at `slidegate` (its admin endpoint off, its state in the proxy's directory).
+pub fn caddy(app: &str, slidegate: &Slidegate<'_>, _edit: fn(String) -> String) -> Proxy {
     let dir = tempfile::tempdir().unwrap();
     let port = super::free_port();
     let listen = (":8000 {", format!("http://127.0.0.1:{port} {{"));
@@ -131,4 +140,52 @@ fn ready(mut proxy: Proxy) -> Proxy {
         std::thread::sleep(Duration::from_millis(20));
     }
     panic!("the proxy did not listen within 10 s:\n{}", proxy.log());
+}
+
+/// The secret the proxy recipes' `hash = true` key parts are keyed with in these tests.
+pub const KEY_SECRET: &str = "recipe-test-secret";
+
+/// slidegate from `examples/<recipe>/slidegate.toml` as written, but for its listeners (port 0;
+/// two listeners on one address stay on one), its store (`redis`, a key prefix of its own) and
+/// its app (`app`, when the recipe proxies to one), with the recipe's `ratelimit/` files beside
+/// it and [`KEY_SECRET`] as its hash secret.
+pub async fn recipe_gateway(
+    recipe: &str,
+    redis: &super::redis::RedisServer,
+    app: Option<&str>,
+) -> super::gateway::Gateway {
+    let mut toml = example(&format!("{recipe}/slidegate.toml"));
+    for port in ["8080", "9091", "8081", "8082", "8083"] {
+        toml = toml.replace(
+            &format!("listen = \"127.0.0.1:{port}\""),
+            "listen = \"127.0.0.1:0\"",
+        );
+    }
+    let store = format!(
+        "url = \"{}\"\nkey_prefix = \"{}\"",
+        redis.url(),
+        super::unique_prefix(recipe)
+    );
+    assert!(
+        toml.contains("url = \"redis://127.0.0.1:6390\""),
+        "a private Redis"
+    );
+    toml = toml.replace("url = \"redis://127.0.0.1:6390\"", &store);
+    if let Some(app) = app {
+        toml = toml.replace("http://127.0.0.1:9000", &format!("http://{app}"));
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(recipe)
+        .join("ratelimit");
+    let mut files = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(&dir) {
+        for e in entries {
+            let path = e.unwrap().path();
+            let name = format!("ratelimit/{}", path.file_name().unwrap().to_string_lossy());
+            files.push((name, std::fs::read(&path).unwrap()));
+        }
+    }
+    let files: Vec<(&str, Vec<u8>)> = files.iter().map(|(n, b)| (n.as_str(), b.clone())).collect();
+    super::gateway::start_with_env(&toml, &files, &[("SLIDEGATE_KEY_SECRET", KEY_SECRET)]).await
 }

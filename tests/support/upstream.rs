@@ -58,6 +58,15 @@ async fn answer(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
         ))
         .await;
     }
+    if path.ends_with("/forbidden") {
+        let mut forbidden = Response::new(
+            Full::new(Bytes::from_static(b"the app's own 403"))
+                .map_err(|never| match never {})
+                .boxed(),
+        );
+        *forbidden.status_mut() = http::StatusCode::FORBIDDEN;
+        return Ok(forbidden);
+    }
     if path == "/echo" {
         return Ok(Response::new(req.into_body().boxed()));
     }

@@ -5,9 +5,10 @@
 //! Differences from envoyproxy/ratelimit's loader: a `replaces` that names no rate limit of
 //! its domain, two rate limits of one domain showing under one name, and a level nested deeper
 //! than a request descriptor may be are errors (each would silently do nothing there);
-//! `window` and `algorithm` are slidegate's; `quota_mode` is refused (not supported), and
-//! `detailed_metric`, `value_to_metric` and `metadata` are accepted with a warning: metric
-//! labels never carry request values here.
+//! `window` and `algorithm` are slidegate's; `detailed_metric`, `value_to_metric` and
+//! `metadata` are accepted with a warning: metric labels never carry request values here.
+//! Files sharing a domain are refused unless `[rls] merge_domains = true` (envoyproxy/ratelimit's
+//! `MERGE_DOMAIN_CONFIG`): then their first levels are merged into one tree.
 //!
 //! This file reads the files and holds what every part of a file is read with; `tree.rs` reads
 //! a domain and its levels of descriptors, `rule.rs` a `rate_limit`.
@@ -41,12 +42,13 @@ pub struct Loaded {
 }
 
 /// Reads every limit file of `source` (a file, or a directory of YAML files).
-pub fn load(source: &Path) -> Result<Loaded> {
+/// With `merge_domains`, files of one domain are merged (their first levels side by side).
+pub fn load(source: &Path, merge_domains: bool) -> Result<Loaded> {
     let mut loaded = Loaded {
         domains: Vec::new(),
         warnings: Vec::new(),
     };
-    let mut seen: HashMap<String, Location> = HashMap::new();
+    let mut read: Vec<tree::DomainParts> = Vec::new();
     for file in yaml_files(source)? {
         let shown = file.display().to_string();
         let text = std::fs::read_to_string(&file).map_err(|source| ConfigError::Read {
@@ -57,24 +59,30 @@ pub fn load(source: &Path) -> Result<Loaded> {
             file: shown,
             warnings: &mut loaded.warnings,
         };
-        let (domain, at) = reader.domain(&text)?;
-        if let Some(first) = seen.get(&domain.name) {
-            return Err(ConfigError::Invalid {
-                at,
-                message: format!(
-                    "domain: duplicate domain `{}` (also at {first}): a domain is one file",
-                    domain.name
-                ),
-            });
+        let parts = reader.domain(&text)?;
+        match read.iter_mut().find(|d| d.name == parts.name) {
+            Some(first) if merge_domains => first.merge(parts)?,
+            Some(first) => {
+                return Err(ConfigError::Invalid {
+                    at: parts.at,
+                    message: format!(
+                        "domain: duplicate domain `{}` (also at {}): a domain is one file, unless [rls] merge_domains = true",
+                        parts.name, first.at
+                    ),
+                })
+            }
+            None => read.push(parts),
         }
-        seen.insert(domain.name.clone(), at);
-        loaded.domains.push(Arc::new(domain));
+    }
+    for parts in read {
+        loaded.domains.push(Arc::new(parts.finish()?));
     }
     Ok(loaded)
 }
 
-/// `source` itself, or the YAML files of the directory `source` in name order.
-fn yaml_files(source: &Path) -> Result<Vec<PathBuf>> {
+/// `source` itself, or the YAML files of the directory `source` in name order (not those whose
+/// name starts with `.`: a Kubernetes ConfigMap's `..data` and its timestamped directories).
+pub fn yaml_files(source: &Path) -> Result<Vec<PathBuf>> {
     let unreadable = |e: std::io::Error| ConfigError::Read {
         file: source.display().to_string(),
         source: e,
@@ -128,10 +136,11 @@ struct Reader<'w> {
     warnings: &'w mut Vec<ConfigWarning>,
 }
 
-/// A `replaces` entry, kept with its place until every name of the domain is known.
+/// A `replaces` entry, kept with its place until every name of the domain is known (in
+/// every file of the domain).
 struct Replacing {
     name: String,
-    at: Marker,
+    at: Location,
 }
 
 /// A rule's label and where it was set, to find two rules showing under one name.
@@ -141,7 +150,7 @@ struct Labelled {
     keys: Option<String>,
     /// Its index among the domain's rules.
     rule: usize,
-    at: Marker,
+    at: Location,
 }
 
 impl Reader<'_> {

@@ -16,7 +16,7 @@ impl Reader<'_> {
         &mut self,
         node: &MarkedYaml<'_>,
         path: &str,
-        shadow: bool,
+        (shadow, quota): (bool, bool),
         replacing: &mut Vec<Replacing>,
     ) -> Result<RlsRule> {
         let fields = self.mapping(node, "rate_limit", RATE_LIMIT_KEYS)?;
@@ -86,6 +86,7 @@ impl Reader<'_> {
             algorithm,
             replaces,
             shadow,
+            quota,
             path: path.to_string(),
         })
     }
@@ -209,7 +210,7 @@ impl Reader<'_> {
             }
             replacing.push(Replacing {
                 name: name.clone(),
-                at: n.span.start,
+                at: self.at(n.span.start),
             });
             names.push(name);
         }

@@ -1,5 +1,5 @@
 //! A file's domain and its descriptor tree, level by level: keys and values, duplicates at one
-//! level, `shadow_mode` and `share_threshold`, the settings of envoyproxy/ratelimit that change
+//! level, `shadow_mode`, `quota_mode` and `share_threshold`, the settings of envoyproxy/ratelimit that change
 //! nothing here, and the names `replaces` and labels refer to.
 
 use std::collections::{HashMap, HashSet};
@@ -11,8 +11,8 @@ use crate::config::rls::{RlsDescriptor, RlsDomain, RlsRule};
 use crate::config::{ConfigError, Location};
 
 impl Reader<'_> {
-    /// The file's domain, and where its name is written.
-    pub(super) fn domain(&mut self, text: &str) -> Result<(RlsDomain, Location)> {
+    /// The file's domain, as read (its names checked once the domain's files are all read).
+    pub(super) fn domain(&mut self, text: &str) -> Result<DomainParts> {
         let docs = MarkedYaml::load_from_str(text).map_err(|e| ConfigError::Invalid {
             at: self.at(*e.marker()),
             message: format!("not valid YAML: {}", e.info()),
@@ -45,59 +45,25 @@ impl Reader<'_> {
                 format!("domain: `{name}` must be 1-64 characters of letters, digits, `-`, `_`, `.`, `:` or `/`"),
             );
         }
-        let mut rules = Vec::new();
-        let mut replacing = Vec::new();
-        let mut labels = Vec::new();
-        let descriptors = match fields.get("descriptors") {
-            Some(list) => self.level(list, ("", ""), 1, &mut rules, &mut replacing, &mut labels)?,
-            None => Vec::new(),
+        let mut parts = DomainParts {
+            name,
+            at: self.at(name_node.span.start),
+            descriptors: Vec::new(),
+            rules: Vec::new(),
+            replacing: Vec::new(),
+            labels: Vec::new(),
         };
-        label_by_keys(&mut rules, &mut labels);
-        self.check_names(&rules, &replacing, &labels)?;
-        let at = self.at(name_node.span.start);
-        Ok((
-            RlsDomain {
-                name,
-                descriptors,
-                rules,
-            },
-            at,
-        ))
-    }
-
-    /// Every `replaces` names a rate limit of the domain, and no two rate limits show under
-    /// one label (metrics and `/admin/usage` pick a limit by it).
-    fn check_names(
-        &self,
-        rules: &[RlsRule],
-        replacing: &[Replacing],
-        labels: &[Labelled],
-    ) -> Result<()> {
-        let names: HashSet<&str> = rules.iter().filter_map(|r| r.name.as_deref()).collect();
-        for r in replacing {
-            if !names.contains(r.name.as_str()) {
-                return self.error(
-                    r.at,
-                    format!(
-                        "replaces: no rate_limit of this domain is named `{}`",
-                        r.name
-                    ),
-                );
-            }
+        if let Some(list) = fields.get("descriptors") {
+            parts.descriptors = self.level(
+                list,
+                ("", ""),
+                1,
+                &mut parts.rules,
+                &mut parts.replacing,
+                &mut parts.labels,
+            )?;
         }
-        let mut seen: HashSet<&str> = HashSet::new();
-        for l in labels {
-            if !seen.insert(l.label.as_str()) {
-                return self.error(
-                    l.at,
-                    format!(
-                        "rate_limit: two rate limits of this domain are called `{}`: give each a `name` of its own",
-                        l.label
-                    ),
-                );
-            }
-        }
-        Ok(())
+        Ok(parts)
     }
 
     /// One level of descriptors below `path` (the nodes' `key` or `key_value` joined by `.`,
@@ -157,6 +123,7 @@ impl Reader<'_> {
                 _ => format!("{keys_path}.{key}"),
             };
             let shadow = self.flag(&fields, "shadow_mode")?;
+            let quota = self.flag(&fields, "quota_mode")?;
             let share_threshold = self.flag(&fields, "share_threshold")?;
             if share_threshold && !value.as_deref().is_some_and(|v| v.contains('*')) {
                 return self.error(
@@ -167,12 +134,12 @@ impl Reader<'_> {
             self.without_effect(&fields)?;
             let rule = match fields.get("rate_limit") {
                 Some(r) => {
-                    let rule = self.rule(r, &here, shadow, replacing)?;
+                    let rule = self.rule(r, &here, (shadow, quota), replacing)?;
                     labels.push(Labelled {
                         label: rule.label.clone(),
                         keys: rule.name.is_none().then(|| keys_here.clone()),
                         rule: rules.len(),
-                        at: r.span.start,
+                        at: self.at(r.span.start),
                     });
                     rules.push(rule);
                     Some(rules.len() - 1)
@@ -201,8 +168,7 @@ impl Reader<'_> {
         Ok(level)
     }
 
-    /// Settings of envoyproxy/ratelimit that change nothing here (warned about), or that it
-    /// does not do (refused).
+    /// Settings of envoyproxy/ratelimit that change nothing here (warned about).
     fn without_effect(&mut self, fields: &HashMap<String, &MarkedYaml<'_>>) -> Result<()> {
         for name in ["detailed_metric", "value_to_metric"] {
             if self.flag(fields, name)? {
@@ -211,12 +177,6 @@ impl Reader<'_> {
                     format!("{name} has no effect: metric labels never carry request values (the rate limit's name, or its descriptor keys, is its `limit` label)"),
                 );
             }
-        }
-        if self.flag(fields, "quota_mode")? {
-            return self.error(
-                fields["quota_mode"].span.start,
-                "quota_mode: not supported; every descriptor's limit is enforced",
-            );
         }
         if let Some(m) = fields.get("metadata") {
             self.warn(
@@ -247,5 +207,104 @@ fn label_by_keys(rules: &mut [RlsRule], labels: &mut [Labelled]) {
             rules[l.rule].label = keys.clone();
             l.label = keys;
         }
+    }
+}
+
+/// A domain as read from its file(s), before its names are checked.
+pub(super) struct DomainParts {
+    pub name: String,
+    /// Where its first file names it.
+    pub at: Location,
+    descriptors: Vec<RlsDescriptor>,
+    rules: Vec<RlsRule>,
+    replacing: Vec<Replacing>,
+    labels: Vec<Labelled>,
+}
+
+impl DomainParts {
+    /// Adds another file's descriptors of the same domain beside this one's first level; the
+    /// same key and value at the first level in both is an error, as within one file.
+    pub fn merge(&mut self, other: DomainParts) -> Result<()> {
+        for d in &other.descriptors {
+            let twin = self
+                .descriptors
+                .iter()
+                .any(|mine| mine.key == d.key && mine.value == d.value);
+            if twin {
+                let composite = match &d.value {
+                    Some(v) => format!("{}_{v}", d.key),
+                    None => d.key.clone(),
+                };
+                return Err(ConfigError::Invalid {
+                    at: other.at,
+                    message: format!(
+                        "descriptor: duplicate `{composite}` in domain `{}` (also in {}): merged files must not repeat a first-level key and value",
+                        self.name, self.at.file
+                    ),
+                });
+            }
+        }
+        let offset = self.rules.len();
+        let mut descriptors = other.descriptors;
+        for d in &mut descriptors {
+            shift_rules(d, offset);
+        }
+        self.descriptors.extend(descriptors);
+        self.rules.extend(other.rules);
+        self.replacing.extend(other.replacing);
+        self.labels.extend(other.labels.into_iter().map(|mut l| {
+            l.rule += offset;
+            l
+        }));
+        Ok(())
+    }
+
+    /// The domain, once every `replaces` names a rate limit of it and no two rate limits show
+    /// under one label (metrics and `/admin/usage` pick a limit by it).
+    pub fn finish(mut self) -> Result<RlsDomain> {
+        label_by_keys(&mut self.rules, &mut self.labels);
+        let names: HashSet<&str> = self
+            .rules
+            .iter()
+            .filter_map(|r| r.name.as_deref())
+            .collect();
+        for r in &self.replacing {
+            if !names.contains(r.name.as_str()) {
+                return Err(ConfigError::Invalid {
+                    at: r.at.clone(),
+                    message: format!(
+                        "replaces: no rate_limit of this domain is named `{}`",
+                        r.name
+                    ),
+                });
+            }
+        }
+        let mut seen: HashSet<&str> = HashSet::new();
+        for l in &self.labels {
+            if !seen.insert(l.label.as_str()) {
+                return Err(ConfigError::Invalid {
+                    at: l.at.clone(),
+                    message: format!(
+                        "rate_limit: two rate limits of this domain are called `{}`: give each a `name` of its own",
+                        l.label
+                    ),
+                });
+            }
+        }
+        Ok(RlsDomain {
+            name: self.name,
+            descriptors: self.descriptors,
+            rules: self.rules,
+        })
+    }
+}
+
+/// Moves a merged file's rule indexes past the rules already read.
+fn shift_rules(d: &mut RlsDescriptor, offset: usize) {
+    if let Some(r) = &mut d.rule {
+        *r += offset;
+    }
+    for child in &mut d.descriptors {
+        shift_rules(child, offset);
     }
 }

@@ -1,6 +1,7 @@
-//! `[rls]` and `[forward_auth]`: the listeners that decide for a proxy in front (Envoy's
-//! rate-limit service API, forward-auth subrequests), the YAML limit files `[rls] config`
-//! names (read by `rls_yaml/`), and what `check` says about routes used through forward auth.
+//! `[rls]`, `[ext_authz]` and `[forward_auth]`: the listeners that decide for a proxy in front
+//! (Envoy's rate-limit service and external authorization APIs, forward-auth subrequests), the
+//! YAML limit files `[rls] config` names (read by `rls_yaml/`), and what `check` says about
+//! routes a proxy in front asks about.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,7 +9,7 @@ use std::sync::Arc;
 use super::sections::same_socket;
 use super::{Result, Validator};
 use crate::config::raw::RawConfig;
-use crate::config::{ForwardAuthConfig, OnError, RlsConfig, RouteConfig};
+use crate::config::{ExtAuthzConfig, ForwardAuthConfig, OnError, RlsConfig, RouteConfig};
 
 impl Validator<'_> {
     /// `[rls]`, with its limit files read; `taken` are the listeners already configured.
@@ -39,7 +40,8 @@ impl Validator<'_> {
                 format!("rls.config: `{written}` does not exist (relative to the config file's directory)"),
             );
         }
-        let loaded = crate::config::rls_yaml::load(&source)?;
+        let merge_domains = r.merge_domains.unwrap_or(false);
+        let loaded = crate::config::rls_yaml::load(&source, merge_domains)?;
         self.warnings.extend(loaded.warnings);
         let on_error = self.choice(
             r.on_error.as_ref(),
@@ -53,8 +55,26 @@ impl Validator<'_> {
             source,
             headers: r.headers.unwrap_or(false),
             on_error,
+            merge_domains,
             domains: loaded.domains,
         }))
+    }
+
+    /// `[ext_authz]`; `taken` are the listeners already configured except `[rls]`'s, whose
+    /// address it may share (one gRPC server then serves both).
+    pub(super) fn ext_authz_section(
+        &mut self,
+        raw: &RawConfig,
+        taken: &[(&str, SocketAddr)],
+    ) -> Result<Option<ExtAuthzConfig>> {
+        let Some(section) = &raw.ext_authz else {
+            return Ok(None);
+        };
+        let e = section.get_ref();
+        let listen = self.socket_addr(e.listen.as_ref(), "ext_authz.listen", "127.0.0.1:8083")?;
+        let span = e.listen.as_ref().map_or(section.span(), |l| l.span());
+        self.own_socket("ext_authz.listen", listen, span, taken)?;
+        Ok(Some(ExtAuthzConfig { listen }))
     }
 
     /// `[forward_auth]`; `taken` are the listeners already configured.
@@ -126,24 +146,33 @@ impl Validator<'_> {
         }
     }
 
-    /// What forward auth cannot do for a route: it never sees a body (body key parts are
-    /// missing there) nor the answer ([`RouteConfig::needs_response`] says what that costs).
-    pub(super) fn forward_auth_warnings(&mut self, raw: &RawConfig, routes: &[Arc<RouteConfig>]) {
-        if raw.forward_auth.is_none() {
+    /// What a proxy in front cannot do for a route it asks about (one without `upstream`, which
+    /// only such a proxy reaches; a route with one is taken to be reached through the proxy
+    /// listener): none shows slidegate the answer, which some limits need
+    /// ([`RouteConfig::needs_response`] says what becomes of them without it). (A body key is no warning: Traefik
+    /// and Envoy send the body; where a proxy sends none, the key is missing and the request is
+    /// refused, never counted otherwise.)
+    pub(super) fn asked_routes_warnings(&mut self, raw: &RawConfig, routes: &[Arc<RouteConfig>]) {
+        let askers: Vec<&str> = [
+            raw.forward_auth.as_ref().map(|_| "forward auth"),
+            raw.ext_authz.as_ref().map(|_| "ext_authz"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if askers.is_empty() {
             return;
         }
+        let asked = askers.join(" and ");
         for (i, route) in routes.iter().enumerate() {
-            let span = raw.routes[i].get_ref().name.span();
-            if route.reads_body() {
-                self.warn(
-                    span.clone(),
-                    format!("routes[{i}] `{}` reads the body (json:/form: key parts): a forward-auth subrequest carries none, so through forward auth those parts are missing and on_missing_key decides", route.name),
-                );
+            if route.upstream.is_some() {
+                continue;
             }
+            let span = raw.routes[i].get_ref().name.span();
             if let Some((what, so)) = route.needs_response() {
                 self.warn(
                     span,
-                    format!("routes[{i}] `{}` {what}: forward auth never sees the answer, so through it {so}", route.name),
+                    format!("routes[{i}] `{}` {what}: {asked} never sees the answer, so through it {so}; the proxy listener or the tower layer sees it", route.name),
                 );
             }
         }

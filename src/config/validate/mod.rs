@@ -2,8 +2,8 @@
 //! the value's `FILE:LINE:COLUMN` with the key path in the message. One module per part of the
 //! file: `sections.rs` (server, admin, store, upstreams, segments and plans), `secrets.rs`
 //! (jwt, keys), `routes.rs` (with `route_paths.rs`), `limits.rs` (with `answers.rs`: leases,
-//! `cost_from`, `cost`), `keys.rs` (key parts and
-//! their options), `deciders.rs` (`[rls]` with its YAML files, `[forward_auth]`), `warnings.rs`
+//! `cost_from`, `cost`), `keys.rs` (key parts and their options), `deciders.rs` (`[rls]` with
+//! its YAML files, `[ext_authz]`, `[forward_auth]`), `warnings.rs`
 //! (legal but almost always a mistake). This file has the parse and the helpers they share.
 
 mod answers;
@@ -14,6 +14,7 @@ mod route_paths;
 mod routes;
 mod secrets;
 mod sections;
+mod tiers;
 mod warnings;
 
 use std::net::{IpAddr, SocketAddr};
@@ -41,7 +42,7 @@ pub(super) fn parse(
         text,
         env,
         purpose,
-        forward_auth: false,
+        asked_by_proxy: false,
         warnings: Vec::new(),
     };
     let raw: RawConfig = toml::from_str(text).map_err(|e| v.toml_error(&e))?;
@@ -55,8 +56,9 @@ struct Validator<'a> {
     text: &'a str,
     env: &'a Environment,
     purpose: Purpose,
-    /// Whether `[forward_auth]` is set: a gateway's routes may then do without `upstream`.
-    forward_auth: bool,
+    /// Whether `[forward_auth]` or `[ext_authz]` is set: a proxy in front asks about the
+    /// routes, which may then do without `upstream`.
+    asked_by_proxy: bool,
     warnings: Vec<ConfigWarning>,
 }
 
@@ -76,9 +78,11 @@ impl Validator<'_> {
             ("admin.listen", admin.listen),
         ];
         let rls = self.rls_section(&raw, &listeners, store.on_error)?;
+        let ext_authz = self.ext_authz_section(&raw, &listeners)?;
         listeners.extend(rls.as_ref().map(|r| ("rls.listen", r.listen)));
+        listeners.extend(ext_authz.as_ref().map(|e| ("ext_authz.listen", e.listen)));
         let forward_auth = self.forward_auth_section(&raw, &listeners)?;
-        self.forward_auth = forward_auth.is_some();
+        self.asked_by_proxy = forward_auth.is_some() || ext_authz.is_some();
         let upstreams = self.upstreams(&raw.upstreams)?;
         let jwt = self.jwt_section(&raw)?;
         let keys = self.keys_section(&raw)?;
@@ -86,7 +90,7 @@ impl Validator<'_> {
         let routes = self.routes(&raw, &upstreams, jwt.is_some(), &keys, &membership)?;
         self.config_warnings(&raw, &server, &admin, &routes);
         self.domains_apart(&raw, rls.as_ref(), &routes)?;
-        self.forward_auth_warnings(&raw, &routes);
+        self.asked_routes_warnings(&raw, &routes);
         Ok(Config {
             source: path.to_path_buf(),
             purpose: self.purpose,
@@ -103,6 +107,7 @@ impl Validator<'_> {
             unknown_plan,
             rls,
             forward_auth,
+            ext_authz,
             warnings: self.warnings,
         })
     }

@@ -165,8 +165,8 @@ impl Validator<'_> {
     ) -> Result<Option<String>> {
         let Some(upstream) = &r.upstream else {
             return match self.purpose {
-                // A route without an upstream serves forward auth only.
-                Purpose::Gateway if self.forward_auth => Ok(None),
+                // A route without an upstream serves the proxy in front only.
+                Purpose::Gateway if self.asked_by_proxy => Ok(None),
                 Purpose::Gateway => self.error(
                     route_span.start..route_span.start,
                     format!("{at}: missing field `upstream`"),

@@ -1,7 +1,7 @@
-//! The sections around the routes: `[server]`, `[admin]`, `[store]`, `[upstreams.*]`,
-//! `[segments.*]` and `[plans]` (`[jwt]` and `[keys]` are in `secrets.rs`).
+//! The sections around the routes: `[server]`, `[admin]`, `[store]`, `[upstreams.*]`
+//! (`[segments.*]` and `[plans]` are in `tiers.rs`, `[jwt]` and `[keys]` in `secrets.rs`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -12,10 +12,8 @@ use super::{Result, Validator};
 use crate::config::raw::{RawConfig, RawServer, RawUpstream};
 use crate::config::{
     redact_url, AdminConfig, Backend, ClientIpHeader, ClockSource, KeyPart, OnError, PathCase,
-    Purpose, ScriptsMode, ServerConfig, StoreConfig, TierFiles, UnknownPlan, UpstreamConfig,
-    REDIS_URL_ENV,
+    Purpose, ScriptsMode, ServerConfig, StoreConfig, UpstreamConfig, REDIS_URL_ENV,
 };
-use crate::tier::{self, Membership};
 
 /// Whether `url` has one of the Redis schemes the store takes, and hosts (several, comma
 /// separated, for a cluster or the sentinels) whose ports, when given, are ports; a plain
@@ -121,6 +119,7 @@ impl Validator<'_> {
                 PathCase::NAMES,
                 PathCase::Insensitive,
             )?,
+            watch_files: s.watch_files.as_ref().is_none_or(|w| *w.get_ref()),
         })
     }
 
@@ -148,6 +147,7 @@ impl Validator<'_> {
                     .iter()
                     .filter_map(|(key, v)| v.as_ref().map(|v| (*key, v.span()))),
             )
+            .chain(s.watch_files.as_ref().map(|v| ("watch_files", v.span())))
             .min_by_key(|(_, span)| span.start);
         match set {
             Some((key, span)) => self.error(
@@ -361,43 +361,6 @@ impl Validator<'_> {
             return bad("must not have a query string");
         }
         Ok(uri)
-    }
-
-    /// `[segments.*]` and `[plans]`: their files, read now, so `check` and a reload see every
-    /// problem in them.
-    pub(super) fn tiers(&self, raw: &RawConfig) -> Result<(TierFiles, Membership, UnknownPlan)> {
-        let mut files = TierFiles::default();
-        let mut segments = Vec::with_capacity(raw.segments.len());
-        // `[segments.*]` tables keep file order: sort by where they stand in the file.
-        let mut ordered: Vec<_> = raw.segments.iter().collect();
-        ordered.sort_by_key(|(_, s)| s.span().start);
-        for (name, segment) in ordered {
-            let key = format!("segments.{name}");
-            self.check_name(name, segment.span(), &key)?;
-            let file = &segment.get_ref().members_file;
-            let path = self.dir.join(file.get_ref());
-            let members = tier::read_segment(&path)
-                .or_else(|why| self.error(file.span(), format!("{key}.members_file: {why}")))?;
-            files.segments.push((name.clone(), path));
-            segments.push((name.clone(), members));
-        }
-        let mut plans = HashMap::new();
-        let mut unknown = UnknownPlan::Default;
-        if let Some(p) = &raw.plans {
-            let file = &p.get_ref().members_file;
-            let path = self.dir.join(file.get_ref());
-            plans = tier::read_plans(&path)
-                .or_else(|why| self.error(file.span(), format!("plans.members_file: {why}")))?;
-            files.plans = Some(path);
-            unknown = self.choice(
-                p.get_ref().unknown.as_ref(),
-                "plans.unknown",
-                "value",
-                UnknownPlan::NAMES,
-                UnknownPlan::Default,
-            )?;
-        }
-        Ok((files, Membership::new(segments, plans), unknown))
     }
 }
 

@@ -9,8 +9,9 @@
 //! so flooding it with new keys frees no one's quota.
 
 mod call;
+mod refused;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::hash::BuildHasher;
 
 use foldhash::quality::RandomState;
@@ -20,6 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub use call::Marker;
 use call::{Keys, SettleKind, Slot, Value};
 
+use super::refused::{refused_entries, Refused};
 use super::{
     local_now_us, Decision, DecisionRequest, Receipt, ReceiptPart, Settlement, StoreError,
 };
@@ -27,8 +29,6 @@ use super::{
 const SHARDS: usize = 32;
 /// A shard drops its expired keys once every this many operations.
 const SWEEP_EVERY: u64 = 4096;
-/// Most entries a route's block index keeps.
-const MAX_BLOCK_INDEX: usize = 10_000;
 /// A full store looks through every shard for expired keys at most this often (µs).
 const FULL_SWEEP_EVERY_US: u64 = 100_000;
 
@@ -45,8 +45,8 @@ struct Inner {
     live: AtomicUsize,
     sequence: AtomicU64,
     last_full_sweep: AtomicU64,
-    /// Each route's recent blocks, newest first (`/admin/blocked`).
-    blocks: Mutex<HashMap<String, VecDeque<String>>>,
+    /// Each route's refusals now (`/admin/blocked`).
+    refused: refused::RefusedIndex,
 }
 
 #[derive(Default)]
@@ -87,7 +87,7 @@ impl MemoryStore {
                 live: AtomicUsize::new(0),
                 sequence: AtomicU64::new(0),
                 last_full_sweep: AtomicU64::new(0),
-                blocks: Mutex::new(HashMap::new()),
+                refused: Default::default(),
             }),
         }
     }
@@ -209,6 +209,10 @@ impl MemoryStore {
         self.put_back(&mut guards, keys);
         drop(guards);
         let mut decision = Decision::from_reply(set, &reply, now)?;
+        if let Some(refusals) = &set.refusals {
+            let entries = refused_entries(set, request.bases, request.cost, &decision);
+            self.inner.refused.note(&refusals.index, &entries, now);
+        }
         if decision.allowed() && commits && request.receipt {
             decision.receipt = Some(Receipt {
                 parts: vec![ReceiptPart {
@@ -343,22 +347,21 @@ impl MemoryStore {
         }
     }
 
-    /// Adds `member` to the front of the block index `index` (keeping the newest entries).
-    pub fn note_block(&self, index: &str, member: &str) {
-        let mut blocks = self.inner.blocks.lock().unwrap_or_else(|e| e.into_inner());
-        let list = blocks.entry(index.to_string()).or_default();
-        list.retain(|m| m != member);
-        list.push_front(member.to_string());
-        list.truncate(MAX_BLOCK_INDEX);
+    /// Records refusals in the refusal index `index` (the twin of what a cluster's gateway
+    /// writes after the call).
+    pub fn note_refused(&self, index: &str, entries: &[Refused]) {
+        self.inner.refused.note(index, entries, local_now_us());
     }
 
-    /// The newest `n` members of the block index `index`.
-    pub fn recent_blocks(&self, index: &str, n: usize) -> Vec<String> {
-        let blocks = self.inner.blocks.lock().unwrap_or_else(|e| e.into_inner());
-        blocks
-            .get(index)
-            .map(|l| l.iter().take(n).cloned().collect())
-            .unwrap_or_default()
+    /// The refusals of `index` that have not ended, latest-ending first, at most `n`: each
+    /// member and its end (µs).
+    pub fn refused_now(&self, index: &str, n: usize) -> Vec<(String, u64)> {
+        self.inner.refused.current(index, n, local_now_us())
+    }
+
+    /// Removes `members` from the refusal index `index`.
+    pub fn forget_refused(&self, index: &str, members: &[String]) {
+        self.inner.refused.forget(index, members);
     }
 
     /// Live keys held now.

@@ -1,5 +1,5 @@
 //! Operations besides decisions: deleting a key's state (an admin reset), `PING` for `/readyz`,
-//! the index of recent blocks and their markers (`/admin/blocked`), and the pub/sub channel that
+//! the refusal index and block markers (`/admin/blocked`), and the pub/sub channel that
 //! carries resets to every instance's deny cache. Each runs under a [`Deadline`] of its own:
 //! four times `store.timeout`, at least 200 ms, and goes to the node of its key as decisions do
 //! ([`super::send`]), redirections followed.
@@ -12,14 +12,18 @@ use fred::types::{ClusterHash, CustomCommand, FromValue, Value};
 use super::send::{send, Route};
 use super::slots::slot_of;
 use super::{map_error, Deadline, RedisStore};
+use crate::store::refused::{Refused, MAX_REFUSED};
 use crate::store::{Marker, StoreError};
-
-/// Most entries a route's block index keeps (the newest).
-pub const MAX_BLOCK_INDEX: i64 = 10_000;
 
 impl RedisStore {
     fn admin_deadline(&self) -> Deadline {
-        Deadline::after((self.inner.timeout * 4).max(Duration::from_millis(200)))
+        Deadline::after(self.admin_timeout())
+    }
+
+    /// How long an operation besides decisions may take: four times `store.timeout`, at least
+    /// 200 ms.
+    pub(super) fn admin_timeout(&self) -> Duration {
+        (self.inner.timeout * 4).max(Duration::from_millis(200))
     }
 
     /// Runs `name` with `args` on the node serving `key` (the one server outside a cluster).
@@ -88,30 +92,81 @@ impl RedisStore {
             .await
     }
 
-    /// Adds `member` to the block index `index` at `start_us`, keeping the newest entries.
-    pub async fn note_block(
-        &self,
-        index: &str,
-        member: &str,
-        start_us: u64,
-    ) -> Result<(), StoreError> {
+    /// Records refusals in the refusal index `index` as the decision code does (a cluster's
+    /// gateway, after the call): `ZADD`, `ZREMRANGEBYRANK` to the latest-ending
+    /// [`MAX_REFUSED`], and the index's TTL raised to the longest refusal's end (`PTTL`,
+    /// `PEXPIRE`).
+    pub async fn note_refused(&self, index: &str, entries: &[Refused]) -> Result<(), StoreError> {
+        let Some(longest) = entries.iter().map(|e| e.wait_us).max() else {
+            return Ok(());
+        };
         self.admin_deadline()
             .run(async {
-                let zadd = vec![index.into(), (start_us as f64).into(), member.into()];
+                let mut zadd = vec![Value::from(index)];
+                for e in entries {
+                    zadd.push(Value::from(e.until_us as i64));
+                    zadd.push(Value::from(e.member.as_str()));
+                }
                 let _: i64 = self.command("ZADD", index, zadd).await?;
-                let trim = vec![index.into(), 0.into(), Value::from(-(MAX_BLOCK_INDEX + 1))];
+                let keep = -(MAX_REFUSED as i64 + 1);
+                let trim = vec![index.into(), 0.into(), Value::from(keep)];
                 let _: i64 = self.command("ZREMRANGEBYRANK", index, trim).await?;
+                let ms = longest.div_ceil(1000) as i64;
+                let ttl: i64 = self.command("PTTL", index, vec![index.into()]).await?;
+                if ttl < ms {
+                    let expire = vec![index.into(), Value::from(ms)];
+                    let _: i64 = self.command("PEXPIRE", index, expire).await?;
+                }
                 Ok(())
             })
             .await
     }
 
-    /// The newest `n` members of the block index `index`, newest first.
-    pub async fn recent_blocks(&self, index: &str, n: usize) -> Result<Vec<String>, StoreError> {
+    /// The refusals of `index` that have not ended by the clock of its node (`TIME`), latest
+    /// ending first, at most `n`: each member and its end; and that clock's now (µs).
+    pub async fn refused_now(
+        &self,
+        index: &str,
+        n: usize,
+    ) -> Result<(u64, Vec<(String, u64)>), StoreError> {
         self.admin_deadline()
             .run(async {
-                let args = vec![index.into(), 0.into(), Value::from(n as i64 - 1)];
-                self.command("ZREVRANGE", index, args).await
+                let time: Vec<String> = self.command("TIME", index, vec![]).await?;
+                let part = |i: usize| time.get(i).and_then(|t| t.parse::<u64>().ok());
+                let now = match (part(0), part(1)) {
+                    (Some(s), Some(us)) => s * 1_000_000 + us,
+                    _ => return Err(StoreError::Other(format!("TIME answered {time:?}"))),
+                };
+                let args = vec![
+                    index.into(),
+                    "+inf".into(),
+                    format!("({now}").into(),
+                    "WITHSCORES".into(),
+                    "LIMIT".into(),
+                    0.into(),
+                    Value::from(n as i64),
+                ];
+                let flat: Vec<String> = self.command("ZREVRANGEBYSCORE", index, args).await?;
+                let entries = flat
+                    .chunks_exact(2)
+                    .filter_map(|p| Some((p[0].clone(), p[1].parse::<f64>().ok()? as u64)))
+                    .collect();
+                Ok((now, entries))
+            })
+            .await
+    }
+
+    /// Removes `members` from the refusal index `index`.
+    pub async fn forget_refused(&self, index: &str, members: &[String]) -> Result<(), StoreError> {
+        if members.is_empty() {
+            return Ok(());
+        }
+        self.admin_deadline()
+            .run(async {
+                let mut args = vec![Value::from(index)];
+                args.extend(members.iter().map(|m| Value::from(m.as_str())));
+                let _: i64 = self.command("ZREM", index, args).await?;
+                Ok(())
             })
             .await
     }

@@ -179,7 +179,7 @@ impl Caller {
         token: &str,
     ) -> Result<(Vec<i64>, Option<Acks>), StoreError> {
         let acks = self.acks.filter(|_| may_charge(batch));
-        let (keys, args) = encode(batch, token, self.clock);
+        let (keys, args) = encode(batch, token, self.clock, !self.nodes.is_cluster());
         let library = self.code.library();
         if self.code.uses_functions() {
             match self

@@ -10,8 +10,15 @@ use super::lane::{Batch, PendingSettlement};
 use crate::config::ClockSource;
 use crate::store::{local_now_us, LimitSet};
 
-/// KEYS and ARGV of one call, in the layout `lua/decide.lua` documents.
-pub fn encode(batch: &Batch, token: &str, clock: ClockSource) -> (Vec<Key>, Vec<Value>) {
+/// KEYS and ARGV of one call, in the layout `lua/decide.lua` documents; `indexed` says whether
+/// the call may record refusals in their routes' indexes itself (not in a cluster, where an
+/// index lives on its own node).
+pub fn encode(
+    batch: &Batch,
+    token: &str,
+    clock: ClockSource,
+    indexed: bool,
+) -> (Vec<Key>, Vec<Value>) {
     let fixed = batch
         .decisions
         .first()
@@ -50,7 +57,7 @@ pub fn encode(batch: &Batch, token: &str, clock: ClockSource) -> (Vec<Key>, Vec<
     // an empty token is the script's mark of a dry run
     args.push(Value::from(if batch.dry { "" } else { token }));
     args.push(Value::from(plans.len() as i64));
-    args.extend(plans.iter().map(|plan| Value::Bytes(plan.text())));
+    args.extend(plans.iter().map(|plan| Value::Bytes(plan.text(indexed))));
     let mut keys = Vec::new();
     args.push(Value::from(settlements.len() as i64));
     for (plan, kind, s, limits) in settlements {

@@ -13,8 +13,9 @@
 //! `topology.rs` reads a cluster's slot table, `slots.rs`),
 //! `send.rs` sends a command where it belongs and follows redirections (`redirect.rs`),
 //! `acks.rs` waits for replicas (`store.replica_acks`), `split.rs` decides a cluster request
-//! whose keys live in several slots one part per slot, `admin.rs` resets, pings, blocks and the
-//! reset channel, `script.rs` the code's two forms, `url.rs` the URL forms, `deadline.rs` the deadline.
+//! whose keys live in several slots one part per slot, `eviction.rs` the servers' eviction policy
+//! and evicted keys (`INFO`), `admin.rs` resets, pings, the refusal index and the
+//! reset channel, `ready.rs` the waits for the connections at start, `script.rs` the code's two forms, `url.rs` the URL forms, `deadline.rs` the deadline.
 
 mod acks;
 mod admin;
@@ -24,11 +25,13 @@ mod code;
 mod deadline;
 mod dry;
 mod encode;
+mod eviction;
 mod keeper;
 mod lane;
 mod lanes;
 mod node;
 mod nodes;
+mod ready;
 mod redirect;
 mod script;
 mod send;
@@ -53,6 +56,7 @@ use answer::{is_function_missing, is_noscript, lacks_functions, map_error, Singl
 use call::Caller;
 use code::Shared;
 pub use deadline::Deadline;
+pub use eviction::NodeEviction;
 use lane::{Lane, Pending, PendingSettlement, MAX_PER_CALL};
 use lanes::Lanes;
 use node::builder;
@@ -158,30 +162,6 @@ impl RedisStore {
         })
     }
 
-    /// Waits up to `wait` for the slot table (in a cluster), every worker's connections (each
-    /// at most half of it) and the script on every node that answers. A node that does not
-    /// answer in time is reported; the others serve meanwhile, and it loads the script on its
-    /// first call once back.
-    pub async fn wait_until_ready(&self, wait: Duration) -> Result<(), StoreError> {
-        let deadline = Deadline::after(wait);
-        let ready = deadline.run(async {
-            let all = self.inner.connections.all();
-            all[0].nodes.refresh().await?;
-            let nodes = all.iter().flat_map(|c| c.nodes.every_node());
-            let connected = futures_util::future::join_all(nodes.map(|n| async move {
-                let connect = Deadline::after(wait / 2);
-                connect
-                    .run(async { n.client.wait_for_connect().await.map_err(map_error) })
-                    .await
-            }))
-            .await;
-            let loaded = all[0].caller.load_code().await;
-            connected.into_iter().find(Result::is_err).unwrap_or(loaded)
-        });
-        // Boxed: the start's future is deep enough without this one's layers.
-        Box::pin(ready).await
-    }
-
     /// Whether this worker reaches Redis now (in a cluster: some primary).
     pub fn is_connected(&self) -> bool {
         self.connection()
@@ -209,6 +189,11 @@ impl RedisStore {
 
     fn clustered(&self) -> bool {
         self.connection().nodes.is_cluster()
+    }
+
+    /// Whether the store is a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.clustered()
     }
 
     /// Queues one request on its node's lane, coalesced with the others in flight there; the

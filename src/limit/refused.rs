@@ -1,31 +1,32 @@
-//! A blocking route's blocks: each one started is counted and noted in the route's block index
-//! (`layout::blocked_index`, the newest blocks), and the index answers who the route refuses
-//! now (`GET /admin/blocked`): keys serving a block, and keys whose block has ended while their
-//! window still refuses them. Listing the second kind needs no scan of the route's keys: a key
-//! refused by its window on a blocking route had its last refusal start a block, so the index
-//! names every candidate. Each candidate costs one dry-run decision of its windows (batched, as the
-//! batch API's are) and one read of its block marker, at most [`MAX_CANDIDATES`] per call.
+//! Who is refused now (`GET /admin/blocked`). Every refusal a route answers is recorded in its
+//! index in the store (`crate::store::refused`: by the decision itself, or after it in a Redis
+//! Cluster, [`Limiter::note_refusals`]), so every instance lists the same keys, of every route:
+//! window refusals of `reject` routes, blocks, forward-auth routes (routes like any other), and
+//! an `[rls]` domain's descriptors. A route's candidates are then checked against the store
+//! as it is now: one dry-run decision of its windows (batched, as the batch API's are) and one
+//! read of its block marker each, at most [`MAX_BLOCKED_LISTED`], so a key lifted, reset by a
+//! success or refunded since is not listed. A domain's entries (no blocks, no outcomes; an
+//! operator's reset removes its entries) are listed as recorded.
 //!
 //! The wait shown is what a client is told: during a block, the longer of the block's remainder
 //! and the windows' own wait (the `Retry-After` of a blocked 429); after it, the windows' wait
-//! until the key is let in (an attempt before then is refused, and starts the next block).
+//! until the key is let in (an attempt before then is refused, and on a blocking route starts
+//! the next block). Blocks started are also counted here (`slidegate_blocks_started_total`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::keys::RequestKeys;
 use super::limiter::Limiter;
 use super::lookup::Target;
 use super::policy::RoutePolicy;
 use super::verdict::Verdict;
 use crate::config::ExceedMode;
 use crate::metrics::DecisionLabel;
-use crate::store::{layout, local_now_us, Decision, DecisionRequest, LimitSet, Marker, StoreError};
+use crate::store::refused::{refused_entries, split_member};
+use crate::store::{layout, Decision, DecisionRequest, LimitSet, Marker, StoreError};
 
-/// Most keys `/admin/blocked` lists.
-pub const MAX_BLOCKED_LISTED: usize = 1000;
-/// Most index entries one listing looks at (the newest).
-pub const MAX_CANDIDATES: usize = MAX_BLOCKED_LISTED * 4;
+/// Most keys `/admin/blocked` lists (every entry a route's index keeps).
+pub const MAX_BLOCKED_LISTED: usize = crate::store::refused::MAX_REFUSED;
 
 /// Why a key is refused now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +50,8 @@ impl Reason {
 /// A key refused now, for `/admin/blocked`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefusedKey {
-    /// The derived key as logs show it (hashed keys stay hashed).
+    /// The key as stored (`layout::material`: a key over 64 bytes, or with characters a stored
+    /// key avoids, as `#` and 32 hex digits; hashed key parts stay hashed).
     pub key: String,
     /// The limit a 429 would name: the block's, or the window's with the longest wait.
     pub limit: String,
@@ -63,35 +65,43 @@ pub struct RefusedKey {
 
 impl Limiter {
     /// When a decision started blocks (a charging exceed on a blocking route, decided by the
-    /// store): counts each in `slidegate_blocks_started_total` under the limit it names, and
-    /// notes it in the route's block index for `/admin/blocked`.
-    pub(super) fn note_blocks(&self, policy: &RoutePolicy, keys: &RequestKeys, verdict: &Verdict) {
+    /// store): counts each in `slidegate_blocks_started_total` under the limit it names.
+    pub(super) fn note_blocks(&self, policy: &RoutePolicy, verdict: &Verdict) {
         let (ExceedMode::Block(_), Some(d)) = (&policy.config.on_exceed, &verdict.decision) else {
             return;
         };
         if verdict.label != DecisionLabel::Rejected || !d.refused_on_answers() {
             return;
         }
-        for (slot, named) in blocked_slots(policy, d) {
+        for (_, named) in blocked_slots(policy, d) {
             policy.metrics.blocks_started[named].inc();
-            let member = format!(
-                "{}|{}",
-                policy.config.limits[named].name,
-                layout::logged_key(&keys.keys[slot])
-            );
-            let index = layout::blocked_index(&policy.key_prefix, policy.name());
-            let store = self.store.clone();
-            let now = local_now_us();
-            tokio::spawn(async move {
-                if let Err(e) = store.note_block(&index, &member, now).await {
-                    tracing::debug!(error = %e, "could not note a block for /admin/blocked");
-                }
-            });
         }
     }
 
+    /// Records a store decision's refusal in its route's index when the decision could not
+    /// (a Redis Cluster: the index lives on its own node), off the request's path. Only
+    /// refusals write; an allowed decision costs nothing here.
+    pub(super) fn note_refusals(&self, request: &DecisionRequest<'_>, decision: &Decision) {
+        if request.dry_run || decision.allowed() || self.store.records_refusals() {
+            return;
+        }
+        let Some(refusals) = &request.limits.refusals else {
+            return;
+        };
+        let entries = refused_entries(request.limits, request.bases, request.cost, decision);
+        if entries.is_empty() {
+            return;
+        }
+        let (store, index) = (self.store.clone(), refusals.index.clone());
+        tokio::spawn(async move {
+            if let Err(e) = store.note_refused(&index, &entries).await {
+                tracing::debug!(error = %e, "could not record a refusal for /admin/blocked");
+            }
+        });
+    }
+
     /// The keys of `policy`'s route refused now: among `targets` when given (keys an operator
-    /// names), else among the route's newest blocks, newest first; at most
+    /// names), else among the route's recorded refusals, latest-ending first; at most
     /// [`MAX_BLOCKED_LISTED`].
     pub async fn refused(
         &self,
@@ -100,7 +110,7 @@ impl Limiter {
     ) -> Result<Vec<RefusedKey>, StoreError> {
         let candidates = match targets {
             Some(targets) => targets.to_vec(),
-            None => self.recent_blocks(policy).await?,
+            None => self.recorded(policy).await?,
         };
         let found = self.refusals(policy, &candidates).await?;
         Ok(found
@@ -110,14 +120,33 @@ impl Limiter {
             .collect())
     }
 
-    /// The key slots of the route's newest blocks, newest first, once each.
-    async fn recent_blocks(&self, policy: &RoutePolicy) -> Result<Vec<Target>, StoreError> {
+    /// The refusals recorded in `index` (an `[rls]` domain's), latest-ending first, as
+    /// recorded: each with its limit, and the time left by the store's clock.
+    pub async fn refused_as_recorded(&self, index: &str) -> Result<Vec<RefusedKey>, StoreError> {
+        let (now, entries) = self.store.refused_now(index, MAX_BLOCKED_LISTED).await?;
+        Ok(entries
+            .into_iter()
+            .filter_map(|(member, until)| {
+                let (limit, key) = split_member(&member)?;
+                Some(RefusedKey {
+                    key: key.to_string(),
+                    limit: limit.to_string(),
+                    block_level: 0,
+                    retry_after: Duration::from_micros(until.saturating_sub(now)),
+                    reason: Reason::Window,
+                })
+            })
+            .collect())
+    }
+
+    /// The key slots of the route's recorded refusals, latest-ending first, once each.
+    async fn recorded(&self, policy: &RoutePolicy) -> Result<Vec<Target>, StoreError> {
         let index = layout::blocked_index(&policy.key_prefix, policy.name());
-        let members = self.store.recent_blocks(&index, MAX_CANDIDATES).await?;
+        let (_, entries) = self.store.refused_now(&index, MAX_BLOCKED_LISTED).await?;
         let mut targets: Vec<Target> = Vec::new();
         let mut seen = std::collections::HashSet::new();
-        for member in members {
-            let Some((limit, key)) = member.split_once('|') else {
+        for (member, _) in entries {
+            let Some((limit, key)) = split_member(&member) else {
                 continue;
             };
             let Some(i) = policy.config.limits.iter().position(|l| l.name == limit) else {

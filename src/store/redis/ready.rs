@@ -1,0 +1,58 @@
+//! Waiting for the store at start: the slot table (in a cluster), every worker's connection to
+//! every node, and (for the gateway, not for `slidegate check`, which only reads) the decision
+//! code loaded on each node that answers.
+
+use std::time::Duration;
+
+use fred::interfaces::ClientLike;
+
+use super::{map_error, Deadline, RedisStore};
+use crate::store::StoreError;
+
+impl RedisStore {
+    /// Waits up to `wait` for the slot table (in a cluster), every worker's connections (each
+    /// at most half of it) and the script on every node that answers. A node that does not
+    /// answer in time is reported; the others serve meanwhile, and it loads the script on its
+    /// first call once back.
+    pub async fn wait_until_ready(&self, wait: Duration) -> Result<(), StoreError> {
+        let deadline = Deadline::after(wait);
+        let ready = deadline.run(async {
+            let all = self.inner.connections.all();
+            all[0].nodes.refresh().await?;
+            let connected = self.connect_nodes(wait / 2).await;
+            let loaded = all[0].caller.load_code().await;
+            connected.and(loaded)
+        });
+        // Boxed: the start's future is deep enough without this one's layers.
+        Box::pin(ready).await
+    }
+
+    /// Waits up to `wait` for the slot table (in a cluster) and every worker's connections,
+    /// loading nothing (`slidegate check` only reads).
+    pub async fn wait_until_connected(&self, wait: Duration) -> Result<(), StoreError> {
+        let deadline = Deadline::after(wait);
+        let connected = deadline.run(async {
+            self.inner.connections.all()[0].nodes.refresh().await?;
+            self.connect_nodes(wait).await
+        });
+        Box::pin(connected).await
+    }
+
+    /// Every worker's connection to every node, each within `each`.
+    async fn connect_nodes(&self, each: Duration) -> Result<(), StoreError> {
+        let nodes = self
+            .inner
+            .connections
+            .all()
+            .iter()
+            .flat_map(|c| c.nodes.every_node());
+        let connected = futures_util::future::join_all(nodes.map(|n| async move {
+            let connect = Deadline::after(each);
+            connect
+                .run(async { n.client.wait_for_connect().await.map_err(map_error) })
+                .await
+        }))
+        .await;
+        connected.into_iter().find(Result::is_err).unwrap_or(Ok(()))
+    }
+}

@@ -1,0 +1,177 @@
+//! Files that reload themselves: the gateway watches every file its config was read from (the
+//! config, `[rls] config`, the members and plans files) and reloads as `SIGHUP` does when
+//! what they hold changes.
+//!
+//! Differences from a watch on each file: the directories are watched, not the files. An
+//! editor's save and Kubernetes' ConfigMap update both replace a file rather than write it (an
+//! atomic rename; a ConfigMap renames its `..data` symlink and the file's own symlink never
+//! changes), so a watch on the file's inode would miss them. What decides a reload is the
+//! content read through every symlink, compared with the last seen, so events that change
+//! nothing (another file of the directory, a touch, the gateway's own reads) reload nothing.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::config::Config;
+use crate::state::GatewayState;
+
+/// How long the files must stay quiet after an event before they are read (a save or a
+/// ConfigMap swap is several events).
+const QUIET: Duration = Duration::from_millis(150);
+/// The longest a burst of events delays a reload.
+const MOST_DELAY: Duration = Duration::from_secs(1);
+
+/// The files' content as a reload would read it: each file (a path, and the SHA-256 of its
+/// bytes, `None` when it cannot be read), in order.
+type Fingerprint = Vec<(PathBuf, Option<[u8; 32]>)>;
+
+/// Watches the files of the config in force and reloads `state` when they change, until
+/// dropped.
+pub struct FileWatch {
+    task: JoinHandle<()>,
+}
+
+impl Drop for FileWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts watching the files of `state`'s config in force; `None` (logged) when the system
+/// cannot watch.
+pub fn start(state: Arc<GatewayState>) -> Option<FileWatch> {
+    let (events, changes) = mpsc::unbounded_channel();
+    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        // Reads (the gateway's own, of these very files) change nothing.
+        if event.is_ok_and(|e| !matches!(e.kind, EventKind::Access(_))) {
+            let _ = events.send(());
+        }
+    });
+    let watcher = match watcher {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch the config files; reload with SIGHUP");
+            return None;
+        }
+    };
+    let mut watching = Watching {
+        watcher,
+        dirs: BTreeSet::new(),
+    };
+    let config = state.table().config.clone();
+    watching.follow(&config);
+    let seen = fingerprint(&config);
+    let task = tokio::spawn(watching.run(state, changes, seen));
+    Some(FileWatch { task })
+}
+
+/// The watcher and the directories it watches.
+struct Watching {
+    watcher: RecommendedWatcher,
+    dirs: BTreeSet<PathBuf>,
+}
+
+impl Watching {
+    /// Reloads after each quiet burst of events that changed the files.
+    async fn run(
+        mut self,
+        state: Arc<GatewayState>,
+        mut changes: mpsc::UnboundedReceiver<()>,
+        mut seen: Fingerprint,
+    ) {
+        while changes.recv().await.is_some() {
+            settle(&mut changes).await;
+            let config = state.table().config.clone();
+            let now = read_off_thread(config).await;
+            if now == seen {
+                continue;
+            }
+            seen = now;
+            tracing::info!("a config file changed; reloading");
+            let reloading = state.clone();
+            let _ = tokio::task::spawn_blocking(move || reloading.reload()).await;
+            // The files named may have changed with the config.
+            self.follow(&state.table().config);
+        }
+    }
+
+    /// Watches the directories of `config`'s files, and no others.
+    fn follow(&mut self, config: &Config) {
+        let wanted = directories(config);
+        for gone in self.dirs.difference(&wanted) {
+            let _ = self.watcher.unwatch(gone);
+        }
+        for new in wanted.difference(&self.dirs) {
+            if let Err(e) = self.watcher.watch(new, RecursiveMode::NonRecursive) {
+                tracing::warn!(dir = %new.display(), error = %e, "cannot watch a config directory");
+            }
+        }
+        self.dirs = wanted;
+    }
+}
+
+/// Waits until no event came for [`QUIET`] (at most [`MOST_DELAY`]).
+async fn settle(changes: &mut mpsc::UnboundedReceiver<()>) {
+    let deadline = tokio::time::Instant::now() + MOST_DELAY;
+    loop {
+        let quiet_until = (tokio::time::Instant::now() + QUIET).min(deadline);
+        match tokio::time::timeout_at(quiet_until, changes.recv()).await {
+            Ok(Some(())) if tokio::time::Instant::now() < deadline => continue,
+            _ => return,
+        }
+    }
+}
+
+/// [`fingerprint`] on a blocking thread (the files may be large bitmaps).
+async fn read_off_thread(config: Arc<Config>) -> Fingerprint {
+    tokio::task::spawn_blocking(move || fingerprint(&config))
+        .await
+        .unwrap_or_default()
+}
+
+/// What `config`'s files hold now.
+fn fingerprint(config: &Config) -> Fingerprint {
+    config
+        .files_read()
+        .into_iter()
+        .map(|file| {
+            let digest = std::fs::read(&file).ok().map(|b| Sha256::digest(b).into());
+            (file, digest)
+        })
+        .collect()
+}
+
+/// The directories to watch for `config`: each source's own (a file's parent, a directory
+/// itself), and, where a source is a symlink, its target's, so that an edit made where the
+/// link points is seen too.
+fn directories(config: &Config) -> BTreeSet<PathBuf> {
+    let mut dirs = BTreeSet::new();
+    for source in config.sources() {
+        let source = absolute(&source);
+        if source.is_dir() {
+            dirs.insert(source.clone());
+        }
+        dirs.extend(source.parent().map(Path::to_path_buf));
+        if let Ok(target) = std::fs::canonicalize(&source) {
+            let dir = match target.is_dir() {
+                true => Some(target.clone()),
+                false => target.parent().map(Path::to_path_buf),
+            };
+            dirs.extend(dir);
+        }
+    }
+    dirs.retain(|d| d.is_dir());
+    dirs
+}
+
+/// `path` from the working directory when relative (`config.toml`'s directory is `.`).
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
