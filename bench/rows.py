@@ -11,8 +11,8 @@ from harness.gateway import ExtAuthzService, Gateway, Limit, Route, RlsService
 from harness.goals import GatewayCpu, HalfP99, Info, InfoHalfP99, Rate, RedisCpu, RedisCpuOf
 from harness.half import Hey, Paced, PacedCalls
 from harness.loads import Batch, Calls, RedisBenchmark
-from harness.checks import (AdmittedAll, CallsBound, CountedOrRefunded, Decided, EntryPerCharge, ExactEntries,
-                            FailedLogins, LeaversAdmitted, PeerEntries)
+from harness.checks import (AdmittedAll, CallsBound, CostsSettled, CountedOrRefunded, Decided, EntryPerCharge,
+                            ExactEntries, FailedLogins, LeaversAdmitted, PeerEntries, SlotsFreed)
 from harness.row import ONE_2XX, SOME_401, Row
 from harness.wrk import Wrk
 
@@ -35,6 +35,13 @@ USER_KEY = '["header:X-User"]'
 # What every slidegate row with limits must show in its /metrics and Redis.
 DECIDED_IN_REDIS = (Decided(), AdmittedAll(), CallsBound())
 ENTRY_PER_DECISION = (Decided(), AdmittedAll(), EntryPerCharge(), CallsBound())
+
+# The demo upstream's /sse answers: 20 events, the last but one stating 25 tokens (bench/sse.lua).
+SSE_EVENTS = 20
+SSE_TOKENS = SSE_EVENTS + 5
+# A token limit never reached by those answers: 25 tokens a request, at most a million a second.
+TOKENS_NEVER = Limit("tokens", 1000000, "1s", "sliding_window_counter",
+                     extra='cost_from = "sse:usage.total_tokens"')
 
 RLS_LIMITS = """domain: bench
 descriptors:
@@ -92,6 +99,16 @@ def table(k):
             Gateway(Route(key=USER_KEY, limits=(Limit("failed-logins", 10000, "1h", extra="count_status = [401]"),))),
             Wrk("login.lua", leavers=True), anchor="redis-keys", answers=SOME_401,
             checks=(Decided(), LeaversAdmitted(), CountedOrRefunded(), CallsBound()), goals=(Info("redis-keys"),)),
+        Row("concurrency", "slidegate, Redis, one hot key, 64 attempts in flight, 32 connections",
+            Gateway(Route(key=HOT_KEY, limits=(Limit("inflight", 64, "", "concurrency"),))), Wrk(conns=32),
+            anchor="redis-hot", checks=(Decided(), AdmittedAll(), CallsBound(), SlotsFreed()),
+            goals=(Rate(0.9),)),
+        Row("proxy-sse", "proxy on the demo upstream's streamed answers: 20 server-sent events each",
+            Gateway(Route(), store="memory"), Wrk("sse.lua"), anchor="nginx"),
+        Row("cost-sse", "proxy-sse with a token limit whose cost each answer's last usage event states",
+            Gateway(Route(key=HOT_KEY, limits=(TOKENS_NEVER,)), store="memory"), Wrk("sse.lua"),
+            anchor="proxy-sse", checks=(Decided(), AdmittedAll(), CostsSettled(SSE_TOKENS)),
+            goals=(Rate(0.9),)),
         Row("gcra", "redis-keys with a gcra limit (10,000 per hour) instead of the sliding log",
             Gateway(Route(key=USER_KEY, limits=(Limit("never", 10000, "1h", "gcra"),))), Wrk("random_user.lua"),
             anchor="redis-keys", checks=DECIDED_IN_REDIS, half=Paced(vs="redis-keys", default=False),

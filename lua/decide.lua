@@ -8,7 +8,8 @@
 -- cost)`, `charge(v, cost, member, d)`, `report(v)` (units used, time until the next one comes
 -- back), `in_flight(v, key, name, limit, cost, settle)` (whether a refusal stands on
 -- reservations still in flight), `refund(key, name, limit, window, param, member, at, cost)`,
--- `confirm(..., tag)`, `clear(key, name, tag)` and `finish()` (writes every charged state), and
+-- `confirm(..., tag)`, `settle(key, name, limit, window, param, member, at, cost, amount,
+-- longest)`, `clear(key, name, tag)` and `finish()` (writes every charged state), and
 -- `begin()` (forgets the previous call's states).
 --
 -- One call first applies settlements (refunds of reservations whose outcome was not counted,
@@ -25,16 +26,19 @@
 -- ARGV[3]   P, the number of plans; then per plan one argument, its fields each followed by a
 --           tab: block_ms (0: the route does not block), block_growth, block_max_ms,
 --           block_forget_ms, S (key slots), Q (states), Q pairs: algorithm code, slot,
---           N (limits), N sextuples: state, name, limit, window in µs, param (gcra: burst),
---           settle in µs (0: every charge counts at once; else the limit counts outcomes on a
---           blocking route and a reservation is settled at most this long after its charge),
+--           N (limits), N septuples: state, name, limit, window in µs (concurrency: the
+--           lease), param (gcra: burst), settle in µs (0: every charge counts at once; else the
+--           limit counts outcomes on a blocking route and a reservation is settled at most this
+--           long after its charge), flags (1: the limit is charged one unit per attempt whatever
+--           the decision's cost; 2: its refusal starts no block),
 --           then the route's refusal index (its key, "-": none) and a "0"/"1" per limit
 --           saying whether that limit's refusals are recorded ("-" without an index)
 -- then      R, the number of settlements; per settlement:
 --             plan, kind ("r" refund, "c" confirm: answered and counted, "x" reset: its own
---             charge refunded and the answered charges forgiven; "c" and "x" may be followed by
---             a tag, "~<hex>": the value the attempt sent, where the limit's key merges values),
---             member, decided-at µs, cost, M, M limit indexes
+--             charge refunded and the answered charges forgiven, "s<N>" settle: the charge made
+--             N units, at most the limit; "c" and "x" may be followed by a tag, "~<hex>": the
+--             value the attempt sent, where the limit's key merges values), member, decided-at
+--             µs, cost, M, M limit indexes
 -- then      D, the number of decisions, and one argument listing them: "plan cost " per
 --           decision (cost 0 reads usage)
 -- KEYS      per settlement, then per decision: its plan's Q state keys, then its S block
@@ -86,7 +90,7 @@ local function parse_plan(argv, a)
                  forget_ms = argv[a + 4] + 0, slots = argv[a + 5] + 0, q = argv[a + 6] + 0,
                  n = 0, keys = 0, alg = {}, sslot = {}, swin = {}, sbound = {},
                  lstate = {}, names = {}, limits = {}, windows = {}, params = {},
-                 settles = {}, index = false, records = {} }
+                 settles = {}, unit = false, noblock = false, index = false, records = {} }
   a = a + 6
   for j = 1, plan.q do
     plan.alg[j] = ALG[argv[a + 1] + 0]
@@ -100,7 +104,17 @@ local function parse_plan(argv, a)
     local q, limit, window = argv[a + 1] + 0, argv[a + 3] + 0, argv[a + 4] + 0
     plan.lstate[i], plan.names[i], plan.limits[i], plan.windows[i] = q, argv[a + 2], limit, window
     plan.params[i], plan.settles[i] = argv[a + 5] + 0, argv[a + 6] + 0
-    a = a + 6
+    local flags = argv[a + 7] + 0
+    a = a + 7
+    -- per-limit flags, kept only by plans that have one (the others pay one test per limit)
+    if flags % 2 == 1 then
+      if not plan.unit then plan.unit = {} end
+      plan.unit[i] = true
+    end
+    if flags >= 2 then
+      if not plan.noblock then plan.noblock = {} end
+      plan.noblock[i] = true
+    end
     -- a state's longest window, and the entries its limit lets into that window
     if window > plan.swin[q] or (window == plan.swin[q] and limit < plan.sbound[q]) then
       plan.swin[q], plan.sbound[q] = window, limit
@@ -193,19 +207,34 @@ local function settle(ARGV, a, plans, settlements)
   local k = 0
   for r = 1, settlements do
     local plan = plans[ARGV[a + 1] + 0]
-    local kind, member, at, cost, m = ARGV[a + 2], ARGV[a + 3], ARGV[a + 4] + 0, ARGV[a + 5] + 0,
-      ARGV[a + 6] + 0
-    -- "c~<hex>", "x~<hex>": the kind, then the tag of the value the attempt sent
-    local tag = string.sub(kind, 2)
-    kind = string.sub(kind, 1, 1)
+    local kind, member, at, charged, m = ARGV[a + 2], ARGV[a + 3], ARGV[a + 4] + 0,
+      ARGV[a + 5] + 0, ARGV[a + 6] + 0
+    local amount, tag
+    if string.byte(kind) == 115 then
+      -- "s<N>": the charge is settled to N units
+      amount = string.sub(kind, 2) + 0
+      kind = 's'
+    else
+      -- "c~<hex>", "x~<hex>": the kind, then the tag of the value the attempt sent
+      tag = string.sub(kind, 2)
+      kind = string.sub(kind, 1, 1)
+    end
     a = a + 6
     for j = 1, m do
       local i = ARGV[a + j] + 0
       local q = plan.lstate[i]
       local key = keys[k + q]
+      -- a limit charged per attempt was charged one unit, whatever the decision's cost
+      local cost = charged
+      if plan.unit and plan.unit[i] then cost = 1 end
       if kind == 'c' then
         plan.alg[q].confirm(key, plan.names[i], plan.limits[i], plan.windows[i], plan.params[i],
           member, at, cost, tag)
+      elseif kind == 's' then
+        local to = amount
+        if to > plan.limits[i] then to = plan.limits[i] end
+        plan.alg[q].settle(key, plan.names[i], plan.limits[i], plan.windows[i], plan.params[i],
+          member, at, cost, to, plan.swin[q])
       else
         plan.alg[q].refund(key, plan.names[i], plan.limits[i], plan.windows[i], plan.params[i],
           member, at, cost)
@@ -252,7 +281,7 @@ local function record_refusal(plan, k, per_limit)
 end
 
 -- Reused for every decision (a fresh table per decision costs more than clearing one).
-local st, v, per_limit = {}, {}, {}
+local st, v, per_limit, costs = {}, {}, {}, {}
 
 -- One decision of `plan` for `cost` units (`d`: its place in the call), its keys from
 -- `keys[k + 1]` on; its answer goes into the reply.
@@ -260,6 +289,11 @@ local function decide_one(plan, cost, d, k)
   local commit = cost > 0
   local n, limits, names, windows, lstate, alg = plan.n, plan.limits, plan.names, plan.windows,
     plan.lstate, plan.alg
+  -- each limit's cost: the decision's, or one unit for a limit charged per attempt
+  local unit = plan.unit
+  for i = 1, n do
+    if unit and unit[i] and commit then costs[i] = 1 else costs[i] = cost end
+  end
   for q = 1, plan.q do st[q] = alg[q].open(keys[k + q], plan.swin[q], plan.sbound[q]) end
   for i = 1, n do
     local q = lstate[i]
@@ -286,8 +320,8 @@ local function decide_one(plan, cost, d, k)
     local named = 1
     for i = 1, n do
       if names[i] == blocked.name then named = i end
-      if not alg[lstate[i]].fits(v[i], limits[i], cost) then
-        local w = alg[lstate[i]].wait(v[i], limits[i], cost)
+      if not alg[lstate[i]].fits(v[i], limits[i], costs[i]) then
+        local w = alg[lstate[i]].wait(v[i], limits[i], costs[i])
         per_limit[i] = w
         if w > retry then retry = w end
       end
@@ -299,8 +333,8 @@ local function decide_one(plan, cost, d, k)
   end
   local retry, worst = 0, 1
   for i = 1, n do
-    if not alg[lstate[i]].fits(v[i], limits[i], cost) then
-      local w = alg[lstate[i]].wait(v[i], limits[i], cost)
+    if not alg[lstate[i]].fits(v[i], limits[i], costs[i]) then
+      local w = alg[lstate[i]].wait(v[i], limits[i], costs[i])
       per_limit[i] = w
       if w > retry then retry, worst = w, i end
     end
@@ -315,7 +349,7 @@ local function decide_one(plan, cost, d, k)
         local w = per_limit[i]
         if w and settles[i] > 0 then
           local q = lstate[i]
-          local f = alg[q].in_flight(v[i], keys[k + q], names[i], limits[i], cost, settles[i])
+          local f = alg[q].in_flight(v[i], keys[k + q], names[i], limits[i], costs[i], settles[i])
           if f > 0 then
             flight[i] = true
             if f < w then per_limit[i] = f end
@@ -323,12 +357,15 @@ local function decide_one(plan, cost, d, k)
         end
       end
       -- every key slot with a limit refusing on answers is blocked, named by its longest wait
+      -- (a limit whose refusal starts no block, such as one on attempts in flight, names none)
       local levels = {}
+      local noblock = plan.noblock
       for s = 1, plan.slots do
         local named, longest = nil, 0
         for i = 1, n do
           local w = per_limit[i]
-          if w and not flight[i] and plan.sslot[lstate[i]] == s and w > longest then
+          if w and not flight[i] and plan.sslot[lstate[i]] == s and w > longest
+              and not (noblock and noblock[i]) then
             named, longest = i, w
           end
         end
@@ -351,7 +388,7 @@ local function decide_one(plan, cost, d, k)
   end
   if commit then
     local member = token .. int(d)
-    for i = 1, n do alg[lstate[i]].charge(v[i], cost, member, d) end
+    for i = 1, n do alg[lstate[i]].charge(v[i], costs[i], member, d) end
   end
   reply(1, 0, level, plan, v, per_limit)
 end

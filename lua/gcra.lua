@@ -145,6 +145,31 @@ local function refund(key, name, limit, window, burst, member, at, cost)
     .. int(prev) .. ' -')
 end
 
+-- Settles a reservation of `cost` units to `amount`. Units beyond `amount` go back as a refund
+-- does: exactly when the charge is the key's latest, otherwise not at all (the strict side).
+-- Units beyond the reservation are charged at once: the debt grows by them now.
+local function settle(key, name, limit, window, burst, member, at, cost, amount, longest)
+  if amount == cost then return end
+  local stored = call('HGET', key, name)
+  local w, l, t, debt, prev, last = 0, limit, now, 0, 0, '-'
+  if stored then w, l, t, debt, prev, last = parse(stored) end
+  if stored and (w ~= window or l ~= limit) then return end
+  if amount < cost then
+    if last ~= member then return end
+    debt = debt - (cost - amount) * window
+    if debt < prev then debt = prev end
+    call('HSET', key, name, int(window) .. ' ' .. int(limit) .. ' ' .. int(t) .. ' '
+      .. int(debt) .. ' ' .. int(prev) .. ' -')
+    return
+  end
+  local owed = decayed(debt, t, limit) + (amount - cost) * window
+  local written = t
+  if now > t then written = now end
+  call('HSET', key, name, int(window) .. ' ' .. int(limit) .. ' ' .. int(written) .. ' '
+    .. int(owed) .. ' ' .. int(owed) .. ' -')
+  outlive(key, ceil((ceil(owed / limit) + 1000) / 1000))
+end
+
 -- Whether a refusal stands on reservations still in flight: 0 when what the answered attempts
 -- still owe at least leaves no room for `cost`; else `settle` (the debt keeps no time per
 -- charge: the longest a reservation can stay in flight).

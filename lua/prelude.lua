@@ -75,6 +75,13 @@ local function begin_call(argv)
   if n_parsed > CACHE_MAX then parsed, n_parsed = {}, 0 end
 end
 
+-- Makes `key` live at least `ms` more milliseconds (a settlement that charges more writes at
+-- `now`): the expiry only grows, so another limit's longer need sharing the key is kept.
+local function outlive(key, ms)
+  local left = call('PTTL', key)
+  if left < ms then call('PEXPIRE', key, int(ms)) end
+end
+
 -- The hashes of the algorithms that keep one field per limit in one hash per key
 -- (sliding_window_counter, gcra): each algorithm makes its own set with `field_hashes(value,
 -- lasts)`; `begin()` forgets the previous call's hashes. `open(key)` reads a hash once per call (its fields by name in `fields`; a hash found

@@ -261,6 +261,32 @@ local function confirm(key, name, limit, window, param, member, at, cost, tag)
   end
 end
 
+-- Settles a reservation of `cost` units to `amount` (at most the limit: the script caps it):
+-- units beyond `amount` leave the set; units beyond the reservation are recorded at `now`, the
+-- charge made at once, and the set lives a longest window after them.
+local function settle(key, name, limit, window, param, member, at, cost, amount, longest)
+  if amount < cost then
+    local members, n = {}, 0
+    for j = amount + 1, cost do
+      n = n + 1
+      if j == 1 then members[n] = member else members[n] = member .. '.' .. int(j) end
+    end
+    call('ZREM', key, unpack(members))
+  elseif amount > cost then
+    local args, m = {}, 0
+    for j = cost + 1, amount do
+      args[m + 1] = now_s
+      if j == 1 then args[m + 2] = member else args[m + 2] = member .. '.' .. int(j) end
+      m = m + 2
+      if m == 1000 or j == amount then
+        call('ZADD', key, unpack(args, 1, m))
+        m = 0
+      end
+    end
+    outlive(key, ceil(longest / 1000))
+  end
+end
+
 -- A reset forgives the answered entries (with a tag, only those of the same value sent) and
 -- keeps the others; returns whether the set is left empty.
 local function clear(key, name, tag)

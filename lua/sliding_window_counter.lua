@@ -133,6 +133,28 @@ local function refund(key, name, limit, window, param, member, at, cost)
   write_counts(key, name, w, c, p, window)
 end
 
+-- Settles a reservation of `cost` units to `amount`: units beyond `amount` go back as a refund
+-- does; units beyond the reservation are counted at once, in the fixed window of `now`.
+local function settle(key, name, limit, window, param, member, at, cost, amount, longest)
+  if amount < cost then
+    refund(key, name, limit, window, param, member, at, cost - amount)
+    return
+  end
+  if amount == cost then return end
+  local extra = amount - cost
+  local index = floor(now / window)
+  local w, c, p = stored_counts(key, name, window)
+  if w == index then
+    c = c + extra
+  elseif w ~= nil and w == index - 1 then
+    w, c, p = index, extra, c
+  else
+    w, c, p = index, extra, 0
+  end
+  write_counts(key, name, w, c, p, window)
+  outlive(key, ceil(2 * window / 1000))
+end
+
 -- Answered units: a field "<limit>!" holds "<index> <units answered and counted in that fixed
 -- window> <in the one before it>" (a limit name never holds '!'), written by `confirm`, so a
 -- reset takes off the answered units and keeps the reservations still in flight. Only a charge

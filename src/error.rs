@@ -206,9 +206,10 @@ pub enum AdminError {
         /// What is allowed.
         why: String,
     },
-    /// The route counts outcomes, which the batch API has no response to read.
-    #[error("route `{0}` counts outcomes (count_status or reset_status): a batch decision has no response to count, so this route cannot be decided here")]
-    RouteCountsOutcomes(String),
+    /// The route's limits need the response (outcomes, slots in flight, costs from the
+    /// answer), which the batch API has none of: the route, and what its limits do.
+    #[error("route `{0}` {1}: a batch decision has no response to read, so this route cannot be decided here")]
+    RouteCountsOutcomes(String, &'static str),
     /// A batch larger than the API takes.
     #[error("{keys} keys in one call; the most is {max}")]
     TooManyKeys {
@@ -249,7 +250,7 @@ impl AdminError {
             AdminError::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
             AdminError::TooManyKeys { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_many_keys"),
             AdminError::OutOfRange { code, .. } => (StatusCode::BAD_REQUEST, code),
-            AdminError::RouteCountsOutcomes(_) => {
+            AdminError::RouteCountsOutcomes(..) => {
                 (StatusCode::BAD_REQUEST, "route_counts_outcomes")
             }
             AdminError::InvalidValue(_) => (StatusCode::BAD_REQUEST, "invalid_value"),

@@ -87,6 +87,7 @@ pub mod app;
 pub mod campaign;
 pub mod config;
 pub mod connection;
+pub mod cost;
 pub mod error;
 pub mod ext_authz;
 pub mod forward_auth;

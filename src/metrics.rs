@@ -46,6 +46,10 @@ pub struct Metrics {
     pub outcome_resets: IntCounterVec,
     /// `slidegate_blocks_started_total{route,limit}`
     pub blocks_started: IntCounterVec,
+    /// `slidegate_cost_settled_total{route,limit}`
+    pub cost_settled: IntCounterVec,
+    /// `slidegate_cost_overage_total{route,limit}`
+    pub cost_overage: IntCounterVec,
     /// `slidegate_rls_duration_seconds{route}`: a rate-limit service call's handling time.
     pub rls_duration: HistogramVec,
     /// `slidegate_store_evicted_keys_total`: keys Redis evicted (its `evicted_keys`, summed
@@ -244,6 +248,16 @@ impl Metrics {
                 "Blocks started, by the limit whose exceed started them.",
                 &["route", "limit"],
             ),
+            cost_settled: counter(
+                "slidegate_cost_settled_total",
+                "Units charged to limits with cost_from: each answer's settled cost (its reservation when it stated none), summed.",
+                &["route", "limit"],
+            ),
+            cost_overage: counter(
+                "slidegate_cost_overage_total",
+                "Units answers of limits with cost_from stated beyond their reservation, charged at once.",
+                &["route", "limit"],
+            ),
             rls_duration: histogram(
                 "slidegate_rls_duration_seconds",
                 "Time to answer one ShouldRateLimit call of Envoy's rate-limit service API, by domain.",
@@ -294,6 +308,8 @@ impl Metrics {
             for counter in [
                 &self.outcome_refunds,
                 &self.outcome_resets,
+                &self.cost_settled,
+                &self.cost_overage,
                 &self.blocks_started,
             ] {
                 let _ = counter.remove_label_values(&[route, l]);

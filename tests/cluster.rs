@@ -354,3 +354,75 @@ async fn a_request_split_over_nodes_is_charged_everywhere_or_nowhere() {
         "every allowed request charged under both of its keys"
     );
 }
+
+/// Attempts in flight per user, and a window per team on keys of its own.
+const INFLIGHT_PER_USER_AND_TEAM: &str = r#"
+[[routes]]
+name = "chat"
+path = "/*"
+upstream = "up"
+key = ["header:X-User"]
+on_error = "deny"
+  [[routes.limits]]
+  name = "inflight"
+  limit = 1
+  algorithm = "concurrency"
+  [[routes.limits]]
+  name = "per-team"
+  key = ["header:X-Team"]
+  limit = 1
+  window = "1h"
+"#;
+
+/// Slots in flight on a cluster (README, "Limits on what is in flight"): a user's lease lives
+/// on its slot's node, held while its answer streams and freed when it ends; a request whose
+/// team (decided on another node) refuses it holds no slot there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slots_in_flight_are_taken_back_when_another_node_refuses() {
+    use http_body_util::BodyExt;
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
+    let up = support::llm::start().await;
+    let prefix = unique_prefix("slots");
+    let gw = gateway::start(&config(
+        &store(&cluster, &prefix),
+        &up.url(),
+        INFLIGHT_PER_USER_AND_TEAM,
+    ))
+    .await;
+    let client = HttpClient::default();
+    let slots = |user: &str| {
+        let key = format!("{prefix}:{{chat|{user}}}#inflight");
+        cluster.nodes[cluster.node_of(&key)]
+            .cmd(&["ZCARD", &key])
+            .int()
+    };
+    let hold = |user: &'static str, team: &'static str| {
+        let headers = [("x-user", user), ("x-team", team), ("x-hold", "1")];
+        let url = gw.url("/v1/chat/completions");
+        let client = client.clone();
+        async move {
+            client
+                .open(Method::POST, &url, &headers, r#"{"stream":true}"#)
+                .await
+        }
+    };
+    // ann's answer streams: her lease is on her slot's node
+    let mut held = hold("ann", "red").await;
+    assert_eq!(held.status(), 200);
+    held.body_mut().frame().await.unwrap().unwrap();
+    assert_eq!(slots("ann"), 1);
+    // the team's window refuses users of every node: none of them keeps a slot
+    for user in ["bob", "cat", "dan", "eve", "fay", "gus"] {
+        let r = client
+            .get(&gw.url("/x"), &[("x-user", user), ("x-team", "red")])
+            .await;
+        assert_eq!(r.status, 429);
+        assert_eq!(r.json()["limit"], "per-team");
+        assert_eq!(slots(user), 0, "{user} holds nothing");
+    }
+    up.release(1);
+    held.into_body().collect().await.unwrap();
+    assert_eq!(slots("ann"), 0, "freed once the answer has been sent");
+}

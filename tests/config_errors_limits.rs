@@ -71,7 +71,7 @@ fn duplicate_limit_name() {
 fn unknown_algorithm() {
     assert_eq!(
         load_err("unknown_algorithm.toml"),
-        "unknown_algorithm.toml:14:15: routes[0].limits[0].algorithm: unknown algorithm `token_bucket`, expected \"sliding_log\", \"sliding_window_counter\" or \"gcra\""
+        "unknown_algorithm.toml:14:15: routes[0].limits[0].algorithm: unknown algorithm `token_bucket`, expected \"sliding_log\", \"sliding_window_counter\", \"gcra\" or \"concurrency\""
     );
 }
 

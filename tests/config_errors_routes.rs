@@ -79,7 +79,7 @@ fn empty_key() {
 fn unknown_normalize() {
     assert_eq!(
         load_err("unknown_normalize.toml"),
-        "unknown_normalize.toml:9:43: routes[0].key[0].normalize: unknown normalization `digits`, expected \"phone\", \"email\" or \"lower\""
+        "unknown_normalize.toml:9:43: routes[0].key[0].normalize: unknown normalization `digits`, expected \"phone\", \"email\", \"lower\" or \"bearer\""
     );
 }
 

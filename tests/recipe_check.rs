@@ -1,8 +1,9 @@
-//! `slidegate check` accepts both recipes, `examples/otp.toml` and `examples/login.toml`, as
-//! shipped and summarises every limit; the OTP recipe needs its hash secret (without it, check
-//! refuses the file and names the variable). The recipes for a proxy in front (`examples/nginx/`,
-//! `caddy/`, `traefik/`, `envoy/`, `envoy-ext-authz/`, `istio/`) are gateway configs whose routes
-//! need no upstream, and check reads them so, without a warning.
+//! `slidegate check` accepts the recipes, `examples/otp.toml`, `examples/login.toml` and
+//! `examples/llm.toml`, as shipped and summarises every limit; the OTP recipe needs its hash
+//! secret (without it, check refuses the file and names the variable). The recipes for a proxy
+//! in front (`examples/nginx/`, `caddy/`, `traefik/`, `envoy/`, `envoy-ext-authz/`, `istio/`)
+//! are gateway configs whose routes need no upstream, and check reads them so, without a
+//! warning.
 
 mod support;
 
@@ -76,6 +77,23 @@ fn check_accepts_both_recipes() {
         summary.contains("on_exceed=block for 1m (x2 each time"),
         "{summary}"
     );
+
+    let llm = check("llm.toml", Some("change-me"));
+    let summary = String::from_utf8_lossy(&llm.stdout);
+    assert!(
+        llm.status.success(),
+        "{summary}{}",
+        String::from_utf8_lossy(&llm.stderr)
+    );
+    for (name, value) in [
+        (
+            "tokens",
+            "100000 per 1h (sliding_window_counter, cost from sse:usage.total_tokens, reserves json:max_tokens)",
+        ),
+        ("inflight", "4 in flight, lease 10m (concurrency)"),
+    ] {
+        assert!(has(&summary, name, value), "{name} {value} in\n{summary}");
+    }
 }
 
 /// The recipes for a proxy in front have routes without `upstream` (and the Traefik, Envoy

@@ -209,3 +209,30 @@ class ExactEntries:
         v.say(f"; Redis: {keys} keys{self.note}, ZCARD {entries}")
         if entries != allowed:
             v.fail(f"{row.name}: Redis holds {entries} entries for {allowed} allowed decisions")
+
+
+class SlotsFreed:
+    """A concurrency row: once the load has stopped, Redis holds no lease of an attempt in flight
+    beyond the connections cut off at the end (every slot was freed when its answer ended)."""
+
+    def check(self, ctx, row, v: Verdict) -> None:
+        keys, leases = ctx.redis.zcard_sum(row.front.key_pattern(row))
+        v.say(f"; Redis: {keys} set(s) of slots in flight, {leases} lease(s) left")
+        if leases > v.slack:
+            v.fail(f"{row.name}: {leases} leases left in Redis after the load (slack {v.slack})")
+
+
+class CostsSettled:
+    """A cost_from row: every allowed answer was charged what it stated (`per_answer` units each,
+    slidegate_cost_settled_total), within the in-flight slack."""
+
+    def __init__(self, per_answer: int):
+        self.per_answer = per_answer
+
+    def check(self, ctx, row, v: Verdict) -> None:
+        m, sl = v.metrics, v.slack
+        settled, allowed = m["cost_settled"], m["allowed"]
+        v.say(f"; cost settled {settled} for {allowed} answers")
+        if not (allowed - sl) * self.per_answer <= settled <= allowed * self.per_answer:
+            v.fail(f"{row.name}: {settled} units settled for {allowed} answers of {self.per_answer}"
+                   f" (in-flight slack {sl})")

@@ -25,13 +25,14 @@ class Limit:
 
     name: str
     limit: int
-    window: str
+    window: str  # empty for a limit without one (algorithm = "concurrency")
     algorithm: str = "sliding_log"
     extra: str = ""  # one more line, e.g. 'count_status = [401]'
 
     def toml(self) -> str:
-        text = (f'\n  [[routes.limits]]\n  name = "{self.name}"\n  limit = {self.limit}\n'
-                f'  window = "{self.window}"\n  algorithm = "{self.algorithm}"\n')
+        text = f'\n  [[routes.limits]]\n  name = "{self.name}"\n  limit = {self.limit}\n'
+        text += f'  window = "{self.window}"\n' if self.window else ""
+        text += f'  algorithm = "{self.algorithm}"\n'
         return text + (f"  {self.extra}\n" if self.extra else "")
 
 
@@ -81,7 +82,8 @@ class ExtAuthzService:
 def parse_metrics(text: str) -> dict:
     """The counters the checks read from slidegate's /metrics, summed over their labels."""
     m = dict.fromkeys(("allowed", "rejected", "blocked", "delayed", "shadow_rejected", "store_error_allowed",
-                       "store_error_denied", "cache_hits", "store_errors", "upstream_4xx", "refunds"), 0)
+                       "store_error_denied", "cache_hits", "store_errors", "upstream_4xx", "refunds",
+                       "cost_settled"), 0)
     for line in text.splitlines():
         if not line.startswith("slidegate_"):
             continue
@@ -98,6 +100,8 @@ def parse_metrics(text: str) -> dict:
             m["upstream_4xx"] += value
         elif line.startswith("slidegate_outcome_refunds_total{"):
             m["refunds"] += value
+        elif line.startswith("slidegate_cost_settled_total{"):
+            m["cost_settled"] += value
     return m
 
 

@@ -63,6 +63,7 @@ fn view(c: &Config) -> Value {
                 "key": key_json(&r.key),
                 "on_missing_key": r.on_missing_key.name(),
                 "max_key_body_bytes": r.max_key_body_bytes,
+                "max_cost_body_bytes": r.max_cost_body_bytes,
                 "on_exceed": r.on_exceed.name(),
                 "on_error": r.on_error.unwrap_or(c.store.on_error).name(),
                 "headers": r.headers,
@@ -72,7 +73,11 @@ fn view(c: &Config) -> Value {
                 "limits": r.limits.iter().map(|l| json!({
                     "name": l.name,
                     "limit": l.limit,
-                    "window": duration_text(l.window),
+                    // a limit of attempts in flight has a lease where the others have a window
+                    "window": l.algorithm.get().has_window().then(|| duration_text(l.window)),
+                    "lease": (!l.algorithm.get().has_window()).then(|| duration_text(l.window)),
+                    "cost_from": l.cost_from.as_ref().map(|c| c.to_string()),
+                    "cost": l.cost_from.as_ref().map(|_| l.cost.to_string()),
                     "algorithm": l.algorithm.name(),
                     // Filled in where it means something: the limit when unset.
                     "burst": l.algorithm.get().takes_burst().then(|| l.burst.unwrap_or(l.limit)),

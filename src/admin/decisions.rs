@@ -102,8 +102,8 @@ pub(super) async fn decide(
     let Some(route) = state.table().route(&request.route).cloned() else {
         return AdminError::UnknownRoute(request.route).into_response(&id);
     };
-    if route.policy.counts_outcomes() {
-        return AdminError::RouteCountsOutcomes(request.route).into_response(&id);
+    if let Some((what, _)) = route.config.needs_response() {
+        return AdminError::RouteCountsOutcomes(request.route, what).into_response(&id);
     }
     let cost = match checked_cost(&request.cost, smallest_limit(&route)) {
         Ok(c) => c,

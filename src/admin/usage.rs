@@ -40,14 +40,20 @@ async fn usage(state: &GatewayState, query: Option<&str>) -> Result<serde_json::
         .limits
         .iter()
         .map(|l| {
-            json!({
-                "name": config.limits[l.index].name,
+            let c = &config.limits[l.index];
+            let mut shown = json!({
+                "name": c.name,
                 "key": l.key,
                 "used": l.usage.used,
                 "limit": l.usage.limit,
                 "remaining": l.usage.remaining(),
                 "reset_ms": ceil_millis(l.usage.reset),
-            })
+            });
+            if !c.algorithm.get().has_window() {
+                // a limit of attempts in flight: its slots taken now
+                shown["in_flight"] = json!(l.usage.used);
+            }
+            shown
         })
         .collect();
     let mut body = json!({

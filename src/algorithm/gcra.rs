@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use super::{expiry_after, Algorithm, KeyState, LimitParams, EXACT_IN_A_DOUBLE};
+use super::{expiry_after, Algorithm, KeyState, LimitParams, Settled, EXACT_IN_A_DOUBLE};
 
 /// The generic cell rate algorithm.
 pub struct Gcra;
@@ -240,6 +240,43 @@ impl KeyState for GcraState {
         {
             self.add_answered(limit, at, cost, now);
         }
+    }
+
+    fn settle(&mut self, limit: &LimitParams<'_>, c: &Settled<'_>, now: u64) -> Option<u64> {
+        let (window, per) = (limit.window, limit.limit);
+        let field = self.fields.get_mut(limit.name);
+        if c.amount == c.cost
+            || field
+                .as_ref()
+                .is_some_and(|f| f.window != window || f.limit != per)
+        {
+            return None;
+        }
+        if c.amount < c.cost {
+            // exact for the key's latest charge only; an older one stays whole (strict side)
+            if let Some(f) = field.filter(|f| f.member == c.member) {
+                f.debt = f
+                    .debt
+                    .saturating_sub((c.cost - c.amount) * window)
+                    .max(f.prev);
+                f.member = "-".to_string();
+            }
+            return None;
+        }
+        let (debt, at) = field.map_or((0, now), |f| (f.debt, f.at));
+        let owed = decayed(debt, at, per, now) + (c.amount - c.cost) * window;
+        self.fields.insert(
+            limit.name.to_string(),
+            Field {
+                window,
+                limit: per,
+                at: at.max(now),
+                debt: owed,
+                prev: owed,
+                member: "-".to_string(),
+            },
+        );
+        Some((owed.div_ceil(per) + 1000).div_ceil(1000))
     }
 
     fn clear(&mut self, name: &str, _tag: &str, now: u64) -> bool {

@@ -5,10 +5,12 @@
 //! algorithm: the config, the scripts and the stores find them here by [`AlgorithmId`].
 //!
 //! ```text
-//! lua/<name>.lua      open, view, fits, wait, charge, report, refund, confirm, clear, finish
+//! lua/<name>.lua      open, view, fits, wait, charge, report, refund, confirm, settle, clear,
+//!                     finish
 //! <name>.rs           Algorithm (name, bounds, key suffix) + KeyState (the same steps in Rust)
 //! ```
 
+mod concurrency;
 mod gcra;
 mod sliding_log;
 mod sliding_window_counter;
@@ -37,15 +39,34 @@ pub trait Algorithm: Send + Sync + 'static {
     fn takes_burst(&self) -> bool {
         false
     }
+    /// Whether it counts in a window (`window` required); `false`: it counts attempts in
+    /// flight, whose state lasts a `lease` instead.
+    fn has_window(&self) -> bool {
+        true
+    }
+    /// Whether an attempt takes one unit of it whatever the request's cost (a slot).
+    fn per_attempt(&self) -> bool {
+        false
+    }
+    /// Whether its refusal may start a block (`on_exceed = "block"`): not for a refusal that
+    /// only says attempts are still in flight.
+    fn starts_blocks(&self) -> bool {
+        true
+    }
+    /// The name its limits take in `RateLimit-Policy` and `RateLimit`, when not their own.
+    fn policy_name(&self) -> Option<&'static str> {
+        None
+    }
     /// An empty state of one key, for the memory store.
     fn new_state(&self) -> Box<dyn KeyState>;
 }
 
 /// Every algorithm, by [`AlgorithmId`]: its place here is its code in the scripts (1-based).
-pub static REGISTRY: [&dyn Algorithm; 3] = [
+pub static REGISTRY: [&dyn Algorithm; 4] = [
     &sliding_log::SlidingLog,
     &sliding_window_counter::SlidingWindowCounter,
     &gcra::Gcra,
+    &concurrency::Concurrency,
 ];
 
 /// An algorithm of [`REGISTRY`].
@@ -59,6 +80,8 @@ impl AlgorithmId {
     pub const SLIDING_WINDOW_COUNTER: AlgorithmId = AlgorithmId(1);
     /// `gcra`.
     pub const GCRA: AlgorithmId = AlgorithmId(2);
+    /// `concurrency`.
+    pub const CONCURRENCY: AlgorithmId = AlgorithmId(3);
 
     /// The algorithm named `name` in the config.
     pub fn by_name(name: &str) -> Option<AlgorithmId> {
@@ -71,6 +94,11 @@ impl AlgorithmId {
     /// Every algorithm, in registry order.
     pub fn all() -> impl Iterator<Item = AlgorithmId> {
         (0..REGISTRY.len()).map(|i| AlgorithmId(i as u8))
+    }
+
+    /// Every algorithm that counts in a window, in registry order.
+    pub fn windowed() -> impl Iterator<Item = AlgorithmId> {
+        Self::all().filter(|a| a.get().has_window())
     }
 
     /// The algorithm itself.
@@ -158,6 +186,10 @@ pub trait KeyState: Send + 'static {
         tag: &str,
         now: u64,
     );
+    /// Lua's `settle`: the charge of `member` (made at `at` for `cost` units) becomes `amount`
+    /// units (at most the limit), at `now`; answers how long (ms) the key must live at least
+    /// from now when it charged more (`longest`: the state's longest window).
+    fn settle(&mut self, limit: &LimitParams<'_>, charge: &Settled<'_>, now: u64) -> Option<u64>;
     /// Forgets one limit's answered charges (with a `tag`, only those of that value sent); the
     /// reservations still in flight stay. Whether nothing is left of the key's charges.
     fn clear(&mut self, name: &str, tag: &str, now: u64) -> bool;
@@ -165,6 +197,21 @@ pub trait KeyState: Send + 'static {
     fn finish(&mut self, now: u64) -> Option<u64>;
     /// Whether the key holds nothing (Redis would have deleted it).
     fn is_empty(&self) -> bool;
+}
+
+/// A charge a settlement gives its final amount (the script's `settle` arguments).
+#[derive(Debug, Clone, Copy)]
+pub struct Settled<'a> {
+    /// The member of the charge's first unit.
+    pub member: &'a str,
+    /// When it was charged (µs).
+    pub at: u64,
+    /// Units it charged (the reservation).
+    pub cost: u64,
+    /// Units it comes to (at most the limit).
+    pub amount: u64,
+    /// The longest window of the limits sharing its state (µs).
+    pub longest: u64,
 }
 
 /// Microseconds rounded up to whole milliseconds, as `PEXPIRE` takes them, back in µs.
@@ -184,6 +231,8 @@ mod tests {
         }
         assert_eq!(AlgorithmId::SLIDING_LOG.name(), "sliding_log");
         assert_eq!(AlgorithmId::GCRA.name(), "gcra");
+        assert_eq!(AlgorithmId::CONCURRENCY.name(), "concurrency");
+        assert!(AlgorithmId::windowed().all(|a| a != AlgorithmId::CONCURRENCY));
         assert!(AlgorithmId::by_name("leaky").is_none());
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use super::{expiry_after, Algorithm, KeyState, LimitParams};
+use super::{expiry_after, Algorithm, KeyState, LimitParams, Settled};
 
 /// A `sliding_log` limit stores one entry per counted unit: beyond this it would hold too much.
 pub const MAX_LIMIT: u64 = 10_000;
@@ -68,9 +68,15 @@ const ANSWERED: char = '!';
 
 /// The members of a charge of `cost` units whose first is `member`.
 fn units(member: &str, cost: u64) -> Vec<String> {
-    std::iter::once(member.to_string())
-        .chain((2..=cost).map(|j| format!("{member}.{j}")))
-        .collect()
+    (1..=cost).map(|j| unit(member, j)).collect()
+}
+
+/// The member of unit `j` (from 1) of a charge whose first is `member`.
+fn unit(member: &str, j: u64) -> String {
+    match j {
+        1 => member.to_string(),
+        j => format!("{member}.{j}"),
+    }
 }
 
 impl LogState {
@@ -220,6 +226,22 @@ impl KeyState for LogState {
             let (score, _) = self.entries.remove(i).expect("found");
             self.insert(score, format!("{m}{tag}{ANSWERED}"));
         }
+    }
+
+    fn settle(&mut self, _limit: &LimitParams<'_>, c: &Settled<'_>, now: u64) -> Option<u64> {
+        if c.amount < c.cost {
+            let gone: std::collections::HashSet<String> =
+                (c.amount + 1..=c.cost).map(|j| unit(c.member, j)).collect();
+            self.entries.retain(|(_, m)| !gone.contains(m));
+            return None;
+        }
+        if c.amount == c.cost {
+            return None;
+        }
+        for j in c.cost + 1..=c.amount {
+            self.insert(now, unit(c.member, j));
+        }
+        Some(c.longest.div_ceil(1000))
     }
 
     fn clear(&mut self, _name: &str, tag: &str, _now: u64) -> bool {

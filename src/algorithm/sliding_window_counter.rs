@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{expiry_after, Algorithm, KeyState, LimitParams, EXACT_IN_A_DOUBLE};
+use super::{expiry_after, Algorithm, KeyState, LimitParams, Settled, EXACT_IN_A_DOUBLE};
 
 /// The approximate sliding window.
 pub struct SlidingWindowCounter;
@@ -210,6 +210,30 @@ impl KeyState for CounterState {
             Some(_) => return,
         };
         self.answered.insert(limit.name.to_string(), next);
+    }
+
+    fn settle(&mut self, limit: &LimitParams<'_>, c: &Settled<'_>, now: u64) -> Option<u64> {
+        if c.amount < c.cost {
+            self.refund(limit, c.member, c.at, c.cost - c.amount, now);
+            return None;
+        }
+        if c.amount == c.cost {
+            return None;
+        }
+        let (extra, window) = (c.amount - c.cost, limit.window);
+        let index = now / window;
+        let stored = match self.fields.get(limit.name) {
+            Some(&(w, c, p, l)) if l == window => Some((w, c, p)),
+            _ => None,
+        };
+        let next = match stored {
+            Some((w, c, p)) if w == index => (index, c + extra, p),
+            Some((w, c, _)) if w + 1 == index => (index, extra, c),
+            _ => (index, extra, 0),
+        };
+        self.fields
+            .insert(limit.name.to_string(), (next.0, next.1, next.2, window));
+        Some((2 * window).div_ceil(1000))
     }
 
     fn clear(&mut self, name: &str, _tag: &str, _now: u64) -> bool {

@@ -9,13 +9,19 @@
 //! sends half its attempts that way); 200 otherwise, a body without a `password` included.
 //! The answer waits `ms=N` milliseconds when the query asks (the `login-leave` target's clients
 //! leave meanwhile).
+//!
+//! `/sse` streams an answer as an OpenAI-compatible chat completions API does with
+//! `stream_options.include_usage`: `events=N` server-sent events (20 by default), one frame
+//! each, the last but one carrying `usage.total_tokens` (N + 5), then `data: [DONE]` (the
+//! benchmark's `cost-sse` and `proxy-sse` targets).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::{Body, Incoming};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Body, Frame, Incoming};
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -52,7 +58,46 @@ fn login_delay(req: &Request<Incoming>) -> Option<std::time::Duration> {
     ms.parse().ok().map(std::time::Duration::from_millis)
 }
 
-async fn answer(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+type AnswerBody = UnsyncBoxBody<Bytes, Infallible>;
+
+/// The events of `/sse?events=N`: N chunks of a streamed chat completion, the last but one
+/// with its usage, then `[DONE]`.
+fn sse_events(n: u64) -> Vec<Bytes> {
+    let mut out: Vec<Bytes> = (0..n.saturating_sub(2))
+        .map(|i| {
+            Bytes::from(format!(
+                "data: {{\"id\":\"chatcmpl-demo\",\"object\":\"chat.completion.chunk\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"token{i} \"}}}}],\"usage\":null}}\n\n"
+            ))
+        })
+        .collect();
+    out.push(Bytes::from(format!(
+        "data: {{\"id\":\"chatcmpl-demo\",\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{{\"prompt_tokens\":5,\"completion_tokens\":{n},\"total_tokens\":{}}}}}\n\n",
+        n + 5
+    )));
+    out.push(Bytes::from_static(b"data: [DONE]\n\n"));
+    out
+}
+
+async fn answer(req: Request<Incoming>) -> Result<Response<AnswerBody>, Infallible> {
+    if req.uri().path() == "/sse" {
+        let n = req
+            .uri()
+            .query()
+            .and_then(|q| q.split('&').find_map(|p| p.strip_prefix("events=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(20u64)
+            .clamp(2, 10_000);
+        let frames = sse_events(n)
+            .into_iter()
+            .map(|b| Ok::<_, Infallible>(Frame::data(b)));
+        let mut response =
+            Response::new(StreamBody::new(futures_util::stream::iter(frames)).boxed_unsync());
+        response.headers_mut().insert(
+            "content-type",
+            http::HeaderValue::from_static("text/event-stream"),
+        );
+        return Ok(response);
+    }
     if let Some(delay) = login_delay(&req) {
         tokio::time::sleep(delay).await;
     }
@@ -81,7 +126,7 @@ async fn answer(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infalli
         "path": path,
         "x_forwarded_for": xff,
     });
-    let mut response = Response::new(Full::new(Bytes::from(answer.to_string())));
+    let mut response = Response::new(Full::new(Bytes::from(answer.to_string())).boxed_unsync());
     if failed {
         *response.status_mut() = hyper::StatusCode::UNAUTHORIZED;
     }

@@ -96,6 +96,9 @@ named! {
         Email = "email",
         /// Trimmed and lower-cased.
         Lower = "lower",
+        /// The token of a `Bearer` credential (`Authorization: Bearer <token>`): the scheme in any
+        /// case, the spaces around the token dropped; anything else is not one.
+        Bearer = "bearer",
     }
 }
 

@@ -153,6 +153,7 @@ pub struct RawRoute {
     pub exempt: Option<Vec<Spanned<String>>>,
     pub access_log: Option<bool>,
     pub access_log_sample: Option<Spanned<f64>>,
+    pub max_cost_body_bytes: Option<Spanned<i64>>,
     #[serde(default)]
     pub limits: Vec<Spanned<RawLimit>>,
 }
@@ -163,8 +164,11 @@ pub struct RawRoute {
 pub struct RawLimit {
     pub name: Spanned<String>,
     pub limit: Spanned<i64>,
-    pub window: Spanned<String>,
+    pub window: Option<Spanned<String>>,
     pub algorithm: Option<Spanned<String>>,
+    pub lease: Option<Spanned<String>>,
+    pub cost_from: Option<Spanned<String>>,
+    pub cost: Option<Spanned<RawCost>>,
     pub burst: Option<Spanned<i64>>,
     pub key: Option<Spanned<Vec<Spanned<RawKeyPart>>>>,
     pub on_missing_key: Option<Spanned<String>>,
@@ -240,6 +244,35 @@ impl<'de> Deserialize<'de> for RawStatus {
             }
         }
         d.deserialize_any(StatusVisitor)
+    }
+}
+
+/// A limit's `cost`: a number of units, or where the request body states it (`"json:PATH"`).
+#[derive(Debug)]
+pub enum RawCost {
+    Units(i64),
+    Text(String),
+}
+
+impl<'de> Deserialize<'de> for RawCost {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct CostVisitor;
+        impl<'de> Visitor<'de> for CostVisitor {
+            type Value = RawCost;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a whole number of units, or \"json:PATH\"")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawCost, E> {
+                Ok(RawCost::Units(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawCost, E> {
+                Ok(RawCost::Units(v.min(i64::MAX as u64) as i64))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawCost, E> {
+                Ok(RawCost::Text(v.to_string()))
+            }
+        }
+        d.deserialize_any(CostVisitor)
     }
 }
 

@@ -11,6 +11,7 @@ use ipnet::IpNet;
 use super::key_spec::KeySpec;
 use super::settings::{OnError, OnMissingKey, PathCase};
 use crate::algorithm::AlgorithmId;
+use crate::cost::{CostFrom, Reserve};
 
 /// A route's path: exact, or a prefix when written with a trailing `/*`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,9 +153,10 @@ impl fmt::Display for StatusSet {
 pub struct LimitConfig {
     /// The name shown in headers, bodies and metrics.
     pub name: String,
-    /// Units allowed per window (at least 1), for keys in no segment or plan below.
+    /// Units allowed per window (at least 1), for keys in no segment or plan below; attempts
+    /// in flight for a concurrency limit.
     pub limit: u64,
-    /// The window length.
+    /// The window length; a concurrency limit's `lease` (how long a slot lasts at most).
     pub window: Duration,
     /// How the limit counts (`sliding_log` when the file does not say).
     pub algorithm: AlgorithmId,
@@ -168,6 +170,10 @@ pub struct LimitConfig {
     pub count_status: Option<StatusSet>,
     /// An answer with one of these clears the limit's count and its key's block level.
     pub reset_status: Option<StatusSet>,
+    /// Where the answer states what the attempt cost; `None`: it costs the request's units.
+    pub cost_from: Option<CostFrom>,
+    /// What an attempt of a `cost_from` limit holds until its answer states the cost.
+    pub cost: Reserve,
     /// `[routes.limits.segments]`: the value for keys in a segment.
     pub segments: BTreeMap<String, u64>,
     /// `[routes.limits.plans]`: the value for keys on a plan.
@@ -187,6 +193,8 @@ impl LimitConfig {
             on_missing_key: None,
             count_status: None,
             reset_status: None,
+            cost_from: None,
+            cost: Reserve::Units(1),
             segments: BTreeMap::new(),
             plans: BTreeMap::new(),
         }
@@ -195,6 +203,12 @@ impl LimitConfig {
     /// Whether its count depends on the response (a reservation settled at the answer).
     pub fn counts_outcomes(&self) -> bool {
         self.count_status.is_some() || self.reset_status.is_some()
+    }
+
+    /// Whether it needs the response: its count depends on the status, its slot is held until
+    /// the answer has been sent, or the answer states its cost.
+    pub fn needs_response(&self) -> bool {
+        self.counts_outcomes() || self.cost_from.is_some() || !self.algorithm.get().has_window()
     }
 }
 
@@ -229,6 +243,11 @@ pub struct RouteConfig {
     pub access_log_sample: f64,
     /// The limits, all decided in one atomic call (whatever their algorithms).
     pub limits: Vec<LimitConfig>,
+    /// Body bytes a `json:` cost reader reads at most (an `sse:` one, per event).
+    pub max_cost_body_bytes: usize,
+    /// How long an answer whose client left is still read for its cost: the upstream's
+    /// `timeout`.
+    pub answer_timeout: Duration,
 }
 
 impl RouteConfig {
@@ -250,14 +269,46 @@ impl RouteConfig {
         })
     }
 
-    /// Whether any key of the route (its own or a limit's) reads the request body.
+    /// Whether any key of the route (its own or a limit's), or a limit's reservation
+    /// (`cost = "json:..."`), reads the request body.
     pub fn reads_body(&self) -> bool {
         !self.limits.is_empty()
             && (self.key.reads_body()
-                || self
-                    .limits
-                    .iter()
-                    .any(|l| l.key.as_ref().is_some_and(KeySpec::reads_body)))
+                || self.limits.iter().any(|l| {
+                    l.key.as_ref().is_some_and(KeySpec::reads_body)
+                        || (l.cost_from.is_some() && l.cost.reads_body())
+                }))
+    }
+
+    /// Why the route's limits need to see the response, and what becomes of them where it is
+    /// not seen (`None`: nothing): what a decider that never sees it (forward auth, Envoy's
+    /// ext_authz) cannot do for this route, as `check` says. The one rule for every such
+    /// warning.
+    pub fn needs_response(&self) -> Option<(&'static str, &'static str)> {
+        let any = |f: fn(&LimitConfig) -> bool| self.limits.iter().any(f);
+        if any(LimitConfig::counts_outcomes) {
+            Some((
+                "counts outcomes (count_status/reset_status)",
+                "every admitted attempt stays counted and reset_status never applies",
+            ))
+        } else if any(|l| !l.algorithm.get().has_window()) {
+            Some((
+                "limits attempts in flight (algorithm = \"concurrency\")",
+                "an attempt's slot is freed only when its lease expires",
+            ))
+        } else if any(|l| l.cost_from.is_some()) {
+            Some((
+                "charges what the answer states (cost_from)",
+                "every attempt is charged its reservation",
+            ))
+        } else {
+            None
+        }
+    }
+
+    /// Whether an allowed request holds a reservation its answer settles.
+    pub fn settles_answers(&self) -> bool {
+        self.limits.iter().any(LimitConfig::needs_response)
     }
 
     /// Whether any limit counts outcomes (its requests hold a reservation until answered).

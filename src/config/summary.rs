@@ -111,12 +111,17 @@ pub(super) fn render(config: &Config) -> String {
             if let Some(c) = &l.reset_status {
                 extra.push_str(&format!(", resets on {c}"));
             }
+            if let Some(from) = &l.cost_from {
+                extra.push_str(&format!(", cost from {from}, reserves {}", l.cost));
+            }
+            let amount = match l.algorithm.get().has_window() {
+                true => format!("{} per {}", l.limit, format_duration(l.window)),
+                false => format!("{} in flight, lease {}", l.limit, format_duration(l.window)),
+            };
             let _ = writeln!(
                 out,
-                "      {:<16} {} per {} ({}{extra})",
+                "      {:<16} {amount} ({}{extra})",
                 l.name,
-                l.limit,
-                format_duration(l.window),
                 l.algorithm.name()
             );
             let tiers: Vec<String> = l

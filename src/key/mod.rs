@@ -289,6 +289,15 @@ pub fn key_of_values(
     Ok(key)
 }
 
+/// The value at `path` of a JSON request body (one a JSON `Content-Type` names), read as a key
+/// part reads it (a number gives its digits); `None` when it is missing, ambiguous or not JSON.
+pub fn json_body_value(headers: &HeaderMap, body: &[u8], path: &[String]) -> Option<Vec<u8>> {
+    if body::kind(headers) != Some(BodyKind::Json) {
+        return None;
+    }
+    body::json_value(body, path).ok().flatten()
+}
+
 /// Appends the client IP as a fallback value: `%ip:203.0.113.7`.
 fn push_fallback(key: &mut String, src: &KeySource<'_>) {
     key.push_str("%ip:");

@@ -49,7 +49,18 @@ fn normalize(how: Normalize, text: &str, region: Option<Id>) -> Option<String> {
         Normalize::Phone => normalize_phone(text, region),
         Normalize::Email => normalize_email(text),
         Normalize::Lower => Some(text.trim().to_lowercase()),
+        Normalize::Bearer => bearer_token(text),
     }
+}
+
+/// The token of a `Bearer` credential as an upstream reads it (RFC 6750: the scheme in any
+/// case, one or more spaces before the token), so no spelling of the header makes another key.
+fn bearer_token(text: &str) -> Option<String> {
+    let text = text.trim_matches([' ', '\t']);
+    let (scheme, token) = text.split_once([' ', '\t'])?;
+    let token = token.trim_matches([' ', '\t']);
+    let valid = !token.is_empty() && !token.contains([' ', '\t', ',']);
+    (scheme.eq_ignore_ascii_case("bearer") && valid).then(|| token.to_string())
 }
 
 /// What a value must be for `how` to read it (the 400's detail says it is not).
@@ -58,6 +69,7 @@ fn what_it_must_be(how: Normalize) -> &'static str {
         Normalize::Phone => "a valid phone number",
         Normalize::Email => "a valid e-mail address",
         Normalize::Lower => "text (UTF-8)",
+        Normalize::Bearer => "a Bearer credential",
     }
 }
 
@@ -81,6 +93,32 @@ pub fn hash_value(secret: &HashSecret, value: &[u8]) -> String {
     let mut out = String::with_capacity(32);
     crate::store::layout::push_hex(&mut out, &digest[..16]);
     out
+}
+
+#[cfg(test)]
+mod bearer_tests {
+    use super::bearer_token;
+
+    #[test]
+    fn every_spelling_of_one_bearer_credential_is_one_token() {
+        for text in [
+            "Bearer sk-AbC",
+            "bearer sk-AbC",
+            "BEARER  sk-AbC ",
+            " Bearer\tsk-AbC",
+        ] {
+            assert_eq!(bearer_token(text).as_deref(), Some("sk-AbC"), "{text:?}");
+        }
+        for text in [
+            "sk-AbC",
+            "Basic dXNlcg==",
+            "Bearer",
+            "Bearer a b",
+            "Bearerx y",
+        ] {
+            assert_eq!(bearer_token(text), None, "{text:?}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -26,9 +26,12 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU16, AtomicU8, Ordering};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use http::Response;
+use http_body_util::BodyExt;
 
-use super::body::ResponseBody;
+use super::body::{BoxError, ResponseBody};
+use super::meter::{read_on, BoxBody, MeteredBody};
 use super::{Decided, OutcomeUnseen};
 use crate::limit::headers::add_headers;
 use crate::limit::{Reservation, Tier, Verdict};
@@ -124,26 +127,48 @@ pub(super) struct Settling {
     pub decided: Decided,
 }
 
+/// A body the layer can meter: the inner service's, boxed when its attempt settles at its end.
+fn boxed<ResB>(body: ResB) -> BoxBody
+where
+    ResB: http_body::Body<Data = Bytes> + Send + 'static,
+    ResB::Error: Into<BoxError>,
+{
+    body.map_err(Into::into).boxed_unsync()
+}
+
 impl Settling {
     /// The inner service's answer with the rate-limit headers (showing the settlement of its
-    /// reservation) and what was decided.
-    pub fn finish<ResB>(mut self, response: Response<ResB>) -> Response<ResponseBody<ResB>> {
+    /// reservation) and what was decided; a body whose end settles the attempt is metered.
+    pub fn finish<ResB>(mut self, response: Response<ResB>) -> Response<ResponseBody<ResB>>
+    where
+        ResB: http_body::Body<Data = Bytes> + Send + 'static,
+        ResB::Error: Into<BoxError>,
+    {
         let status = response.status().as_u16();
         // Forward auth answers before the request is served: no status of the attempt's own
         // will come, so it stays counted.
         let unseen = response.extensions().get::<OutcomeUnseen>().is_some();
-        let mut response = response.map(ResponseBody::inner);
         let mut decision = self.verdict.decision.take();
-        match self.reservation.take() {
-            Some(reservation) if unseen => reservation.keep(),
-            Some(reservation) => {
-                let settled = reservation.settle(status);
-                if let Some(d) = &mut decision {
-                    settled.apply(d);
-                }
+        let (settled, ending) = match self.reservation.take() {
+            Some(reservation) if unseen => {
+                reservation.keep();
+                (None, None)
             }
-            None => {}
+            Some(reservation) => {
+                let (settled, ending) = reservation.settle(status, response.headers());
+                (Some(settled), ending)
+            }
+            None => (None, None),
+        };
+        if let (Some(settled), Some(d)) = (settled, &mut decision) {
+            settled.apply(d);
         }
+        let mut response = match ending {
+            Some(ending) => response.map(|b| ResponseBody::Metered {
+                body: MeteredBody::new(boxed(b), ending),
+            }),
+            None => response.map(ResponseBody::inner),
+        };
         if let (true, Some(d), Some(tier)) = (self.route.config.headers, &decision, &self.tier) {
             add_headers(response.headers_mut(), tier, d);
         }
@@ -175,7 +200,8 @@ pub(super) fn leave<ResB, E>(
     attempt: &Attempt,
     then: Option<OnDeparted>,
 ) where
-    ResB: 'static,
+    ResB: http_body::Body<Data = Bytes> + Send + 'static,
+    ResB::Error: Into<BoxError>,
     E: 'static,
 {
     if !attempt.seen() {
@@ -201,17 +227,28 @@ pub(super) fn leave<ResB, E>(
     };
     let attempt = attempt.clone();
     runtime.spawn(async move {
-        let answer = call.await.ok().map(|r| r.into_parts().0);
+        let (answer, body) = match call.await.ok().map(Response::into_parts) {
+            Some((parts, body)) => (Some(parts), Some(body)),
+            None => (None, None),
+        };
         let mut settling = settling;
         let status = attempt.status_after_leaving(answer.as_ref().map(|a| a.status.as_u16()));
+        let mut ending = None;
         if let Some(reservation) = settling.reservation.take() {
-            match status {
-                Some(status) => drop(reservation.settle(status)),
-                None => reservation.keep(),
+            match (status, &answer) {
+                (Some(status), Some(parts)) => {
+                    ending = reservation.settle(status, &parts.headers).1
+                }
+                (Some(status), None) => ending = reservation.settle(status, &Default::default()).1,
+                (None, _) => reservation.keep(),
             }
         }
         let decided = settling.decided;
         tell(then, Departed { decided, answer });
+        // the upstream answered: slots are free; a cost its body states is still read
+        if let (Some(ending), Some(body)) = (ending, body) {
+            read_on(boxed(body), ending).await;
+        }
     });
 }
 

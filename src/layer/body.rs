@@ -1,12 +1,15 @@
 //! The bodies the layer passes on: a request body streamed as it came, or read whole (a route
 //! whose keys read the body) and forwarded byte for byte; and a response body that is the inner
-//! service's, or the layer's own answer (a 429, a problem body).
+//! service's (watched for its end when its attempt settles there: [`MeteredBody`]), or the
+//! layer's own answer (a 429, a problem body).
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
+
+use super::meter::MeteredBody;
 
 /// Errors of the bodies the layer passes on.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -82,6 +85,8 @@ pin_project_lite::pin_project! {
     pub enum ResponseBody<B> {
         /// The inner service's answer.
         Inner { #[pin] body: B },
+        /// The inner service's answer, its attempt settled at its end.
+        Metered { #[pin] body: MeteredBody },
         /// The layer's own answer.
         Own { #[pin] body: axum::body::Body },
     }
@@ -113,6 +118,7 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.project() {
             ResponseBodyProj::Inner { body } => body.poll_frame(cx).map_err(Into::into),
+            ResponseBodyProj::Metered { body } => body.poll_frame(cx),
             ResponseBodyProj::Own { body } => body.poll_frame(cx).map_err(Into::into),
         }
     }
@@ -120,6 +126,7 @@ where
     fn is_end_stream(&self) -> bool {
         match self {
             ResponseBody::Inner { body } => body.is_end_stream(),
+            ResponseBody::Metered { body } => body.is_end_stream(),
             ResponseBody::Own { body } => body.is_end_stream(),
         }
     }
@@ -127,6 +134,7 @@ where
     fn size_hint(&self) -> SizeHint {
         match self {
             ResponseBody::Inner { body } => body.size_hint(),
+            ResponseBody::Metered { body } => body.size_hint(),
             ResponseBody::Own { body } => body.size_hint(),
         }
     }

@@ -53,7 +53,8 @@ where
     S::Error: 'static,
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
-    ResB: 'static,
+    ResB: http_body::Body<Data = Bytes> + Send + 'static,
+    ResB::Error: Into<BoxError>,
 {
     /// The route and the client first; then the body, the keys and the decision.
     pub(super) fn start(shared: &Shared, mut inner: S, req: Request<B>) -> Self {
@@ -185,7 +186,8 @@ where
     S::Error: 'static,
     B: http_body::Body<Data = Bytes>,
     B::Error: Into<BoxError>,
-    ResB: 'static,
+    ResB: http_body::Body<Data = Bytes> + Send + 'static,
+    ResB::Error: Into<BoxError>,
 {
     type Output = Result<Response<ResponseBody<ResB>>, S::Error>;
 

@@ -27,6 +27,7 @@ mod attempt;
 mod body;
 mod builder;
 mod future;
+mod meter;
 mod read;
 mod service;
 mod state;
@@ -42,6 +43,7 @@ pub use attempt::{Attempt, Departed, OnDeparted};
 pub use body::{BoxError, RequestBody, ResponseBody};
 pub use builder::{Builder, RouteBuilder};
 pub use future::ResponseFuture;
+pub use meter::MeteredBody;
 pub use service::RateLimit;
 
 use crate::config::{Config, Environment, Purpose};

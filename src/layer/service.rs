@@ -40,7 +40,7 @@ where
     S::Error: 'static,
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
-    ResB: http_body::Body<Data = Bytes> + 'static,
+    ResB: http_body::Body<Data = Bytes> + Send + 'static,
     ResB::Error: Into<BoxError>,
 {
     type Response = Response<ResponseBody<ResB>>;

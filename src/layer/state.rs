@@ -7,12 +7,14 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use bytes::Bytes;
+use http::header::ACCEPT_ENCODING;
 use http::request::Parts;
-use http::{Request, Response};
+use http::{HeaderValue, Request, Response};
 use tower::Service;
 
 use super::attempt::{self, Attempt, InnerCall, OnDeparted, Settling};
-use super::body::RequestBody;
+use super::body::{BoxError, RequestBody};
 use super::read::Reading;
 use super::{Decided, MatchedRoute};
 use crate::error::GatewayError;
@@ -120,7 +122,8 @@ where
     S: Service<Request<RequestBody<B>>, Response = Response<ResB>>,
     S::Future: Send + 'static,
     S::Error: 'static,
-    ResB: 'static,
+    ResB: http_body::Body<Data = Bytes> + Send + 'static,
+    ResB::Error: Into<BoxError>,
 {
     /// Derives the request's keys and its tier, and starts deciding (or refuses the request).
     pub fn decide(mut self: Box<Self>) -> State<S, B> {
@@ -152,12 +155,14 @@ where
         else {
             return self.refuse(GatewayError::UnknownKey);
         };
+        // what the request reserves of the limits whose answer states its cost (1 elsewhere)
+        let cost = policy.reservation(&tier, body, &self.head.headers);
         let deciding = Deciding::new(
             self.limiter.clone(),
             self.route.policy.clone(),
             tier.clone(),
             keys.clone(),
-            1,
+            cost,
         );
         self.keys = Some(keys);
         self.tier = Some(tier);
@@ -219,6 +224,12 @@ where
             route: route.clone(),
             client_ip,
         });
+        if reservation.is_some() && route.policy.reads_answer_body() {
+            // an answer the gateway can read as it passes: one it could not (compressed) would
+            // state no cost, whatever it cost
+            head.headers
+                .insert(ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+        }
         let attempt = Attempt::default();
         head.extensions.insert(attempt.clone());
         let body = body.expect("the body is there once decided");

@@ -65,7 +65,7 @@ impl Request {
     }
 
     fn ask(&self) -> Answer {
-        let receipt = self.policy.counts_outcomes();
+        let receipt = self.policy.settles();
         self.limiter.store.submit(self.store_request(receipt))
     }
 

@@ -40,7 +40,8 @@ pub fn ceil_millis(d: Duration) -> u64 {
 }
 
 /// `"per-minute";q=5;w=60, "per-hour";q=20;w=3600`, built once per loaded route and tier: the
-/// names and windows of `configs`, the values in force of `set`.
+/// names and windows of `configs`, the values in force of `set`. A limit of attempts in flight
+/// has no window and shows under its algorithm's policy name: `"inflight";q=4`.
 pub fn policy_header(configs: &[LimitConfig], set: &LimitSet) -> Option<HeaderValue> {
     if configs.is_empty() {
         return None;
@@ -48,17 +49,30 @@ pub fn policy_header(configs: &[LimitConfig], set: &LimitSet) -> Option<HeaderVa
     let text = configs
         .iter()
         .zip(&set.limits)
-        .map(|(c, l)| {
-            format!(
+        .map(|(c, l)| match c.algorithm.get().has_window() {
+            true => format!(
                 "\"{}\";q={};w={}",
-                c.name,
+                policy_name(c),
                 l.limit,
                 ceil_secs(c.window).max(1)
-            )
+            ),
+            false => format!("\"{}\";q={}", policy_name(c), l.limit),
         })
         .collect::<Vec<_>>()
         .join(", ");
     HeaderValue::from_str(&text).ok()
+}
+
+/// The name a limit goes by in `RateLimit-Policy`, `RateLimit` and the 429 body's
+/// `violated-policies`: its own, or its algorithm's policy name (`inflight`).
+pub fn policy_name(c: &LimitConfig) -> &str {
+    c.algorithm.get().policy_name().unwrap_or(&c.name)
+}
+
+/// [`policy_name`] of limit `i` of a set.
+fn set_policy_name(set: &LimitSet, i: usize) -> &str {
+    let name = &set.limits[i].name;
+    set.algorithm_of(i).get().policy_name().unwrap_or(name)
 }
 
 /// Adds the rate-limit headers describing `decision` to `headers`. On an allowed response they
@@ -78,7 +92,7 @@ pub fn add_headers(headers: &mut HeaderMap, tier: &Tier, decision: &Decision) {
         };
         (0, ceil_secs(wait).max(1))
     };
-    let name = &tier.limits.limits[i].name;
+    let name = set_policy_name(&tier.limits, i);
     headers.insert(RATELIMIT_POLICY.clone(), policy.clone());
     if let Ok(v) = HeaderValue::from_str(&format!("\"{name}\";r={remaining};t={t}")) {
         headers.insert(RATELIMIT.clone(), v);
@@ -122,13 +136,13 @@ pub fn too_many_requests(
     let violated = decision
         .limits
         .iter()
-        .zip(limits)
-        .filter(|(u, _)| u.exceeded());
-    for (i, (_, l)) in violated.enumerate() {
-        if i > 0 {
+        .enumerate()
+        .filter(|(_, u)| u.exceeded());
+    for (n, (i, _)) in violated.enumerate() {
+        if n > 0 {
             body.push(',');
         }
-        push_json_string(&mut body, &l.name);
+        push_json_string(&mut body, set_policy_name(&tier.limits, i));
     }
     body.push_str("],\"retry_after_ms\":");
     body.push_str(&ceil_millis(decision.retry_after).max(1).to_string());

@@ -89,8 +89,10 @@ impl Layout {
             };
             let algorithm = l.algorithm;
             let mut suffix = algorithm.get().key_suffix().to_string();
-            if algorithm.get().shares_charges() && l.counts_outcomes() {
-                let class = format!(
+            if algorithm.get().shares_charges() && (l.counts_outcomes() || l.cost_from.is_some()) {
+                // a state records a request once for every limit sharing it: limits settled
+                // apart (by other statuses, to amounts from other sources) keep states apart
+                let mut class = format!(
                     "{}/{}",
                     l.count_status
                         .as_ref()
@@ -99,6 +101,9 @@ impl Layout {
                         .as_ref()
                         .map_or(String::new(), |s| s.to_string())
                 );
+                if let Some(from) = &l.cost_from {
+                    class.push_str(&format!("/{from}"));
+                }
                 suffix.push('.');
                 suffix.push_str(&short_hash(&class));
             }
@@ -150,6 +155,9 @@ impl Layout {
             }),
             _ => None,
         };
+        // beside limits whose cost the answer states (charged the reservation), the others
+        // count attempts: one unit each
+        let reserves = route.limits.iter().any(|l| l.cost_from.is_some());
         let limits = route
             .limits
             .iter()
@@ -160,6 +168,8 @@ impl Layout {
                 window_us: l.window.as_micros().max(1) as u64,
                 param: l.burst.unwrap_or(0),
                 state: self.state_of[i],
+                per_attempt: l.algorithm.get().per_attempt() || (reserves && l.cost_from.is_none()),
+                starts_blocks: l.algorithm.get().starts_blocks(),
                 settle_us: match block {
                     Some(_) if l.counts_outcomes() => self.settle_us,
                     _ => 0,

@@ -2,8 +2,10 @@
 //! ([`Deciding`], a future) and the batch API ([`Limiter::decide_many`]) share every rule: the
 //! deny cache, the store, the route's `on_error` (allow, deny, or the in-process fallback), the
 //! exceed modes (reject, delay, block, shadow), blocks and the metrics, each written once in
-//! [`Limiter::cached`], [`Limiter::conclude`] and [`Limiter::record`]. An outcome-counted route's
-//! allowed request carries a [`Reservation`], settled when its answer arrives.
+//! [`Limiter::cached`], [`Limiter::conclude`] and [`Limiter::record`]. An allowed request of a
+//! route whose limits need the answer carries a [`Reservation`], settled by its answer's head,
+//! and what only the answer's end settles (slots in flight, costs the body states) is its
+//! [`Ending`].
 //!
 //! ```text
 //! keys -> deny cache --hit--> rejected | blocked
@@ -15,9 +17,11 @@
 //! ```
 
 mod admin;
+mod charged;
 mod deciding;
 mod delay;
 mod deny_cache;
+mod ending;
 pub mod headers;
 mod keys;
 mod layout;
@@ -30,12 +34,14 @@ mod resets;
 mod verdict;
 
 pub use admin::{LimitReport, ResetSlot, Usage};
+pub use charged::Settled;
 pub use deciding::Deciding;
 pub use deny_cache::{CachedDenial, DenyCache};
+pub use ending::Ending;
 pub use keys::{KeysError, RequestKeys};
 pub use limiter::Limiter;
-pub use outcome::{Reservation, Settled};
-pub use policy::{limit_set, KeySlot, OutcomeRule, RoutePolicy, Tier, EMBEDDED_SETTLE};
+pub use outcome::Reservation;
+pub use policy::{limit_set, AtEnd, KeySlot, OutcomeRule, RoutePolicy, Tier, EMBEDDED_SETTLE};
 pub use refused::{Reason, RefusedKey, MAX_BLOCKED_LISTED};
 pub use resets::ResetFollower;
 pub use verdict::{Verdict, STORE_UNAVAILABLE_RETRY_SECS};

@@ -1,87 +1,45 @@
-//! Counting outcomes (`count_status`, `reset_status`). An admitted attempt is charged at once,
-//! as a [`Reservation`], and settled once, by what is known of it:
-//! - the status of its answer ([`Reservation::settle`]): limits whose `count_status` does not
-//!   list it give their charge back; those whose `reset_status` lists it give it back and
-//!   forgive the key's answered attempts and block level (reservations still in flight stay:
-//!   a reset forgives answers, never what is still being decided); the others keep it;
-//! - no status, though the upstream saw the attempt ([`Reservation::keep`]): kept;
-//! - proof the upstream never saw it ([`Reservation::abandon`]): given back.
+//! Settling what an admitted attempt charged, by what becomes known of its answer. The charge
+//! is made at once, as a [`Reservation`], and settled by:
+//! - the head of its answer ([`Reservation::settle`]): limits whose `count_status` does not list
+//!   the status give their charge back; those whose `reset_status` lists it give it back and
+//!   forgive the key's answered attempts and block level (reservations still in flight stay: a
+//!   reset forgives answers, never what is still being decided); a limit whose cost a header
+//!   states is charged that; the others keep it, and what only the answer's end settles (a slot
+//!   in flight, a cost the body states) becomes its [`Ending`];
+//! - no status, though the upstream saw the attempt ([`Reservation::keep`]): counts and costs
+//!   kept, slots freed;
+//! - proof the upstream never saw it ([`Reservation::abandon`]): outcome-counted charges, costs
+//!   and slots given back; plain counts kept.
 //!
 //! **The invariant kept here: every admitted attempt is either counted or refunded, and a refund
 //! needs a known status or proof that the upstream never saw the attempt.** A reservation
-//! dropped without a settlement stays counted. So at most `limit` counted attempts ever fall in
-//! one window, and attempts in flight count until they are answered.
+//! dropped without a settlement stays counted (its slots freed: nothing holds it any more). So
+//! at most `limit` counted attempts ever fall in one window, and attempts in flight count until
+//! they are answered.
 //!
-//! The settlement rides in the next store call of its keys' lane; the response's rate-limit
-//! headers already show it ([`Settled::apply`]).
+//! A settlement rides in the next store call of its keys' lane; the response's rate-limit
+//! headers already show what the head settled ([`Settled::apply`]).
 
 use std::sync::Arc;
 
+use http::HeaderMap;
+
+use super::charged::{Charged, Fate, Settled};
+use super::ending::Ending;
 use super::keys::RequestKeys;
 use super::limiter::Limiter;
-use super::policy::{OutcomeRule, RoutePolicy, Tier};
+use super::policy::{AtEnd, OutcomeRule, RoutePolicy, Tier};
 use super::verdict::Verdict;
-use crate::store::{Decision, LimitSet, Receipt, Settlement};
+use crate::cost::{from_header, CostReader};
 
-/// An allowed attempt's charge, held until its answer says whether it counts.
+/// An allowed attempt's charge, held until its answer says what it comes to.
 pub struct Reservation {
-    limiter: Arc<Limiter>,
-    policy: Arc<RoutePolicy>,
-    limits: Arc<LimitSet>,
-    bases: Vec<String>,
-    /// Per key slot, the tag of the value the attempt sent (where the slot merges values).
-    tags: Vec<String>,
-    receipt: Option<Receipt>,
-}
-
-/// What a settlement did, for the response's headers.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Settled {
-    /// Limits whose charge went back.
-    pub refunded: Vec<usize>,
-    /// Limits whose answered count was cleared (the attempt's own charge going back with it).
-    pub reset: Vec<usize>,
-    /// Limits whose charge stays, confirmed as answered (a status may reset them later).
-    pub confirmed: Vec<usize>,
-    /// Units of the charge.
-    pub cost: u64,
-}
-
-/// What becomes of one limit's charge.
-enum Fate {
-    Refund,
-    Keep,
-    Reset,
-}
-
-impl Settled {
-    /// Whether it leaves the store as it is (every charge kept, none to confirm).
-    pub fn is_empty(&self) -> bool {
-        self.refunded.is_empty() && self.reset.is_empty() && self.confirmed.is_empty()
-    }
-
-    /// Shows the settlement in the decision the headers describe: a refunded limit has the
-    /// charge back, a reset one counts nothing.
-    pub fn apply(&self, decision: &mut Decision) {
-        for &i in &self.refunded {
-            if let Some(u) = decision.limits.get_mut(i) {
-                u.used = u.used.saturating_sub(self.cost);
-                if u.used == 0 {
-                    u.reset = std::time::Duration::ZERO;
-                }
-            }
-        }
-        for &i in &self.reset {
-            if let Some(u) = decision.limits.get_mut(i) {
-                u.used = 0;
-                u.reset = std::time::Duration::ZERO;
-            }
-        }
-    }
+    charged: Option<Charged>,
 }
 
 impl Reservation {
-    /// The reservation of an allowed attempt on an outcome-counted route, if it charged.
+    /// The reservation of an allowed attempt on a route whose answers settle charges, if it
+    /// charged.
     pub fn of(
         limiter: &Arc<Limiter>,
         policy: &Arc<RoutePolicy>,
@@ -89,128 +47,101 @@ impl Reservation {
         keys: &RequestKeys,
         verdict: &Verdict,
     ) -> Option<Reservation> {
-        if !policy.counts_outcomes() || !verdict.forwards() {
+        if !policy.settles() || !verdict.forwards() {
             return None;
         }
         let receipt = verdict.decision.as_ref()?.receipt.clone()?;
         Some(Reservation {
-            limiter: limiter.clone(),
-            policy: policy.clone(),
-            limits: tier.limits.clone(),
-            bases: keys.bases.clone(),
-            tags: keys.tags.clone(),
-            receipt: Some(receipt),
+            charged: Some(Charged {
+                limiter: limiter.clone(),
+                policy: policy.clone(),
+                limits: tier.limits.clone(),
+                bases: keys.bases.clone(),
+                tags: keys.tags.clone(),
+                receipt,
+            }),
         })
     }
 
-    /// Settles the attempt by the status of its answer.
-    pub fn settle(mut self, status: u16) -> Settled {
-        let settled = self.settlement(|rule| {
+    /// Settles the attempt by the head of its answer (its status and headers); what only the
+    /// answer's end can settle comes back as its [`Ending`].
+    pub fn settle(mut self, status: u16, headers: &HeaderMap) -> (Settled, Option<Ending>) {
+        let Some(charged) = self.charged.take() else {
+            return (Settled::default(), None);
+        };
+        let settled = charged.settlement(|rule| {
             if rule.reset.as_ref().is_some_and(|r| r.contains(status)) {
-                Fate::Reset
-            } else if rule.count.as_ref().is_some_and(|c| !c.contains(status)) {
-                Fate::Refund
-            } else {
-                Fate::Keep
+                return Fate::Reset;
+            }
+            if rule.count.as_ref().is_some_and(|c| !c.contains(status)) {
+                return Fate::Refund;
+            }
+            match &rule.at_end {
+                Some(AtEnd::Cost(from)) if !from.reads_body() => {
+                    from_header(from, headers).map_or(Fate::Keep, Fate::To)
+                }
+                Some(_) => Fate::AtEnd,
+                None => Fate::Keep,
             }
         });
-        self.send(&settled);
-        settled
+        charged.send(&settled);
+        let readers = charged
+            .policy
+            .outcomes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, rule)| {
+                let Some(AtEnd::Cost(from)) = rule.as_ref()?.at_end.as_ref() else {
+                    return None;
+                };
+                let deferred = !settled.refunded.contains(&i) && !settled.reset.contains(&i);
+                let max = charged.policy.config.max_cost_body_bytes;
+                Some((i, CostReader::new(from, headers, max)?)).filter(|_| deferred)
+            });
+        let readers: Vec<(usize, CostReader)> = readers.collect();
+        (settled, Ending::new(charged, readers))
     }
 
     /// The upstream saw the attempt but its status never came (it timed out, or failed after
-    /// the request went out): it stays counted, as it may have been acted on.
+    /// the request went out): counts and costs stay (confirmed as answered where the store must
+    /// know), as it may have been acted on; its slots are free.
     pub fn keep(mut self) {
-        let settled = self.settlement(|_| Fate::Keep);
-        self.send(&settled);
+        if let Some(charged) = self.charged.take() {
+            charged.send(&charged.settlement(kept));
+        }
     }
 
     /// The attempt never reached the upstream (its client left before anything was forwarded):
-    /// the limits that count only some statuses give the charge back; the others count every
-    /// admitted attempt and keep it.
+    /// the limits that count only some statuses, that charge what the answer states, or that
+    /// hold a slot give the charge back; the others count every admitted attempt and keep it.
     pub fn abandon(mut self) {
-        let settled = self.settlement(|rule| match rule.count {
-            Some(_) => Fate::Refund,
-            None => Fate::Keep,
-        });
-        self.send(&settled);
+        let Some(charged) = self.charged.take() else {
+            return;
+        };
+        charged.send(
+            &charged.settlement(|rule| match (&rule.count, &rule.at_end) {
+                (_, Some(AtEnd::Slot)) => Fate::Release,
+                (Some(_), _) | (_, Some(AtEnd::Cost(_))) => Fate::Refund,
+                (None, None) => Fate::Keep,
+            }),
+        );
     }
+}
 
-    /// What happens to each outcome-counted limit's charge, by `fate`. A charge kept on a limit
-    /// that a status may reset, or on a blocking route, is confirmed: the store learns the
-    /// attempt is no longer in flight, so a later reset forgives it and a refusal it causes may
-    /// start a block.
-    fn settlement(&self, fate: impl Fn(&OutcomeRule) -> Fate) -> Settled {
-        let mut settled = Settled {
-            cost: self.receipt.as_ref().map_or(0, |r| r.cost),
-            ..Settled::default()
-        };
-        for (i, rule) in self.policy.outcomes.iter().enumerate() {
-            let Some(rule) = rule else { continue };
-            match fate(rule) {
-                Fate::Reset => settled.reset.push(i),
-                Fate::Refund => settled.refunded.push(i),
-                Fate::Keep if rule.confirms => settled.confirmed.push(i),
-                Fate::Keep => {}
-            }
-        }
-        settled
-    }
-
-    /// Counts the settlement and hands it to the store in the background.
-    fn send(&mut self, settled: &Settled) {
-        let Some(receipt) = self.receipt.take() else {
-            return;
-        };
-        if settled.is_empty() {
-            return;
-        }
-        let metrics = &self.policy.metrics;
-        // A reset gives the attempt's own charge back too: a refund as well as a reset.
-        for &i in settled.refunded.iter().chain(&settled.reset) {
-            metrics.outcome_refunds[i].inc();
-        }
-        for &i in &settled.reset {
-            metrics.outcome_resets[i].inc();
-        }
-        // A refund or a reset gives room back: the key is decided by the store again here at
-        // once (which still holds any block); other instances' deny-cache entries lapse at
-        // their own time.
-        for &i in settled.refunded.iter().chain(&settled.reset) {
-            let slot = self.limits.slot_of(i);
-            self.limiter.deny_cache.remove(&self.bases[slot]);
-        }
-        let settlement = Settlement {
-            limits: self.limits.clone(),
-            bases: std::mem::take(&mut self.bases),
-            receipt,
-            refund: settled.refunded.clone(),
-            confirm: settled.confirmed.clone(),
-            reset: settled.reset.clone(),
-            tags: std::mem::take(&mut self.tags),
-        };
-        // Queued (or applied) now, before the answer goes out: the next decision of this
-        // connection sees it, as the answer's headers say.
-        let applied = self.limiter.store.settle(settlement);
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let route = self.policy.name().to_string();
-        runtime.spawn(async move {
-            if let Err(e) = applied.await {
-                tracing::warn!(route, error = %e, "could not settle an outcome-counted attempt");
-            }
-        });
+/// What no known answer leaves: counts and costs kept, slots freed.
+fn kept(rule: &OutcomeRule) -> Fate {
+    match rule.at_end {
+        Some(AtEnd::Slot) => Fate::Release,
+        _ => Fate::Keep,
     }
 }
 
 /// A reservation dropped unsettled has no known status and no proof the upstream never saw its
-/// attempt: it stays counted.
+/// attempt: it stays counted; nothing holds its slots any more.
 impl Drop for Reservation {
     fn drop(&mut self) {
-        if self.receipt.is_some() {
-            let settled = self.settlement(|_| Fate::Keep);
-            self.send(&settled);
+        if let Some(charged) = self.charged.take() {
+            charged.send(&charged.settlement(kept));
         }
     }
 }

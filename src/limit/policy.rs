@@ -17,6 +17,7 @@ use crate::config::{
     Config, HashSecret, KeyPart, KeySpec, OnError, OnMissingKey, PathCase, RouteConfig, StatusSet,
     UnknownPlan,
 };
+use crate::cost::{CostFrom, Reserve};
 use crate::key::JwtVerifier;
 use crate::metrics::RouteMetrics;
 use crate::store::layout::blocked_index;
@@ -49,7 +50,7 @@ pub struct KeySlot {
     pub tags_sent: bool,
 }
 
-/// What a limit's count does when the response arrives.
+/// What a limit's charge does when the response arrives.
 #[derive(Debug, Clone, Default)]
 pub struct OutcomeRule {
     /// Only these statuses count (the others are refunded).
@@ -59,6 +60,17 @@ pub struct OutcomeRule {
     /// Whether a charge kept is confirmed (answered, no longer in flight): a status may reset
     /// it, or the route blocks (a block starts only from answered attempts).
     pub confirms: bool,
+    /// What the answer's end (or, for a header, its head) settles.
+    pub at_end: Option<AtEnd>,
+}
+
+/// What an answer settles of a limit beyond its status.
+#[derive(Debug, Clone)]
+pub enum AtEnd {
+    /// The attempt's slot in flight, freed when the answer has been sent.
+    Slot,
+    /// The cost the answer states.
+    Cost(CostFrom),
 }
 
 /// Everything the limiter needs to decide for one route.
@@ -69,8 +81,11 @@ pub struct RoutePolicy {
     pub slots: Vec<KeySlot>,
     /// The slot of the route's own key, when a limit counts it.
     pub route_slot: Option<usize>,
-    /// Per limit, what its response does to its count (`None`: charged whatever the answer).
+    /// Per limit, what its response does to its charge (`None`: charged whatever the answer).
     pub outcomes: Vec<Option<OutcomeRule>>,
+    /// What an attempt reserves of the limits whose answer states the cost (`None`: the route
+    /// has none).
+    pub reserve: Option<Reserve>,
     default: Arc<Tier>,
     segments: Vec<(String, Arc<Tier>)>,
     plans: HashMap<String, Arc<Tier>>,
@@ -187,14 +202,23 @@ impl RoutePolicy {
             .limits
             .iter()
             .map(|l| {
-                l.counts_outcomes().then(|| OutcomeRule {
+                let at_end = match (&l.cost_from, l.algorithm.get().has_window()) {
+                    (Some(from), _) => Some(AtEnd::Cost(from.clone())),
+                    (None, false) => Some(AtEnd::Slot),
+                    (None, true) => None,
+                };
+                l.needs_response().then(|| OutcomeRule {
                     count: l.count_status.clone(),
                     reset: l.reset_status.clone(),
+                    at_end,
                     confirms: l.reset_status.is_some()
                         || matches!(route.on_exceed, crate::config::ExceedMode::Block(_)),
                 })
             })
             .collect();
+        let reserve = (route.limits.iter())
+            .find(|l| l.cost_from.is_some())
+            .map(|l| l.cost.clone());
         let key_headers = key_headers(
             layout.slots.iter().map(|s| &s.spec).chain([&route.key]),
             config.server.client_ip_header,
@@ -205,6 +229,7 @@ impl RoutePolicy {
             slots: layout.slots,
             route_slot: layout.route_slot,
             outcomes,
+            reserve,
             config: route,
             default,
             segments,
@@ -232,9 +257,37 @@ impl RoutePolicy {
         !self.config.limits.is_empty()
     }
 
-    /// Whether any limit's count depends on the response.
-    pub fn counts_outcomes(&self) -> bool {
+    /// Whether an allowed request holds a reservation its answer settles (a count by status,
+    /// a slot in flight, a cost the answer states).
+    pub fn settles(&self) -> bool {
         self.outcomes.iter().any(Option::is_some)
+    }
+
+    /// Whether some limit reads its cost from the answer's body (the upstream is then asked for
+    /// an answer the gateway can read as it passes: `Accept-Encoding: identity`).
+    pub fn reads_answer_body(&self) -> bool {
+        (self.outcomes.iter().flatten())
+            .any(|r| matches!(&r.at_end, Some(AtEnd::Cost(from)) if from.reads_body()))
+    }
+
+    /// What a request of this route with `tier`'s values reserves: the route's `cost` (read
+    /// from the JSON `body` for `json:PATH`, 1 when it states no whole number there), at most
+    /// the smallest `cost_from` limit in force, at least 1; 1 on a route without `cost_from`.
+    pub fn reservation(&self, tier: &Tier, body: Option<&[u8]>, headers: &http::HeaderMap) -> u64 {
+        let wanted = match &self.reserve {
+            None => return 1,
+            Some(Reserve::Units(n)) => *n,
+            Some(Reserve::Json(path)) => body
+                .and_then(|b| crate::key::json_body_value(headers, b, path))
+                .and_then(|v| crate::cost::whole_number(&v))
+                .unwrap_or(1),
+        };
+        let smallest = (self.config.limits.iter().zip(&tier.limits.limits))
+            .filter(|(c, _)| c.cost_from.is_some())
+            .map(|(_, l)| l.limit)
+            .min()
+            .unwrap_or(1);
+        wanted.min(smallest).max(1)
     }
 
     /// Whether a client at `ip` passes uncounted.

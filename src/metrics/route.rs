@@ -38,6 +38,10 @@ pub struct RouteMetrics {
     pub outcome_resets: Vec<IntCounter>,
     /// Per limit: blocks its exceed started.
     pub blocks_started: Vec<IntCounter>,
+    /// Per limit: units its answers settled to (`cost_from`).
+    pub cost_settled: Vec<IntCounter>,
+    /// Per limit: units its answers stated beyond their reservation.
+    pub cost_overage: Vec<IntCounter>,
 }
 
 impl RouteMetrics {
@@ -78,6 +82,8 @@ impl RouteMetrics {
             outcome_refunds: per_limit(&metrics.outcome_refunds),
             outcome_resets: per_limit(&metrics.outcome_resets),
             blocks_started: per_limit(&metrics.blocks_started),
+            cost_settled: per_limit(&metrics.cost_settled),
+            cost_overage: per_limit(&metrics.cost_overage),
         }
     }
 

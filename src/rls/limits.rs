@@ -192,6 +192,8 @@ impl Domain {
             access_log: false,
             access_log_sample: 0.0,
             limits: specs.iter().map(|s| s.config.clone()).collect(),
+            max_cost_body_bytes: 0,
+            answer_timeout: std::time::Duration::ZERO,
         };
         let names: Vec<String> = specs.iter().map(|s| s.config.name.clone()).collect();
         let metrics = RouteMetrics::new(&c.metrics, &self.name, &names, c.backend);

@@ -78,6 +78,11 @@ pub struct Settlement {
     pub confirm: Vec<usize>,
     /// Limits whose answered count is cleared (the charge itself going back).
     pub reset: Vec<usize>,
+    /// Limits whose charge becomes the units given (at most the limit).
+    pub settle_to: Vec<(usize, u64)>,
+    /// The instant to settle at (µs), when not the store's own clock: the memory store otherwise
+    /// settles at the decision's instant, on the clock the decision was made on.
+    pub at_us: Option<u64>,
     /// Per key slot, the tag of the value the attempt sent (`~<hex>`) where the slot's key
     /// merges values, else `""`: a confirmation keeps it, a reset forgives only its own.
     pub tags: Vec<String>,
@@ -86,7 +91,10 @@ pub struct Settlement {
 impl Settlement {
     /// Whether it changes nothing.
     pub fn is_empty(&self) -> bool {
-        self.refund.is_empty() && self.confirm.is_empty() && self.reset.is_empty()
+        self.refund.is_empty()
+            && self.confirm.is_empty()
+            && self.reset.is_empty()
+            && self.settle_to.is_empty()
     }
 }
 
@@ -307,6 +315,15 @@ impl Store {
         match self {
             Store::Redis(s) => s.markers(keys).await,
             Store::Memory(s) => Ok(keys.iter().map(|k| s.marker(k)).collect()),
+        }
+    }
+
+    /// The instant a settlement made now should be applied at, when the gateway's clock is the
+    /// store's (the memory store); `None` for Redis, which settles on its own clock.
+    pub fn settlement_instant(&self) -> Option<u64> {
+        match self {
+            Store::Redis(_) => None,
+            Store::Memory(_) => Some(local_now_us()),
         }
     }
 

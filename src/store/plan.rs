@@ -22,11 +22,26 @@ pub struct Limit {
     pub param: u64,
     /// The index of its state in [`LimitSet::states`].
     pub state: usize,
+    /// Charged one unit per attempt whatever the request's cost (a slot in flight; a plain
+    /// limit beside limits whose cost the answer states, which are charged the reservation).
+    pub per_attempt: bool,
+    /// Whether its refusal may start a block (not one that says attempts are in flight).
+    pub starts_blocks: bool,
     /// For a limit that counts outcomes on a blocking route, the longest a reservation stays in
     /// flight (µs, the upstream's timeouts): a refusal that stands on reservations still in
     /// flight starts no block and waits until the soonest is settled. 0: every charge counts
     /// at once.
     pub settle_us: u64,
+}
+
+impl Limit {
+    /// Units a request of `cost` spends of this limit.
+    pub fn cost_of(&self, cost: u64) -> u64 {
+        match self.per_attempt {
+            true => cost.min(1),
+            false => cost,
+        }
+    }
 }
 
 /// One Redis key of a decision's state.
@@ -159,6 +174,8 @@ impl LimitSet {
                     window_us,
                     param: 0,
                     state,
+                    per_attempt: algorithm.get().per_attempt(),
+                    starts_blocks: algorithm.get().starts_blocks(),
                     settle_us: 0,
                 }
             })
@@ -249,9 +266,10 @@ impl LimitSet {
 }
 
 /// `block_ms growth max_ms forget_ms S Q (code slot)*Q N (state name limit window param
-/// settle)*N index recorded`, each field followed by a tab; a set that does not block sends
-/// zeros and growth 1; `index` is the refusal index's key (`-`: none) and `recorded` a `0`/`1`
-/// per limit (`-` without an index).
+/// settle flags)*N index recorded`, each field followed by a tab; a set that does not block
+/// sends zeros and growth 1; `flags` is 1 when the limit is charged per attempt, 2 when its
+/// refusal starts no block; `index` is the refusal index's key (`-`: none) and `recorded` a
+/// `0`/`1` per limit (`-` without an index).
 fn plan_text(set: &LimitSet, refusals: Option<&Refusals>) -> String {
     let block = set.block.unwrap_or(BlockSpec {
         block_ms: 0,
@@ -280,6 +298,7 @@ fn plan_text(set: &LimitSet, refusals: Option<&Refusals>) -> String {
             l.window_us.to_string(),
             l.param.to_string(),
             l.settle_us.to_string(),
+            (u8::from(l.per_attempt) + 2 * u8::from(!l.starts_blocks)).to_string(),
         ]);
     }
     match refusals {

@@ -94,6 +94,27 @@ impl HttpClient {
             .expect("response within 10 s")
     }
 
+    /// Sends a request and answers once the response head has arrived; its body is the
+    /// caller's to read as it streams (or to drop, which closes the connection). Fails the test
+    /// after 10 s.
+    pub async fn open(
+        &self,
+        method: Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> hyper::Response<hyper::body::Incoming> {
+        let mut req = Request::builder().method(method).uri(url);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(Full::new(Bytes::from(body.to_string()))).unwrap();
+        tokio::time::timeout(Duration::from_secs(10), self.client.request(req))
+            .await
+            .expect("response head within 10 s")
+            .expect("request sent")
+    }
+
     /// GET with headers.
     pub async fn get(&self, url: &str, headers: &[(&str, &str)]) -> Reply {
         self.send(Method::GET, url, headers, "").await

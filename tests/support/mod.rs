@@ -17,6 +17,7 @@ pub mod hardening;
 pub mod http;
 pub mod layer;
 pub mod leaving;
+pub mod llm;
 pub mod load;
 pub mod metrics;
 pub mod observe;

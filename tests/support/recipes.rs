@@ -65,6 +65,16 @@ impl Recipe {
 
     /// [`Recipe::start`] with its upstream at `upstream_url`, whatever listens there.
     pub async fn start_at(name: &str, redis: &RedisServer, upstream_url: &str) -> Recipe {
+        Self::start_written(name, redis, upstream_url, "http://127.0.0.1:9000").await
+    }
+
+    /// [`Recipe::start_at`] for a recipe whose upstream is written `written` in the file.
+    pub async fn start_written(
+        name: &str,
+        redis: &RedisServer,
+        upstream: &str,
+        written: &str,
+    ) -> Recipe {
         let text = std::fs::read_to_string(recipe_path(name)).unwrap();
         let toml = adapt(
             &text,
@@ -82,8 +92,8 @@ impl Recipe {
                     format!("url = \"{}\"", redis.url()),
                 ),
                 (
-                    "url = \"http://127.0.0.1:9000\"",
-                    format!("url = \"{upstream_url}\""),
+                    &format!("url = \"{written}\""),
+                    format!("url = \"{upstream}\""),
                 ),
             ],
         );

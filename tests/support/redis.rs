@@ -31,6 +31,14 @@ impl Resp {
             other => panic!("expected an integer reply, got {other:?}"),
         }
     }
+
+    /// A bulk or simple string reply's text.
+    pub fn text(&self) -> String {
+        match self {
+            Resp::Bulk(Some(s)) | Resp::Simple(s) => s.clone(),
+            other => panic!("expected a string reply, got {other:?}"),
+        }
+    }
 }
 
 impl RedisServer {

@@ -164,11 +164,63 @@ pub async fn settle_first_tagged(
         refund: vec![],
         confirm: vec![],
         reset: vec![],
+        settle_to: vec![],
+        at_us: None,
     };
     match settle {
         Settle::Refund => settlement.refund.push(0),
         Settle::Confirm => settlement.confirm.push(0),
         Settle::Reset => settlement.reset.push(0),
     }
+    store.settle(settlement).await.expect("the store settles");
+}
+
+/// One attempt of `cost` units that is settled later (its decision comes with a receipt), at
+/// `now_us` (the store's clock when `None`).
+pub async fn reserve_units(
+    store: &Store,
+    limits: &Arc<LimitSet>,
+    bases: &[String],
+    now_us: Option<u64>,
+    cost: u64,
+) -> Decision {
+    let request = DecisionRequest {
+        limits,
+        bases,
+        cost,
+        dry_run: false,
+        receipt: true,
+    };
+    store
+        .decide_many(&[request], now_us)
+        .await
+        .pop()
+        .expect("one answer")
+        .expect("the store decides")
+}
+
+/// Settles `decision`'s reservation as the gateway does at an answer's end: `refund` (slots
+/// freed, charges given back) and `settle_to` (charges made what the answer stated), at
+/// `at_us` (the store's own instant when `None`).
+pub async fn settle_with(
+    store: &Store,
+    limits: &Arc<LimitSet>,
+    bases: &[String],
+    decision: &Decision,
+    refund: Vec<usize>,
+    settle_to: Vec<(usize, u64)>,
+    at_us: Option<u64>,
+) {
+    let settlement = Settlement {
+        limits: limits.clone(),
+        bases: bases.to_vec(),
+        receipt: decision.receipt.clone().expect("a reservation"),
+        refund,
+        confirm: vec![],
+        reset: vec![],
+        settle_to,
+        at_us,
+        tags: vec![],
+    };
     store.settle(settlement).await.expect("the store settles");
 }

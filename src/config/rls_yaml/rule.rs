@@ -45,8 +45,9 @@ impl Reader<'_> {
         let algorithm = match fields.get("algorithm") {
             Some(a) => {
                 let text = self.string(a, "algorithm")?;
-                let Some(id) = AlgorithmId::by_name(&text) else {
-                    let names: Vec<&str> = AlgorithmId::all().map(|a| a.name()).collect();
+                // Envoy shows the service no answer, so nothing would free a slot in flight
+                let Some(id) = AlgorithmId::by_name(&text).filter(|a| a.get().has_window()) else {
+                    let names: Vec<&str> = AlgorithmId::windowed().map(|a| a.name()).collect();
                     return self.error(
                         a.span.start,
                         format!(

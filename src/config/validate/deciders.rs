@@ -148,8 +148,8 @@ impl Validator<'_> {
 
     /// What a proxy in front cannot do for a route it asks about (one without `upstream`, which
     /// only such a proxy reaches; a route with one is taken to be reached through the proxy
-    /// listener): none shows slidegate the answer, so a limit that counts outcomes counts every
-    /// attempt it admits (and `reset_status` never applies). (A body key is no warning: Traefik
+    /// listener): none shows slidegate the answer, which some limits need
+    /// ([`RouteConfig::needs_response`] says what becomes of them without it). (A body key is no warning: Traefik
     /// and Envoy send the body; where a proxy sends none, the key is missing and the request is
     /// refused, never counted otherwise.)
     pub(super) fn asked_routes_warnings(&mut self, raw: &RawConfig, routes: &[Arc<RouteConfig>]) {
@@ -169,10 +169,10 @@ impl Validator<'_> {
                 continue;
             }
             let span = raw.routes[i].get_ref().name.span();
-            if route.counts_outcomes() {
+            if let Some((what, so)) = route.needs_response() {
                 self.warn(
                     span,
-                    format!("routes[{i}] `{}` counts outcomes (count_status/reset_status): {asked} never sees the answer, so through it every admitted attempt stays counted and reset_status never applies; the proxy listener or the tower layer sees it", route.name),
+                    format!("routes[{i}] `{}` {what}: {asked} never sees the answer, so through it {so}; the proxy listener or the tower layer sees it", route.name),
                 );
             }
         }

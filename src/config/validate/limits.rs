@@ -7,7 +7,7 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::routes::{KnownTiers, RouteContext};
-use super::{Result, Validator, MAX_WINDOW};
+use super::{Result, Validator};
 use crate::algorithm::AlgorithmId;
 use crate::config::raw::{RawLimit, RawStatus};
 use crate::config::{ExceedMode, KeySpec, LimitConfig, StatusSet};
@@ -20,13 +20,14 @@ impl Validator<'_> {
         context: &RouteContext<'_>,
         mode: &ExceedMode,
         route_key: &KeySpec,
+        answer_wait: Duration,
     ) -> Result<Vec<LimitConfig>> {
         let mut names = HashSet::new();
         let mut limits = Vec::with_capacity(raw.len());
-        for (j, l) in raw.iter().enumerate() {
-            let l = l.get_ref();
+        for (j, spanned) in raw.iter().enumerate() {
+            let l = spanned.get_ref();
             let key = format!("{at}.limits[{j}]");
-            let limit = self.limit(l, &key, context, mode, route_key)?;
+            let limit = self.limit(spanned, &key, context, mode, route_key, answer_wait)?;
             if !names.insert(limit.name.clone()) {
                 return self.error(
                     l.name.span(),
@@ -43,12 +44,14 @@ impl Validator<'_> {
 
     fn limit(
         &mut self,
-        l: &RawLimit,
+        spanned: &Spanned<RawLimit>,
         key: &str,
         context: &RouteContext<'_>,
         mode: &ExceedMode,
         route_key: &KeySpec,
+        answer_wait: Duration,
     ) -> Result<LimitConfig> {
+        let (l, span) = (spanned.get_ref(), spanned.span());
         let name = self.name(&l.name, &format!("{key}.name"))?;
         let limit = *l.limit.get_ref();
         if limit < 1 {
@@ -57,13 +60,6 @@ impl Validator<'_> {
                 format!("{key}.limit: must be at least 1, got {limit}"),
             );
         }
-        let window = self.duration_in(
-            Some(&l.window),
-            &format!("{key}.window"),
-            Duration::from_millis(1),
-            MAX_WINDOW,
-            Duration::ZERO,
-        )?;
         let algorithm = self.choice(
             l.algorithm.as_ref(),
             &format!("{key}.algorithm"),
@@ -73,6 +69,8 @@ impl Validator<'_> {
                 .collect::<Vec<_>>(),
             AlgorithmId::SLIDING_LOG,
         )?;
+        let window = self.window_or_lease(l, key, span, algorithm, answer_wait)?;
+        self.algorithm_rules(l, key, algorithm, mode)?;
         let burst = self.burst(l, key, algorithm)?;
         let window_us = window.as_micros() as u64;
         let bounds = |value: u64| algorithm.get().check(value, window_us, burst);
@@ -134,6 +132,7 @@ impl Validator<'_> {
                 format!("{key}.count_status: cannot be used on a \"delay\" route (a delayed request would hold its reservation while it waits; use \"reject\" or \"block\")"),
             );
         }
+        let (cost_from, cost) = self.cost_settings(l, key, limit as u64)?;
         Ok(LimitConfig {
             name,
             limit: limit as u64,
@@ -144,6 +143,8 @@ impl Validator<'_> {
             on_missing_key,
             count_status,
             reset_status,
+            cost_from,
+            cost,
             segments,
             plans,
         })

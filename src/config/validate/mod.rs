@@ -1,10 +1,12 @@
 //! `RawConfig` -> `Config`: parse every value, check every reference, and point each error at
 //! the value's `FILE:LINE:COLUMN` with the key path in the message. One module per part of the
 //! file: `sections.rs` (server, admin, store, upstreams, segments and plans), `secrets.rs`
-//! (jwt, keys), `routes.rs` (with `route_paths.rs`), `limits.rs`, `keys.rs` (key parts and
-//! their options), `deciders.rs` (`[rls]` with its YAML files, `[ext_authz]`, `[forward_auth]`), `warnings.rs`
+//! (jwt, keys), `routes.rs` (with `route_paths.rs`), `limits.rs` (with `answers.rs`: leases,
+//! `cost_from`, `cost`), `keys.rs` (key parts and their options), `deciders.rs` (`[rls]` with
+//! its YAML files, `[ext_authz]`, `[forward_auth]`), `warnings.rs`
 //! (legal but almost always a mistake). This file has the parse and the helpers they share.
 
+mod answers;
 mod deciders;
 mod keys;
 mod limits;

@@ -16,6 +16,9 @@ use crate::config::{
 };
 use crate::tier::Membership;
 
+/// An upstream's `timeout` unless it says otherwise.
+pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The body bytes read for `json:`/`form:` key parts unless a route says otherwise.
 pub const DEFAULT_MAX_KEY_BODY_BYTES: usize = 64 * 1024;
 
@@ -78,6 +81,12 @@ impl Validator<'_> {
         let path = self.path(&r.path, &format!("{at}.path"))?;
         let methods = self.methods(r.methods.as_deref(), &format!("{at}.methods"))?;
         let upstream = self.upstream_of(r, spanned.span(), &at, upstreams)?;
+        // how long an answer is waited for: the upstream's timeout (its default on a route of
+        // an embedded layer or of forward auth)
+        let answer_timeout = upstream
+            .as_ref()
+            .and_then(|u| upstreams.get(u))
+            .map_or(DEFAULT_UPSTREAM_TIMEOUT, |u| u.timeout);
         let key = match &r.key {
             Some(k) => self.key_spec(k, &format!("{at}.key"), context)?,
             None => KeySpec::of([crate::config::KeyPart::Ip]),
@@ -96,7 +105,8 @@ impl Validator<'_> {
             )?),
             None => None,
         };
-        let limits = self.limits(&r.limits, &at, context, &on_exceed, &key)?;
+        let limits = self.limits(&r.limits, &at, context, &on_exceed, &key, answer_timeout)?;
+        let max_cost_body_bytes = self.route_costs(r, &at, &limits)?;
         let exempt = self.networks(r.exempt.as_deref(), &format!("{at}.exempt"))?;
         let access_log_sample = match &r.access_log_sample {
             Some(v) if !(0.0..=1.0).contains(v.get_ref()) => {
@@ -133,6 +143,8 @@ impl Validator<'_> {
             access_log: r.access_log.unwrap_or(true),
             access_log_sample,
             limits,
+            max_cost_body_bytes,
+            answer_timeout,
         };
         if let (Some(v), false) = (&r.max_key_body_bytes, route.reads_body()) {
             self.warn(

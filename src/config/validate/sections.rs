@@ -319,7 +319,7 @@ impl Validator<'_> {
             };
             let timeout = match &u.timeout {
                 Some(d) => self.positive_duration(d, &format!("{key}.timeout"))?,
-                None => Duration::from_secs(10),
+                None => super::routes::DEFAULT_UPSTREAM_TIMEOUT,
             };
             out.insert(
                 name.clone(),

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use crate::algorithm::{KeyState, LimitParams};
+use crate::algorithm::{KeyState, LimitParams, Settled};
 use crate::store::{BlockSpec, LimitSet};
 
 /// A block marker: the limit that started it, its end (µs) and its level.
@@ -156,8 +156,8 @@ pub fn decide(
         for i in 0..n {
             let l = &set.limits[i];
             let state = state_mut(keys, &keys_of[l.state], || unreachable!());
-            if !state.fits(views[i], l.limit, cost) {
-                per_limit[i] = state.wait(views[i], l.limit, cost, now);
+            if !state.fits(views[i], l.limit, l.cost_of(cost)) {
+                per_limit[i] = state.wait(views[i], l.limit, l.cost_of(cost), now);
                 retry = retry.max(per_limit[i]);
             }
         }
@@ -179,8 +179,8 @@ pub fn decide(
         for i in 0..n {
             let l = &set.limits[i];
             let state = state_mut(keys, &keys_of[l.state], || unreachable!());
-            if !state.fits(views[i], l.limit, cost) {
-                let w = state.wait(views[i], l.limit, cost, now);
+            if !state.fits(views[i], l.limit, l.cost_of(cost)) {
+                let w = state.wait(views[i], l.limit, l.cost_of(cost), now);
                 per_limit[i] = w;
                 retry = retry.max(w);
             }
@@ -192,7 +192,14 @@ pub fn decide(
                 for (i, l) in set.limits.iter().enumerate() {
                     if per_limit[i] > 0 && l.settle_us > 0 {
                         let state = state_mut(keys, &keys_of[l.state], || unreachable!());
-                        let f = state.in_flight(views[i], &l.name, l.limit, cost, l.settle_us, now);
+                        let f = state.in_flight(
+                            views[i],
+                            &l.name,
+                            l.limit,
+                            l.cost_of(cost),
+                            l.settle_us,
+                            now,
+                        );
                         if f > 0 {
                             flight[i] = true;
                             per_limit[i] = per_limit[i].min(f);
@@ -201,8 +208,14 @@ pub fn decide(
                 }
                 let mut levels = vec![None; set.slots];
                 for (s, level_of) in levels.iter_mut().enumerate() {
-                    let refusing =
-                        (0..n).filter(|&i| per_limit[i] > 0 && !flight[i] && set.slot_of(i) == s);
+                    // a limit whose refusal starts no block (attempts in flight), or stands on
+                    // reservations still in flight, names none
+                    let refusing = (0..n).filter(|&i| {
+                        per_limit[i] > 0
+                            && !flight[i]
+                            && set.slot_of(i) == s
+                            && set.limits[i].starts_blocks
+                    });
                     let named = refusing.fold(None, |best: Option<usize>, i| match best {
                         Some(b) if per_limit[b] >= per_limit[i] => Some(b),
                         _ => Some(i),
@@ -235,7 +248,7 @@ pub fn decide(
             if commit {
                 for (i, l) in set.limits.iter().enumerate() {
                     let state = state_mut(keys, &keys_of[l.state], || unreachable!());
-                    state.charge(views[i], cost, member, d);
+                    state.charge(views[i], l.cost_of(cost), member, d);
                 }
             }
             let answer = Answer {
@@ -352,6 +365,8 @@ pub enum SettleKind {
     Confirm,
     /// `x`: the charge goes back, the answered charges are forgiven, the block lifted.
     Reset,
+    /// `s<N>`: the charge comes to N units (at most the limit).
+    To(u64),
 }
 
 /// A settlement, as the settlement loop of `decide.lua`: `kind` for limits `limits` of `set`,
@@ -366,9 +381,45 @@ pub fn settle(
     now: u64,
 ) {
     let q = set.states.len();
+    let windows = state_windows(set);
     for &i in limits {
         let l = &set.limits[i];
         let key = &keys_of[l.state];
+        let cost = l.cost_of(charge.cost);
+        if let SettleKind::To(amount) = kind {
+            let amount = amount.min(l.limit);
+            // charging more writes the state, made afresh when it is gone (as HSET/ZADD do)
+            let algorithm = set.states[l.state].algorithm;
+            let exists = matches!(keys.get(key), Some(Some(_)));
+            if amount <= cost && !exists {
+                continue;
+            }
+            let state = state_mut(keys, key, || algorithm.get().new_state());
+            let settled = Settled {
+                member: charge.member,
+                at: charge.at,
+                cost,
+                amount,
+                longest: windows[l.state].0,
+            };
+            let outlive = state.settle(&params(set, i), &settled, now);
+            let empty = state.is_empty();
+            let slot = keys.get_mut(key).and_then(Option::as_mut).expect("made");
+            if let Some(ms) = outlive {
+                // PTTL below `ms` (or no expiry): PEXPIRE `ms`
+                let left_ms = match slot.expires_at {
+                    u64::MAX => -1,
+                    at => (at.saturating_sub(now) / 1000) as i64,
+                };
+                if left_ms < ms as i64 {
+                    slot.expires_at = now + ms * 1000;
+                }
+            }
+            if empty {
+                keys.insert(key.clone(), None);
+            }
+            continue;
+        }
         // (a reset of a key with no state left lifts its block level)
         let mut lift = kind == SettleKind::Reset;
         if let Some(Some(Slot {
@@ -377,13 +428,14 @@ pub fn settle(
         })) = keys.get_mut(key)
         {
             let limit = params(set, i);
-            let (member, at, cost) = (charge.member, charge.at, charge.cost);
+            let (member, at) = (charge.member, charge.at);
             let tag = charge.tags.get(set.slot_of(i)).map_or("", String::as_str);
             match kind {
                 SettleKind::Confirm => state.confirm(&limit, member, at, cost, tag, now),
                 SettleKind::Refund | SettleKind::Reset => {
                     state.refund(&limit, member, at, cost, now)
                 }
+                SettleKind::To(_) => unreachable!("settled above"),
             }
             // a reset lifts the block level once nothing else is left (untagged: at once)
             let emptied = kind == SettleKind::Reset && state.clear(&l.name, tag, now);

@@ -280,11 +280,13 @@ impl MemoryStore {
         let set = &settlement.limits;
         let keys_of = set.keys(&settlement.bases);
         let parts = &settlement.receipt.parts;
-        let now = parts
-            .iter()
-            .map(|p| p.decided_at_us)
-            .max()
-            .unwrap_or_else(local_now_us);
+        let now = settlement.at_us.unwrap_or_else(|| {
+            parts
+                .iter()
+                .map(|p| p.decided_at_us)
+                .max()
+                .unwrap_or_else(local_now_us)
+        });
         let (mut guards, mut keys) = self.take(&keys_of, now);
         for part in &settlement.receipt.parts {
             let only = |i: &usize| part.slot.is_none_or(|s| set.slot_of(*i) == s);
@@ -302,6 +304,10 @@ impl MemoryStore {
             for (kind, limits) in kinds {
                 let limits: Vec<usize> = limits.iter().copied().filter(only).collect();
                 call::settle(&mut keys, set, &keys_of, kind, &limits, &charge, now);
+            }
+            for &(i, amount) in settlement.settle_to.iter().filter(|(i, _)| only(i)) {
+                let kind = SettleKind::To(amount);
+                call::settle(&mut keys, set, &keys_of, kind, &[i], &charge, now);
             }
         }
         self.put_back(&mut guards, keys);

@@ -19,7 +19,17 @@ pub fn encode(
     clock: ClockSource,
     indexed: bool,
 ) -> (Vec<Key>, Vec<Value>) {
-    let fixed = batch.decisions.first().and_then(|d| d.fixed_now);
+    let fixed = batch
+        .decisions
+        .first()
+        .and_then(|d| d.fixed_now)
+        .or_else(|| {
+            // a call of settlements alone may be given its instant (tests)
+            match batch.decisions.is_empty() {
+                true => batch.settlements.iter().find_map(|s| s.at_us),
+                false => None,
+            }
+        });
     let now = match (fixed, clock) {
         (Some(now), _) => Value::from(now as i64),
         (None, ClockSource::Local) => Value::from(local_now_us() as i64),
@@ -27,7 +37,8 @@ pub fn encode(
     };
     let mut plans: Vec<&Arc<LimitSet>> = Vec::new();
     // A settlement that refunds some limits and resets others is an entry per kind (and per
-    // tag of the value sent, for confirmations and resets).
+    // tag of the value sent, for confirmations and resets; per amount, `s<N>`, for charges
+    // settled to what their answer stated).
     let settlements: Vec<(i64, String, &PendingSettlement, Vec<usize>)> = batch
         .settlements
         .iter()
@@ -73,7 +84,8 @@ pub fn encode(
 }
 
 /// A settlement's entries: its refunds, then its confirmations and resets, one entry per tag
-/// (the kind followed by the tag: `c~<hex>`); kinds with no limit are left out.
+/// (the kind followed by the tag: `c~<hex>`), then its charges settled to amounts, one entry
+/// per amount (`s<N>`); kinds with no limit are left out.
 fn entries(s: &PendingSettlement) -> Vec<(&PendingSettlement, String, Vec<usize>)> {
     let mut out = Vec::new();
     if !s.refund.is_empty() {
@@ -93,6 +105,16 @@ fn entries(s: &PendingSettlement) -> Vec<(&PendingSettlement, String, Vec<usize>
                 .collect();
             out.push((s, format!("{kind}{tag}"), mine));
         }
+    }
+    let mut amounts: Vec<(u64, Vec<usize>)> = Vec::new();
+    for &(i, amount) in &s.settle_to {
+        match amounts.iter_mut().find(|(a, _)| *a == amount) {
+            Some((_, limits)) => limits.push(i),
+            None => amounts.push((amount, vec![i])),
+        }
+    }
+    for (amount, limits) in amounts {
+        out.push((s, format!("s{amount}"), limits));
     }
     out
 }

@@ -78,6 +78,10 @@ pub struct PendingSettlement {
     pub confirm: Vec<usize>,
     /// Limits whose answered count is cleared (the charge itself going back).
     pub reset: Vec<usize>,
+    /// Limits whose charge becomes the units given.
+    pub settle_to: Vec<(usize, u64)>,
+    /// The instant to settle at, when the caller fixes it (tests); else the call's.
+    pub at_us: Option<u64>,
     /// Per limit of `limits`, the tag of the value the attempt sent (`""`: none).
     pub tags: Vec<String>,
     /// When it stops waiting.

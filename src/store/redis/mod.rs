@@ -299,7 +299,15 @@ impl RedisStore {
                 within(&settlement.confirm),
                 within(&settlement.reset),
             );
-            if refund.is_empty() && confirm.is_empty() && reset.is_empty() {
+            let settle_to: Vec<(usize, u64)> = settlement
+                .settle_to
+                .iter()
+                .filter_map(|&(i, amount)| {
+                    let at = index_of.iter().position(|&j| j == i)?;
+                    Some((at, amount))
+                })
+                .collect();
+            if refund.is_empty() && confirm.is_empty() && reset.is_empty() && settle_to.is_empty() {
                 continue;
             }
             let keys: Vec<Key> = limits.keys(&bases).into_iter().map(Key::from).collect();
@@ -321,6 +329,8 @@ impl RedisStore {
                 refund,
                 confirm,
                 reset,
+                settle_to,
+                at_us: settlement.at_us,
                 tags,
                 deadline: Deadline::after(self.inner.timeout * 4),
                 done,

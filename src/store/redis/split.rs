@@ -142,6 +142,8 @@ fn take_back(store: &RedisStore, parts: Vec<Part>) {
             refund: (0..part.set.limits.len()).collect(),
             confirm: Vec::new(),
             reset: Vec::new(),
+            settle_to: Vec::new(),
+            at_us: None,
             limits: part.set,
             bases: part.bases,
             receipt,

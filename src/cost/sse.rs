@@ -1,0 +1,254 @@
+//! [`EventReader`]: a server-sent event stream (`text/event-stream`, the WHATWG HTML standard's
+//! "event stream interpretation") read as it streams past, each event's data handed to a
+//! [`PathScanner`] as it comes, so no event is held whole. Lines end in CRLF, LF or CR (a chunk
+//! may end between CR and LF); a `data` field's value (one leading space dropped) joins the
+//! event's data, lines of one event joined by LF; a blank line dispatches the event; comments
+//! (`:`) and other fields are skipped; an event cut off by the stream's end is not dispatched.
+//! The cost is the member read from the last event whose data carries it.
+
+use std::sync::Arc;
+
+use super::json::PathScanner;
+
+/// Where the reader is in a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Line {
+    /// At a line's first byte.
+    Start,
+    /// In a field's name: its first bytes (enough to know `data`).
+    Name,
+    /// Right after `data:`: a space here is dropped.
+    DataColon,
+    /// In a `data` field's value.
+    Data,
+    /// In a line that is skipped (a comment, another field).
+    Skip,
+}
+
+/// Reads the last event of a stream that states a whole number at a path.
+#[derive(Debug, Clone)]
+pub struct EventReader {
+    scanner: PathScanner,
+    line: Line,
+    /// The last byte was a CR: a LF now ends nothing more.
+    after_cr: bool,
+    name: [u8; 5],
+    name_len: usize,
+    /// Data lines of the current event so far.
+    data_lines: usize,
+    /// Data bytes of the current event so far; past `max_event` it is not read.
+    event_bytes: usize,
+    max_event: usize,
+    /// Nothing read yet (a byte order mark there is dropped).
+    at_start: bool,
+    found: Option<u64>,
+}
+
+impl EventReader {
+    /// A reader of `path` in each event's data (JSON), reading at most `max_event` bytes of
+    /// one event.
+    pub fn new(path: Arc<[String]>, max_event: usize) -> EventReader {
+        EventReader {
+            scanner: PathScanner::new(path),
+            line: Line::Start,
+            after_cr: false,
+            name: [0; 5],
+            name_len: 0,
+            data_lines: 0,
+            event_bytes: 0,
+            max_event,
+            at_start: true,
+            found: None,
+        }
+    }
+
+    /// Reads the next bytes of the stream.
+    pub fn feed(&mut self, mut bytes: &[u8]) {
+        if self.at_start && !bytes.is_empty() {
+            self.at_start = false;
+            bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+        }
+        let mut i = 0;
+        while i < bytes.len() {
+            let b = bytes[i];
+            if self.after_cr {
+                self.after_cr = false;
+                if b == b'\n' {
+                    i += 1;
+                    continue;
+                }
+            }
+            if b == b'\r' || b == b'\n' {
+                self.end_line();
+                self.after_cr = b == b'\r';
+                i += 1;
+                continue;
+            }
+            match self.line {
+                Line::Start if b == b':' => self.line = Line::Skip,
+                Line::Start | Line::Name => {
+                    self.line = Line::Name;
+                    if b == b':' {
+                        self.end_name();
+                    } else if self.name_len < self.name.len() {
+                        self.name[self.name_len] = b;
+                        self.name_len += 1;
+                    } else {
+                        self.line = Line::Skip;
+                    }
+                }
+                Line::DataColon => {
+                    self.line = Line::Data;
+                    self.begin_data_line();
+                    if b != b' ' {
+                        continue;
+                    }
+                }
+                Line::Data => {
+                    let end = bytes[i..]
+                        .iter()
+                        .position(|&c| c == b'\r' || c == b'\n')
+                        .map_or(bytes.len(), |p| i + p);
+                    self.data(&bytes[i..end]);
+                    i = end;
+                    continue;
+                }
+                Line::Skip => {
+                    match bytes[i..].iter().position(|&c| c == b'\r' || c == b'\n') {
+                        Some(p) => i += p,
+                        None => return,
+                    }
+                    continue;
+                }
+            }
+            i += 1;
+        }
+    }
+
+    /// The cost the last event carrying the path stated (events cut off by the end of the
+    /// stream are not read).
+    pub fn finish(self) -> Option<u64> {
+        self.found
+    }
+
+    /// A `:` after a field name: a `data` field's value follows, anything else is skipped.
+    fn end_name(&mut self) {
+        self.line = match &self.name[..self.name_len] {
+            b"data" => Line::DataColon,
+            _ => Line::Skip,
+        };
+    }
+
+    /// A line ended.
+    fn end_line(&mut self) {
+        match self.line {
+            Line::Start => self.dispatch(),
+            // `data` alone on a line is a data line with an empty value
+            Line::Name if &self.name[..self.name_len] == b"data" => self.begin_data_line(),
+            Line::DataColon => self.begin_data_line(),
+            _ => {}
+        }
+        self.line = Line::Start;
+        self.name_len = 0;
+    }
+
+    /// A data line starts: lines of one event are joined by LF.
+    fn begin_data_line(&mut self) {
+        if self.data_lines > 0 {
+            self.data(b"\n");
+        }
+        self.data_lines += 1;
+    }
+
+    fn data(&mut self, bytes: &[u8]) {
+        self.event_bytes += bytes.len();
+        if self.event_bytes <= self.max_event {
+            self.scanner.feed(bytes);
+        }
+    }
+
+    /// A blank line: the event's data, if any, is read.
+    fn dispatch(&mut self) {
+        if self.data_lines > 0 && self.event_bytes <= self.max_event {
+            if let Some(n) = self.scanner.finish() {
+                self.found = Some(n);
+            }
+        }
+        self.scanner.reset();
+        self.data_lines = 0;
+        self.event_bytes = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reader() -> EventReader {
+        let path: Vec<String> = vec!["usage".into(), "total_tokens".into()];
+        EventReader::new(path.into(), 1 << 20)
+    }
+
+    fn read(chunks: &[&[u8]]) -> Option<u64> {
+        let mut r = reader();
+        for c in chunks {
+            r.feed(c);
+        }
+        r.finish()
+    }
+
+    /// An answer as OpenAI streams it with `stream_options.include_usage`.
+    const STREAM: &str =
+        "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}],\"usage\":null}\n\n\
+        : keep-alive\n\n\
+        data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"total_tokens\":17}}\n\n\
+        data: [DONE]\n\n";
+
+    #[test]
+    fn the_last_event_carrying_the_member_states_the_cost() {
+        assert_eq!(read(&[STREAM.as_bytes()]), Some(17));
+        let two = "data: {\"usage\":{\"total_tokens\":3}}\n\ndata: {\"usage\":{\"total_tokens\":4}}\n\ndata: {}\n\n";
+        assert_eq!(read(&[two.as_bytes()]), Some(4));
+        assert_eq!(read(&[b"data: {\"usage\":null}\n\n"]), None);
+    }
+
+    #[test]
+    fn lines_end_any_way_and_split_data_lines_join() {
+        for text in [
+            "data:{\"usage\":{\"total_tokens\":9}}\r\n\r\n",
+            "data: {\"usage\":{\"total_tokens\":9}}\r\r",
+            "\u{feff}event: done\nid: 3\ndata: {\"usage\":\ndata: {\"total_tokens\":9}}\n\n",
+            "retry: 10\ndata\ndata: {\"usage\":{\"total_tokens\":9}}\n\n",
+        ] {
+            assert_eq!(read(&[text.as_bytes()]), Some(9), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn an_event_cut_off_by_the_end_or_too_long_states_nothing() {
+        assert_eq!(read(&[b"data: {\"usage\":{\"total_tokens\":9}}\n"]), None);
+        let path: Vec<String> = vec!["n".into()];
+        let mut r = EventReader::new(path.into(), 8);
+        r.feed(b"data: {\"n\":1}\n\ndata: {\"n\":22222}\n\n");
+        assert_eq!(r.finish(), Some(1));
+        assert_eq!(read(&[b"dat: {\"usage\":{\"total_tokens\":9}}\n\n"]), None);
+        assert_eq!(
+            read(&[b"datas: {\"usage\":{\"total_tokens\":9}}\n\n"]),
+            None
+        );
+    }
+
+    #[test]
+    fn a_stream_split_at_every_position_reads_as_the_whole() {
+        let text = STREAM.replace('\n', "\r\n");
+        for stream in [STREAM, text.as_str()] {
+            let bytes = stream.as_bytes();
+            for cut in 0..=bytes.len() {
+                let (a, b) = bytes.split_at(cut);
+                assert_eq!(read(&[a, b]), Some(17), "cut at {cut} of {stream:?}");
+            }
+            let bytewise: Vec<&[u8]> = bytes.chunks(1).collect();
+            assert_eq!(read(&bytewise), Some(17));
+        }
+    }
+}

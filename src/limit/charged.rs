@@ -1,0 +1,216 @@
+//! What an admitted attempt charged ([`Charged`]: the limits, keys and receipt of its decision)
+//! and how a settlement of it is made and sent: which limits give their charge back, keep it,
+//! are reset, freed or charged what the answer stated ([`Settled`]), counted in the metrics and
+//! handed to the store. Below both the head's settlement (`outcome.rs`) and the end's
+//! (`ending.rs`), which each decide what becomes of the charge.
+
+use std::sync::Arc;
+
+use super::limiter::Limiter;
+use super::policy::{AtEnd, OutcomeRule, RoutePolicy};
+use crate::store::{Decision, LimitSet, Receipt, Settlement};
+
+/// What an admitted attempt charged, and where to settle it.
+pub(super) struct Charged {
+    pub limiter: Arc<Limiter>,
+    pub policy: Arc<RoutePolicy>,
+    pub limits: Arc<LimitSet>,
+    pub bases: Vec<String>,
+    /// Per key slot, the tag of the value the attempt sent (where the slot merges values).
+    pub tags: Vec<String>,
+    pub receipt: Receipt,
+}
+
+/// What a settlement did, for the response's headers and the metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settled {
+    /// Limits whose charge went back.
+    pub refunded: Vec<usize>,
+    /// Limits whose answered count was cleared (the attempt's own charge going back with it).
+    pub reset: Vec<usize>,
+    /// Limits whose charge stays, confirmed as answered (a status may reset them later).
+    pub confirmed: Vec<usize>,
+    /// Limits whose slot in flight was freed.
+    pub released: Vec<usize>,
+    /// Limits whose charge became what the answer stated (at most the limit).
+    pub settled_to: Vec<(usize, u64)>,
+    /// Limits with `cost_from` whose answer stated no cost: the reservation stands.
+    pub kept_costs: Vec<usize>,
+    /// Units the charge took of each limit.
+    pub units: Vec<u64>,
+}
+
+/// What becomes of one limit's charge.
+pub(super) enum Fate {
+    Refund,
+    Keep,
+    Reset,
+    /// The slot in flight is freed.
+    Release,
+    /// Charged what the answer stated.
+    To(u64),
+    /// Settled at the answer's end (a slot, or a cost its body states).
+    AtEnd,
+}
+
+impl Settled {
+    /// Whether it leaves the store as it is.
+    pub fn is_empty(&self) -> bool {
+        self.refunded.is_empty()
+            && self.reset.is_empty()
+            && self.confirmed.is_empty()
+            && self.released.is_empty()
+            && self.settled_to.is_empty()
+    }
+
+    /// Shows the settlement in the decision the headers describe: a refunded limit has the
+    /// charge back, a reset one counts nothing, a settled one counts what the answer stated.
+    pub fn apply(&self, decision: &mut Decision) {
+        let units = |i: usize| self.units.get(i).copied().unwrap_or(0);
+        let back = |decision: &mut Decision, i: usize, less: u64, more: u64| {
+            if let Some(u) = decision.limits.get_mut(i) {
+                u.used = (u.used + more).saturating_sub(less);
+                if u.used == 0 {
+                    u.reset = std::time::Duration::ZERO;
+                }
+            }
+        };
+        for &i in self.refunded.iter().chain(&self.released) {
+            back(decision, i, units(i), 0);
+        }
+        for &(i, to) in &self.settled_to {
+            back(decision, i, units(i), to);
+        }
+        for &i in &self.reset {
+            back(decision, i, u64::MAX, 0);
+        }
+    }
+}
+
+impl Charged {
+    /// What happens to each limit's charge, by `fate`. A charge kept on a limit that a status
+    /// may reset, or on a blocking route, is confirmed: the store learns the attempt is no
+    /// longer in flight, so a later reset forgives it and a refusal it causes may start a block.
+    pub(super) fn settlement(&self, fate: impl Fn(&OutcomeRule) -> Fate) -> Settled {
+        let cost = self.receipt.cost;
+        let mut settled = Settled {
+            units: self.limits.limits.iter().map(|l| l.cost_of(cost)).collect(),
+            ..Settled::default()
+        };
+        for (i, rule) in self.policy.outcomes.iter().enumerate() {
+            let Some(rule) = rule else { continue };
+            let limit = self.limits.limits.get(i).map_or(0, |l| l.limit);
+            match fate(rule) {
+                Fate::Reset => settled.reset.push(i),
+                Fate::Refund => settled.refunded.push(i),
+                Fate::Release => settled.released.push(i),
+                Fate::To(amount) => settled.settled_to.push((i, amount.min(limit))),
+                Fate::Keep if matches!(rule.at_end, Some(AtEnd::Cost(_))) => {
+                    settled.kept_costs.push(i)
+                }
+                Fate::Keep if rule.confirms => settled.confirmed.push(i),
+                Fate::Keep | Fate::AtEnd => {}
+            }
+        }
+        settled
+    }
+
+    /// Counts the settlement and hands it to the store in the background.
+    pub(super) fn send(&self, settled: &Settled) {
+        let metrics = &self.policy.metrics;
+        // A reset gives the attempt's own charge back too: a refund as well as a reset.
+        for &i in settled.refunded.iter().chain(&settled.reset) {
+            metrics.outcome_refunds[i].inc();
+        }
+        for &i in &settled.reset {
+            metrics.outcome_resets[i].inc();
+        }
+        for &(i, amount) in &settled.settled_to {
+            metrics.cost_settled[i].inc_by(amount);
+            metrics.cost_overage[i].inc_by(amount.saturating_sub(settled.units[i]));
+        }
+        for &i in &settled.kept_costs {
+            metrics.cost_settled[i].inc_by(settled.units[i]);
+        }
+        if settled.is_empty() {
+            return;
+        }
+        // Room given back: the key is decided by the store again here at once (which still
+        // holds any block); other instances' deny-cache entries lapse at their own time.
+        let lower = settled
+            .settled_to
+            .iter()
+            .filter(|(i, to)| *to < settled.units[*i]);
+        let freed = (settled.refunded.iter().chain(&settled.reset))
+            .chain(&settled.released)
+            .chain(lower.map(|(i, _)| i));
+        for &i in freed {
+            let slot = self.limits.slot_of(i);
+            self.limiter.deny_cache.remove(&self.bases[slot]);
+        }
+        let store = &self.limiter.store;
+        let settlement = Settlement {
+            limits: self.limits.clone(),
+            bases: self.bases.clone(),
+            receipt: self.receipt.clone(),
+            refund: [settled.refunded.as_slice(), &settled.released].concat(),
+            confirm: settled.confirmed.clone(),
+            reset: settled.reset.clone(),
+            settle_to: settled.settled_to.clone(),
+            at_us: store.settlement_instant(),
+            tags: self.tags.clone(),
+        };
+        // Queued (or applied) now, before the answer goes on: the next decision of this
+        // connection sees it, as the answer's headers say.
+        let mut applied = Box::pin(store.settle(settlement));
+        // the memory store has applied it already: no task for a ready answer
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match std::future::Future::poll(applied.as_mut(), &mut cx) {
+            std::task::Poll::Ready(Ok(())) => return,
+            std::task::Poll::Ready(Err(e)) => return self.failed(&e),
+            std::task::Poll::Pending => {}
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let route = self.policy.name().to_string();
+        runtime.spawn(async move {
+            if let Err(e) = applied.await {
+                tracing::warn!(route, error = %e, "could not settle an attempt's charge");
+            }
+        });
+    }
+
+    fn failed(&self, e: &crate::store::StoreError) {
+        let route = self.policy.name();
+        tracing::warn!(route, error = %e, "could not settle an attempt's charge");
+    }
+
+    /// What the end of the answer settles: the slots freed, and each cost the body stated (the
+    /// reservation kept when it stated none).
+    pub(super) fn at_end(&self, release: bool, stated: &[(usize, Option<u64>)]) -> Settled {
+        let mut settled = self.settlement(|_| Fate::AtEnd);
+        if release {
+            settled.released = (self.policy.outcomes.iter().enumerate())
+                .filter(|(_, r)| {
+                    matches!(
+                        r,
+                        Some(OutcomeRule {
+                            at_end: Some(AtEnd::Slot),
+                            ..
+                        })
+                    )
+                })
+                .map(|(i, _)| i)
+                .collect();
+        }
+        for &(i, cost) in stated {
+            let limit = self.limits.limits.get(i).map_or(0, |l| l.limit);
+            match cost {
+                Some(amount) => settled.settled_to.push((i, amount.min(limit))),
+                None => settled.kept_costs.push(i),
+            }
+        }
+        settled
+    }
+}

@@ -1,0 +1,89 @@
+//! [`Ending`]: what an attempt still owes the store once its answer's head has gone out: the
+//! slots it holds in flight (`algorithm = "concurrency"`), freed when the answer has been sent
+//! whole, and the costs its body states (`cost_from = "json:..."`, `"sse:..."`), read as the
+//! body streams past ([`Ending::feed`]) and settled at its end. A client that leaves before the
+//! end frees its slots at once (the upstream answered); the body is still read for its costs
+//! (by whoever holds it: the layer, within the upstream's `timeout`), so leaving early does not
+//! dodge a cost the answer states. An ending dropped unfinished frees its slots and keeps its
+//! reservations.
+
+use std::time::Duration;
+
+use super::charged::Charged;
+use super::policy::AtEnd;
+use crate::cost::CostReader;
+
+/// An attempt's settlement at the end of its answer.
+pub struct Ending {
+    charged: Option<Charged>,
+    /// Whether it still holds slots in flight.
+    slots: bool,
+    /// The limits whose cost the body states, each with its reader.
+    readers: Vec<(usize, CostReader)>,
+}
+
+impl Ending {
+    /// The ending of `charged`, when anything waits for the answer's end.
+    pub(super) fn new(charged: Charged, readers: Vec<(usize, CostReader)>) -> Option<Ending> {
+        let slots = (charged.policy.outcomes.iter().flatten())
+            .any(|r| matches!(r.at_end, Some(AtEnd::Slot)));
+        (slots || !readers.is_empty()).then_some(Ending {
+            charged: Some(charged),
+            slots,
+            readers,
+        })
+    }
+
+    /// Reads the next chunk of the answer's body.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        for (_, reader) in &mut self.readers {
+            reader.feed(bytes);
+        }
+    }
+
+    /// Whether the rest of the body may still state a cost (a body whose client left is read on
+    /// only then).
+    pub fn reading(&self) -> bool {
+        self.readers.iter().any(|(_, r)| !r.hopeless())
+    }
+
+    /// How long the rest of an answer whose client left is read: the upstream's `timeout`.
+    pub fn read_within(&self) -> Duration {
+        self.charged
+            .as_ref()
+            .map_or(Duration::ZERO, |c| c.policy.config.answer_timeout)
+    }
+
+    /// The client left before the answer's end: the upstream answered, so the slots are free
+    /// now; the costs wait for the rest of the body.
+    pub fn depart(&mut self) {
+        if let (true, Some(charged)) = (self.slots, &self.charged) {
+            self.slots = false;
+            charged.send(&charged.at_end(true, &[]));
+        }
+    }
+
+    /// The answer ended (sent whole, or broken off): slots freed, each cost the body stated
+    /// charged (the reservation kept where it stated none).
+    pub fn finish(mut self) {
+        let Some(charged) = self.charged.take() else {
+            return;
+        };
+        let stated: Vec<(usize, Option<u64>)> = std::mem::take(&mut self.readers)
+            .into_iter()
+            .map(|(i, reader)| (i, reader.finish()))
+            .collect();
+        charged.send(&charged.at_end(self.slots, &stated));
+    }
+}
+
+/// Dropped unfinished: nothing holds the slots any more; the costs keep their reservations.
+impl Drop for Ending {
+    fn drop(&mut self) {
+        if let Some(charged) = self.charged.take() {
+            let kept: Vec<(usize, Option<u64>)> =
+                self.readers.iter().map(|(i, _)| (*i, None)).collect();
+            charged.send(&charged.at_end(self.slots, &kept));
+        }
+    }
+}
