@@ -33,7 +33,7 @@ fi
 counters="slidegate_requests_total slidegate_limit_exceeded_total slidegate_store_errors_total
 slidegate_deny_cache_hits_total slidegate_upstream_requests_total slidegate_config_reloads_total
 slidegate_outcome_refunds_total slidegate_outcome_resets_total slidegate_blocks_started_total
-slidegate_store_evicted_keys_total"
+slidegate_store_evicted_keys_total slidegate_cost_settled_total slidegate_cost_overage_total"
 histograms="slidegate_limit_utilization_ratio slidegate_decision_duration_seconds
 slidegate_upstream_duration_seconds slidegate_rls_duration_seconds"
 gauges="slidegate_build_info slidegate_delay_waiting slidegate_deny_cache_entries process_cpu_seconds_total
@@ -102,6 +102,9 @@ COUNTERS = {
     "slidegate_blocks_started_total": {**ROUTE, "limit": None},
     # Redis's own evictions (INFO stats evicted_keys), read when scraped.
     "slidegate_store_evicted_keys_total": {},
+    # Costs read from the answer (cost_from): what each answer settled to, and what it went over.
+    "slidegate_cost_settled_total": {**ROUTE, "limit": None},
+    "slidegate_cost_overage_total": {**ROUTE, "limit": None},
 }
 HISTOGRAMS = {
     "slidegate_limit_utilization_ratio": {**ROUTE, "limit": None},
