@@ -40,6 +40,9 @@ struct Request {
     /// Whether the verdict is counted in `slidegate_requests_total` when it is reached (a
     /// caller that decides a request in several steps counts it once itself).
     counted: bool,
+    /// Whether the store answers with a receipt of what it charged even where the route's
+    /// answers settle nothing (a caller that may take the charge back asks for one).
+    receipt: bool,
 }
 
 enum State {
@@ -65,7 +68,7 @@ impl Request {
     }
 
     fn ask(&self) -> Answer {
-        let receipt = self.policy.settles();
+        let receipt = self.receipt || self.policy.settles();
         self.limiter.store.submit(self.store_request(receipt))
     }
 
@@ -100,6 +103,7 @@ impl Deciding {
                 keys,
                 cost,
                 counted: true,
+                receipt: false,
             },
             state: State::Start,
         }
@@ -110,6 +114,14 @@ impl Deciding {
     /// a request whose shadow-mode limits refused it a second time, without them).
     pub fn uncounted(mut self) -> Deciding {
         self.request.counted = false;
+        self
+    }
+
+    /// The same decision, answered with a receipt of what it charged (when it charged), so the
+    /// caller can take the charge back: the rate-limit service does when a later group of the
+    /// same request refuses it.
+    pub fn with_receipt(mut self) -> Deciding {
+        self.request.receipt = true;
         self
     }
 
@@ -215,6 +227,7 @@ impl Drop for Deciding {
             keys: self.request.keys.clone(),
             cost: self.request.cost,
             counted: self.request.counted,
+            receipt: self.request.receipt,
         };
         runtime.spawn(async move {
             let verdict = request.conclude(answer.await, started);

@@ -1,7 +1,9 @@
 //! A request's limits decided: each charged group (one per cost, the largest first) in one
 //! atomic decision through the limiter (a request refused by one descriptor of a group is
 //! charged to none of it, and the groups after a refusal are only read), the read set
-//! (`hits_addend` 0) beside them at cost 0.
+//! (`hits_addend` 0) beside them at cost 0. When a request has several charged groups, each
+//! asks for a receipt, and a refusal by a later group takes back what the earlier ones charged:
+//! a request refused by one descriptor is charged to none.
 //!
 //! Shadow mode and quota mode are per descriptor here, where a route's mode is per route. A
 //! set with such limits is decided with every limit first; when only shadow-mode or quota-mode
@@ -16,8 +18,9 @@ use std::time::Duration;
 
 use super::limits::{Combo, Domain, Part};
 use super::request::{LimitSetPlan, Plan};
-use crate::limit::{Deciding, Limiter, RequestKeys, Verdict};
+use crate::limit::{Deciding, Limiter, RequestKeys, RoutePolicy, Verdict};
 use crate::metrics::DecisionLabel;
+use crate::store::{LimitSet, Receipt, Settlement};
 
 /// A set's verdict, with the policies it was decided with (its decision, when there is one,
 /// lists the set's limits in order).
@@ -53,17 +56,23 @@ pub async fn decide(limiter: &Arc<Limiter>, domain: &Domain, plan: &Plan) -> Out
     let unseen_refusal = plan.refused_unseen();
     let mut refused = unseen_refusal;
     let mut charged = Vec::with_capacity(plan.charged.len());
+    // Receipts to take back when a later group refuses: only with more than one group.
+    let mut taken = (plan.charged.len() > 1).then(Vec::new);
     for group in &plan.charged {
         // After a refusal, and when a descriptor was refused before any decision, nothing more
         // is charged: the rest is read for its statuses.
         let cost = if refused { 0 } else { group.cost };
-        let Some(decided) = decide_set(limiter, domain, &group.set, cost).await else {
+        let Some(decided) = decide_set(limiter, domain, &group.set, cost, taken.as_mut()).await
+        else {
             continue;
         };
+        if !refused && !decided.verdict.forwards() {
+            take_back(limiter, taken.take().unwrap_or_default());
+        }
         refused |= !decided.verdict.forwards();
         charged.push(decided);
     }
-    let read = decide_set(limiter, domain, &plan.read, 0).await;
+    let read = decide_set(limiter, domain, &plan.read, 0, None).await;
     let counted = (charged.iter())
         .find(|d| !d.verdict.forwards())
         .or(charged.last())
@@ -82,24 +91,83 @@ pub async fn decide(limiter: &Arc<Limiter>, domain: &Domain, plan: &Plan) -> Out
     }
 }
 
-/// Decides one set at `cost` (0: only read), uncounted.
+/// What an allowed group charged, to take back if a later group refuses the request.
+struct Taken {
+    limits: Arc<LimitSet>,
+    bases: Vec<String>,
+    receipt: Receipt,
+}
+
+/// Decides a policy's limits with `keys` at `cost`, uncounted; with `taken`, the charge's
+/// receipt goes there.
+async fn decide_keys(
+    limiter: &Arc<Limiter>,
+    policy: &Arc<RoutePolicy>,
+    keys: Arc<RequestKeys>,
+    cost: u64,
+    taken: Option<&mut Vec<Taken>>,
+) -> Verdict {
+    let tier = policy.default_tier().clone();
+    let limits = tier.limits.clone();
+    let deciding = Deciding::new(limiter.clone(), policy.clone(), tier, keys.clone(), cost);
+    let deciding = match taken.is_some() {
+        true => deciding.with_receipt(),
+        false => deciding,
+    };
+    let verdict = deciding.uncounted().await;
+    let receipt = verdict.decision.as_ref().and_then(|d| d.receipt.clone());
+    if let (Some(taken), Some(receipt), false) = (taken, receipt, verdict.local) {
+        taken.push(Taken {
+            limits,
+            bases: keys.bases.clone(),
+            receipt,
+        });
+    }
+    verdict
+}
+
+/// Gives back, in the background, what earlier groups of a refused request charged.
+fn take_back(limiter: &Arc<Limiter>, taken: Vec<Taken>) {
+    let store = limiter.store();
+    for t in taken {
+        let settlement = Settlement {
+            refund: (0..t.limits.limits.len()).collect(),
+            confirm: Vec::new(),
+            reset: Vec::new(),
+            settle_to: Vec::new(),
+            at_us: store.settlement_instant(),
+            limits: t.limits,
+            bases: t.bases,
+            receipt: t.receipt,
+            tags: Vec::new(),
+        };
+        let applied = store.settle(settlement);
+        tokio::spawn(async move {
+            if let Err(e) = applied.await {
+                tracing::warn!(error = %e, "could not take back a refused request's earlier charge");
+            }
+        });
+    }
+}
+
+/// Decides one set at `cost` (0: only read), uncounted; with `taken`, what it charged is noted
+/// there.
 async fn decide_set(
     limiter: &Arc<Limiter>,
     domain: &Domain,
     set: &LimitSetPlan,
     cost: u64,
+    mut taken: Option<&mut Vec<Taken>>,
 ) -> Option<Decided> {
     if set.parts.is_empty() {
         return None;
     }
     let combo = domain.combo(&set.parts);
     let keys = Arc::new(RequestKeys::per_slot(&combo.all, set.keys.clone()));
-    let tier = combo.all.default_tier().clone();
-    let deciding = Deciding::new(limiter.clone(), combo.all.clone(), tier, keys, cost);
-    let first = deciding.uncounted().await;
+    let first = decide_keys(limiter, &combo.all, keys, cost, taken.as_deref_mut()).await;
     let verdict = match &combo.enforced {
         None if !combo.shadow.iter().chain(&combo.quota).any(|&s| s) => first,
-        _ => without_soft(limiter, domain, &combo, set, cost, first).await,
+        _ => without_soft(limiter, domain, &combo, set, cost, first, taken).await,
     };
     Some(Decided { combo, verdict })
 }
@@ -113,6 +181,7 @@ async fn without_soft(
     set: &LimitSetPlan,
     cost: u64,
     first: Verdict,
+    taken: Option<&mut Vec<Taken>>,
 ) -> Verdict {
     let Some(decision) = first.decision.as_ref().filter(|d| !d.allowed()) else {
         return first;
@@ -142,11 +211,7 @@ async fn without_soft(
         false => {
             let keys = kept.iter().map(|&i| set.keys[i].clone()).collect();
             let keys = Arc::new(RequestKeys::per_slot(&policy, keys));
-            let tier = policy.default_tier().clone();
-            let verdict = Deciding::new(limiter.clone(), policy.clone(), tier, keys, cost)
-                .uncounted()
-                .await;
-            Some(verdict)
+            Some(decide_keys(limiter, &policy, keys, cost, taken).await)
         }
     };
     let Some(second) = second else {
