@@ -63,6 +63,72 @@ async fn a_request_refused_by_one_descriptor_is_charged_to_none() {
     assert_eq!(used(&gw, "atomic", "per-ip", "203.0.113.9").await, 3);
 }
 
+/// `/admin/config` shows `[rls]` as the file writes it, with each domain's limits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_config_shows_the_rate_limit_service_and_its_domains() {
+    let redis = RedisServer::start();
+    let gw = serve(&redis, "rls-config-view", ATOMIC, "").await;
+    let (k, v) = auth();
+    let r = HttpClient::default()
+        .get(&gw.admin("/admin/config"), &[(k, &v)])
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let rls = &r.json()["rls"];
+    assert_eq!(rls["on_error"], "allow", "{rls}");
+    let domain = &rls["domains"][0];
+    assert_eq!(domain["domain"], "atomic", "{rls}");
+    let limits: Vec<(String, u64)> = (domain["limits"].as_array().unwrap().iter())
+        .map(|l| {
+            (
+                l["name"].as_str().unwrap().to_string(),
+                l["limit"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        limits,
+        [("per-ip".to_string(), 3), ("per-user".to_string(), 10)]
+    );
+    assert_eq!(domain["limits"][0]["window"], "1m", "{rls}");
+}
+
+/// Descriptors of different `hits_addend` are decided as groups, the largest cost first: a
+/// refusal by a later group takes back what the earlier ones charged, so the request is still
+/// charged to none of its descriptors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_by_a_later_cost_group_takes_back_the_earlier_charge() {
+    let redis = RedisServer::start();
+    let gw = serve(&redis, "rls-atomic-costs", ATOMIC, "").await;
+    let mut c = client(&gw).await;
+    let address = request("atomic", vec![remote_address("203.0.113.44")]);
+    assert_eq!(overall_codes(&mut c, &address, 3).await, ["OK"; 3]);
+    let mixed = request(
+        "atomic",
+        vec![
+            with_hits(request_header("user", "ivy"), 4),
+            remote_address("203.0.113.44"),
+        ],
+    );
+    for _ in 0..2 {
+        assert_eq!(
+            codes(&ask(&mut c, mixed.clone()).await),
+            ["OK", "OVER_LIMIT"]
+        );
+    }
+    // The user's group (cost 4) was decided first and charged; the address's refusal gave it
+    // back (in the background: the refund rides in the store's next call of those keys).
+    let mut ivy = u64::MAX;
+    for _ in 0..40 {
+        ivy = used(&gw, "atomic", "per-user", "ivy").await;
+        if ivy == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(ivy, 0, "the refused requests stayed charged to the user");
+    assert_eq!(used(&gw, "atomic", "per-ip", "203.0.113.44").await, 3);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn windows_slide_instead_of_turning_with_the_clock() {
     let yaml = "domain: slide\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requests_per_unit: 2 }\n";

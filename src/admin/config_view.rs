@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::Json;
 use serde_json::{json, Value};
 
-use crate::config::{redact_url, Config, ExceedMode, JwtKey, KeySpec};
+use crate::config::{redact_url, Config, ExceedMode, JwtKey, KeySpec, RlsConfig};
 use crate::state::{GatewayState, PendingSetting};
 
 pub(super) async fn show(State(state): State<Arc<GatewayState>>) -> Json<Value> {
@@ -48,6 +48,35 @@ fn key_json(key: &KeySpec) -> Value {
             })
         })
         .collect()
+}
+
+/// `[rls]` as the file writes it, with the domains its limit files hold (each limit by name).
+fn rls_json(r: &RlsConfig) -> Value {
+    let domains: Vec<Value> = (r.domains.iter())
+        .map(|d| {
+            let limits: Vec<Value> = (d.rules.iter())
+                .map(|rule| {
+                    json!({
+                        "name": rule.label,
+                        "limit": rule.limit,
+                        "unlimited": rule.unlimited,
+                        "window": duration_text(rule.window),
+                        "shadow_mode": rule.shadow,
+                        "quota_mode": rule.quota,
+                    })
+                })
+                .collect();
+            json!({"domain": d.name, "limits": limits})
+        })
+        .collect();
+    json!({
+        "listen": r.listen.to_string(),
+        "config": r.source.display().to_string(),
+        "headers": r.headers,
+        "on_error": r.on_error.name(),
+        "merge_domains": r.merge_domains,
+        "domains": domains,
+    })
 }
 
 fn view(c: &Config) -> Value {
@@ -175,6 +204,12 @@ fn view(c: &Config) -> Value {
             "hash_secret_env": c.keys.hash_secret_env,
             "hash_secret": if c.keys.hash_secret.is_some() { "<redacted>" } else { "<not set>" },
         },
+        "rls": c.rls.as_ref().map(rls_json),
+        "forward_auth": c.forward_auth.as_ref().map(|f| json!({
+            "listen": f.listen.to_string(),
+            "refused_status": f.refused_status,
+        })),
+        "ext_authz": c.ext_authz.as_ref().map(|e| json!({"listen": e.listen.to_string()})),
         "jwt": c.jwt.as_ref().map(|j| json!({
             "key": match j.key { JwtKey::Hs256(_) => "hs256 <redacted>", JwtKey::Rs256(_) => "rs256 public key", JwtKey::Es256(_) => "es256 public key" },
             "issuer": j.issuer,
