@@ -3,7 +3,8 @@
 //! user, 150 users with fresh `X-User` values fill the table, and then 12 requests for `victim`
 //! (a key the table does not hold) reach the upstream at most 5 times. The full table's
 //! decisions count as `kind="full"`, none goes to `on_error`, and their 429s say
-//! `"approximate": true`. The same attack on the `local` fallback, with the test's Redis killed.
+//! `"approximate": true`. The same attack on the `local` fallback, with the test's Redis killed,
+//! and on an embedded layer.
 
 mod support;
 
@@ -157,4 +158,77 @@ async fn a_key_flood_on_the_local_fallback_opens_no_limit() {
         .unwrap_or(0.0);
     assert!(local > 0.0, "Redis was down: the fallback decided");
     gw.stop().await;
+}
+
+/// The same attack on an embedded layer (its default memory store), called in process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_flood_on_the_embedded_layer_opens_no_limit() {
+    use std::convert::Infallible;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use axum::body::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use slidegate::layer::{RequestBody, RouteBuilder};
+    use tower::{Layer, ServiceExt};
+
+    let layer = slidegate::RateLimitLayer::builder()
+        .memory()
+        .store("max_keys", MAX_KEYS as i64)
+        .route(
+            RouteBuilder::new("signup", "/signup")
+                .key(&["header:x-user"])
+                .limit("per-hour", LIMIT as i64, "1h"),
+        )
+        .build()
+        .await
+        .unwrap();
+    let victim_reached = Arc::new(AtomicUsize::new(0));
+    let counter = victim_reached.clone();
+    let inner = tower::service_fn(move |req: http::Request<RequestBody<Full<Bytes>>>| {
+        let counter = counter.clone();
+        async move {
+            if req.headers()["x-user"] == "victim" {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<_, Infallible>(http::Response::new(Full::new(Bytes::from_static(b"ok"))))
+        }
+    });
+    let service = layer.layer(inner);
+    let call = |user: String| {
+        let service = service.clone();
+        async move {
+            let req = http::Request::post("/signup")
+                .header("x-user", user)
+                .body(Full::new(Bytes::new()))
+                .unwrap();
+            let response = service.oneshot(req).await.unwrap();
+            let status = response.status().as_u16();
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            (status, body)
+        }
+    };
+    for i in 0..FLOOD {
+        call(format!("flood{i}")).await;
+    }
+    let mut last = (0, Bytes::new());
+    for _ in 0..VICTIM_TRIES {
+        last = call("victim".to_string()).await;
+    }
+    let reached = victim_reached.load(Ordering::Relaxed);
+    eprintln!("embedded layer: {reached} of {VICTIM_TRIES} victim requests reached the service");
+    assert!(
+        (1..=LIMIT).contains(&reached),
+        "{reached} reached the service"
+    );
+    assert_eq!(last.0, 429);
+    let problem: serde_json::Value = serde_json::from_slice(&last.1).unwrap();
+    assert_eq!(problem["approximate"], true, "{problem}");
+    let metrics = layer.metrics().encode();
+    let full = value(
+        &metrics,
+        "slidegate_store_errors_total",
+        &[("kind", "full")],
+    );
+    assert!(full.unwrap_or(0.0) >= (FLOOD - MAX_KEYS) as f64, "{full:?}");
 }
