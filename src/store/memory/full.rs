@@ -42,7 +42,8 @@ fn counted_in_sketch(
 
 /// Whether the sketch counts units for a key of this decision that the table does not hold:
 /// such a key stays in the sketch until they pass, even once the table has room, so that it
-/// never starts afresh inside a window. Reads one flag while no limit ever overflowed.
+/// never starts afresh inside a window (units of other keys in all its cells keep it there
+/// too: the sketch cannot tell them apart). Reads one flag while no sketch exists.
 pub fn counts_any(
     overflow: &Overflow,
     keys: &Keys,

@@ -12,8 +12,8 @@ mod call;
 mod full;
 mod overflow;
 mod refused;
+mod shard;
 
-use std::collections::HashMap;
 use std::hash::BuildHasher;
 
 use foldhash::quality::RandomState;
@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use call::Marker;
 use call::{Keys, SettleKind, Slot, Value};
+use shard::{hash_tag, Shard};
 
 use super::refused::{refused_entries, Refused};
 use super::{
@@ -51,33 +52,6 @@ struct Inner {
     refused: refused::RefusedIndex,
     /// Where limits count the keys the table has no room for.
     overflow: overflow::Overflow,
-}
-
-#[derive(Default)]
-struct Shard {
-    keys: HashMap<String, Slot, RandomState>,
-    ops: u64,
-}
-
-impl Shard {
-    /// Drops expired keys; returns how many went.
-    fn sweep(&mut self, now: u64) -> usize {
-        let before = self.keys.len();
-        self.keys.retain(|_, s| s.expires_at > now);
-        before - self.keys.len()
-    }
-}
-
-/// The hash tag of a key (between its first `{` and the next `}`), as Redis Cluster hashes it.
-fn hash_tag(key: &str) -> &str {
-    let bytes = key.as_bytes();
-    let Some(open) = bytes.iter().position(|&b| b == b'{') else {
-        return key;
-    };
-    match bytes[open + 1..].iter().position(|&b| b == b'}') {
-        Some(len) if len > 0 => &key[open + 1..open + 1 + len],
-        _ => key,
-    }
 }
 
 impl MemoryStore {
