@@ -196,25 +196,21 @@ impl MemoryStore {
         let (mut guards, mut keys) = self.take(&keys_of, now);
         let commits = request.cost > 0;
         let member = self.member();
-        let (reply, approximate) = match commits
-            && self.overflows(&keys, set, &keys_of, &guards, now)
-        {
-            true => {
-                let overflow = &self.inner.overflow;
-                full::decide(
-                    overflow,
-                    &mut keys,
-                    set,
-                    &keys_of,
-                    request.cost,
-                    &member,
-                    now,
-                )
-            }
-            false => {
-                let reply = call::decide(&mut keys, set, &keys_of, request.cost, &member, 1, now);
-                (reply, false)
-            }
+        let overflows = commits && self.overflows(&keys, set, &keys_of, &guards, now);
+        let (reply, approximate) = if overflows {
+            let overflow = &self.inner.overflow;
+            full::decide(
+                overflow,
+                &mut keys,
+                set,
+                &keys_of,
+                request.cost,
+                &member,
+                now,
+            )
+        } else {
+            let reply = call::decide(&mut keys, set, &keys_of, request.cost, &member, 1, now);
+            (reply, false)
         };
         self.put_back(&mut guards, keys);
         drop(guards);
