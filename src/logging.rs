@@ -51,9 +51,6 @@ pub struct StoreHealth {
 impl StoreHealth {
     /// A decision failed with `error`: the first failure of an outage is logged.
     pub fn failed(&self, error: &StoreError) {
-        if matches!(error, StoreError::Full(_)) {
-            return;
-        }
         let now = local_now_us().max(1);
         if self
             .down_since

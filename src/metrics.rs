@@ -298,6 +298,12 @@ impl Metrics {
         self.store_errors.with_label_values(&[error.kind()]).inc();
     }
 
+    /// Counts a decision the in-process store made in its overflow sketch (it was full of other
+    /// keys) in `slidegate_store_errors_total{kind="full"}`.
+    pub fn count_store_full(&self) {
+        self.store_errors.with_label_values(&["full"]).inc();
+    }
+
     /// Drops the series of limits that a reload removed or renamed on a route (named as they were).
     pub fn forget_limits(&self, route: &str, limits: &[String]) {
         for l in limits {

@@ -104,8 +104,8 @@ pub fn add_headers(headers: &mut HeaderMap, tier: &Tier, decision: &Decision) {
 
 /// The 429 for a rejected or blocked decision of `route`: `Retry-After`, the rate-limit headers
 /// (unless the route turned them off: `headers = false` tells an attacker nothing of the quota)
-/// and the problem body naming the limit (the block level, and the segment or plan whose values
-/// applied). The body has the members of every gateway error (`crate::error::problem_body`) plus
+/// and the problem body naming the limit (the block level, `"approximate": true` when the
+/// in-process store's overflow sketch decided, and the segment or plan whose values applied). The body has the members of every gateway error (`crate::error::problem_body`) plus
 /// the limit's; it is written directly rather than through a JSON map, because a flood of 429s
 /// from the deny cache is the path an attack takes.
 pub fn too_many_requests(
@@ -149,6 +149,10 @@ pub fn too_many_requests(
     if decision.block_level > 0 {
         body.push_str(",\"block_level\":");
         body.push_str(&decision.block_level.to_string());
+    }
+    if decision.approximate {
+        // counted in the in-process store's overflow sketch, which can only over-count
+        body.push_str(",\"approximate\":true");
     }
     if let Some(t) = &tier.name {
         body.push(',');
@@ -269,6 +273,7 @@ mod tests {
             decided_at_us: 0,
             block_level: 0,
             receipt: None,
+            approximate: false,
         };
         let r = too_many_requests("otp-send", &tier(), &d, &RequestId::generate(), true);
         assert_eq!(r.status(), 429);
@@ -315,6 +320,7 @@ mod tests {
             decided_at_us: 0,
             block_level: 3,
             receipt: None,
+            approximate: false,
         };
         let mut t = tier();
         t.name = Some(crate::tier::TierName::Plan("gold \"quoted\"\n".into()));
@@ -340,5 +346,22 @@ mod tests {
         assert_eq!(body["retry_after_ms"], 41_251);
         assert_eq!(body["plan"], "gold \"quoted\"\n");
         assert_eq!(body["block_level"], 3);
+        assert!(
+            body.get("approximate").is_none(),
+            "an exact count says nothing"
+        );
+        let approximate = Decision {
+            approximate: true,
+            ..d
+        };
+        let r = too_many_requests("otp-send", &t, &approximate, &id, true);
+        let bytes =
+            futures_util::FutureExt::now_or_never(http_body_util::BodyExt::collect(r.into_body()))
+                .unwrap()
+                .unwrap()
+                .to_bytes();
+        let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(body["approximate"], true);
+        assert_eq!(body["plan"], "gold \"quoted\"\n");
     }
 }

@@ -170,7 +170,8 @@ impl Limiter {
     }
 
     /// The rules after the store answered, once for both entry points: a failure applies the
-    /// route's `on_error` (allow, deny, or the in-process fallback); a decision is measured, then
+    /// route's `on_error` (allow, deny, or the in-process fallback); a decision is measured (one
+    /// the in-process store's overflow sketch made counts as `kind="full"`), then
     /// labelled by the route's mode, and an enforced denial of one unit is remembered in the deny
     /// cache for the keys that refused. Nothing is counted in `slidegate_requests_total` here
     /// (a delayed request is decided more than once), and a dry run is measured nowhere.
@@ -201,6 +202,10 @@ impl Limiter {
             },
         };
         if !request.dry_run {
+            if decision.approximate {
+                // the in-process store (or fallback) was full: its overflow sketch decided
+                self.metrics.count_store_full();
+            }
             let utilization = decision
                 .limits
                 .iter()
@@ -239,10 +244,7 @@ impl Limiter {
         request: DecisionRequest<'_>,
         error: StoreError,
     ) -> Result<Decision, DecisionLabel> {
-        if matches!(error, StoreError::Full(_)) {
-            // Redis failures are counted once per call by the store itself.
-            self.metrics.count_store_error(&error);
-        }
+        // (Redis failures are counted once per call by the store itself.)
         self.health.failed(&error);
         match policy.on_error {
             OnError::Allow => Err(DecisionLabel::StoreErrorAllowed),
@@ -252,9 +254,10 @@ impl Limiter {
                 let decided = self.fallback.decide(request, None);
                 let histogram = &policy.metrics.decision_duration.local;
                 histogram.observe(started.elapsed().as_secs_f64());
-                decided.map_err(|full| {
-                    // The fallback is full of live keys: this key fails open.
-                    self.metrics.count_store_error(&full);
+                decided.map_err(|e| {
+                    // (the fallback answers every decision: a full table counts in its
+                    // overflow sketch; only a reply it cannot read fails, and fails open)
+                    self.metrics.count_store_error(&e);
                     DecisionLabel::StoreErrorAllowed
                 })
             }

@@ -82,6 +82,9 @@ pub struct Decision {
     pub block_level: u64,
     /// How to take the charge back (outcome-counted routes only).
     pub receipt: Option<Receipt>,
+    /// Some limit was counted in the in-process store's overflow sketch (the store was full of
+    /// other keys), which can only over-count: the 429 body says `"approximate": true`.
+    pub approximate: bool,
 }
 
 impl Decision {
@@ -131,6 +134,7 @@ impl Decision {
             decided_at_us,
             block_level: reply[2].max(0) as u64,
             receipt: None,
+            approximate: false,
         })
     }
 
@@ -143,6 +147,7 @@ impl Decision {
             decided_at_us: 0,
             block_level: 0,
             receipt: None,
+            approximate: false,
         }
     }
 
@@ -210,6 +215,7 @@ impl Decision {
             decided_at_us: self.decided_at_us + elapsed.as_micros() as u64,
             block_level: self.block_level,
             receipt: None,
+            approximate: self.approximate,
         }
     }
 }
@@ -238,9 +244,6 @@ pub enum StoreError {
         /// `store.timeout`.
         within: Duration,
     },
-    /// The in-process store holds `store.max_keys` live keys and this key is not one of them.
-    #[error("the in-process store is full ({0} live keys)")]
-    Full(usize),
     /// The server lacks what the configuration requires (`store.scripts = "functions"` on a
     /// server without Redis Functions).
     #[error("store unsupported: {0}")]
@@ -267,7 +270,6 @@ impl StoreError {
             StoreError::Timeout(_) | StoreError::Unreplicated { .. } => "timeout",
             StoreError::Connection(_) => "connection",
             StoreError::Script(_) | StoreError::Unsupported(_) => "script",
-            StoreError::Full(_) => "full",
             StoreError::Other(_) => "other",
         }
     }

@@ -248,6 +248,7 @@ impl Reference {
             decided_at_us: now,
             block_level: 0,
             receipt: None,
+            approximate: false,
         }
     }
 }

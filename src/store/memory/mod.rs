@@ -4,14 +4,16 @@
 //! key slot share a shard and a decision locks only the shards of its own keys.
 //!
 //! Bounded: it never holds more than `max_keys` live keys. Expired keys are dropped first; when
-//! it is full of live keys, a decision that needs a key it does not hold fails with
-//! [`StoreError::Full`] (its route's `on_error` decides), while keys it holds keep exact counts,
-//! so flooding it with new keys frees no one's quota.
+//! it is full of live keys, a limit whose key it does not hold is counted in that limit's
+//! overflow sketch ([`overflow`]), which can only over-count, while keys it holds keep exact
+//! counts ([`full`]): flooding it with new keys frees no one's quota and opens no limit.
 
 mod call;
+mod full;
+mod overflow;
 mod refused;
+mod shard;
 
-use std::collections::HashMap;
 use std::hash::BuildHasher;
 
 use foldhash::quality::RandomState;
@@ -20,10 +22,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use call::Marker;
 use call::{Keys, SettleKind, Slot, Value};
+use shard::{hash_tag, Shard};
 
 use super::refused::{refused_entries, Refused};
 use super::{
-    local_now_us, Decision, DecisionRequest, Receipt, ReceiptPart, Settlement, StoreError,
+    local_now_us, Decision, DecisionRequest, LimitSet, Receipt, ReceiptPart, Settlement, StoreError,
 };
 
 const SHARDS: usize = 32;
@@ -47,33 +50,8 @@ struct Inner {
     last_full_sweep: AtomicU64,
     /// Each route's refusals now (`/admin/blocked`).
     refused: refused::RefusedIndex,
-}
-
-#[derive(Default)]
-struct Shard {
-    keys: HashMap<String, Slot, RandomState>,
-    ops: u64,
-}
-
-impl Shard {
-    /// Drops expired keys; returns how many went.
-    fn sweep(&mut self, now: u64) -> usize {
-        let before = self.keys.len();
-        self.keys.retain(|_, s| s.expires_at > now);
-        before - self.keys.len()
-    }
-}
-
-/// The hash tag of a key (between its first `{` and the next `}`), as Redis Cluster hashes it.
-fn hash_tag(key: &str) -> &str {
-    let bytes = key.as_bytes();
-    let Some(open) = bytes.iter().position(|&b| b == b'{') else {
-        return key;
-    };
-    match bytes[open + 1..].iter().position(|&b| b == b'}') {
-        Some(len) if len > 0 => &key[open + 1..open + 1 + len],
-        _ => key,
-    }
+    /// Where limits count the keys the table has no room for.
+    overflow: overflow::Overflow,
 }
 
 impl MemoryStore {
@@ -88,6 +66,7 @@ impl MemoryStore {
                 sequence: AtomicU64::new(0),
                 last_full_sweep: AtomicU64::new(0),
                 refused: Default::default(),
+                overflow: overflow::Overflow::new(max_keys),
             }),
         }
     }
@@ -176,6 +155,23 @@ impl MemoryStore {
         self.inner.live.load(Ordering::Relaxed) + more <= self.inner.max_keys
     }
 
+    /// Whether a charging decision on `keys` (as taken) cannot be made in the table alone: it
+    /// needs keys there is no room for, or the overflow sketch counts one it does not hold.
+    /// While the table has room and no limit ever overflowed, this costs what it always did.
+    fn overflows(
+        &self,
+        keys: &Keys,
+        set: &LimitSet,
+        keys_of: &[String],
+        held: &[(usize, MutexGuard<'_, Shard>)],
+        now: u64,
+    ) -> bool {
+        let absent = keys.values().filter(|s| s.is_none()).count();
+        absent > 0
+            && (!self.room_for(absent, held, now)
+                || full::counts_any(&self.inner.overflow, keys, set, keys_of, now))
+    }
+
     /// A member unique to this store, for one decision's first unit.
     fn member(&self) -> String {
         format!("m{}.1", self.inner.sequence.fetch_add(1, Ordering::Relaxed))
@@ -198,17 +194,28 @@ impl MemoryStore {
         }
         let keys_of = set.keys(request.bases);
         let (mut guards, mut keys) = self.take(&keys_of, now);
-        let absent = keys.values().filter(|s| s.is_none()).count();
         let commits = request.cost > 0;
-        if commits && !self.room_for(absent, &guards, now) {
-            self.put_back(&mut guards, keys);
-            return Err(StoreError::Full(self.inner.max_keys));
-        }
         let member = self.member();
-        let reply = call::decide(&mut keys, set, &keys_of, request.cost, &member, 1, now);
+        let overflows = commits && self.overflows(&keys, set, &keys_of, &guards, now);
+        let (reply, approximate) = if overflows {
+            let overflow = &self.inner.overflow;
+            full::decide(
+                overflow,
+                &mut keys,
+                set,
+                &keys_of,
+                request.cost,
+                &member,
+                now,
+            )
+        } else {
+            let reply = call::decide(&mut keys, set, &keys_of, request.cost, &member, 1, now);
+            (reply, false)
+        };
         self.put_back(&mut guards, keys);
         drop(guards);
         let mut decision = Decision::from_reply(set, &reply, now)?;
+        decision.approximate = approximate;
         if let Some(refusals) = &set.refusals {
             let entries = refused_entries(set, request.bases, request.cost, &decision);
             self.inner.refused.note(&refusals.index, &entries, now);

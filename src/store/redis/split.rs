@@ -125,6 +125,7 @@ fn join(
             parts: receipt,
             cost,
         }),
+        approximate: false,
     })
 }
 

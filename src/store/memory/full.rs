@@ -1,0 +1,147 @@
+//! Deciding when the memory store has no room for a decision's keys (or the overflow sketch
+//! still counts one of them): limits whose state the table holds keep their exact counts
+//! ([`call`]), limits whose state it does not hold are counted in their limit's overflow sketch
+//! ([`overflow`]). The request is allowed only when both have room, and then both are charged;
+//! keys the table did not hold stay out of it.
+//!
+//! Differences from `on_error`: a full table is not a failed store, so nothing here fails open.
+//! A block marker the decision would add while the table is full is not kept (its limit still
+//! refuses by count).
+
+use super::call::{self, Keys};
+use super::overflow::{Cells, Overflow};
+use crate::store::LimitSet;
+
+/// One limit counted in the sketch: its index in the set, its sketch and its key's cells.
+struct Counted {
+    limit: usize,
+    scope: u64,
+    cells: Cells,
+}
+
+/// The limits of `set` whose state key the table does not hold (`None` in `keys`).
+fn counted_in_sketch(
+    overflow: &Overflow,
+    keys: &Keys,
+    set: &LimitSet,
+    keys_of: &[String],
+) -> Vec<Counted> {
+    set.limits
+        .iter()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            let key = &keys_of[l.state];
+            matches!(keys.get(key), Some(None)).then(|| Counted {
+                limit: i,
+                scope: overflow.scope(key, &l.name, l.window_us),
+                cells: overflow.cells(key),
+            })
+        })
+        .collect()
+}
+
+/// Whether the sketch counts units for a key of this decision that the table does not hold:
+/// such a key stays in the sketch until they pass, even once the table has room, so that it
+/// never starts afresh inside a window (units of other keys in all its cells keep it there
+/// too: the sketch cannot tell them apart). Reads one flag while no sketch exists.
+pub fn counts_any(
+    overflow: &Overflow,
+    keys: &Keys,
+    set: &LimitSet,
+    keys_of: &[String],
+    now: u64,
+) -> bool {
+    if !overflow.in_use() {
+        return false;
+    }
+    let counted = counted_in_sketch(overflow, keys, set, keys_of);
+    let mut sketches = overflow.lock(now);
+    counted.iter().any(|c| {
+        sketches
+            .find(c.scope)
+            .is_some_and(|sketch| sketch.count(c.cells, now) > 0)
+    })
+}
+
+/// One decision of `cost` (> 0) at `now` on `keys` as taken from the table, in the script's
+/// reply layout, and whether some limit was counted in the sketch. Keys the table did not hold
+/// are `None` in `keys` afterwards, so putting them back adds nothing.
+pub fn decide(
+    overflow: &Overflow,
+    keys: &mut Keys,
+    set: &LimitSet,
+    keys_of: &[String],
+    cost: u64,
+    member: &str,
+    now: u64,
+) -> (Vec<i64>, bool) {
+    let absent: Vec<String> = keys
+        .iter()
+        .filter(|(_, slot)| slot.is_none())
+        .map(|(key, _)| key.clone())
+        .collect();
+    let counted = counted_in_sketch(overflow, keys, set, keys_of);
+    let mut sketches = overflow.lock(now);
+    let waits: Vec<u64> = counted
+        .iter()
+        .map(|c| {
+            let l = &set.limits[c.limit];
+            let sketch = sketches.get(c.scope, l.window_us, now);
+            sketch.wait_us(c.cells, l.cost_of(cost), l.limit, now)
+        })
+        .collect();
+    let mut reply = match waits.iter().all(|&w| w == 0) {
+        // the sketch has room: the table decides its keys for real
+        true => call::decide(keys, set, keys_of, cost, member, 1, now),
+        false => refused(keys, set, keys_of, cost, member, &waits, now),
+    };
+    let allowed = reply[0] == 1;
+    for (c, &wait) in counted.iter().zip(&waits) {
+        let l = &set.limits[c.limit];
+        let sketch = sketches.get(c.scope, l.window_us, now);
+        if allowed {
+            sketch.add(c.cells, l.cost_of(cost), now);
+        }
+        let used = sketch.count(c.cells, now);
+        let at = 3 + 3 * c.limit;
+        reply[at] = i64::try_from(used).unwrap_or(i64::MAX);
+        reply[at + 1] = sketch.reset_us(now) as i64;
+        reply[at + 2] = wait as i64;
+    }
+    drop(sketches);
+    for key in absent {
+        keys.insert(key, None);
+    }
+    (reply, !counted.is_empty())
+}
+
+/// The reply when some sketch has no room: the table's keys decided on copies (so nothing of
+/// theirs is charged), refused with the longest wait; a key serving a block stays blocked.
+fn refused(
+    keys: &Keys,
+    set: &LimitSet,
+    keys_of: &[String],
+    cost: u64,
+    member: &str,
+    waits: &[u64],
+    now: u64,
+) -> Vec<i64> {
+    let copies = || -> Keys {
+        keys.iter()
+            .map(|(key, slot)| (key.clone(), slot.as_ref().map(call::Slot::duplicate)))
+            .collect()
+    };
+    let attempt = call::decide(&mut copies(), set, keys_of, cost, member, 1, now);
+    let mut reply = match attempt[0] {
+        // the table alone has room: its counts as they are, uncharged
+        1 => call::decide(&mut copies(), set, keys_of, 0, member, 1, now),
+        _ => attempt,
+    };
+    let longest = waits.iter().copied().max().unwrap_or(0) as i64;
+    if reply[0] == 1 {
+        (reply[0], reply[1]) = (0, longest);
+    } else {
+        reply[1] = reply[1].max(longest);
+    }
+    reply
+}
