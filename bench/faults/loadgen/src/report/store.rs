@@ -65,7 +65,7 @@ pub fn lost(zcard: &str, dir: &str, run: &Run) -> Lost {
     let c = compare(&zcard, dir, &allowed_after_fault(run));
     let after = match run.fault_at {
         Some(_) => format!(
-            "; after the fault {} allowed on {} key(s), {} missing",
+            " (after the fault: {} allowed on {} keys, {} missing there)",
             thousands(c.after.allowed as f64),
             thousands(c.after.keys as f64),
             c.after.lost
