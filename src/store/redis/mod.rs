@@ -190,16 +190,12 @@ impl RedisStore {
     /// fewest any worker saw; kept only when `store.replica_acks` is above 0).
     pub fn replicas(&self) -> (u32, Vec<(String, u32)>) {
         let mut seen: BTreeMap<String, u32> = BTreeMap::new();
-        let nodes = self
-            .inner
-            .connections
-            .all()
-            .iter()
-            .flat_map(|c| c.nodes.every_node());
-        for (server, n) in nodes.filter_map(|node| node.replicas.seen()) {
-            seen.entry(server)
-                .and_modify(|m| *m = n.min(*m))
-                .or_insert(n);
+        for connection in self.inner.connections.all() {
+            let nodes = connection.nodes.every_node();
+            for (server, n) in nodes.iter().filter_map(|node| node.replicas.seen()) {
+                let fewest = seen.entry(server).or_insert(n);
+                *fewest = n.min(*fewest);
+            }
         }
         (self.inner.replica_acks, seen.into_iter().collect())
     }
