@@ -36,7 +36,8 @@ slidegate_outcome_refunds_total slidegate_outcome_resets_total slidegate_blocks_
 slidegate_store_evicted_keys_total slidegate_cost_settled_total slidegate_cost_overage_total"
 histograms="slidegate_limit_utilization_ratio slidegate_decision_duration_seconds
 slidegate_upstream_duration_seconds slidegate_rls_duration_seconds"
-gauges="slidegate_build_info slidegate_delay_waiting slidegate_deny_cache_entries process_cpu_seconds_total
+gauges="slidegate_build_info slidegate_delay_waiting slidegate_deny_cache_entries
+slidegate_store_replicas slidegate_store_replica_acks process_cpu_seconds_total
 process_resident_memory_bytes process_virtual_memory_bytes process_open_fds process_max_fds
 process_start_time_seconds process_threads"
 
@@ -116,6 +117,9 @@ GAUGES = {
     "slidegate_build_info": {"version": None},
     "slidegate_delay_waiting": dict(ROUTE),
     "slidegate_deny_cache_entries": {},
+    # store.replica_acks: each Redis master's replicas as last seen, and the setting itself.
+    "slidegate_store_replicas": {"node": None},
+    "slidegate_store_replica_acks": {},
 }
 # The standard process collector (CPU, memory, descriptors): queried with job="slidegate".
 PROCESS = {name: {} for name in (

@@ -55,6 +55,11 @@ pub struct Metrics {
     /// `slidegate_store_evicted_keys_total`: keys Redis evicted (its `evicted_keys`, summed
     /// over a cluster's primaries), read when scraped.
     pub store_evicted_keys: IntCounter,
+    /// `slidegate_store_replicas{node}`: each Redis master's replicas as last seen (kept with
+    /// `store.replica_acks` only), set when scraped.
+    pub store_replicas: IntGaugeVec,
+    /// `slidegate_store_replica_acks`: `store.replica_acks`, set when scraped.
+    pub store_replica_acks: IntGauge,
 }
 
 /// A request's single entry in `slidegate_requests_total`.
@@ -179,6 +184,25 @@ impl Metrics {
         registry
             .register(Box::new(store_evicted_keys.clone()))
             .expect("registered once");
+        let store_replicas = IntGaugeVec::new(
+            Opts::new(
+                "slidegate_store_replicas",
+                "Replicas each Redis master has now, as last seen (ROLE at each connection, WAIT's counts); kept while store.replica_acks is above 0.",
+            ),
+            &["node"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(store_replicas.clone()))
+            .expect("registered once");
+        let store_replica_acks = IntGauge::new(
+            "slidegate_store_replica_acks",
+            "store.replica_acks: the replicas an allowed decision waits for (or every replica its master has, when fewer).",
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(store_replica_acks.clone()))
+            .expect("registered once");
         #[cfg(target_os = "linux")]
         registry
             .register(Box::new(process::ProcessMetrics::for_self()))
@@ -267,6 +291,8 @@ impl Metrics {
             delay_waiting,
             deny_cache_entries,
             store_evicted_keys,
+            store_replicas,
+            store_replica_acks,
             registry,
         };
         for kind in STORE_ERROR_KINDS {
@@ -302,6 +328,19 @@ impl Metrics {
     /// keys) in `slidegate_store_errors_total{kind="full"}`.
     pub fn count_store_full(&self) {
         self.store_errors.with_label_values(&["full"]).inc();
+    }
+
+    /// Sets `slidegate_store_replica_acks` and `slidegate_store_replicas` to what the store
+    /// says now: `replica_acks`, and each master's replicas (a master no longer listed, one a
+    /// failover replaced, loses its series).
+    pub fn set_replicas(&self, replica_acks: u32, replicas: &[(String, u32)]) {
+        self.store_replica_acks.set(i64::from(replica_acks));
+        self.store_replicas.reset();
+        for (node, n) in replicas {
+            self.store_replicas
+                .with_label_values(&[node.as_str()])
+                .set(i64::from(*n));
+        }
     }
 
     /// Drops the series of limits that a reload removed or renamed on a route (named as they were).

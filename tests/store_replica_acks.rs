@@ -63,6 +63,24 @@ async fn gateway_on(
     (gateway::start(&toml).await, up, prefix)
 }
 
+/// A master and a replica of it, synced.
+async fn synced_pair() -> (RedisServer, RedisServer) {
+    let (master, replica) = tokio::task::spawn_blocking(|| {
+        let master = RedisServer::start();
+        let port = master.port.to_string();
+        let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+        (master, replica)
+    })
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !info(&replica, "replication").contains("master_link_status:up") {
+        assert!(Instant::now() < deadline, "the replica never synced");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (master, replica)
+}
+
 fn log_key(prefix: &str, route: &str, user: &str) -> String {
     format!("{prefix}:{{{route}|{user}}}#log")
 }
@@ -78,19 +96,7 @@ fn zcard(server: &RedisServer, key: &str) -> i64 {
 /// and the replica already holds it when the client gets its 200.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_allowed_decision_is_answered_once_the_replica_holds_it() {
-    let (master, replica) = tokio::task::spawn_blocking(|| {
-        let master = RedisServer::start();
-        let port = master.port.to_string();
-        let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
-        (master, replica)
-    })
-    .await
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !info(&replica, "replication").contains("master_link_status:up") {
-        assert!(Instant::now() < deadline, "the replica never synced");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (master, replica) = synced_pair().await;
     let (gw, _up, prefix) = gateway_on(&master, "acks-held").await;
     let client = HttpClient::default();
     let waits_before = command_calls(&master, "wait");
@@ -109,14 +115,31 @@ async fn an_allowed_decision_is_answered_once_the_replica_holds_it() {
     gw.stop().await;
 }
 
-/// Without a replica to acknowledge, an allowed decision waits `store.timeout` for `WAIT`, then
-/// follows its route's `on_error` (503 when closed, a plain 200 when open), counted as a store
-/// timeout; its charge stays, so the key's next request is refused, at once.
+/// When the master's replica does not acknowledge (it stopped answering: paused), an allowed
+/// decision waits `store.timeout` for `WAIT`, then follows its route's `on_error` (503 when
+/// closed, a plain 200 when open), counted as a store timeout; its charge stays, so the key's
+/// next request is refused, at once. (A master without any replica does not wait at all:
+/// `store_replica_acks_replicas.rs`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_few_replicas_hand_an_allowed_decision_to_on_error_and_keep_its_charge() {
-    let master = RedisServer::start_async().await;
+    let (master, replica) = synced_pair().await;
     let (gw, _up, prefix) = gateway_on(&master, "acks-none").await;
     let client = HttpClient::default();
+    // The gateway has seen the replica (ROLE) before it stops answering.
+    let node = format!("127.0.0.1:{}", master.port);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
+        if metric(&metrics, "slidegate_store_replicas", &[("node", &node)]) == 1.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replica never showed: {metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    replica.pause();
 
     let started = Instant::now();
     let r = client.get(&gw.url("/deny/x"), &[("x-user", "alice")]).await;
@@ -144,6 +167,7 @@ async fn too_few_replicas_hand_an_allowed_decision_to_on_error_and_keep_its_char
     let r = client.get(&gw.url("/allow/x"), &[("x-user", "bob")]).await;
     assert_eq!(r.status, 200, "fails open: {}", r.body);
     assert!(r.header("ratelimit").is_none(), "not decided by the store");
+    replica.resume();
 
     let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
     let count = |name, labels: &[(&str, &str)]| metric(&metrics, name, labels);

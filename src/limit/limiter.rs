@@ -60,6 +60,8 @@ impl Limiter {
     pub fn scrape(&self) -> String {
         let entries = self.deny_cache.live_entries(Instant::now());
         self.metrics.deny_cache_entries.set(entries as i64);
+        let (replica_acks, replicas) = self.store.replicas();
+        self.metrics.set_replicas(replica_acks, &replicas);
         self.metrics.encode()
     }
 

@@ -239,7 +239,7 @@ pub enum StoreError {
     Unreplicated {
         /// Replicas that acknowledged, when `WAIT` answered.
         acknowledged: Option<u64>,
-        /// `store.replica_acks`.
+        /// Replicas asked for: `store.replica_acks`, or fewer when the master has fewer.
         wanted: u32,
         /// `store.timeout`.
         within: Duration,

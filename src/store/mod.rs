@@ -194,6 +194,15 @@ impl Store {
         }
     }
 
+    /// `store.replica_acks` and each Redis master's replicas as last seen (kept only when
+    /// that is above 0; the memory store has none).
+    pub fn replicas(&self) -> (u32, Vec<(String, u32)>) {
+        match self {
+            Store::Redis(redis) => redis.replicas(),
+            Store::Memory(_) => (0, Vec::new()),
+        }
+    }
+
     /// Decides one request. Redis coalesces it with the decisions in flight at the same moment.
     pub async fn decide(&self, request: DecisionRequest<'_>) -> Result<Decision, StoreError> {
         self.submit(request).await

@@ -1,6 +1,9 @@
-//! `store.replica_acks = N`: a call that may charge is followed by `WAIT N <store.timeout in
-//! ms>` on its connection ([`super::send`]), and the call's allowed decisions are answered only
-//! once its reply says N replicas hold the charge. Fewer in time is a store error
+//! `store.replica_acks = N`: a call that may charge is followed by `WAIT n <store.timeout in
+//! ms>` on its connection ([`super::send`]), n being N or every replica the master has when it
+//! has fewer ([`super::replicas`]; no `WAIT` at all for a master without replicas), and the
+//! call's allowed decisions are answered only once its reply says n replicas hold the charge.
+//! Its reply is awaited apart from the call's: the lane sends its next call meanwhile, on the
+//! same connection, behind the `WAIT` ([`super::lane`]). Fewer in time is a store error
 //! ([`StoreError::Unreplicated`], `kind="timeout"`): the route's `on_error` decides, and the
 //! charge stays where it is (over-counted if that master survives, never under-counted).
 //!
@@ -11,17 +14,23 @@
 //! priority may be chosen when no better one is reachable); the README explains what that means
 //! for N = 1 with one or two replicas.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use fred::error::Error as FredError;
 use fred::types::{ClusterHash, CustomCommand, Value};
 
 use super::answer::map_error;
-use super::send::Acks;
+use super::replicas::Replicas;
 use crate::store::StoreError;
 
 /// How long past `WAIT`'s own timeout the gateway waits for its reply to arrive.
 const REPLY_GRACE: Duration = Duration::from_millis(10);
+
+/// A `WAIT` reply still to come.
+pub type WaitReply = Pin<Box<dyn Future<Output = Result<Value, FredError>> + Send>>;
 
 /// The acknowledgement a charging call waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,48 +39,93 @@ pub struct AckPolicy {
     timeout: Duration,
 }
 
+/// One `WAIT` to send: how many replicas it asks for, on the node whose replicas it counts.
+pub struct Wait {
+    policy: AckPolicy,
+    wanted: u32,
+    replicas: Arc<Replicas>,
+}
+
+/// The replicas' acknowledgement of what a command wrote: `WAIT`'s reply when it comes, and
+/// what it asked for.
+pub struct Acks {
+    reply: WaitReply,
+    wait: Wait,
+}
+
 impl AckPolicy {
     /// `replicas` acknowledgements within `timeout`; `None` for 0 (no waiting).
     pub fn new(replicas: u32, timeout: Duration) -> Option<AckPolicy> {
         (replicas > 0).then_some(AckPolicy { replicas, timeout })
     }
 
-    /// `WAIT replicas timeout_ms`.
+    /// `store.replica_acks`.
+    pub fn replicas(&self) -> u32 {
+        self.replicas
+    }
+
+    /// The `WAIT` for a write on the master whose `replicas` these are: for as many as
+    /// configured or every replica it has, whichever is fewer; `None` when that is none.
+    pub fn wait_on(&self, replicas: &Arc<Replicas>) -> Option<Wait> {
+        let wanted = replicas.wanted(self.replicas);
+        (wanted > 0).then(|| Wait {
+            policy: *self,
+            wanted,
+            replicas: replicas.clone(),
+        })
+    }
+}
+
+impl Wait {
+    /// `WAIT wanted timeout_ms`.
     pub fn command(&self) -> (CustomCommand, Vec<Value>) {
-        let millis = self.timeout.as_millis().clamp(1, i64::MAX as u128) as i64;
+        let millis = self.policy.timeout.as_millis().clamp(1, i64::MAX as u128) as i64;
         (
             CustomCommand::new_static("WAIT", ClusterHash::Random, false),
-            vec![Value::from(self.replicas as i64), Value::from(millis)],
+            vec![Value::from(self.wanted as i64), Value::from(millis)],
         )
     }
 
-    /// Waits for `WAIT`'s reply (at most its timeout and [`REPLY_GRACE`]) and tells whether
-    /// enough replicas acknowledged.
-    pub async fn confirm(&self, acks: Acks) -> Result<(), StoreError> {
-        let reply = tokio::time::timeout(self.timeout + REPLY_GRACE, acks).await;
-        self.judge(reply.ok())
+    /// The acknowledgement `reply` (this `WAIT`'s) brings.
+    pub fn with_reply(self, reply: WaitReply) -> Acks {
+        Acks { reply, wait: self }
     }
+}
 
-    /// The verdict on `WAIT`'s reply (`None`: none came in time).
-    fn judge(&self, reply: Option<Result<Value, FredError>>) -> Result<(), StoreError> {
+impl Acks {
+    /// Waits for `WAIT`'s reply (at most its timeout and [`REPLY_GRACE`]) and tells whether
+    /// enough replicas acknowledged; a count is noted as the node's replicas seen.
+    pub async fn confirm(self) -> Result<(), StoreError> {
+        let within = self.wait.policy.timeout + REPLY_GRACE;
+        let reply = tokio::time::timeout(within, self.reply).await;
+        let acknowledged = self.wait.judge(reply.ok())?;
+        self.wait.replicas.acknowledged(acknowledged);
+        Ok(())
+    }
+}
+
+impl Wait {
+    /// The verdict on `WAIT`'s reply (`None`: none came in time): how many acknowledged, when
+    /// that is enough.
+    fn judge(&self, reply: Option<Result<Value, FredError>>) -> Result<u32, StoreError> {
         let acknowledged = match reply {
             None => None,
             Some(Err(e)) => return Err(map_error(e)),
-            Some(Ok(Value::Integer(n))) => Some(n.max(0) as u64),
+            Some(Ok(Value::Integer(n))) => Some(n.clamp(0, i64::from(u32::MAX)) as u32),
             Some(Ok(other)) => {
                 return Err(StoreError::Script(format!(
                     "WAIT answered {other:?}, not a number of replicas"
                 )))
             }
         };
-        if acknowledged.is_some_and(|n| n >= u64::from(self.replicas)) {
-            return Ok(());
+        match acknowledged {
+            Some(n) if n >= self.wanted => Ok(n),
+            _ => Err(StoreError::Unreplicated {
+                acknowledged: acknowledged.map(u64::from),
+                wanted: self.wanted,
+                within: self.policy.timeout,
+            }),
         }
-        Err(StoreError::Unreplicated {
-            acknowledged,
-            wanted: self.replicas,
-            within: self.timeout,
-        })
     }
 }
 
@@ -79,22 +133,38 @@ impl AckPolicy {
 mod tests {
     use super::*;
 
+    fn wait(configured: u32, seen: Option<u32>) -> Option<Wait> {
+        let replicas = Arc::new(Replicas::default());
+        if let Some(n) = seen {
+            replicas.acknowledged(n);
+        }
+        AckPolicy::new(configured, Duration::from_millis(50))?.wait_on(&replicas)
+    }
+
     #[test]
     fn wait_names_the_replicas_and_the_timeout_in_ms() {
-        assert_eq!(AckPolicy::new(0, Duration::from_millis(50)), None);
-        let policy = AckPolicy::new(2, Duration::from_millis(50)).unwrap();
-        let (command, args) = policy.command();
+        assert!(wait(0, None).is_none());
+        let (command, args) = wait(2, None).unwrap().command();
         assert_eq!(command.cmd, "WAIT");
         assert_eq!(args, vec![Value::from(2), Value::from(50)]);
     }
 
     #[test]
+    fn the_wait_asks_for_no_more_replicas_than_the_master_has() {
+        assert!(wait(1, Some(0)).is_none(), "no replica: no wait");
+        let (_, args) = wait(2, Some(1)).unwrap().command();
+        assert_eq!(args[0], Value::from(1));
+        let (_, args) = wait(2, Some(3)).unwrap().command();
+        assert_eq!(args[0], Value::from(2));
+    }
+
+    #[test]
     fn fewer_acknowledgements_than_asked_are_a_timeout() {
-        let policy = AckPolicy::new(2, Duration::from_millis(50)).unwrap();
-        assert!(policy.judge(Some(Ok(Value::Integer(2)))).is_ok());
-        assert!(policy.judge(Some(Ok(Value::Integer(3)))).is_ok());
+        let wait = wait(2, None).unwrap();
+        assert_eq!(wait.judge(Some(Ok(Value::Integer(2)))).unwrap(), 2);
+        assert_eq!(wait.judge(Some(Ok(Value::Integer(3)))).unwrap(), 3);
         for reply in [Some(Ok(Value::Integer(1))), None] {
-            let error = policy.judge(reply).unwrap_err();
+            let error = wait.judge(reply).unwrap_err();
             assert_eq!(error.kind(), "timeout");
             assert!(matches!(error, StoreError::Unreplicated { wanted: 2, .. }));
         }

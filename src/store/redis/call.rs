@@ -13,9 +13,12 @@
 //!
 //! With `store.replica_acks`, a call that may charge is followed by `WAIT` on its connection;
 //! its allowed decisions are answered once that says enough replicas hold them, the others at
-//! once.
+//! once. The call itself ends with its reply: what waits for `WAIT` is handed back to the lane
+//! ([`Acknowledging`]), which sends its next call meanwhile.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,18 +27,21 @@ use fred::error::Error as FredError;
 use fred::types::config::Server;
 use fred::types::{ClusterHash, CustomCommand, Key, Value};
 
-use super::acks::AckPolicy;
+use super::acks::{AckPolicy, Acks};
 use super::code::{Code, Shared};
 use super::deadline::Deadline;
 use super::encode::{call_token, encode, instance_id};
 use super::lane::{Answer, Batch, Pending};
 use super::nodes::Nodes;
 use super::script::{Library, Script};
-use super::send::{send, Acks, Route};
+use super::send::{send, Route};
 use super::slots::slot_of;
 use super::{is_function_missing, is_noscript, lacks_functions, map_error};
 use crate::config::ClockSource;
 use crate::store::{Decision, StoreError};
+
+/// The answers of a call's allowed decisions, waiting for the replicas' acknowledgement.
+pub type Acknowledging = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Where a lane's calls go.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -106,8 +112,9 @@ impl Caller {
         )
     }
 
-    /// Runs one call for `batch` and answers everything in it.
-    pub async fn call(&self, target: &Target, batch: Batch) {
+    /// Runs one call for `batch` and answers everything in it, except the allowed decisions
+    /// that wait for the replicas: those are answered by what it returns.
+    pub async fn call(&self, target: &Target, batch: Batch) -> Option<Acknowledging> {
         let deadline = batch.deadline();
         let token = self.token();
         let result = match target {
@@ -131,7 +138,7 @@ impl Caller {
                     .await
             }
         };
-        self.answer(batch, result, &token).await;
+        self.answer(batch, result, &token)
     }
 
     /// The deadline of an attempt sent now: its contents' own, and at most `store.timeout`
@@ -145,7 +152,7 @@ impl Caller {
     /// The cluster fallback: one call per key (what share the same keys, in arrival order),
     /// each routed by its slot. These calls run at once and may each load a flushed script
     /// again, so together they keep the contents' own deadline.
-    async fn call_per_key(&self, batch: Batch, deadline: Deadline) {
+    async fn call_per_key(&self, batch: Batch, deadline: Deadline) -> Option<Acknowledging> {
         let dry = batch.dry;
         let mut by_keys: HashMap<Vec<Key>, Batch> = HashMap::new();
         for s in batch.settlements {
@@ -164,9 +171,18 @@ impl Caller {
             let result = deadline
                 .run(self.attempt(&Target::ByKey, &group, &token))
                 .await;
-            self.answer(group, result, &token).await;
+            self.answer(group, result, &token)
         });
-        futures_util::future::join_all(calls).await;
+        let waiting: Vec<Acknowledging> = futures_util::future::join_all(calls)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        (!waiting.is_empty()).then(|| {
+            Box::pin(async move {
+                futures_util::future::join_all(waiting).await;
+            }) as Acknowledging
+        })
     }
 
     /// Sends the call (loading the code again once when the server lost it) and returns the
@@ -280,25 +296,28 @@ impl Caller {
 
     /// Hands each decision its part of the reply and tells each settlement it is done (or
     /// gives everything the call's error, counted once). With an acknowledgement to wait for,
-    /// the allowed decisions that charged are answered once it came (or with its error).
-    async fn answer(
+    /// the allowed decisions that charged are answered by the future returned, once it came
+    /// (or with its error).
+    fn answer(
         &self,
         batch: Batch,
         result: Result<(Vec<i64>, Option<Acks>), StoreError>,
         token: &str,
-    ) {
+    ) -> Option<Acknowledging> {
         let (reply, acks) = match result {
             Ok(done) => done,
             Err(e) => {
                 self.nodes.note_failure(&e);
                 (self.on_error)(&e);
-                return batch.fail(e);
+                batch.fail(e);
+                return None;
             }
         };
         let Some((&now, mut rest)) = reply.split_first() else {
             let e = StoreError::Script("empty reply".into());
             (self.on_error)(&e);
-            return batch.fail(e);
+            batch.fail(e);
+            return None;
         };
         for s in batch.settlements {
             let _ = s.done.send(Ok(()));
@@ -327,20 +346,28 @@ impl Caller {
                 let _ = p.reply.send(Ok(answer));
             }
         }
-        if let (Some(acks), Some(policy), false) = (acks, self.acks, held.is_empty()) {
-            self.answer_acknowledged(held, policy.confirm(acks).await);
-        }
+        let acks = acks.filter(|_| !held.is_empty())?;
+        Some(Box::pin(answer_acknowledged(
+            held,
+            acks,
+            self.on_error.clone(),
+        )))
     }
+}
 
-    /// Answers the decisions that waited for the replicas: as decided, or (too few replicas
-    /// acknowledged) with the error, counted once; their charge stays.
-    fn answer_acknowledged(&self, held: Vec<(Pending, Answer)>, confirmed: Result<(), StoreError>) {
-        if let Err(e) = &confirmed {
-            (self.on_error)(e);
-        }
-        for (p, answer) in held {
-            let _ = p.reply.send(confirmed.clone().map(|()| answer));
-        }
+/// Answers the decisions that waited for the replicas once `acks` came: as decided, or (too
+/// few replicas acknowledged) with the error, counted once by `on_error`; their charge stays.
+async fn answer_acknowledged(
+    held: Vec<(Pending, Answer)>,
+    acks: Acks,
+    on_error: Arc<dyn Fn(&StoreError) + Send + Sync>,
+) {
+    let confirmed = acks.confirm().await;
+    if let Err(e) = &confirmed {
+        on_error(e);
+    }
+    for (p, answer) in held {
+        let _ = p.reply.send(confirmed.clone().map(|()| answer));
     }
 }
 

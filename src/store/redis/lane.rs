@@ -15,6 +15,11 @@
 //! flight, never for a whole batch. Settlements (refunds, resets) ride in the next call, ahead
 //! of its decisions, so a refund rarely costs a call of its own. A dry run's decisions come
 //! already cut into calls of their own ([`super::dry::calls`]), never mixed with charging ones.
+//!
+//! With `store.replica_acks`, a call counts as in flight until its reply, not until the
+//! replicas acknowledged it: its allowed decisions wait for `WAIT` apart, and the next call goes
+//! out on the same connection behind that `WAIT` (Redis runs it once the `WAIT` returns, in
+//! order), so the wait no longer adds a round trip of the gateway to every call.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -202,6 +207,7 @@ impl Lane {
 async fn drive(caller: Arc<Caller>, target: Target, mut jobs: mpsc::UnboundedReceiver<Job>) {
     let mut queue = Queue::default();
     let mut in_flight = FuturesUnordered::new();
+    let mut acknowledging = FuturesUnordered::new();
     let mut open = true;
     loop {
         while let Ok(job) = jobs.try_recv() {
@@ -216,12 +222,15 @@ async fn drive(caller: Arc<Caller>, target: Target, mut jobs: mpsc::UnboundedRec
             let target = target.clone();
             in_flight.push(async move { caller.call(&target, batch).await });
         }
-        if !open && in_flight.is_empty() && queue.is_empty() {
+        if !open && in_flight.is_empty() && queue.is_empty() && acknowledging.is_empty() {
             return;
         }
         tokio::select! {
             biased;
-            Some(()) = in_flight.next(), if !in_flight.is_empty() => {}
+            Some(waiting) = in_flight.next(), if !in_flight.is_empty() => {
+                acknowledging.extend(waiting);
+            }
+            Some(()) = acknowledging.next(), if !acknowledging.is_empty() => {}
             job = jobs.recv(), if open => match job {
                 Some(job) => queue.push(job),
                 None => open = false,

@@ -3,19 +3,21 @@
 //! library, or `EVALSHA` of the script: `store.scripts`); each waits at most `store.timeout`
 //! (one [`Deadline`] per call), after which its route's `on_error` applies. The code is loaded
 //! at start; a node that lost it ("Function not found", `NOSCRIPT`: restart, failover, flush)
-//! gets it again and the call is retried within the same deadline, so no client ever sees it. Commands fail fast while disconnected instead of queueing, so a dead Redis costs a
-//! request at most `store.timeout`. In a cluster each primary has a connection of its own
-//! ([`nodes`]), so a dead node costs only the decisions of its own slots.
+//! gets it again and the call is retried within the same deadline, so no client ever sees it.
+//! Commands fail fast while disconnected instead of queueing, so a dead Redis costs a request
+//! at most `store.timeout`. In a cluster each primary has a connection of its own ([`nodes`]),
+//! so a dead node costs only the decisions of its own slots.
 //!
 //! `lane.rs` queues (`lanes.rs` picks a decision's lane), `call.rs` packs and sends one call
-//! (`code.rs`: which code, loaded where), `answer.rs` decodes its reply and
-//! sorts its errors, `nodes.rs` keeps a worker's connections (`node.rs` one of them;
-//! `topology.rs` reads a cluster's slot table, `slots.rs`),
-//! `send.rs` sends a command where it belongs and follows redirections (`redirect.rs`),
-//! `acks.rs` waits for replicas (`store.replica_acks`), `split.rs` decides a cluster request
-//! whose keys live in several slots one part per slot, `eviction.rs` the servers' eviction policy
-//! and evicted keys (`INFO`), `admin.rs` resets, pings, the refusal index and the
-//! reset channel, `ready.rs` the waits for the connections at start, `script.rs` the code's two forms, `url.rs` the URL forms, `deadline.rs` the deadline.
+//! (`code.rs`: which code, loaded where), `answer.rs` decodes its reply and sorts its errors,
+//! `nodes.rs` keeps a worker's connections (`node.rs` one of them; `topology.rs` reads a
+//! cluster's slot table, `slots.rs`), `send.rs` sends a command where it belongs and follows
+//! redirections (`redirect.rs`), `acks.rs` waits for replicas (`store.replica_acks`;
+//! `replicas.rs` how many each master has), `split.rs` decides a cluster request whose keys
+//! live in several slots one part per slot, `eviction.rs` the servers' eviction policy and
+//! evicted keys (`INFO`), `admin.rs` resets, pings, the refusal index and the reset channel,
+//! `ready.rs` the waits for the connections at start, `script.rs` the code's two forms,
+//! `url.rs` the URL forms, `deadline.rs` the deadline.
 
 mod acks;
 mod admin;
@@ -33,6 +35,7 @@ mod node;
 mod nodes;
 mod ready;
 mod redirect;
+mod replicas;
 mod script;
 mod send;
 mod slots;
@@ -40,6 +43,7 @@ mod split;
 mod topology;
 mod url;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,6 +86,8 @@ struct Inner {
     /// The URL's settings, for the reset channel's subscriber.
     subscriber: Builder,
     timeout: Duration,
+    /// `store.replica_acks`.
+    replica_acks: u32,
     /// One set of connections per worker (see `crate::workers`): a request's decision goes out
     /// on its own worker's connection and lanes, so no hop wakes another thread.
     connections: PerWorker<Connection>,
@@ -122,6 +128,7 @@ impl RedisStore {
             .is_clustered()
             .then(|| Arc::new(Topology::new(base.clone(), make.clone())));
         let acks = AckPolicy::new(config.replica_acks, config.timeout);
+        let watch = acks.map(|a| a.replicas());
         let shared = Shared::new(config.scripts);
         let mut workers = Vec::with_capacity(crate::workers::count());
         for i in 0..crate::workers::count() {
@@ -130,8 +137,8 @@ impl RedisStore {
                 .cloned()
                 .unwrap_or_else(tokio::runtime::Handle::current);
             let nodes = match &topology {
-                Some(topology) => Nodes::cluster(topology.clone(), handle),
-                None => Nodes::single(&make(base.clone()), handle)?,
+                Some(topology) => Nodes::cluster(topology.clone(), handle, watch),
+                None => Nodes::single(&make(base.clone()), handle, watch)?,
             };
             workers.push(Some(Arc::new(nodes)));
         }
@@ -157,6 +164,7 @@ impl RedisStore {
             inner: Arc::new(Inner {
                 subscriber: make(base),
                 timeout: config.timeout,
+                replica_acks: config.replica_acks,
                 connections,
             }),
         })
@@ -174,13 +182,22 @@ impl RedisStore {
     /// This worker's client of the one server (standalone or sentinel), or of a cluster's
     /// first primary (for tests).
     pub fn client(&self) -> Client {
-        self.connection()
-            .nodes
-            .every_node()
-            .into_iter()
-            .next()
-            .map(|n| n.client)
-            .expect("a store has a node once connected")
+        let first = self.connection().nodes.every_node().into_iter().next();
+        first.expect("a store has a node once connected").client
+    }
+
+    /// `store.replica_acks`, and each master's replicas as last seen (`ROLE`, `WAIT`; the
+    /// fewest any worker saw; kept only when `store.replica_acks` is above 0).
+    pub fn replicas(&self) -> (u32, Vec<(String, u32)>) {
+        let mut seen: BTreeMap<String, u32> = BTreeMap::new();
+        for connection in self.inner.connections.all() {
+            let nodes = connection.nodes.every_node();
+            for (server, n) in nodes.iter().filter_map(|node| node.replicas.seen()) {
+                let fewest = seen.entry(server).or_insert(n);
+                *fewest = n.min(*fewest);
+            }
+        }
+        (self.inner.replica_acks, seen.into_iter().collect())
     }
 
     fn connection(&self) -> &Connection {

@@ -13,6 +13,7 @@ use fred::types::Builder;
 use tokio::runtime::Handle;
 
 use super::keeper;
+use super::replicas::{self, Replicas};
 use crate::store::StoreError;
 
 /// How long after its creation a node's client is still waiting for its first connection: a
@@ -44,6 +45,8 @@ pub struct Node {
     pub client: Client,
     /// Its cluster node (`None`: a standalone server or a sentinel's master).
     pub server: Option<Server>,
+    /// Its replicas as last seen (kept up to date only with `store.replica_acks`).
+    pub replicas: Arc<Replicas>,
     /// Set once the node left the slot table: its connection is closed, not restarted.
     retired: Arc<AtomicBool>,
     born: Instant,
@@ -52,10 +55,13 @@ pub struct Node {
 impl Node {
     /// Builds the client and connects it on `handle`'s runtime (its I/O is driven there); a
     /// keeper starts its connection task again whenever it ends, until the node is retired.
+    /// With `replica_acks` (`store.replica_acks` > 0), its replicas are watched
+    /// ([`replicas::watch`]).
     pub fn start(
         builder: &Builder,
         server: Option<Server>,
         handle: &Handle,
+        replica_acks: Option<u32>,
     ) -> Result<Node, StoreError> {
         let client = builder
             .build()
@@ -63,10 +69,19 @@ impl Node {
         let node = Node {
             client,
             server,
+            replicas: Arc::default(),
             retired: Arc::new(AtomicBool::new(false)),
             born: Instant::now(),
         };
         let _entered = handle.enter();
+        if let Some(configured) = replica_acks {
+            replicas::watch(
+                &node.client,
+                &node.replicas,
+                configured,
+                node.retired.clone(),
+            );
+        }
         let task = node.client.connect();
         let (client, retired) = (node.client.clone(), node.retired.clone());
         keeper::keep_connected(task, move || {

@@ -28,6 +28,8 @@ use crate::store::StoreError;
 pub struct Nodes {
     handle: Handle,
     kind: Kind,
+    /// `store.replica_acks`, when above 0: each node's replicas are watched.
+    replica_acks: Option<u32>,
 }
 
 enum Kind {
@@ -43,20 +45,27 @@ enum Kind {
 }
 
 impl Nodes {
-    /// The connection to one server (standalone or sentinel), made on `handle`'s runtime.
-    pub fn single(builder: &Builder, handle: Handle) -> Result<Nodes, StoreError> {
-        let node = Node::start(builder, None, &handle)?;
+    /// The connection to one server (standalone or sentinel), made on `handle`'s runtime;
+    /// with `replica_acks`, its replicas are watched.
+    pub fn single(
+        builder: &Builder,
+        handle: Handle,
+        replica_acks: Option<u32>,
+    ) -> Result<Nodes, StoreError> {
+        let node = Node::start(builder, None, &handle, replica_acks)?;
         Ok(Nodes {
             handle,
             kind: Kind::Single(node),
+            replica_acks,
         })
     }
 
     /// A worker's connections to the cluster `topology` describes; each client is made on
-    /// `handle`'s runtime when first needed.
-    pub fn cluster(topology: Arc<Topology>, handle: Handle) -> Nodes {
+    /// `handle`'s runtime when first needed (with `replica_acks`, each one's replicas watched).
+    pub fn cluster(topology: Arc<Topology>, handle: Handle, replica_acks: Option<u32>) -> Nodes {
         Nodes {
             handle,
+            replica_acks,
             kind: Kind::Cluster {
                 topology,
                 clients: RwLock::new(HashMap::new()),
@@ -120,8 +129,13 @@ impl Nodes {
             return node.clone();
         }
         let builder = topology.builder(server);
-        let node = Node::start(&builder, Some(server.clone()), &self.handle)
-            .expect("a client for a node of a valid cluster URL builds");
+        let node = Node::start(
+            &builder,
+            Some(server.clone()),
+            &self.handle,
+            self.replica_acks,
+        )
+        .expect("a client for a node of a valid cluster URL builds");
         clients.insert(server.clone(), node.clone());
         node
     }

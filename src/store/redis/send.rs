@@ -9,8 +9,6 @@
 //! connection that broke and reconnected meanwhile, where nothing was written yet, and would
 //! then acknowledge at once what no replica holds.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -20,7 +18,7 @@ use fred::interfaces::ClientLike;
 use fred::types::config::{Options, Server};
 use fred::types::{ClusterHash, CustomCommand, Value};
 
-use super::acks::AckPolicy;
+use super::acks::{AckPolicy, Acks, Wait, WaitReply};
 use super::map_error;
 use super::nodes::Nodes;
 use super::redirect::Redirect;
@@ -40,20 +38,17 @@ pub enum Route {
     Node(Server),
 }
 
-/// The replicas' acknowledgement of what a command wrote: `WAIT`'s reply, when it comes.
-pub type Acks = Pin<Box<dyn Future<Output = Result<Value, FredError>> + Send>>;
-
 /// A command's reply, and the acknowledgement asked for with it.
 pub struct Sent {
     /// The command's reply (or the error it ended with).
     pub reply: Result<Value, FredError>,
-    /// `WAIT`'s reply, from the node that ran the command; `None` when not asked for or when
-    /// the command failed.
+    /// `WAIT`'s reply, from the node that ran the command; `None` when not asked for, when
+    /// that node has no replica to wait for, or when the command failed.
     pub acks: Option<Acks>,
 }
 
 /// Sends `command` with `args` where `route` says, following redirections; with `acks`, a
-/// `WAIT` goes out right behind the command that runs.
+/// `WAIT` goes out right behind the command that runs (unless its node has no replica).
 pub async fn send(
     nodes: &Nodes,
     route: Route,
@@ -77,10 +72,11 @@ pub async fn send(
         if node.is_connecting() {
             let _ = node.client.wait_for_connect().await;
         }
+        let wait = acks.and_then(|policy| policy.wait_on(&node.replicas));
         let sent = if asking {
-            asking_then(&node.client, &command, &args, acks).await
+            asking_then(&node.client, &command, &args, wait).await
         } else {
-            paired(&node.client, &command, &args, acks).await
+            paired(&node.client, &command, &args, wait).await
         };
         let Err(error) = &sent.reply else {
             return sent;
@@ -140,17 +136,17 @@ async fn paired(
     client: &Client,
     command: &CustomCommand,
     args: &[Value],
-    acks: Option<AckPolicy>,
+    wait: Option<Wait>,
 ) -> Sent {
     let mut reply = owned(client, command.clone(), args.to_vec());
-    let mut wait = acks.map(|policy| {
-        let (command, args) = policy.command();
-        owned(client, command, args)
+    let mut wait = wait.map(|wait| {
+        let (command, args) = wait.command();
+        (owned(client, command, args), wait)
     });
     let mut waited = None;
     let reply = std::future::poll_fn(|cx| {
         let reply = reply.as_mut().poll(cx);
-        if let (Some(wait), None) = (wait.as_mut(), &waited) {
+        if let (Some((wait, _)), None) = (wait.as_mut(), &waited) {
             if let Poll::Ready(acks) = wait.as_mut().poll(cx) {
                 waited = Some(acks);
             }
@@ -158,17 +154,19 @@ async fn paired(
         reply
     })
     .await;
-    let acks = match (reply.is_ok(), waited) {
-        (false, _) => None,
-        (true, Some(done)) => Some(Box::pin(std::future::ready(done)) as Acks),
-        (true, None) => wait,
+    let acks = match (reply.is_ok(), waited, wait) {
+        (true, Some(done), Some((_, wait))) => {
+            Some(wait.with_reply(Box::pin(std::future::ready(done))))
+        }
+        (true, None, Some((pending, wait))) => Some(wait.with_reply(pending)),
+        _ => None,
     };
     Sent { reply, acks }
 }
 
 /// One command as a future that owns what it needs; boxed, since the client's command future
 /// is kilobytes large and every future that waits on it would otherwise hold a copy.
-fn owned(client: &Client, command: CustomCommand, args: Vec<Value>) -> Acks {
+fn owned(client: &Client, command: CustomCommand, args: Vec<Value>) -> WaitReply {
     let client = client.clone();
     Box::pin(async move { client.with_options(&options()).custom(command, args).await })
 }
@@ -179,16 +177,16 @@ async fn asking_then(
     client: &Client,
     command: &CustomCommand,
     args: &[Value],
-    acks: Option<AckPolicy>,
+    wait: Option<Wait>,
 ) -> Sent {
     let pipeline = Pipeline::from(client.with_options(&options()));
     let asking = CustomCommand::new_static("ASKING", ClusterHash::Random, false);
     let queued: Result<(), FredError> = async {
         let _: () = pipeline.custom(asking, Vec::<Value>::new()).await?;
         let _: () = pipeline.custom(command.clone(), args.to_vec()).await?;
-        if let Some(policy) = acks {
-            let (wait, wait_args) = policy.command();
-            let _: () = pipeline.custom(wait, wait_args).await?;
+        if let Some(wait) = &wait {
+            let (command, args) = wait.command();
+            let _: () = pipeline.custom(command, args).await?;
         }
         Ok(())
     }
@@ -205,8 +203,10 @@ async fn asking_then(
             "a pipeline reply is missing",
         )),
     };
-    let acks = match (&reply, replies.next()) {
-        (Ok(_), Some(done)) => Some(Box::pin(std::future::ready(done)) as Acks),
+    let acks = match (&reply, replies.next(), wait) {
+        (Ok(_), Some(done), Some(wait)) => {
+            Some(wait.with_reply(Box::pin(std::future::ready(done))))
+        }
         _ => None,
     };
     Sent { reply, acks }

@@ -160,7 +160,7 @@ async fn read_from(
     let here = Handle::current();
     let temporary: Vec<Node> = others
         .iter()
-        .filter_map(|s| Node::start(&topology.builder(s), Some(s.clone()), &here).ok())
+        .filter_map(|s| Node::start(&topology.builder(s), Some(s.clone()), &here, None).ok())
         .collect();
     if temporary.is_empty() {
         return Err(last.unwrap_or_else(|| StoreError::Connection("no cluster node to ask".into())));

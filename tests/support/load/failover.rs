@@ -2,7 +2,8 @@
 //! a sentinel set's master killed, a replica of it promoted.
 //!
 //! With `store.replica_acks = 1` ([`Acks::One`]) the dying master has two replicas, both of
-//! which fall behind before it dies: they are paused (SIGSTOP), their replication links cut
+//! which fall behind before it dies ([`Acks::Alone`]: its one replica does, and is promoted
+//! with no replica of its own, so deciding resumes only because the wait then asks for none): they are paused (SIGSTOP), their replication links cut
 //! (`CLIENT KILL TYPE replica` on the master, which then keeps deciding alone) for [`STALL`],
 //! and resumed right after the kill, so the master dies holding a second of writes no replica
 //! has (what an acknowledgement is for; a pause alone would lose nothing, since the kernel
@@ -33,20 +34,23 @@ pub enum Acks {
     /// 1: the dying master has two replicas, both lagging when it dies (every other cluster
     /// master one).
     One,
+    /// 1: the dying master has one replica, lagging when it dies (every other cluster master
+    /// one): the promoted replica has none.
+    Alone,
 }
 
 impl Acks {
     fn replica_acks(self) -> u32 {
         match self {
             Acks::None => 0,
-            Acks::One => 1,
+            Acks::One | Acks::Alone => 1,
         }
     }
 
     /// Replicas of the master that dies.
     fn replicas(self) -> usize {
         match self {
-            Acks::None => 1,
+            Acks::None | Acks::Alone => 1,
             Acks::One => 2,
         }
     }
@@ -69,7 +73,7 @@ pub struct Failover {
 /// A cluster whose first master is killed under load. Returns the cluster as it is after the
 /// run (the first master dead, one of its replicas promoted).
 pub async fn cluster(acks: Acks) -> (FailoverCluster, Failover) {
-    let others = (acks == Acks::One) as usize;
+    let others = (acks != Acks::None) as usize;
     let per_master = [acks.replicas(), others, others];
     let mut cluster = tokio::task::spawn_blocking(move || FailoverCluster::start(per_master))
         .await
@@ -180,7 +184,7 @@ async fn under_load(
 /// Kills `master` (SIGKILL); with acks, cuts it off its `replicas` (paused, links closed) for
 /// [`STALL`] first, and resumes them right after. Returns when the master died.
 async fn kill(master: &mut RedisServer, replicas: &[RedisServer], acks: Acks) -> Instant {
-    let stall = acks == Acks::One;
+    let stall = acks != Acks::None;
     if stall {
         replicas.iter().for_each(RedisServer::pause);
         let cut = master.cmd(&["CLIENT", "KILL", "TYPE", "replica"]);

@@ -45,6 +45,8 @@ struct Rec {
     latency_us: u64,
     /// Its route's number in `ROUTES`.
     route: u8,
+    /// Its user's id (`user_name`).
+    user: u32,
     /// What it got.
     outcome: Outcome,
     /// Its status (0 without an answer).
@@ -74,7 +76,7 @@ pub fn run(opts: &Opts) {
 
     let mut recorded = drive(&load, &out);
     recorded.records.sort_by_key(|r| r.start_us);
-    write_requests(&out, &recorded.records);
+    write_requests(&out, &load, key_prefix, &recorded.records);
     write_keys(&out, &load, key_prefix, recorded.tally);
     std::fs::write(out.join("skipped"), format!("{}\n", recorded.skipped))
         .expect("skipped written");
@@ -177,18 +179,21 @@ fn write_meta(out: &Path, load: &Load) {
     std::fs::write(out.join("meta"), meta).expect("meta written");
 }
 
-/// Writes `requests.tsv`: per request, start (ms), route, outcome, status, latency (ms).
-fn write_requests(out: &Path, records: &[Rec]) {
-    let mut text = String::with_capacity(records.len() * 24);
+/// Writes `requests.tsv`: per request, start (ms), route, outcome, status, latency (ms), and its
+/// Redis key (as `keys.tsv` names it), so the count check can tell the keys allowed after the
+/// fault.
+fn write_requests(out: &Path, load: &Load, key_prefix: &str, records: &[Rec]) {
+    let mut text = String::with_capacity(records.len() * 48);
     for r in records {
         let _ = writeln!(
             text,
-            "{:.3}\t{}\t{}\t{}\t{:.3}",
+            "{:.3}\t{}\t{}\t{}\t{:.3}\t{}",
             r.start_us as f64 / 1000.0,
             ROUTES[r.route as usize],
             r.outcome.name(),
             r.status,
-            r.latency_us as f64 / 1000.0
+            r.latency_us as f64 / 1000.0,
+            redis_key(load, key_prefix, r.route, r.user)
         );
     }
     std::fs::write(out.join("requests.tsv"), text).expect("requests written");
@@ -201,14 +206,19 @@ fn write_keys(out: &Path, load: &Load, key_prefix: &str, tally: Tally) {
     let mut entries: Vec<_> = tally.into_iter().collect();
     entries.sort();
     for ((route, id), (decided, max_used)) in entries {
-        let _ = writeln!(
-            keys,
-            "{key_prefix}:{{{}|{}}}#log\t{decided}\t{max_used}",
-            ROUTES[route as usize],
-            user_name(load, id)
-        );
+        let key = redis_key(load, key_prefix, route, id);
+        let _ = writeln!(keys, "{key}\t{decided}\t{max_used}");
     }
     std::fs::write(out.join("keys.tsv"), keys).expect("keys written");
+}
+
+/// The Redis key of the sliding log of `route` and user `id`.
+fn redis_key(load: &Load, key_prefix: &str, route: u8, id: u32) -> String {
+    format!(
+        "{key_prefix}:{{{}|{}}}#log",
+        ROUTES[route as usize],
+        user_name(load, id)
+    )
 }
 
 /// The name of user `id`: `u1`..`uN`, then the hot users.
@@ -324,6 +334,7 @@ async fn send(
         start_us: sent.duration_since(start).as_micros() as u64,
         latency_us,
         route,
+        user: id,
         outcome,
         status,
     }

@@ -26,7 +26,7 @@ pub fn report(opts: &Opts) {
     let figures = Figures::of(&run);
     let lost = opts
         .get("zcard")
-        .map_or_else(Lost::unknown, |z| store::lost(z, dir));
+        .map_or_else(Lost::unknown, |z| store::lost(z, dir, &run));
     let metrics = opts.get("metrics").map_or(String::new(), metrics::summary);
     let note = opts.get("note").unwrap_or("");
     let skipped = records::skipped(dir);

@@ -16,6 +16,8 @@ pub struct Request {
     pub outcome: Outcome,
     /// How long its answer took, in ms.
     pub latency_ms: f64,
+    /// Its Redis key, as `keys.tsv` names it (empty in runs recorded without it).
+    pub key: String,
 }
 
 /// One line of the events file.
@@ -119,6 +121,7 @@ fn read_requests(dir: &str) -> Vec<Request> {
                 route: ROUTES.iter().position(|r| *r == route_name)?,
                 outcome: Outcome::from_name(f.get(2)?)?,
                 latency_ms: f.get(4)?.parse().ok()?,
+                key: f.get(5).map_or(String::new(), |k| k.to_string()),
             })
         })
         .collect()

@@ -1,0 +1,205 @@
+//! What the gateway knows of one master's replicas ([`Replicas`]), for `store.replica_acks`:
+//! the count `ROLE` gave after the connection (re)connected (a new master after a failover, or
+//! the same one again), raised whenever a `WAIT` reply counts more. The wait asks for
+//! `store.replica_acks` replicas or for every replica the master has, whichever is fewer
+//! ([`Replicas::wanted`]): a master left without replicas by a failover has nothing to fail over
+//! to, so waiting for one would only send every decision to `on_error`.
+//!
+//! Differences from asking `ROLE` before each wait: the count is learned when the topology may
+//! have changed (each connection the client makes, [`watch`]) and, while the master has fewer
+//! replicas than asked for, once every [`DEGRADED_POLL`] (how a replica that attaches is seen:
+//! a `WAIT` that asks for fewer cannot count it), never on a decision's path. A `WAIT` that
+//! times out lowers nothing: a replica that lags or lost its link may still be the one a
+//! failover promotes, so the wait keeps asking for it until the next (re)connection.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fred::clients::Client;
+use fred::interfaces::{ClientLike, EventInterface};
+use fred::types::{ClusterHash, CustomCommand, Value};
+
+/// How often `ROLE` is read while the master has fewer replicas than the wait asks for.
+pub const DEGRADED_POLL: Duration = Duration::from_secs(1);
+/// The most one `ROLE` read may take.
+const ROLE_TIMEOUT: Duration = Duration::from_secs(1);
+/// `seen` before the first `ROLE` reply of a connection.
+const UNKNOWN: u32 = u32::MAX;
+
+/// One master's replicas, as last seen on one connection.
+#[derive(Debug)]
+pub struct Replicas {
+    seen: AtomicU32,
+    /// The master's address, as the connection reached it.
+    server: Mutex<Option<String>>,
+}
+
+impl Default for Replicas {
+    fn default() -> Replicas {
+        Replicas {
+            seen: AtomicU32::new(UNKNOWN),
+            server: Mutex::new(None),
+        }
+    }
+}
+
+impl Replicas {
+    /// Replicas a wait asks for when `store.replica_acks` is `configured`: as many, or every
+    /// replica the master has when it has fewer (as many while that is not known yet).
+    pub fn wanted(&self, configured: u32) -> u32 {
+        configured.min(self.seen.load(Ordering::Relaxed))
+    }
+
+    /// The master's address and its replicas, once a `ROLE` reply told them.
+    pub fn seen(&self) -> Option<(String, u32)> {
+        let seen = self.seen.load(Ordering::Relaxed);
+        let server = self
+            .server
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        (seen != UNKNOWN)
+            .then_some(server)
+            .flatten()
+            .map(|s| (s, seen))
+    }
+
+    /// Notes a `WAIT` reply: `acknowledged` replicas hold the write, so the master has at
+    /// least that many.
+    pub fn acknowledged(&self, acknowledged: u32) {
+        let _ = self
+            .seen
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |seen| {
+                (seen == UNKNOWN || seen < acknowledged).then_some(acknowledged)
+            });
+    }
+
+    /// A new connection, to `server`: nothing is known of its replicas until `ROLE` answers.
+    fn connected(&self, server: String) {
+        *self.server.lock().unwrap_or_else(|e| e.into_inner()) = Some(server);
+        self.seen.store(UNKNOWN, Ordering::Relaxed);
+    }
+
+    /// Notes a `ROLE` reply's count.
+    fn counted(&self, replicas: u32) {
+        self.seen.store(replicas, Ordering::Relaxed);
+    }
+}
+
+/// Keeps `replicas` up to date for `client`'s connection while `retired` is not set: `ROLE` at
+/// each connection (the first included), then every [`DEGRADED_POLL`] while the master has
+/// fewer replicas than `configured`. Call before the client connects, or its first connection
+/// goes unseen. The watch ends once `replicas` is dropped (the store with it).
+pub fn watch(client: &Client, replicas: &Arc<Replicas>, configured: u32, retired: Arc<AtomicBool>) {
+    let mut connections = client.reconnect_rx();
+    let client = client.clone();
+    let replicas = Arc::downgrade(replicas);
+    tokio::spawn(async move {
+        let mut poll = tokio::time::interval(DEGRADED_POLL);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let event = tokio::select! {
+                connection = connections.recv() => match connection {
+                    Ok(server) => Some(server.to_string()),
+                    // Connections missed: the last one's server is the one already noted.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => None,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                },
+                _ = poll.tick() => None,
+            };
+            let Some(replicas) = replicas
+                .upgrade()
+                .filter(|_| !retired.load(Ordering::Relaxed))
+            else {
+                return;
+            };
+            match event {
+                Some(server) => replicas.connected(server),
+                None if replicas.wanted(configured) >= configured || !client.is_connected() => {
+                    continue
+                }
+                None => {}
+            }
+            if let Some(count) = role(&client).await {
+                replicas.counted(count);
+            }
+        }
+    });
+}
+
+/// The replicas `ROLE` lists (`None`: no answer in time, or the server is no master).
+async fn role(client: &Client) -> Option<u32> {
+    let command = CustomCommand::new_static("ROLE", ClusterHash::Random, false);
+    let reply = tokio::time::timeout(ROLE_TIMEOUT, client.custom::<Value, Value>(command, vec![]));
+    replicas_in(reply.await.ok()?.ok()?)
+}
+
+/// A master's `ROLE` reply, `["master", offset, [[ip, port, offset], ...]]`: how many replicas
+/// it lists (those online).
+fn replicas_in(reply: Value) -> Option<u32> {
+    let mut parts = reply.into_array().into_iter();
+    if parts.next()?.as_str()?.as_ref() != "master" {
+        return None;
+    }
+    let listed = parts.nth(1)?;
+    Some(listed.into_array().len() as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replica(port: &str) -> Value {
+        Value::Array(vec!["127.0.0.1".into(), port.into(), "100".into()])
+    }
+
+    #[test]
+    fn role_counts_a_masters_replicas() {
+        let master = |listed: Vec<Value>| {
+            Value::Array(vec![
+                "master".into(),
+                Value::Integer(100),
+                Value::Array(listed),
+            ])
+        };
+        assert_eq!(replicas_in(master(vec![])), Some(0));
+        assert_eq!(
+            replicas_in(master(vec![replica("7001"), replica("7002")])),
+            Some(2)
+        );
+        let slave = Value::Array(vec![
+            "slave".into(),
+            "127.0.0.1".into(),
+            Value::Integer(7000),
+        ]);
+        assert_eq!(replicas_in(slave), None);
+    }
+
+    #[test]
+    fn the_wait_asks_for_the_fewer_of_the_setting_and_the_replicas() {
+        let replicas = Replicas::default();
+        assert_eq!(replicas.wanted(2), 2, "unknown: as configured");
+        assert_eq!(replicas.seen(), None);
+        replicas.connected("127.0.0.1:7000".into());
+        replicas.counted(0);
+        assert_eq!(replicas.wanted(2), 0, "no replica: no wait");
+        assert_eq!(replicas.seen(), Some(("127.0.0.1:7000".into(), 0)));
+        replicas.acknowledged(1);
+        assert_eq!(replicas.wanted(2), 1, "a WAIT that counted one raises it");
+        replicas.acknowledged(0);
+        assert_eq!(
+            replicas.wanted(2),
+            1,
+            "a WAIT that counted fewer lowers nothing"
+        );
+        replicas.counted(3);
+        assert_eq!(replicas.wanted(2), 2);
+        replicas.connected("127.0.0.1:7001".into());
+        assert_eq!(
+            replicas.wanted(2),
+            2,
+            "a new connection: as configured again"
+        );
+    }
+}
