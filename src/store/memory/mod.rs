@@ -12,6 +12,7 @@ mod call;
 mod full;
 mod overflow;
 mod refused;
+mod settle;
 mod shard;
 
 use std::hash::BuildHasher;
@@ -21,7 +22,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use call::Marker;
-use call::{Keys, SettleKind, Slot, Value};
+use call::{Keys, Slot, Value};
+use settle::SettleKind;
 use shard::{hash_tag, Shard};
 
 use super::refused::{refused_entries, Refused};
@@ -297,7 +299,7 @@ impl MemoryStore {
         let (mut guards, mut keys) = self.take(&keys_of, now);
         for part in &settlement.receipt.parts {
             let only = |i: &usize| part.slot.is_none_or(|s| set.slot_of(*i) == s);
-            let charge = call::Charge {
+            let charge = settle::Charge {
                 member: &part.member,
                 at: part.decided_at_us,
                 cost: settlement.receipt.cost,
@@ -310,11 +312,11 @@ impl MemoryStore {
             ];
             for (kind, limits) in kinds {
                 let limits: Vec<usize> = limits.iter().copied().filter(only).collect();
-                call::settle(&mut keys, set, &keys_of, kind, &limits, &charge, now);
+                settle::settle(&mut keys, set, &keys_of, kind, &limits, &charge, now);
             }
             for &(i, amount) in settlement.settle_to.iter().filter(|(i, _)| only(i)) {
                 let kind = SettleKind::To(amount);
-                call::settle(&mut keys, set, &keys_of, kind, &[i], &charge, now);
+                settle::settle(&mut keys, set, &keys_of, kind, &[i], &charge, now);
             }
         }
         self.put_back(&mut guards, keys);

@@ -22,7 +22,7 @@ use std::time::Duration;
 use fred::error::Error as FredError;
 use fred::types::{ClusterHash, CustomCommand, Value};
 
-use super::answer::map_error;
+use super::fred_error::map_error;
 use super::replicas::Replicas;
 use crate::store::StoreError;
 

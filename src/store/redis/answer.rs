@@ -1,17 +1,14 @@
-//! A decision's answer: the future a caller waits on ([`RedisAnswer`]), the decoding of its
-//! part of a call's reply into a [`Decision`] (with the receipt of its charge when asked), and
-//! the sorting of the client library's errors into the store's error kinds.
+//! A decision's answer: the future a caller waits on ([`RedisAnswer`]) and the decoding of its
+//! part of a call's reply into a [`Decision`] (with the receipt of its charge when asked).
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
-use fred::error::{Error as FredError, ErrorKind};
 use tokio::sync::oneshot;
 
-use super::lane;
+use super::batch;
 use crate::store::{Decision, LimitSet, Receipt, ReceiptPart, StoreError};
 
 /// A decision queued on a lane, decoded when its call's reply arrives.
@@ -25,7 +22,7 @@ pub enum RedisAnswer {
 /// One decision waiting for its call.
 pub struct Single {
     pub(super) limits: Arc<LimitSet>,
-    pub(super) receiver: oneshot::Receiver<Result<lane::Answer, StoreError>>,
+    pub(super) receiver: oneshot::Receiver<Result<batch::Answer, StoreError>>,
     pub(super) cost: u64,
 }
 
@@ -46,7 +43,7 @@ impl Future for RedisAnswer {
 /// A decision from its part of a call's reply (or the call's error, or a lane that stopped).
 fn decode(
     limits: &LimitSet,
-    reply: Result<Result<lane::Answer, StoreError>, oneshot::error::RecvError>,
+    reply: Result<Result<batch::Answer, StoreError>, oneshot::error::RecvError>,
     cost: u64,
 ) -> Result<Decision, StoreError> {
     match reply {
@@ -69,62 +66,3 @@ fn decode(
     }
 }
 
-/// Whether Redis answered that it does not know the script.
-pub(super) fn is_noscript(e: &FredError) -> bool {
-    e.details().starts_with("NOSCRIPT")
-}
-
-/// Whether Redis answered that it does not know the library's function (a node that restarted,
-/// was promoted, or whose functions were flushed).
-pub(super) fn is_function_missing(e: &FredError) -> bool {
-    e.details().starts_with("ERR Function not found")
-}
-
-/// Whether Redis answered that it has no Functions (`FUNCTION` or `FCALL` unknown: before
-/// Redis 7).
-pub(super) fn lacks_functions(e: &FredError) -> bool {
-    let details = e.details();
-    details.starts_with("ERR unknown command") && {
-        let lower = details.to_ascii_lowercase();
-        lower.contains("fcall") || lower.contains("function")
-    }
-}
-
-/// Sorts a client error into the `kind` label of `slidegate_store_errors_total`.
-pub(super) fn map_error(e: FredError) -> StoreError {
-    let details = e.details();
-    // The node cannot serve now (a cluster failing over, a replica, a server loading its
-    // data): the store is unavailable, as when the connection fails. A script sees the cluster
-    // down when it first touches a key (its own error then says so).
-    if ["CLUSTERDOWN", "MASTERDOWN", "LOADING", "READONLY"]
-        .iter()
-        .any(|p| details.starts_with(p))
-        || details.contains("while the cluster is down")
-    {
-        return StoreError::Connection(e.to_string());
-    }
-    if details.starts_with("NOSCRIPT")
-        || details.starts_with("ERR")
-        || details.starts_with("WRONGTYPE")
-        || details.starts_with("MOVED")
-        || details.starts_with("ASK")
-        || details.starts_with("CROSSSLOT")
-    {
-        return StoreError::Script(e.to_string());
-    }
-    match e.kind() {
-        ErrorKind::Timeout => StoreError::Timeout(Duration::ZERO),
-        ErrorKind::IO
-        | ErrorKind::Canceled
-        | ErrorKind::Backpressure
-        | ErrorKind::Sentinel
-        | ErrorKind::Tls
-        | ErrorKind::Auth => StoreError::Connection(e.to_string()),
-        ErrorKind::Routing | ErrorKind::Cluster => StoreError::Script(e.to_string()),
-        ErrorKind::Parse
-        | ErrorKind::Protocol
-        | ErrorKind::InvalidArgument
-        | ErrorKind::InvalidCommand => StoreError::Script(e.to_string()),
-        _ => StoreError::Other(e.to_string()),
-    }
-}

@@ -31,12 +31,12 @@ use super::acks::{AckPolicy, Acks};
 use super::code::{Code, Shared};
 use super::deadline::Deadline;
 use super::encode::{call_token, encode, instance_id};
-use super::lane::{Answer, Batch, Pending};
+use super::batch::{Answer, Batch, Pending};
 use super::nodes::Nodes;
 use super::script::{Library, Script};
 use super::send::{send, Route};
 use super::slots::slot_of;
-use super::{is_function_missing, is_noscript, lacks_functions, map_error};
+use super::fred_error::{is_function_missing, is_noscript, lacks_functions, map_error};
 use crate::config::ClockSource;
 use crate::store::{Decision, StoreError};
 

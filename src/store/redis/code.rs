@@ -15,10 +15,10 @@ use fred::error::Error as FredError;
 use fred::interfaces::{ClientLike, LuaInterface};
 use fred::types::{ClusterHash, CustomCommand, Value};
 
-use super::map_error;
+use super::fred_error::map_error;
 use super::nodes::Nodes;
 use super::script::{Library, Script, Scripts};
-use super::{is_noscript, lacks_functions};
+use super::fred_error::{is_noscript, lacks_functions};
 use crate::config::ScriptsMode;
 use crate::store::StoreError;
 

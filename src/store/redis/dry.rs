@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use fred::types::Key;
 
-use super::lane::{Pending, MAX_PER_CALL, MAX_UNITS_PER_CALL};
+use super::batch::{Pending, MAX_PER_CALL, MAX_UNITS_PER_CALL};
 
 /// A dry run's decisions cut into calls: every decision of one key (the same keys) in the same
 /// call, so a key met again sees the charges of its earlier decisions as in the real run; a call

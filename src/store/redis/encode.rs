@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use fred::types::{Key, Value};
 
-use super::lane::{Batch, PendingSettlement};
+use super::batch::{Batch, PendingSettlement};
 use crate::config::ClockSource;
 use crate::store::{local_now_us, LimitSet};
 

@@ -22,11 +22,13 @@
 mod acks;
 mod admin;
 mod answer;
+mod batch;
 mod call;
 mod code;
 mod deadline;
 mod dry;
 mod encode;
+mod fred_error;
 mod eviction;
 mod keeper;
 mod lane;
@@ -56,12 +58,13 @@ use tokio::sync::oneshot;
 
 use acks::AckPolicy;
 pub use answer::RedisAnswer;
-use answer::{is_function_missing, is_noscript, lacks_functions, map_error, Single};
+use answer::Single;
 use call::Caller;
 use code::Shared;
 pub use deadline::Deadline;
 pub use eviction::NodeEviction;
-use lane::{Lane, Pending, PendingSettlement, MAX_PER_CALL};
+use batch::{Pending, PendingSettlement, MAX_PER_CALL};
+use lane::Lane;
 use lanes::Lanes;
 use node::builder;
 use nodes::Nodes;
@@ -228,7 +231,7 @@ impl RedisStore {
             )));
         }
         let (pending, receiver) =
-            self.pending(request, now_us, Deadline::after(self.inner.timeout));
+            Pending::of(request, now_us, Deadline::after(self.inner.timeout));
         let lane = self.lane_for(&pending.keys);
         if pending.dry {
             lane.submit_dry(vec![vec![pending]]);
@@ -260,7 +263,7 @@ impl RedisStore {
                 answers.push(self.submit(*request, now_us));
                 continue;
             }
-            let (pending, receiver) = self.pending(*request, now_us, deadline);
+            let (pending, receiver) = Pending::of(*request, now_us, deadline);
             let lane = self.lane_for(&pending.keys);
             match by_lane.iter_mut().find(|(l, _)| l.same(&lane)) {
                 Some((_, group)) => group.push(pending),
@@ -362,32 +365,6 @@ impl RedisStore {
             }
             Ok(())
         }
-    }
-
-    fn pending(
-        &self,
-        request: DecisionRequest<'_>,
-        now_us: Option<u64>,
-        deadline: Deadline,
-    ) -> (Pending, oneshot::Receiver<Result<lane::Answer, StoreError>>) {
-        let (reply, answer) = oneshot::channel();
-        let keys = request
-            .limits
-            .keys(request.bases)
-            .into_iter()
-            .map(Key::from)
-            .collect();
-        let pending = Pending {
-            limits: request.limits.clone(),
-            keys,
-            cost: request.cost,
-            dry: request.dry_run,
-            receipt: request.receipt && request.cost > 0 && !request.dry_run,
-            fixed_now: now_us,
-            deadline,
-            reply,
-        };
-        (pending, answer)
     }
 
     /// The lane of the node serving `keys`.

@@ -19,7 +19,7 @@ use fred::types::config::{Options, Server};
 use fred::types::{ClusterHash, CustomCommand, Value};
 
 use super::acks::{AckPolicy, Acks, Wait, WaitReply};
-use super::map_error;
+use super::fred_error::map_error;
 use super::nodes::Nodes;
 use super::redirect::Redirect;
 

@@ -14,7 +14,7 @@ use fred::types::{Builder, ClusterHash, CustomCommand, Value};
 use futures_util::future::select_ok;
 use tokio::runtime::Handle;
 
-use super::answer::map_error;
+use super::fred_error::map_error;
 use super::node::Node;
 use super::slots::SlotTable;
 use crate::store::StoreError;
