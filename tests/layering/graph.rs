@@ -120,13 +120,8 @@ pub fn edges(files: &[SourceFile]) -> BTreeMap<(usize, usize), usize> {
         let (mut names, mut globs) = (HashMap::new(), Vec::new());
         for p in found.iter().filter(|p| p.top_level_use) {
             let abs = graph.absolute(usize::MAX, &p.module, &p.segs);
-            let last = p
-                .segs
-                .iter()
-                .rev()
-                .find(|s| *s != "self")
-                .cloned()
-                .unwrap_or_default();
+            let written = p.segs.iter().rev().find(|s| *s != "self");
+            let last = p.alias.as_ref().or(written).cloned().unwrap_or_default();
             match abs {
                 Some(abs) if last == "*" => globs.push(abs[..abs.len() - 1].to_vec()),
                 Some(abs) => {

@@ -20,11 +20,13 @@ pub struct SourceFile {
     pub toks: Vec<Tok>,
 }
 
-/// A path found in a file: where it was written (module), its segments, its line, and whether
-/// it is a `use` item at the top of the file (which other files can reach through it).
+/// A path found in a file: where it was written (module), its segments, the name a `use` gives
+/// it (`as`), its line, and whether it is a `use` item at the top of the file (which other
+/// files can reach through it).
 pub struct FoundPath {
     pub module: Vec<String>,
     pub segs: Vec<String>,
+    pub alias: Option<String>,
     pub line: usize,
     pub top_level_use: bool,
 }
@@ -209,10 +211,13 @@ pub fn crate_files(root: &Path) -> Vec<SourceFile> {
     files
 }
 
+/// A path a `use` item names, with the name it is given when renamed (`as`).
+type UsePath = (Vec<String>, Option<String>);
+
 /// Expands a use tree starting at `toks[i]` into full paths; returns them and the index after.
-fn use_tree(toks: &[Tok], mut i: usize, prefix: &[String]) -> (Vec<Vec<String>>, usize) {
+fn use_tree(toks: &[Tok], mut i: usize, prefix: &[String]) -> (Vec<UsePath>, usize) {
     let mut segs = prefix.to_vec();
-    let mut out = Vec::new();
+    let (mut out, mut alias) = (Vec::new(), None);
     while i < toks.len() {
         match toks[i].text.as_str() {
             "::" => i += 1,
@@ -228,7 +233,10 @@ fn use_tree(toks: &[Tok], mut i: usize, prefix: &[String]) -> (Vec<Vec<String>>,
                 }
                 return (out, i + 1);
             }
-            "as" => i += 2,
+            "as" => {
+                alias = toks.get(i + 1).map(|t| t.text.clone());
+                i += 2;
+            }
             "," | "}" | ";" => break,
             word => {
                 segs.push(word.to_string());
@@ -237,7 +245,7 @@ fn use_tree(toks: &[Tok], mut i: usize, prefix: &[String]) -> (Vec<Vec<String>>,
         }
     }
     if segs.len() > prefix.len() {
-        out.push(segs);
+        out.push((segs, alias));
     }
     (out, i)
 }
@@ -265,11 +273,12 @@ pub fn found_paths(file: &SourceFile) -> Vec<FoundPath> {
         } else if t == "use" && !after_path {
             let (paths, next) = use_tree(toks, i + 1, &[]);
             let top_level_use = depth == 0 && inline_mods.is_empty();
-            for segs in paths {
+            for (segs, alias) in paths {
                 let line = toks[i].line;
                 found.push(FoundPath {
                     module: module.clone(),
                     segs,
+                    alias,
                     line,
                     top_level_use,
                 });
@@ -292,6 +301,7 @@ pub fn found_paths(file: &SourceFile) -> Vec<FoundPath> {
                 found.push(FoundPath {
                     module,
                     segs,
+                    alias: None,
                     line,
                     top_level_use: false,
                 });
