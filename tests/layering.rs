@@ -99,6 +99,19 @@ fn entry_in(folder: &[String], file: &SourceFile) -> Option<String> {
     )
 }
 
+/// How a report names an entry of a folder: its file (`access_log.rs`, the folder's own
+/// `mod.rs`) or its subfolder (`layer/`).
+fn entry_label(files: &[SourceFile], folder: &[String], entry: &str) -> String {
+    let n = folder.len();
+    let under = |f: &&SourceFile| entry_in(folder, f).as_deref() == Some(entry);
+    let deeper = files.iter().filter(under).any(|f| f.module.len() > n + 1);
+    match files.iter().filter(under).find(|f| f.module.len() <= n + 1) {
+        Some(f) if !deeper && !f.rel.ends_with("/mod.rs") || entry == "mod.rs" => f.rel.clone(),
+        Some(f) => f.rel.trim_end_matches("mod.rs").to_string(),
+        None => format!("src/{}/{entry}/", folder.join("/")),
+    }
+}
+
 /// Every folder reads top-down: between the entries of one folder (its files and subfolders,
 /// each subfolder taken whole) there is no loop. This is what the file-level check misses
 /// when a ring passes through different files of a subfolder.
@@ -138,7 +151,7 @@ fn each_folder_reads_top_down() {
         for component in loops(entries.len(), &between.keys().map(|k| (*k, 0)).collect()) {
             let names: Vec<String> = component
                 .iter()
-                .map(|&e| format!("{place}{}", entries[e]))
+                .map(|&e| entry_label(&files, &folder, &entries[e]))
                 .collect();
             let evidence: Vec<String> = between
                 .iter()
