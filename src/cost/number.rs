@@ -1,5 +1,6 @@
 //! A cost as an answer states it: a plain whole number.
 
+/// A cost as stated: a whole number (digits only, no sign, fraction or exponent) below 2^53;
 /// anything else states none.
 pub fn whole_number(text: &[u8]) -> Option<u64> {
     if text.is_empty() || text.len() > 16 || !text.iter().all(u8::is_ascii_digit) {

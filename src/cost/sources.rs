@@ -100,8 +100,6 @@ fn json_path(text: &str, path: &str) -> Result<Arc<[String]>, String> {
     Ok(segments.into())
 }
 
-/// A cost as stated: a whole number (digits only, no sign, fraction or exponent) below 2^53;
-
 #[cfg(test)]
 mod tests {
     use super::*;
