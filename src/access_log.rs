@@ -11,9 +11,7 @@ use std::time::Duration;
 
 use http::Method;
 
-use crate::layer::Decided;
 use crate::metrics::DecisionLabel;
-use crate::proxy::UpstreamOutcome;
 use crate::request_id::RequestId;
 
 /// Whether access lines are written at all (the log filter lets them through).
@@ -21,23 +19,28 @@ pub fn enabled() -> bool {
     tracing::enabled!(target: "slidegate::access", tracing::Level::INFO)
 }
 
-/// Writes the line of a request (`method`, its `path`) answered with `response` after
-/// `elapsed`: the rate-limit decision and the upstream's answer come from the response's
-/// extensions.
-pub fn write<B>(
-    method: &Method,
-    path: &str,
-    request_id: &RequestId,
-    response: &http::Response<B>,
-    elapsed: Duration,
-) {
-    let extensions = response.extensions();
-    let answered = Answered {
-        status: response.status().as_u16(),
-        decided: extensions.get::<Decided>(),
-        upstream: extensions.get::<UpstreamOutcome>(),
-    };
-    answered.write(method, path, request_id, elapsed);
+/// What the rate-limit layer decided for a request, as the log line shows it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Decision<'a> {
+    /// The route's name.
+    pub route: Option<&'a str>,
+    /// Whether the route's requests are logged, and the share of its allowed requests that are.
+    pub log: Option<(bool, f64)>,
+    /// The request's decision.
+    pub label: Option<DecisionLabel>,
+    /// The limit that decided.
+    pub limit: Option<&'a str>,
+    /// The derived key, as logs show it.
+    pub key: Option<&'a str>,
+}
+
+/// What the upstream answered, as the log line shows it.
+#[derive(Debug, Clone, Copy)]
+pub struct Upstream {
+    /// Its status; `None` when it could not be reached or timed out.
+    pub status: Option<u16>,
+    /// Time until its response head.
+    pub duration: Duration,
 }
 
 /// How a request ended, as its access log line shows it: the status the client got (or
@@ -46,9 +49,9 @@ pub struct Answered<'a> {
     /// The status written in the line.
     pub status: u16,
     /// What the layer decided, if it decided.
-    pub decided: Option<&'a Decided>,
+    pub decided: Option<Decision<'a>>,
     /// The upstream's answer, if the request went upstream.
-    pub upstream: Option<&'a UpstreamOutcome>,
+    pub upstream: Option<Upstream>,
 }
 
 impl Answered<'_> {
@@ -59,7 +62,7 @@ impl Answered<'_> {
             entry.decided(d);
         }
         if let Some(outcome) = self.upstream {
-            entry.upstream(*outcome);
+            entry.upstream(outcome);
         }
         entry.write(self.status, elapsed);
     }
@@ -76,7 +79,7 @@ pub struct AccessEntry<'a> {
     decision: Option<DecisionLabel>,
     limit: Option<&'a str>,
     key: Option<&'a str>,
-    upstream: Option<UpstreamOutcome>,
+    upstream: Option<Upstream>,
 }
 
 /// A duration in milliseconds with three decimals (whole microseconds), as log fields show it.
@@ -109,19 +112,19 @@ impl<'a> AccessEntry<'a> {
 
     /// What the rate-limit layer decided: the route (with its logging settings), the decision,
     /// the limit that decided, and the key as logs show it.
-    pub fn decided(&mut self, decided: &'a Decided) {
-        self.route = decided.route.as_deref();
+    pub fn decided(&mut self, decided: Decision<'a>) {
+        self.route = decided.route;
         if let Some((on, sample)) = decided.log {
             self.on &= on;
             self.sample = sample;
         }
         self.decision = decided.label;
-        self.limit = decided.limit.as_deref();
-        self.key = decided.key.as_deref();
+        self.limit = decided.limit;
+        self.key = decided.key;
     }
 
     /// The upstream's answer.
-    pub fn upstream(&mut self, outcome: UpstreamOutcome) {
+    pub fn upstream(&mut self, outcome: Upstream) {
         self.upstream = Some(outcome);
     }
 

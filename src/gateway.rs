@@ -152,8 +152,8 @@ pin_project_lite::pin_project! {
                     .and_then(|a| a.extensions.get::<UpstreamOutcome>());
                 let answered = Answered {
                     status: CLIENT_CLOSED_REQUEST,
-                    decided: Some(&departed.decided),
-                    upstream,
+                    decided: Some(departed.decided.for_log()),
+                    upstream: upstream.map(|u| u.for_log()),
                 };
                 answered.write(&log.method, log.uri.path(), &request_id, started.elapsed());
             });
@@ -175,11 +175,13 @@ impl Future for GatewayFuture {
             .headers_mut()
             .insert(X_REQUEST_ID.clone(), this.request_id.header_value().clone());
         if let Some(log) = this.log.take() {
-            access_log::write(
+            let mut answered = crate::layer::answered(&response);
+            let upstream = response.extensions().get::<UpstreamOutcome>();
+            answered.upstream = upstream.map(|u| u.for_log());
+            answered.write(
                 &log.method,
                 log.uri.path(),
                 this.request_id,
-                &response,
                 this.started.elapsed(),
             );
         }

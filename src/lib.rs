@@ -20,6 +20,32 @@
 //! The admin listener (`admin`) serves metrics, health, usage, blocks, reload and the batch
 //! decision API, which calls the same limiter as the proxy path.
 //!
+//! # Layering
+//!
+//! Modules import only modules on lower lines (no line imports its own line or a line above
+//! it), and inside each folder a file imports only files below it: a folder's `mod.rs` (or
+//! `x.rs` beside `x/`) sits on top and re-exports, and what its children share lives in leaf
+//! files of their own. `tests/layering.rs` fails on any loop between files or folder entries,
+//! and on any file over 400 lines.
+//!
+//! ```text
+//! app, campaign             wiring of the binary; the load campaign
+//! admin, watch              admin listener; config files watched, reload
+//! gateway, grpc, state      the proxy listener's service; the gRPC listeners; swapped state
+//! server, proxy,            connections and their bounds; the upstream proxy; the forward-auth
+//!   forward_auth, ext_authz   and ext_authz listeners
+//! layer                     RateLimitLayer: route -> key -> limiter, one future per request
+//! error                     failures become responses (problem bodies, gRPC statuses)
+//! route, rls                the route table; Envoy's rate-limit service
+//! limit, access_log         the limiter (policies, deny cache, headers); the access log line
+//! key, metrics, logging     keys derived from requests; metric handles; log set-up
+//! store                     Redis (scripts, lanes, cluster) | memory
+//! config                    the validated config (raw mirror, validate/, limit files)
+//! algorithm, cost, tier,    leaves: the counting algorithms, answer costs, segments and
+//!   path, host, request_id,   plans, path normalisation, Host checks, request ids,
+//!   connection, workers       Connection headers, per-worker values
+//! ```
+//!
 //! # Embedding
 //!
 //! The limiter in front of an axum app, built in code (or from a config file with

@@ -8,7 +8,7 @@
 //! `lease`), one slot per attempt whatever the request's cost, a wait of 1 s (no one can
 //! foresee when an answer ends), and a refusal that starts no block.
 
-use super::{expiry_after, Algorithm, KeyState, LimitParams, Settled};
+use super::seam::{expiry_after, Algorithm, KeyState, LimitParams, Settled};
 
 /// Most attempts one key may have in flight: the set holds a member per attempt.
 pub const MAX_LIMIT: u64 = 100_000;

@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use super::{expiry_after, Algorithm, KeyState, LimitParams, Settled};
+use super::seam::{expiry_after, Algorithm, KeyState, LimitParams, Settled};
 
 /// A `sliding_log` limit stores one entry per counted unit: beyond this it would hold too much.
 pub const MAX_LIMIT: u64 = 10_000;

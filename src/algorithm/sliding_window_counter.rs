@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{expiry_after, Algorithm, KeyState, LimitParams, Settled, EXACT_IN_A_DOUBLE};
+use super::seam::{expiry_after, Algorithm, KeyState, LimitParams, Settled, EXACT_IN_A_DOUBLE};
 
 /// The approximate sliding window.
 pub struct SlidingWindowCounter;

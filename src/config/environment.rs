@@ -5,6 +5,13 @@
 use std::fmt;
 use std::sync::Arc;
 
+/// Environment variable that overrides `store.url`.
+pub const REDIS_URL_ENV: &str = "SLIDEGATE_REDIS_URL";
+/// Environment variable naming the config file when `--config` is not given.
+pub const CONFIG_ENV: &str = "SLIDEGATE_CONFIG";
+/// Config file used when neither `--config` nor `SLIDEGATE_CONFIG` is given.
+pub const DEFAULT_CONFIG_FILE: &str = "config.toml";
+
 /// Looks one variable up.
 type Lookup = dyn Fn(&str) -> Option<String> + Send + Sync;
 

@@ -8,6 +8,7 @@ mod error;
 mod ext_authz;
 mod forward_auth;
 mod key_spec;
+mod purpose;
 // Fields of the serde mirror are the TOML keys themselves, documented in the README.
 #[allow(missing_docs)]
 pub mod raw;
@@ -18,18 +19,18 @@ mod secrets;
 mod settings;
 pub mod summary;
 mod validate;
+mod validated;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 pub use duration::format as format_duration;
 pub(crate) use duration::parse as parse_duration;
-pub use environment::Environment;
+pub use environment::{Environment, CONFIG_ENV, DEFAULT_CONFIG_FILE, REDIS_URL_ENV};
 pub use error::{ConfigError, ConfigWarning, Location};
 pub use ext_authz::ExtAuthzConfig;
 pub use forward_auth::ForwardAuthConfig;
 pub use key_spec::{KeyPart, KeyPartSpec, KeySpec, Normalize};
+pub use purpose::Purpose;
 pub use rls::{RlsConfig, RlsDescriptor, RlsDomain, RlsRule, RlsUnit};
 pub use route::{BlockPolicy, ExceedMode, LimitConfig, PathPattern, RouteConfig, StatusSet};
 pub use secrets::{redact_secrets, redact_url};
@@ -38,100 +39,7 @@ pub use settings::{
     OnError, OnMissingKey, PathCase, ScriptsMode, ServerConfig, StoreConfig, UnknownPlan,
     UpstreamConfig,
 };
-
-use crate::tier::Membership;
-
-/// Environment variable that overrides `store.url`.
-pub const REDIS_URL_ENV: &str = "SLIDEGATE_REDIS_URL";
-/// Environment variable naming the config file when `--config` is not given.
-pub const CONFIG_ENV: &str = "SLIDEGATE_CONFIG";
-/// Config file used when neither `--config` nor `SLIDEGATE_CONFIG` is given.
-pub const DEFAULT_CONFIG_FILE: &str = "config.toml";
-
-/// What the file configures: the gateway (every route names an upstream) or a rate-limit
-/// layer embedded in another service (routes have no upstream).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Purpose {
-    /// `slidegate` itself.
-    Gateway,
-    /// `slidegate::RateLimitLayer` in front of someone's service.
-    Layer,
-}
-
-impl Purpose {
-    /// What a config file's text is for when nobody says: a layer file when it has routes,
-    /// none of which names an `upstream`, no `[upstreams]`, and no listener that only the
-    /// gateway serves (`[forward_auth]`, `[rls]`, `[ext_authz]`: a forward-auth gateway's routes need no
-    /// upstream); the gateway's otherwise (text that does not parse too, so its errors are the
-    /// gateway's).
-    pub fn detect(text: &str) -> Purpose {
-        let Ok(doc) = text.parse::<toml::Table>() else {
-            return Purpose::Gateway;
-        };
-        let routes = doc.get("routes").and_then(toml::Value::as_array);
-        let upstream_free = routes.is_some_and(|routes| {
-            !routes.is_empty()
-                && routes
-                    .iter()
-                    .all(|r| r.as_table().is_some_and(|t| !t.contains_key("upstream")))
-        });
-        let gateway_only = ["upstreams", "forward_auth", "rls", "ext_authz"]
-            .iter()
-            .any(|section| doc.contains_key(*section));
-        match upstream_free && !gateway_only {
-            true => Purpose::Layer,
-            false => Purpose::Gateway,
-        }
-    }
-}
-
-/// A fully validated configuration.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// The file it was read from.
-    pub source: PathBuf,
-    /// What it configures: the gateway, or a layer in front of someone's service.
-    pub purpose: Purpose,
-    /// The environment it was read with (a reload reads the file again with it).
-    pub env: Environment,
-    /// `[server]`
-    pub server: ServerConfig,
-    /// `[admin]`
-    pub admin: AdminConfig,
-    /// `[store]`
-    pub store: StoreConfig,
-    /// `[upstreams.*]`, by name.
-    pub upstreams: BTreeMap<String, Arc<UpstreamConfig>>,
-    /// `[[routes]]`, in file order (the first match wins).
-    pub routes: Vec<Arc<RouteConfig>>,
-    /// `[jwt]`, when the file has one.
-    pub jwt: Option<JwtConfig>,
-    /// `[keys]`.
-    pub keys: KeysConfig,
-    /// `[segments.*]` in file order and `[plans]`: the files they were read from.
-    pub tier_files: TierFiles,
-    /// Who is in which segment or plan, read from those files.
-    pub membership: Arc<Membership>,
-    /// `[plans] unknown`.
-    pub unknown_plan: UnknownPlan,
-    /// `[rls]`, with the limits of its YAML files.
-    pub rls: Option<RlsConfig>,
-    /// `[forward_auth]`.
-    pub forward_auth: Option<ForwardAuthConfig>,
-    /// `[ext_authz]`.
-    pub ext_authz: Option<ExtAuthzConfig>,
-    /// Settings accepted but almost always a mistake, or ignored, to be logged.
-    pub warnings: Vec<ConfigWarning>,
-}
-
-/// Where segments and plans were read from.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TierFiles {
-    /// `[segments.NAME] members_file`, in file order.
-    pub segments: Vec<(String, PathBuf)>,
-    /// `[plans] members_file`.
-    pub plans: Option<PathBuf>,
-}
+pub use validated::{Config, TierFiles};
 
 impl Config {
     /// Reads and validates `path`, with secrets and the Redis URL from the process environment.
@@ -184,16 +92,6 @@ impl Config {
         summary::render(self)
     }
 
-    /// What the config names as its sources: this file, `[rls] config` (a file or a
-    /// directory), each segment's and the plans' members file.
-    pub fn sources(&self) -> Vec<PathBuf> {
-        let mut sources = vec![self.source.clone()];
-        sources.extend(self.rls.as_ref().map(|r| r.source.clone()));
-        sources.extend(self.tier_files.segments.iter().map(|(_, p)| p.clone()));
-        sources.extend(self.tier_files.plans.clone());
-        sources
-    }
-
     /// Every file a load of this config reads now: [`Config::sources`], with a directory of
     /// rate-limit files as the YAML files it holds now (the files it held when this config was
     /// read may have changed since).
@@ -207,18 +105,5 @@ impl Config {
             }
         }
         files
-    }
-
-    /// The route named `name`.
-    pub fn route(&self, name: &str) -> Option<&Arc<RouteConfig>> {
-        self.routes.iter().find(|r| r.name == name)
-    }
-
-    /// Whether any route fails closed on a store error (drives `/readyz`), with `store` the
-    /// `[store]` section in force.
-    pub fn any_route_fails_closed(&self, store: &StoreConfig) -> bool {
-        self.routes
-            .iter()
-            .any(|r| r.on_error.unwrap_or(store.on_error) == OnError::Deny)
     }
 }

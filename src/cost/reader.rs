@@ -9,8 +9,8 @@ use http::header::{CONTENT_ENCODING, CONTENT_TYPE};
 use http::HeaderMap;
 
 use super::json::PathScanner;
+use super::sources::CostFrom;
 use super::sse::EventReader;
-use super::CostFrom;
 
 /// Reads the cost an answer's body states.
 #[derive(Debug, Clone)]
@@ -95,7 +95,7 @@ pub fn from_header(from: &CostFrom, headers: &HeaderMap) -> Option<u64> {
         // two copies: which one the client reads is anyone's guess
         return None;
     }
-    super::whole_number(value.as_bytes().trim_ascii())
+    super::number::whole_number(value.as_bytes().trim_ascii())
 }
 
 fn is_event_stream(headers: &HeaderMap) -> bool {

@@ -101,7 +101,8 @@ impl ExtAuthzService {
         if crate::access_log::enabled() {
             let method = http::Method::from_bytes(method.as_bytes()).unwrap_or_default();
             let path = http.map_or("", |h| h.path.split('?').next().unwrap_or(""));
-            crate::access_log::write(&method, path, &request_id, &response, started.elapsed());
+            let elapsed = started.elapsed();
+            crate::layer::answered(&response).write(&method, path, &request_id, elapsed);
         }
         answer::check_response(response).await
     }

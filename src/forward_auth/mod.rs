@@ -29,7 +29,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tower::Service;
 
-pub use original::OriginalError;
+pub use crate::error::OriginalError;
 
 use crate::error::GatewayError;
 use crate::key::is_trusted;
@@ -121,7 +121,7 @@ impl Service<Request<Incoming>> for ForwardAuthService {
                 .insert(X_REQUEST_ID.clone(), request_id.header_value().clone());
             if crate::access_log::enabled() {
                 let elapsed = started.elapsed();
-                crate::access_log::write(&method, uri.path(), &request_id, &response, elapsed);
+                crate::layer::answered(&response).write(&method, uri.path(), &request_id, elapsed);
             }
             Ok(response)
         })

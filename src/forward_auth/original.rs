@@ -19,6 +19,8 @@ use http::header::{HeaderName, CONTENT_ENCODING, CONTENT_LENGTH, EXPECT, TRANSFE
 use http::request::Parts;
 use http::{HeaderMap, Method, Request, Uri};
 
+use crate::error::OriginalError;
+
 /// `X-Forwarded-Method` (Caddy, Traefik).
 pub static X_FORWARDED_METHOD: HeaderName = HeaderName::from_static("x-forwarded-method");
 /// `X-Forwarded-Uri` (Caddy, Traefik).
@@ -27,31 +29,6 @@ pub static X_FORWARDED_URI: HeaderName = HeaderName::from_static("x-forwarded-ur
 pub static X_ORIGINAL_METHOD: HeaderName = HeaderName::from_static("x-original-method");
 /// `X-Original-URI` (NGINX, set in its `auth_request` location).
 pub static X_ORIGINAL_URI: HeaderName = HeaderName::from_static("x-original-uri");
-
-/// Why a subrequest does not say which request it asks about.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum OriginalError {
-    /// Neither `X-Forwarded-Uri` nor `X-Original-URI`.
-    #[error("the subrequest names no original request: send X-Forwarded-Uri (or X-Original-URI) with the URI the client asked for")]
-    MissingUri,
-    /// The original URI, or the original method, cannot be read.
-    #[error("the original request cannot be read: {0}")]
-    BadOriginal(String),
-    /// The headers name two different original URIs, or methods (the one named here).
-    #[error("the subrequest names two different original {0}s (X-Forwarded-* and X-Original-*, or one of them twice): the proxy must send one")]
-    Ambiguous(&'static str),
-}
-
-impl OriginalError {
-    /// The problem body's `error` code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            OriginalError::MissingUri => "missing_original_uri",
-            OriginalError::BadOriginal(_) => "bad_original_request",
-            OriginalError::Ambiguous(_) => "ambiguous_original_request",
-        }
-    }
-}
 
 /// The original request of a subrequest (`head` and `body`): the body is the original's when
 /// the subrequest carries one (its framing headers kept), else empty.

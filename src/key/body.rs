@@ -25,7 +25,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::names::{compare, NameMatch};
-use super::value::ReadError;
+use super::read_error::ReadError;
 
 /// What kind of body a request says it carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

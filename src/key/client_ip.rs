@@ -137,6 +137,19 @@ fn forwarded_for_values(value: &str) -> Vec<String> {
         .collect()
 }
 
+/// The `ip` key part: an IPv4 address as it is; an IPv6 address as its network of `prefix` bits
+/// (`2001:db8:1:2::/64`), so one host cannot rotate addresses inside its allocation. A /128
+/// prefix keys each address on its own, and prints it bare.
+pub fn ip_key(ip: IpAddr, prefix: u8) -> String {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) if prefix < 128 => {
+            let net = ipnet::Ipv6Net::new(v6, prefix).map(|n| n.trunc());
+            net.map_or_else(|_| v6.to_string(), |n| n.to_string())
+        }
+        other => other.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

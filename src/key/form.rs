@@ -13,7 +13,7 @@
 use std::borrow::Cow;
 
 use super::names::{compare_bytes, NameMatch};
-use super::value::ReadError;
+use super::read_error::ReadError;
 
 /// The value of field `name` in a form body or a query (`None` when it is absent); ambiguous
 /// when the input names it more than once, in any spelling.

@@ -8,50 +8,33 @@
 mod body;
 mod client_ip;
 mod email;
+mod escape;
 mod form;
 mod jwt;
 mod names;
 mod options;
 mod phone;
+mod read_error;
+mod source;
 mod value;
 
 use std::net::IpAddr;
 
-use http::{HeaderMap, Method};
+use http::HeaderMap;
 
 pub use body::BodyKind;
-pub use client_ip::{client_ip, is_trusted, unvouched_forwarding, X_FORWARDED_FOR, X_REAL_IP};
+pub use client_ip::{
+    client_ip, ip_key, is_trusted, unvouched_forwarding, X_FORWARDED_FOR, X_REAL_IP,
+};
+pub use escape::escape;
 pub use jwt::JwtVerifier;
 pub use options::hash_value;
 pub use phone::normalize_phone;
+use read_error::ReadError;
+use source::Absent;
+pub use source::KeySource;
 
 use crate::config::{HashSecret, KeyPartSpec, KeySpec, OnMissingKey, PathCase};
-
-/// What a key is derived from: the parts of one request.
-pub struct KeySource<'a> {
-    /// The matched route's name.
-    pub route: &'a str,
-    /// The request method.
-    pub method: &'a Method,
-    /// The request path (normalised, no query).
-    pub path: &'a str,
-    /// Whether route matching ignores case (then the `path` part is lower-cased).
-    pub path_case: PathCase,
-    /// The raw query string, if any.
-    pub query: Option<&'a str>,
-    /// The request headers.
-    pub headers: &'a HeaderMap,
-    /// The request body, when the route's keys read it.
-    pub body: Option<&'a [u8]>,
-    /// The client IP after trusted-proxy resolution.
-    pub client_ip: IpAddr,
-    /// IPv6 clients are keyed by their network of this prefix length.
-    pub ipv6_prefix: u8,
-    /// The verifier for `jwt:` parts, when `[jwt]` is configured.
-    pub jwt: Option<&'a JwtVerifier>,
-    /// The secret of `hash = true` parts.
-    pub hash_secret: Option<&'a HashSecret>,
-}
 
 /// Why a key could not be derived.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -87,15 +70,6 @@ pub enum KeyError {
         /// What it must be.
         what: &'static str,
     },
-}
-
-/// Why a part has no value in the key (`on_missing_key` decides what follows).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Absent {
-    /// The request does not carry it (or nothing is left of it).
-    NotSent,
-    /// The request carries something that is not a value: what it must be.
-    Invalid(&'static str),
 }
 
 /// Joins the key parts' values with `|` in config order, e.g. `203.0.113.7|POST`. A missing
@@ -172,13 +146,13 @@ fn part_value(
     let raw = match value::read(&spec.part, src, cache) {
         Ok(Some(raw)) => raw,
         Ok(None) => return Ok(Err(Absent::NotSent)),
-        Err(value::ReadError::Unclear(what)) => {
+        Err(ReadError::Unclear(what)) => {
             return Err(KeyError::Unclear {
                 part: spec.part.to_string(),
                 what,
             })
         }
-        Err(value::ReadError::Ambiguous) => {
+        Err(ReadError::Ambiguous) => {
             return Err(KeyError::Ambiguous {
                 part: spec.part.to_string(),
             })
@@ -302,48 +276,6 @@ pub fn json_body_value(headers: &HeaderMap, body: &[u8], path: &[String]) -> Opt
 fn push_fallback(key: &mut String, src: &KeySource<'_>) {
     key.push_str("%ip:");
     key.push_str(&ip_key(src.client_ip, src.ipv6_prefix));
-}
-
-/// Escapes a value for the key: `%`, `|`, control characters and bytes that are not UTF-8
-/// become `%XX` (of each byte); everything else stays as it is.
-pub fn escape(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len());
-    for chunk in bytes.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            if c == '%' || c == '|' || c.is_control() {
-                let mut buf = [0u8; 4];
-                for b in c.encode_utf8(&mut buf).bytes() {
-                    push_escaped(&mut out, b);
-                }
-            } else {
-                out.push(c);
-            }
-        }
-        for &b in chunk.invalid() {
-            push_escaped(&mut out, b);
-        }
-    }
-    out
-}
-
-fn push_escaped(out: &mut String, b: u8) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    out.push('%');
-    out.push(HEX[(b >> 4) as usize] as char);
-    out.push(HEX[(b & 0xf) as usize] as char);
-}
-
-/// The `ip` key part: an IPv4 address as it is; an IPv6 address as its network of `prefix` bits
-/// (`2001:db8:1:2::/64`), so one host cannot rotate addresses inside its allocation. A /128
-/// prefix keys each address on its own, and prints it bare.
-pub fn ip_key(ip: IpAddr, prefix: u8) -> String {
-    match ip.to_canonical() {
-        IpAddr::V6(v6) if prefix < 128 => {
-            let net = ipnet::Ipv6Net::new(v6, prefix).map(|n| n.trunc());
-            net.map_or_else(|_| v6.to_string(), |n| n.to_string())
-        }
-        other => other.to_string(),
-    }
 }
 
 #[cfg(test)]

@@ -9,8 +9,9 @@ use phonenumber::country::Id;
 use sha2::Sha256;
 
 use super::email::normalize_email;
+use super::escape::escape;
 use super::phone::normalize_phone;
-use super::{escape, Absent};
+use super::source::Absent;
 use crate::config::{HashSecret, KeyPartSpec, Normalize};
 
 /// The part's value in the key; [`Absent`] when nothing is left of it, or when it is not valid

@@ -9,18 +9,11 @@ use std::borrow::Cow;
 
 use http::{HeaderMap, HeaderName};
 
-use super::{body, form, ip_key, jwt, KeySource};
+use super::client_ip::ip_key;
+use super::read_error::ReadError;
+use super::source::KeySource;
+use super::{body, form, jwt};
 use crate::config::{KeyPart, PathCase};
-
-/// Why a part the request carries gives no value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReadError {
-    /// Named twice, or in a spelling some framework folds into its name, or in the query too.
-    Ambiguous,
-    /// Present, but read differently by different parsers (a JSON number that is not a plain
-    /// integer below 2^53): what it must be.
-    Unclear(&'static str),
-}
 
 /// What parts of one key share: the verified token's claims, decoded once.
 #[derive(Default)]

@@ -17,7 +17,10 @@ use http::{Request, Response};
 use tower::Service;
 
 use super::body::{BoxError, RequestBody};
-use super::{ForwardingWarning, OutcomeUnseen, RateLimit, ResponseFuture, Shared, Unmatched};
+use super::extensions::OutcomeUnseen;
+use super::future::ResponseFuture;
+use super::service::RateLimit;
+use super::shared::{ForwardingWarning, Shared, Unmatched};
 
 /// The layer, asked on behalf of a proxy in front.
 #[derive(Clone)]

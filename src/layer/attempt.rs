@@ -31,8 +31,8 @@ use http::Response;
 use http_body_util::BodyExt;
 
 use super::body::{BoxError, ResponseBody};
+use super::extensions::{Decided, OutcomeUnseen};
 use super::meter::{read_on, BoxBody, MeteredBody};
-use super::{Decided, OutcomeUnseen};
 use crate::limit::headers::add_headers;
 use crate::limit::{Reservation, Tier, Verdict};
 use crate::route::Route;

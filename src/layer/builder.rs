@@ -26,7 +26,7 @@ use std::path::Path;
 
 use toml::{Table, Value};
 
-use super::{LayerError, RateLimitLayer};
+use super::rate_limit_layer::{LayerError, RateLimitLayer};
 use crate::config::{Config, Environment, Purpose};
 
 /// Settings of a layer, as the config file would have them.
@@ -199,4 +199,11 @@ impl RouteBuilder {
 
 fn strings(items: &[&str]) -> Value {
     Value::Array(items.iter().map(|s| Value::from(*s)).collect())
+}
+
+impl RateLimitLayer {
+    /// A builder of a layer in code.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
 }

@@ -15,9 +15,10 @@ use tower::Service;
 
 use super::attempt::{Departed, OnDeparted};
 use super::body::{BoxError, RequestBody, ResponseBody};
+use super::extensions::{client_addr, BodyCutShort, Decided};
 use super::read::{start_reading, Reading};
+use super::shared::{Shared, Unmatched};
 use super::state::{State, StateProj, Step};
-use super::{client_addr, BodyCutShort, Decided, Shared, Unmatched};
 use crate::connection::removes_meaning;
 use crate::error::GatewayError;
 use crate::key::client_ip;

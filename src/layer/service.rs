@@ -9,7 +9,8 @@ use http::{Request, Response};
 use tower::Service;
 
 use super::body::{BoxError, RequestBody, ResponseBody};
-use super::{ResponseFuture, Shared};
+use super::future::ResponseFuture;
+use super::shared::Shared;
 
 /// The rate limit in front of `S`.
 pub struct RateLimit<S> {

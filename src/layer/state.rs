@@ -15,8 +15,8 @@ use tower::Service;
 
 use super::attempt::{self, Attempt, InnerCall, OnDeparted, Settling};
 use super::body::{BoxError, RequestBody};
+use super::extensions::{Decided, MatchedRoute};
 use super::read::Reading;
-use super::{Decided, MatchedRoute};
 use crate::error::GatewayError;
 use crate::key::KeySource;
 use crate::limit::headers::too_many_requests;

@@ -7,7 +7,8 @@
 use std::sync::Arc;
 
 use super::limiter::Limiter;
-use super::policy::{AtEnd, OutcomeRule, RoutePolicy};
+use super::outcome_rule::{AtEnd, OutcomeRule};
+use super::policy::RoutePolicy;
 use crate::store::{Decision, LimitSet, Receipt, Settlement};
 
 /// What an admitted attempt charged, and where to settle it.

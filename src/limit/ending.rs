@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use super::charged::Charged;
-use super::policy::AtEnd;
+use super::outcome_rule::AtEnd;
 use crate::cost::CostReader;
 
 /// An attempt's settlement at the end of its answer.

@@ -9,7 +9,7 @@ use axum::body::Body;
 use http::header::{HeaderName, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 
-use super::policy::Tier;
+use super::tier::Tier;
 use crate::config::LimitConfig;
 use crate::request_id::{RequestId, X_REQUEST_ID};
 use crate::store::{Decision, LimitSet};

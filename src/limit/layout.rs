@@ -7,7 +7,8 @@ use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
 use super::headers::policy_header;
-use super::policy::{KeySlot, Tier};
+use super::key_slot::KeySlot;
+use super::tier::Tier;
 use crate::config::{ExceedMode, KeySpec, OnMissingKey, RouteConfig};
 use crate::store::layout::push_hex;
 use crate::store::{BlockSpec, Limit, LimitSet, Refusals, StateSpec};

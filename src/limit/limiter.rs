@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use super::deny_cache::{denials_by_key, DenyCache};
 use super::keys::RequestKeys;
-use super::policy::{RoutePolicy, Tier};
+use super::policy::RoutePolicy;
+use super::tier::Tier;
 use super::verdict::Verdict;
 use crate::config::{ExceedMode, OnError};
 use crate::metrics::{DecisionLabel, Metrics};

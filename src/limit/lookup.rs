@@ -8,7 +8,8 @@ use crate::store::layout;
 
 use std::sync::Arc;
 
-use super::policy::{RoutePolicy, Tier};
+use super::policy::RoutePolicy;
+use super::tier::Tier;
 
 /// How an operator names a key.
 #[derive(Debug, Clone, PartialEq, Eq)]

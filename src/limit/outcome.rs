@@ -28,7 +28,9 @@ use super::charged::{Charged, Fate, Settled};
 use super::ending::Ending;
 use super::keys::RequestKeys;
 use super::limiter::Limiter;
-use super::policy::{AtEnd, OutcomeRule, RoutePolicy, Tier};
+use super::outcome_rule::{AtEnd, OutcomeRule};
+use super::policy::RoutePolicy;
+use super::tier::Tier;
 use super::verdict::Verdict;
 use crate::cost::{from_header, CostReader};
 

@@ -9,69 +9,20 @@ use std::net::IpAddr;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
-use http::HeaderValue;
-
+use super::key_slot::KeySlot;
 use super::layout::Layout;
+use super::outcome_rule::{AtEnd, OutcomeRule};
+use super::tier::Tier;
 use crate::config::ExceedMode;
 use crate::config::{
-    Config, HashSecret, KeyPart, KeySpec, OnError, OnMissingKey, PathCase, RouteConfig, StatusSet,
-    UnknownPlan,
+    Config, HashSecret, KeyPart, KeySpec, OnError, PathCase, RouteConfig, UnknownPlan,
 };
-use crate::cost::{CostFrom, Reserve};
+use crate::cost::Reserve;
 use crate::key::JwtVerifier;
 use crate::metrics::RouteMetrics;
 use crate::store::layout::blocked_index;
 use crate::store::{LimitSet, Refusals};
 use crate::tier::{Membership, TierName};
-
-/// One set of limit values: the route's own, or a segment's or plan's.
-#[derive(Debug)]
-pub struct Tier {
-    /// `None` for the route's own values.
-    pub name: Option<TierName>,
-    /// The limits as the stores apply them.
-    pub limits: Arc<LimitSet>,
-    /// `RateLimit-Policy` for these values (`None` when the route has no limits).
-    pub policy_header: Option<HeaderValue>,
-}
-
-/// One key a route's limits count: its spec, what a missing part does, and the tag that keeps
-/// its Redis keys apart from the other keys' (`slot_tag`).
-#[derive(Debug, Clone)]
-pub struct KeySlot {
-    /// How the key is derived.
-    pub spec: KeySpec,
-    /// What a missing part does: the limit's `on_missing_key`, else the route's.
-    pub on_missing: OnMissingKey,
-    /// What follows the route's name in the hash tag.
-    pub tag: String,
-    /// Whether each attempt's charge keeps which value was sent (a tag of it): the key merges
-    /// values and a limit on it has a `reset_status`.
-    pub tags_sent: bool,
-}
-
-/// What a limit's charge does when the response arrives.
-#[derive(Debug, Clone, Default)]
-pub struct OutcomeRule {
-    /// Only these statuses count (the others are refunded).
-    pub count: Option<StatusSet>,
-    /// These statuses clear the count and the block level.
-    pub reset: Option<StatusSet>,
-    /// Whether a charge kept is confirmed (answered, no longer in flight): a status may reset
-    /// it, or the route blocks (a block starts only from answered attempts).
-    pub confirms: bool,
-    /// What the answer's end (or, for a header, its head) settles.
-    pub at_end: Option<AtEnd>,
-}
-
-/// What an answer settles of a limit beyond its status.
-#[derive(Debug, Clone)]
-pub enum AtEnd {
-    /// The attempt's slot in flight, freed when the answer has been sent.
-    Slot,
-    /// The cost the answer states.
-    Cost(CostFrom),
-}
 
 /// Everything the limiter needs to decide for one route.
 pub struct RoutePolicy {

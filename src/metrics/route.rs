@@ -4,7 +4,8 @@
 
 use prometheus::{Histogram, IntCounter, IntCounterVec, IntGauge};
 
-use super::{DecisionLabel, Metrics, EXCEED_MODES, UPSTREAM_STATUSES};
+use super::label::{DecisionLabel, EXCEED_MODES, UPSTREAM_STATUSES};
+use super::registry::Metrics;
 
 /// Decision time, by where it was decided.
 #[derive(Clone)]

@@ -42,6 +42,16 @@ pub struct UpstreamOutcome {
     pub duration: Duration,
 }
 
+impl UpstreamOutcome {
+    /// What the access log shows of it.
+    pub fn for_log(self) -> crate::access_log::Upstream {
+        crate::access_log::Upstream {
+            status: self.status,
+            duration: self.duration,
+        }
+    }
+}
+
 /// The upstreams of one config, by name; a reload keeps the pool of an upstream whose settings
 /// did not change.
 #[derive(Default)]

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use envoy_types::pb::envoy::config::core::v3::HeaderValue;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
-    rate_limit::Unit, Code, DescriptorStatus, RateLimit,
+    Code, DescriptorStatus, RateLimit,
 };
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
@@ -22,7 +22,7 @@ use http::HeaderMap;
 
 use super::decide::{Decided, Outcome};
 use super::request::{Plan, Status};
-use crate::config::RlsUnit;
+use super::unit::code_of_window;
 use crate::limit::headers::{add_headers, ceil_secs};
 use crate::limit::STORE_UNAVAILABLE_RETRY_SECS;
 
@@ -159,33 +159,4 @@ fn proto_duration(d: Duration) -> ProtoDuration {
         seconds: d.as_secs() as i64,
         nanos: d.subsec_nanos() as i32,
     }
-}
-
-/// The unit Envoy's code names (`SECOND` = 1 ... `WEEK` = 7), if it names one.
-pub fn unit_of_code(code: i32) -> Option<RlsUnit> {
-    Some(match Unit::try_from(code).ok()? {
-        Unit::Unknown => return None,
-        Unit::Second => RlsUnit::Second,
-        Unit::Minute => RlsUnit::Minute,
-        Unit::Hour => RlsUnit::Hour,
-        Unit::Day => RlsUnit::Day,
-        Unit::Week => RlsUnit::Week,
-        Unit::Month => RlsUnit::Month,
-        Unit::Year => RlsUnit::Year,
-    })
-}
-
-/// The code of the unit whose window is `window`; `UNKNOWN` for a window that is none.
-fn code_of_window(window: Duration) -> i32 {
-    let unit = match RlsUnit::of_window(window) {
-        None => Unit::Unknown,
-        Some(RlsUnit::Second) => Unit::Second,
-        Some(RlsUnit::Minute) => Unit::Minute,
-        Some(RlsUnit::Hour) => Unit::Hour,
-        Some(RlsUnit::Day) => Unit::Day,
-        Some(RlsUnit::Week) => Unit::Week,
-        Some(RlsUnit::Month) => Unit::Month,
-        Some(RlsUnit::Year) => Unit::Year,
-    };
-    unit as i32
 }

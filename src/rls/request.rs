@@ -14,7 +14,10 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescript
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 
 use super::limits::{Domain, Part};
-use super::MAX_DESCRIPTORS;
+
+/// Most descriptors decided in one request; a request with more is refused whole (one store
+/// call stays short).
+pub const MAX_DESCRIPTORS: usize = 64;
 
 /// Why a request gets no answer but a gRPC error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -239,7 +242,7 @@ fn matched_part(domain: &Domain, d: &RateLimitDescriptor) -> Result<Option<(Part
     let Some(limit) = &d.limit else {
         return Ok(matched.map(|m| (Part::Rule(m.rule), key)));
     };
-    let unit = super::answer::unit_of_code(limit.unit).ok_or(())?;
+    let unit = super::unit::unit_of_code(limit.unit).ok_or(())?;
     let part = Part::Override {
         rule: matched.map(|m| m.rule),
         limit: limit.requests_per_unit,

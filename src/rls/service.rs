@@ -13,8 +13,14 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::{
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 
 use super::request::{check, plan, RlsError};
-use super::{answer, decide, RlsTable, MAX_MESSAGE_BYTES};
+use super::table::RlsTable;
+use super::{answer, decide};
 use crate::limit::Limiter;
+
+/// The largest request message, in bytes: above Envoy's largest request head (8 MiB, whose
+/// headers and path its actions copy into descriptor values), so that no value Envoy can send
+/// is turned into an error.
+pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
 
 /// `ShouldRateLimit`, answered with the table in force and the gateway's limiter.
 #[derive(Clone)]

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use saphyr::{MarkedYaml, Scalar, YamlData};
 
-use super::{is_label, Reader, Replacing, Result, MAX_NAME_LEN, MAX_WINDOW, RATE_LIMIT_KEYS};
+use super::reader::{
+    is_label, Reader, Replacing, Result, MAX_NAME_LEN, MAX_WINDOW, RATE_LIMIT_KEYS,
+};
 use crate::algorithm::AlgorithmId;
 use crate::config::rls::{RlsRule, RlsUnit};
 

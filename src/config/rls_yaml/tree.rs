@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use saphyr::{LoadableYamlNode, MarkedYaml, Marker, YamlData};
 
-use super::{Labelled, Reader, Replacing, Result, DESCRIPTOR_KEYS, MAX_DESCRIPTOR_ENTRIES};
+use super::reader::{Labelled, Reader, Replacing, Result, DESCRIPTOR_KEYS, MAX_DESCRIPTOR_ENTRIES};
 use crate::config::rls::{RlsDescriptor, RlsDomain, RlsRule};
 use crate::config::{ConfigError, Location};
 

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use super::whole_number;
+use crate::cost::number::whole_number;
 
 mod strings;
 

@@ -1,0 +1,181 @@
+//! The one place where failures become responses: every error the gateway answers itself, on
+//! the proxy and forward-auth listeners ([`GatewayError`]) or the admin listener
+//! ([`AdminError`]), its status, and its RFC 9457 `application/problem+json` body:
+//! `{"type","title","status","error","detail","request_id"}`, `error` a snake_case code; and
+//! the gRPC status of a rate-limit service request it cannot take (`RlsError`).
+//! Clients get a short message; the detail goes to the log where the error arose.
+//!
+//! The 429 of a rate limit is not here: a rejection is a response, not an error, and is built by
+//! `limit::headers` with the same members plus the limit's.
+
+use axum::body::Body;
+use http::header::RETRY_AFTER;
+use http::{HeaderValue, Response, StatusCode};
+
+use crate::request_id::RequestId;
+
+mod admin;
+mod original;
+mod problem;
+
+pub use admin::AdminError;
+pub use original::OriginalError;
+pub use problem::{problem, problem_body, problem_response, refusal_bytes};
+
+pub use crate::limit::STORE_UNAVAILABLE_RETRY_SECS;
+
+/// Why the gateway answered a proxied request itself (rate-limit 429s are in `limit::headers`).
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// Refused before routing, or no route takes the request.
+    #[error(transparent)]
+    Route(#[from] crate::route::RouteError),
+    /// A forward-auth subrequest that does not say which request it asks about.
+    #[error(transparent)]
+    Original(#[from] OriginalError),
+    /// The route's key needs a part the request lacks, or names twice.
+    #[error(transparent)]
+    Key(#[from] crate::key::KeyError),
+    /// `[plans] unknown = "reject"` and the key is on no plan.
+    #[error("the key is on no plan of this API")]
+    UnknownKey,
+    /// A body read for key parts is larger than `max_key_body_bytes`.
+    #[error(
+        "the request body is over {max} bytes, the most this route reads for its rate-limit key"
+    )]
+    BodyTooLarge {
+        /// The bound.
+        max: usize,
+    },
+    /// A body read for key parts is compressed.
+    #[error("the request body has Content-Encoding `{encoding}`; this route reads its rate-limit key from the body and takes it unencoded")]
+    UnsupportedBodyEncoding {
+        /// The encoding sent.
+        encoding: String,
+    },
+    /// A body read for key parts did not arrive in time.
+    #[error("the request body did not arrive within {timeout_ms} ms")]
+    BodyTimeout {
+        /// `server.header_read_timeout`.
+        timeout_ms: u128,
+    },
+    /// The request body broke off or was malformed (bad chunk framing), read for key parts or
+    /// on its way upstream.
+    #[error("the request body could not be read: {0}")]
+    BodyUnreadable(String),
+    /// `Connection` names a header the request's meaning rests on: forwarding without it would
+    /// send another request than the one counted.
+    #[error("the Connection header names {header}, which this request cannot go without; send Connection with hop-by-hop headers only")]
+    ConnectionRemoves {
+        /// The header named.
+        header: String,
+    },
+    /// The store failed and the route fails closed.
+    #[error("the rate-limit store is unavailable")]
+    StoreUnavailable,
+    /// The upstream refused or broke the connection.
+    #[error("upstream {upstream} is unreachable")]
+    UpstreamConnect {
+        /// Upstream name.
+        upstream: String,
+    },
+    /// No response head within the upstream's timeout after the request was sent.
+    #[error("upstream {upstream} did not answer within {timeout_ms} ms")]
+    UpstreamTimeout {
+        /// Upstream name.
+        upstream: String,
+        /// The configured timeout.
+        timeout_ms: u128,
+    },
+}
+
+impl From<crate::limit::KeysError> for GatewayError {
+    fn from(e: crate::limit::KeysError) -> Self {
+        match e {
+            crate::limit::KeysError::Key(k) => GatewayError::Key(k),
+            crate::limit::KeysError::UnknownKey => GatewayError::UnknownKey,
+        }
+    }
+}
+
+impl GatewayError {
+    /// The status and machine-readable code of this error.
+    pub fn status_and_code(&self) -> (StatusCode, &'static str) {
+        use crate::route::RouteError;
+        match self {
+            GatewayError::Route(RouteError::BadPath(e)) => (StatusCode::BAD_REQUEST, e.code()),
+            GatewayError::Route(RouteError::BadHost(_)) => (StatusCode::BAD_REQUEST, "bad_host"),
+            GatewayError::Route(RouteError::HeadTooLarge { .. }) => (
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "request_head_too_large",
+            ),
+            GatewayError::Route(RouteError::NoRoute { .. }) => (StatusCode::NOT_FOUND, "no_route"),
+            GatewayError::Original(e) => (StatusCode::BAD_REQUEST, e.code()),
+            // A value that is not one (not a phone number) is a missing part: the same code,
+            // its own detail.
+            GatewayError::Key(
+                crate::key::KeyError::Missing { .. } | crate::key::KeyError::Invalid { .. },
+            ) => (StatusCode::BAD_REQUEST, "missing_key"),
+            GatewayError::Key(
+                crate::key::KeyError::Ambiguous { .. } | crate::key::KeyError::Unclear { .. },
+            ) => (StatusCode::BAD_REQUEST, "ambiguous_key"),
+            GatewayError::UnknownKey => (StatusCode::FORBIDDEN, "unknown_key"),
+            GatewayError::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+            GatewayError::UnsupportedBodyEncoding { .. } => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_body_encoding",
+            ),
+            GatewayError::BodyTimeout { .. } => (StatusCode::REQUEST_TIMEOUT, "body_timeout"),
+            GatewayError::BodyUnreadable(_) => (StatusCode::BAD_REQUEST, "body_unreadable"),
+            GatewayError::ConnectionRemoves { .. } => (StatusCode::BAD_REQUEST, "bad_request"),
+            GatewayError::StoreUnavailable => {
+                (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable")
+            }
+            GatewayError::UpstreamConnect { .. } => {
+                (StatusCode::BAD_GATEWAY, "upstream_unreachable")
+            }
+            GatewayError::UpstreamTimeout { .. } => {
+                (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout")
+            }
+        }
+    }
+
+    /// Whether the request was refused for what the client sent (counted as `bad_request`).
+    pub fn is_bad_request(&self) -> bool {
+        matches!(
+            self,
+            GatewayError::Key(_)
+                | GatewayError::UnknownKey
+                | GatewayError::BodyTooLarge { .. }
+                | GatewayError::UnsupportedBodyEncoding { .. }
+                | GatewayError::BodyTimeout { .. }
+                | GatewayError::BodyUnreadable(_)
+                | GatewayError::ConnectionRemoves { .. }
+        )
+    }
+
+    /// The response the client gets.
+    pub fn into_response(self, request_id: &RequestId) -> Response<Body> {
+        let (status, code) = self.status_and_code();
+        let mut response = problem(status, code, &self.to_string(), request_id);
+        if matches!(self, GatewayError::StoreUnavailable) {
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(STORE_UNAVAILABLE_RETRY_SECS));
+        }
+        if matches!(self, GatewayError::BodyTimeout { .. }) {
+            response
+                .headers_mut()
+                .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        response
+    }
+}
+
+impl From<crate::rls::RlsError> for tonic::Status {
+    fn from(e: crate::rls::RlsError) -> tonic::Status {
+        match e {
+            crate::rls::RlsError::Invalid(_) => tonic::Status::invalid_argument(e.to_string()),
+        }
+    }
+}

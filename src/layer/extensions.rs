@@ -1,0 +1,97 @@
+//! What travels with a request or its response as extensions: the client's address, the
+//! route it matched, what the layer decided (for an access log), and the marks an inner service
+//! or a proxy in front sets.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use crate::access_log;
+use crate::metrics::DecisionLabel;
+use crate::route::Route;
+
+/// The client's address, as the server that accepted the connection saw it. The gateway sets
+/// it; when it is absent, axum's `ConnectInfo<SocketAddr>` or tonic's `TcpConnectInfo` is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddr(pub IpAddr);
+
+/// Marks an inner service's response whose status says nothing of the request's outcome
+/// (forward auth answers before the request is served): an outcome-counted attempt stays
+/// counted instead of being settled by it (response extension).
+#[derive(Debug, Clone, Copy)]
+pub struct OutcomeUnseen;
+
+/// Marks a request whose body was cut short before it reached the layer (Envoy's ext_authz
+/// sends at most `max_request_bytes` of it, saying so in `x-envoy-auth-partial-body`): its
+/// body key parts are missing, so `on_missing_key` decides (request extension).
+#[derive(Debug, Clone, Copy)]
+pub struct BodyCutShort;
+
+/// The route a request matched and the client it came from (after trusted proxies), for the
+/// inner service (request extension).
+#[derive(Clone)]
+pub struct MatchedRoute {
+    /// The route.
+    pub route: Arc<Route>,
+    /// The client IP its keys were derived with.
+    pub client_ip: IpAddr,
+}
+
+/// What the layer decided for a request (response extension), for an access log.
+#[derive(Debug, Clone, Default)]
+pub struct Decided {
+    /// The route's name.
+    pub route: Option<String>,
+    /// Whether the route's requests are logged (`access_log`), and the share of its allowed
+    /// requests that are (`access_log_sample`).
+    pub log: Option<(bool, f64)>,
+    /// The request's entry in `slidegate_requests_total`.
+    pub label: Option<DecisionLabel>,
+    /// The limit that decided (the rejecting one, else the tightest).
+    pub limit: Option<String>,
+    /// The derived key, as logs show it.
+    pub key: Option<String>,
+}
+
+impl Decided {
+    /// What the access log shows of it.
+    pub fn for_log(&self) -> access_log::Decision<'_> {
+        access_log::Decision {
+            route: self.route.as_deref(),
+            log: self.log,
+            label: self.label,
+            limit: self.limit.as_deref(),
+            key: self.key.as_deref(),
+        }
+    }
+}
+
+/// How a response answers its request, as the access log shows it: its status and what the
+/// layer decided (from its extensions); the upstream's answer is the proxy's to add.
+pub fn answered<B>(response: &http::Response<B>) -> access_log::Answered<'_> {
+    access_log::Answered {
+        status: response.status().as_u16(),
+        decided: response.extensions().get::<Decided>().map(Decided::for_log),
+        upstream: None,
+    }
+}
+
+/// The client's address from the request's extensions: the gateway's [`ClientAddr`], else
+/// axum's `ConnectInfo`, else the `TcpConnectInfo` a tonic server gives every request, else
+/// unspecified (every client one key).
+pub(super) fn client_addr(extensions: &http::Extensions) -> IpAddr {
+    if let Some(ClientAddr(ip)) = extensions.get::<ClientAddr>() {
+        return *ip;
+    }
+    if let Some(axum::extract::ConnectInfo(addr)) =
+        extensions.get::<axum::extract::ConnectInfo<SocketAddr>>()
+    {
+        return addr.ip();
+    }
+    if let Some(addr) = extensions
+        .get::<tonic::transport::server::TcpConnectInfo>()
+        .and_then(|info| info.remote_addr())
+    {
+        return addr.ip();
+    }
+    IpAddr::from([0, 0, 0, 0])
+}

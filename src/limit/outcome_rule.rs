@@ -1,0 +1,28 @@
+//! What a limit's charge does when the response arrives: the statuses that count or reset it,
+//! and what the answer's end settles.
+
+use crate::config::StatusSet;
+use crate::cost::CostFrom;
+
+/// What a limit's charge does when the response arrives.
+#[derive(Debug, Clone, Default)]
+pub struct OutcomeRule {
+    /// Only these statuses count (the others are refunded).
+    pub count: Option<StatusSet>,
+    /// These statuses clear the count and the block level.
+    pub reset: Option<StatusSet>,
+    /// Whether a charge kept is confirmed (answered, no longer in flight): a status may reset
+    /// it, or the route blocks (a block starts only from answered attempts).
+    pub confirms: bool,
+    /// What the answer's end (or, for a header, its head) settles.
+    pub at_end: Option<AtEnd>,
+}
+
+/// What an answer settles of a limit beyond its status.
+#[derive(Debug, Clone)]
+pub enum AtEnd {
+    /// The attempt's slot in flight, freed when the answer has been sent.
+    Slot,
+    /// The cost the answer states.
+    Cost(CostFrom),
+}
