@@ -57,7 +57,7 @@ fn check_refuses_a_toml_error_with_its_location_on_stderr() {
     assert_eq!(out.status.code(), Some(1), "stderr: {}", text(&out.stderr));
     assert!(
         text(&out.stderr).starts_with(
-            "tests/fixtures/config/unknown_key_limit.toml:14:3: routes[0].limits[0]: unknown field `cost`"
+            "tests/fixtures/config/unknown_key_limit.toml:14:3: routes[0].limits[0]: unknown field `costs`"
         ),
         "stderr: {}",
         text(&out.stderr)

@@ -13,7 +13,7 @@ use support::config::load_err;
 fn unknown_key_top_level() {
     assert_eq!(
         load_err("unknown_key_top_level.toml"),
-        "unknown_key_top_level.toml:2:2: unknown field `sever`, expected one of `server`, `admin`, `store`, `upstreams`, `routes`, `jwt`, `keys`, `segments`, `plans`, `rls`, `forward_auth`"
+        "unknown_key_top_level.toml:2:2: unknown field `sever`, expected one of `server`, `admin`, `store`, `upstreams`, `routes`, `jwt`, `keys`, `segments`, `plans`, `rls`, `forward_auth`, `ext_authz`"
     );
 }
 
@@ -21,7 +21,7 @@ fn unknown_key_top_level() {
 fn unknown_key_server() {
     assert_eq!(
         load_err("unknown_key_server.toml"),
-        "unknown_key_server.toml:4:1: server: unknown field `port`, expected one of `listen`, `trusted_proxies`, `client_ip_header`, `shutdown_grace`, `ipv6_prefix`, `header_read_timeout`, `idle_timeout`, `max_connections`, `max_header_bytes`, `max_headers`, `path_case`"
+        "unknown_key_server.toml:4:1: server: unknown field `port`, expected one of `listen`, `trusted_proxies`, `client_ip_header`, `shutdown_grace`, `ipv6_prefix`, `header_read_timeout`, `idle_timeout`, `max_connections`, `max_header_bytes`, `max_headers`, `path_case`, `watch_files`"
     );
 }
 
@@ -29,7 +29,7 @@ fn unknown_key_server() {
 fn unknown_key_route() {
     assert_eq!(
         load_err("unknown_key_route.toml"),
-        "unknown_key_route.toml:8:1: routes[0]: unknown field `method`, expected one of `name`, `path`, `methods`, `upstream`, `key`, `on_missing_key`, `max_key_body_bytes`, `on_exceed`, `max_delay`, `max_waiting`, `block_for`, `block_growth`, `block_max`, `block_forget`, `on_error`, `headers`, `exempt`, `access_log`, `access_log_sample`, `limits`"
+        "unknown_key_route.toml:8:1: routes[0]: unknown field `method`, expected one of `name`, `path`, `methods`, `upstream`, `key`, `on_missing_key`, `max_key_body_bytes`, `on_exceed`, `max_delay`, `max_waiting`, `block_for`, `block_growth`, `block_max`, `block_forget`, `on_error`, `headers`, `exempt`, `access_log`, `access_log_sample`, `max_cost_body_bytes`, `limits`"
     );
 }
 
@@ -37,7 +37,7 @@ fn unknown_key_route() {
 fn unknown_key_limit() {
     assert_eq!(
         load_err("unknown_key_limit.toml"),
-        "unknown_key_limit.toml:14:3: routes[0].limits[0]: unknown field `cost`, expected one of `name`, `limit`, `window`, `algorithm`, `burst`, `key`, `on_missing_key`, `count_status`, `reset_status`, `segments`, `plans`"
+        "unknown_key_limit.toml:14:3: routes[0].limits[0]: unknown field `costs`, expected one of `name`, `limit`, `window`, `algorithm`, `lease`, `cost_from`, `cost`, `burst`, `key`, `on_missing_key`, `count_status`, `reset_status`, `segments`, `plans`"
     );
 }
 

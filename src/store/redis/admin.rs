@@ -9,9 +9,10 @@ use std::time::Duration;
 use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
 use fred::types::{ClusterHash, CustomCommand, FromValue, Value};
 
+use super::fred_error::map_error;
 use super::send::{send, Route};
 use super::slots::slot_of;
-use super::{map_error, Deadline, RedisStore};
+use super::{Deadline, RedisStore};
 use crate::store::refused::{Refused, MAX_REFUSED};
 use crate::store::{Marker, StoreError};
 

@@ -13,6 +13,8 @@ use crate::store::{Decision, LimitSet, Receipt, ReceiptPart, StoreError};
 
 /// A decision queued on a lane, decoded when its call's reply arrives.
 pub enum RedisAnswer {
+    /// Decided without a call (no limits to decide).
+    Ready(Option<Result<Decision, StoreError>>),
     /// One call decides it.
     Single(Single),
     /// A cluster request decided one part per slot.
@@ -31,6 +33,9 @@ impl Future for RedisAnswer {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.get_mut() {
+            RedisAnswer::Ready(result) => {
+                Poll::Ready((result.take()).expect("an answer is not polled after it is ready"))
+            }
             RedisAnswer::Single(s) => {
                 let reply = std::task::ready!(Pin::new(&mut s.receiver).poll(cx));
                 Poll::Ready(decode(&s.limits, reply, s.cost))
@@ -65,4 +70,3 @@ fn decode(
         Err(_) => Err(StoreError::Other("the decision lane stopped".into())),
     }
 }
-

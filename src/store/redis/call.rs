@@ -28,15 +28,15 @@ use fred::types::config::Server;
 use fred::types::{ClusterHash, CustomCommand, Key, Value};
 
 use super::acks::{AckPolicy, Acks};
+use super::batch::{Answer, Batch, Pending};
 use super::code::{Code, Shared};
 use super::deadline::Deadline;
 use super::encode::{call_token, encode, instance_id};
-use super::batch::{Answer, Batch, Pending};
+use super::fred_error::{is_function_missing, is_noscript, lacks_functions, map_error};
 use super::nodes::Nodes;
 use super::script::{Library, Script};
 use super::send::{send, Route};
 use super::slots::slot_of;
-use super::fred_error::{is_function_missing, is_noscript, lacks_functions, map_error};
 use crate::config::ClockSource;
 use crate::store::{Decision, StoreError};
 

@@ -16,9 +16,9 @@ use fred::interfaces::{ClientLike, LuaInterface};
 use fred::types::{ClusterHash, CustomCommand, Value};
 
 use super::fred_error::map_error;
+use super::fred_error::{is_noscript, lacks_functions};
 use super::nodes::Nodes;
 use super::script::{Library, Script, Scripts};
-use super::fred_error::{is_noscript, lacks_functions};
 use crate::config::ScriptsMode;
 use crate::store::StoreError;
 

@@ -7,7 +7,8 @@
 use fred::interfaces::ClientLike;
 use fred::types::InfoKind;
 
-use super::{map_error, Deadline, RedisStore};
+use super::fred_error::map_error;
+use super::{Deadline, RedisStore};
 use crate::store::StoreError;
 
 /// One server's policy and evictions, as `INFO` says.

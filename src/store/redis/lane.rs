@@ -31,7 +31,6 @@ use super::batch::{
     Batch, Pending, PendingSettlement, MAX_PER_CALL, MAX_SETTLEMENTS_PER_CALL, MAX_UNITS_PER_CALL,
 };
 use super::call::{Caller, Target};
-use super::deadline::Deadline;
 use crate::store::StoreError;
 
 /// Calls a lane keeps outstanding at once; decisions queue only while it is busy.

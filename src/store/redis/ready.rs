@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use fred::interfaces::ClientLike;
 
-use super::{map_error, Deadline, RedisStore};
+use super::fred_error::map_error;
+use super::{Deadline, RedisStore};
 use crate::store::StoreError;
 
 impl RedisStore {

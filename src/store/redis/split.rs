@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::RedisStore;
+use super::answer::RedisAnswer;
 use crate::store::{
     Decision, DecisionRequest, LimitSet, LimitUsage, Outcome, Receipt, ReceiptPart, Settlement,
     StoreError,
@@ -25,9 +25,21 @@ struct Part {
     result: Result<Decision, StoreError>,
 }
 
+/// What deciding a request one part per slot needs of the store: each part decided (its keys
+/// all in one slot), and a part's charge taken back.
+pub(super) trait SlotStore: Send + Sync + 'static {
+    /// Decides one part.
+    fn submit_part(&self, request: DecisionRequest<'_>, now_us: Option<u64>) -> RedisAnswer;
+    /// Applies a settlement of a part's charge.
+    fn settle_part(
+        &self,
+        settlement: Settlement,
+    ) -> Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>>;
+}
+
 /// Decides `request` one part per key slot and joins the answers.
-pub(super) fn decide(
-    store: RedisStore,
+pub(super) fn decide<S: SlotStore>(
+    store: S,
     request: DecisionRequest<'_>,
     now_us: Option<u64>,
 ) -> Pin<Box<dyn Future<Output = Result<Decision, StoreError>> + Send>> {
@@ -40,7 +52,7 @@ pub(super) fn decide(
         for slot in set.used_slots() {
             let (part, indexes) = set.part(slot);
             let part_bases = vec![bases[slot].clone()];
-            let answer = store.submit(
+            let answer = store.submit_part(
                 DecisionRequest {
                     limits: &part,
                     bases: &part_bases,
@@ -130,7 +142,7 @@ fn join(
 }
 
 /// Refunds every part that charged, in the background (each rides in its lane's next call).
-fn take_back(store: &RedisStore, parts: Vec<Part>) {
+fn take_back<S: SlotStore>(store: &S, parts: Vec<Part>) {
     for part in parts {
         let Ok(Decision {
             receipt: Some(receipt),
@@ -150,7 +162,7 @@ fn take_back(store: &RedisStore, parts: Vec<Part>) {
             receipt,
             tags: Vec::new(),
         };
-        let applied = store.settle(settlement);
+        let applied = store.settle_part(settlement);
         tokio::spawn(async move {
             if let Err(e) = applied.await {
                 tracing::warn!(error = %e, "could not take back the charge of a refused request's other part");
