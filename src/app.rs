@@ -270,6 +270,9 @@ pub async fn run(config: Config, handles: Vec<Handle>) -> Result<(), StartError>
         Backend::Memory => "memory (embedded, single instance)".to_string(),
     };
     let running = start_on(config, &handles).await?;
+    // Before the line that says it listens: a SIGHUP or SIGTERM sent once that line is seen
+    // reloads or stops it, never kills it with the signal's default action.
+    let signals = Signals::install();
     let mut deciders = String::new();
     if let Some(a) = running.rls_addr {
         deciders.push_str(&format!(", rate-limit service (gRPC) {a}"));
@@ -291,7 +294,7 @@ pub async fn run(config: Config, handles: Vec<Handle>) -> Result<(), StartError>
         true => crate::watch::start(running.state.clone()),
         false => None,
     };
-    wait_for_signals(&running).await;
+    signals.wait(&running).await;
     drop(watching);
     tracing::info!("shutting down: finishing in-flight requests");
     running.shutdown().await;
@@ -299,31 +302,59 @@ pub async fn run(config: Config, handles: Vec<Handle>) -> Result<(), StartError>
     Ok(())
 }
 
+/// The signals the gateway answers, installed once it listens.
 #[cfg(unix)]
-async fn wait_for_signals(running: &Running) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        tracing::error!("cannot install signal handlers; stop with SIGKILL");
-        std::future::pending::<()>().await;
-        return;
-    };
-    loop {
-        tokio::select! {
-            _ = term.recv() => return,
-            _ = int.recv() => return,
-            _ = hup.recv() => {
-                let state = running.state.clone();
-                let _ = tokio::task::spawn_blocking(move || state.reload()).await;
+struct Signals {
+    handlers: Option<[tokio::signal::unix::Signal; 3]>,
+}
+
+#[cfg(unix)]
+impl Signals {
+    /// Installs the handlers of `SIGTERM`, `SIGINT` and `SIGHUP`.
+    fn install() -> Signals {
+        use tokio::signal::unix::{signal, SignalKind};
+        let handlers = match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
+        ) {
+            (Ok(term), Ok(int), Ok(hup)) => Some([term, int, hup]),
+            _ => None,
+        };
+        Signals { handlers }
+    }
+
+    /// Waits for `SIGTERM` or `SIGINT`, reloading the config on every `SIGHUP` meanwhile.
+    async fn wait(self, running: &Running) {
+        let Some([mut term, mut int, mut hup]) = self.handlers else {
+            tracing::error!("cannot install signal handlers; stop with SIGKILL");
+            std::future::pending::<()>().await;
+            return;
+        };
+        loop {
+            tokio::select! {
+                _ = term.recv() => return,
+                _ = int.recv() => return,
+                _ = hup.recv() => {
+                    let state = running.state.clone();
+                    let _ = tokio::task::spawn_blocking(move || state.reload()).await;
+                }
             }
         }
     }
 }
 
+/// Ctrl-C, where there are no Unix signals.
 #[cfg(not(unix))]
-async fn wait_for_signals(_running: &Running) {
-    let _ = tokio::signal::ctrl_c().await;
+struct Signals;
+
+#[cfg(not(unix))]
+impl Signals {
+    fn install() -> Signals {
+        Signals
+    }
+
+    async fn wait(self, _running: &Running) {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

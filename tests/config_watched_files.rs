@@ -188,3 +188,69 @@ async fn an_atomic_rename_reloads_and_a_bad_file_is_refused() {
     assert_eq!(reloads(&client, quiet.admin, "success").await, 0);
     drop((gw.process, quiet.process));
 }
+
+/// The rate-limit service's YAML directory mounted as a ConfigMap (`edge.yaml ->
+/// ..data/edge.yaml`, `..data -> ..<timestamp>`), as envoyproxy/ratelimit's operators mount it:
+/// swapping `..data` reloads the domain's limits within 2 s, with no signal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_configmap_swap_reloads_within_2_s() {
+    let up = upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mount = dir.path().join("limits");
+    std::fs::create_dir(&mount).unwrap();
+    let version = |name: &str, limit: u32| {
+        let d = mount.join(name);
+        std::fs::create_dir(&d).unwrap();
+        let yaml = format!(
+            "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {{ unit: minute, requests_per_unit: {limit}, name: per-user }}\n"
+        );
+        std::fs::write(d.join("edge.yaml"), yaml).unwrap();
+    };
+    version("..2025_01_01_00_00_00.1", 3);
+    std::os::unix::fs::symlink("..2025_01_01_00_00_00.1", mount.join("..data")).unwrap();
+    std::os::unix::fs::symlink("..data/edge.yaml", mount.join("edge.yaml")).unwrap();
+    let toml = format!(
+        "{}\n[rls]\nlisten = \"127.0.0.1:0\"\nconfig = \"{}\"\n",
+        config(&up.url(), 5, "").replace(
+            "[admin]\nlisten = \"127.0.0.1:0\"\n",
+            "[admin]\nlisten = \"127.0.0.1:0\"\ntoken_env = \"WATCH_ADMIN_TOKEN\"\n"
+        ),
+        mount.display()
+    );
+    let file = dir.path().join("slidegate.toml");
+    std::fs::write(&file, toml).unwrap();
+    let token = "watch-admin-token-0123456789abcdef";
+    let process = Process::start(&file, &[("WATCH_ADMIN_TOKEN", token)]);
+    let (_, admin) = process.listening();
+    let client = HttpClient::default();
+    let bearer = format!("Bearer {token}");
+    let limit = || {
+        let (client, bearer) = (client.clone(), bearer.clone());
+        async move {
+            let r = (client.get(
+                &format!("http://{admin}/admin/config"),
+                &[("authorization", &bearer)],
+            ))
+            .await;
+            r.json()["rls"]["domains"][0]["limits"][0]["limit"].as_u64()
+        }
+    };
+    assert_eq!(limit().await, Some(3));
+
+    version("..2025_01_01_00_01_00.2", 7);
+    std::os::unix::fs::symlink("..2025_01_01_00_01_00.2", mount.join("..data_tmp")).unwrap();
+    let swapped = Instant::now();
+    std::fs::rename(mount.join("..data_tmp"), mount.join("..data")).unwrap();
+    within(
+        swapped,
+        Duration::from_secs(2),
+        "the new limit applies",
+        || {
+            let limit = limit();
+            async move { limit.await == Some(7) }
+        },
+    )
+    .await;
+    assert_eq!(reloads(&client, admin, "success").await, 1);
+    drop(process);
+}

@@ -17,9 +17,9 @@ use support::{unique_prefix, upstream};
 fn cases() -> Vec<Case> {
     let reject = "";
     let shadow = "on_exceed = \"shadow\"";
-    let block = "on_exceed = \"block\"\nblock_for = \"30s\"";
+    let block = "on_exceed = \"block\"\nblock_for = \"2m\"";
     let minute = Some((58_000, 60_000));
-    let block_time = Some((29_000, 30_000));
+    let block_time = Some((119_000, 120_000));
     vec![
         Case {
             route: "allowed",
@@ -68,22 +68,22 @@ fn cases() -> Vec<Case> {
             route: "block-start",
             mode: block,
             limit: 1,
-            window: "10s",
+            window: "1m",
             store_down: false,
             history: 1,
-            expect: seen(false, Some(30), Some(0), "rejected"),
+            expect: seen(false, Some(120), Some(0), "rejected"),
             retry_ms: block_time,
         },
         Case {
             route: "block-during",
             mode: block,
             limit: 1,
-            window: "10s",
+            window: "1m",
             store_down: false,
             history: 2,
             expect: Seen {
                 deny_cache_hits: 1,
-                ..seen(false, Some(30), Some(0), "blocked")
+                ..seen(false, Some(120), Some(0), "blocked")
             },
             retry_ms: block_time,
         },

@@ -81,7 +81,7 @@ impl Process {
         let admin = after
             .split("(admin ")
             .nth(1)
-            .and_then(|s| s.split(')').next())
+            .and_then(|s| s.split([')', ',']).next())
             .unwrap();
         (
             proxy.parse().unwrap_or_else(|_| panic!("{line}")),

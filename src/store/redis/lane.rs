@@ -244,6 +244,7 @@ fn answer_if_late(p: &mut Pending) -> bool {
 mod tests {
     use std::time::Duration;
 
+    use super::super::deadline::Deadline;
     use super::*;
     use crate::store::LimitSet;
 
