@@ -75,33 +75,72 @@ where
     }
 }
 
-/// A ConfigMap as the kubelet lays it out: `config.toml -> ..data/config.toml`, `..data ->
-/// ..<timestamp>`; an update writes a new timestamped directory and renames a new `..data`
-/// symlink over the old one. The file's own symlink never changes.
+/// A ConfigMap as the kubelet lays it out: `FILE -> ..data/FILE`, `..data -> ..<version>`; an
+/// update writes a new version directory and renames a new `..data` symlink over the old one.
+/// The file's own symlink never changes.
+struct ConfigMap {
+    mount: PathBuf,
+    file: &'static str,
+    versions: u32,
+}
+
+impl ConfigMap {
+    /// `mount` holding `file` with `text`, as its first version.
+    fn mount(mount: &Path, file: &'static str, text: &str) -> ConfigMap {
+        let mut map = ConfigMap {
+            mount: mount.to_path_buf(),
+            file,
+            versions: 0,
+        };
+        let first = map.version(text);
+        std::os::unix::fs::symlink(first, mount.join("..data")).unwrap();
+        std::os::unix::fs::symlink(format!("..data/{file}"), mount.join(file)).unwrap();
+        map
+    }
+
+    /// Writes the next version directory; its name.
+    fn version(&mut self, text: &str) -> String {
+        self.versions += 1;
+        let name = format!(
+            "..2025_01_01_00_0{}_00.{}",
+            self.versions - 1,
+            self.versions
+        );
+        let dir = self.mount.join(&name);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join(self.file), text).unwrap();
+        name
+    }
+
+    /// Publishes `text` as the kubelet does; the instant of the swap.
+    fn update(&mut self, text: &str) -> Instant {
+        let next = self.version(text);
+        std::os::unix::fs::symlink(next, self.mount.join("..data_tmp")).unwrap();
+        let swapped = Instant::now();
+        std::fs::rename(self.mount.join("..data_tmp"), self.mount.join("..data")).unwrap();
+        swapped
+    }
+
+    /// The path the gateway reads.
+    fn path(&self) -> PathBuf {
+        self.mount.join(self.file)
+    }
+}
+
+/// The config file mounted as a ConfigMap: swapping `..data` reloads it within 2 s, with no
+/// signal, and counts survive.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_configmap_data_swap_reloads_within_2_s() {
     let up = upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let mount = dir.path();
-    let version = |name: &str, limit: u32| -> PathBuf {
-        let d = mount.join(name);
-        std::fs::create_dir(&d).unwrap();
-        std::fs::write(d.join("config.toml"), config(&up.url(), limit, "")).unwrap();
-        d
-    };
-    version("..2025_01_01_00_00_00.1", 1);
-    std::os::unix::fs::symlink("..2025_01_01_00_00_00.1", mount.join("..data")).unwrap();
-    std::os::unix::fs::symlink("..data/config.toml", mount.join("config.toml")).unwrap();
+    let mut map = ConfigMap::mount(dir.path(), "config.toml", &config(&up.url(), 1, ""));
 
-    let gw = start(&mount.join("config.toml"));
+    let gw = start(&map.path());
     let client = HttpClient::default();
     assert_eq!(client.status(&gw.url, &[]).await, 200);
     assert_eq!(client.status(&gw.url, &[]).await, 429);
 
-    version("..2025_01_01_00_01_00.2", 3);
-    std::os::unix::fs::symlink("..2025_01_01_00_01_00.2", mount.join("..data_tmp")).unwrap();
-    let swapped = Instant::now();
-    std::fs::rename(mount.join("..data_tmp"), mount.join("..data")).unwrap();
+    let swapped = map.update(&config(&up.url(), 3, ""));
     within(
         swapped,
         Duration::from_secs(2),
@@ -198,17 +237,12 @@ async fn a_rate_limit_configmap_swap_reloads_within_2_s() {
     let dir = tempfile::tempdir().unwrap();
     let mount = dir.path().join("limits");
     std::fs::create_dir(&mount).unwrap();
-    let version = |name: &str, limit: u32| {
-        let d = mount.join(name);
-        std::fs::create_dir(&d).unwrap();
-        let yaml = format!(
+    let yaml = |limit: u32| {
+        format!(
             "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {{ unit: minute, requests_per_unit: {limit}, name: per-user }}\n"
-        );
-        std::fs::write(d.join("edge.yaml"), yaml).unwrap();
+        )
     };
-    version("..2025_01_01_00_00_00.1", 3);
-    std::os::unix::fs::symlink("..2025_01_01_00_00_00.1", mount.join("..data")).unwrap();
-    std::os::unix::fs::symlink("..data/edge.yaml", mount.join("edge.yaml")).unwrap();
+    let mut map = ConfigMap::mount(&mount, "edge.yaml", &yaml(3));
     let toml = format!(
         "{}\n[rls]\nlisten = \"127.0.0.1:0\"\nconfig = \"{}\"\n",
         config(&up.url(), 5, "").replace(
@@ -237,10 +271,7 @@ async fn a_rate_limit_configmap_swap_reloads_within_2_s() {
     };
     assert_eq!(limit().await, Some(3));
 
-    version("..2025_01_01_00_01_00.2", 7);
-    std::os::unix::fs::symlink("..2025_01_01_00_01_00.2", mount.join("..data_tmp")).unwrap();
-    let swapped = Instant::now();
-    std::fs::rename(mount.join("..data_tmp"), mount.join("..data")).unwrap();
+    let swapped = map.update(&yaml(7));
     within(
         swapped,
         Duration::from_secs(2),
