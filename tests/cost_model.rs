@@ -13,11 +13,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 use slidegate::config::ClockSource;
 use slidegate::store::{Decision, LimitSet, MemoryStore, Store};
 use support::redis::RedisServer;
 use support::store::{bases, limit_sets, redis_store, reserve_units, settle_with};
+use support::store::{model_runner, model_runtime};
 use support::unique_prefix;
 
 const T0: u64 = 1_700_000_000_000_000;
@@ -190,28 +190,11 @@ async fn stores_agree(
     Ok(())
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn runner(cases: u32) -> TestRunner {
-    TestRunner::new(RunnerConfig {
-        cases,
-        max_shrink_iters: 256,
-        failure_persistence: None,
-        ..RunnerConfig::default()
-    })
-}
-
 #[test]
 fn settled_costs_on_the_memory_store_follow_the_model() {
-    let rt = runtime();
+    let rt = model_runtime();
     let store = Store::Memory(MemoryStore::new(1_000_000));
-    runner(128)
+    model_runner(128)
         .run(&steps(), |s| rt.block_on(follows_the_model(&store, &s)))
         .unwrap_or_else(|e| panic!("{e}"));
 }
@@ -219,18 +202,18 @@ fn settled_costs_on_the_memory_store_follow_the_model() {
 #[test]
 fn settled_costs_on_redis_follow_the_model_and_the_memory_store() {
     let server = RedisServer::start();
-    let rt = runtime();
+    let rt = model_runtime();
     let redis = rt.block_on(redis_store(
         &server,
         Duration::from_secs(2),
         ClockSource::Local,
     ));
-    runner(32)
+    model_runner(32)
         .run(&steps(), |s| rt.block_on(follows_the_model(&redis, &s)))
         .unwrap_or_else(|e| panic!("{e}"));
     let memory = Store::Memory(MemoryStore::new(1_000_000));
     for algorithm in ["sliding_window_counter", "gcra", "sliding_log"] {
-        runner(24)
+        model_runner(24)
             .run(&steps(), |s| {
                 rt.block_on(stores_agree(&memory, &redis, algorithm, &s))
             })

@@ -13,11 +13,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 use slidegate::config::ClockSource;
 use slidegate::store::{layout, Decision, LimitSet, MemoryStore, Store};
 use support::redis::RedisServer;
 use support::store::{bases, decide_at, limit_sets, redis_store, reserve, settle_with};
+use support::store::{model_runner, model_runtime};
 use support::unique_prefix;
 
 const T0: u64 = 1_700_000_000_000_000;
@@ -168,21 +168,8 @@ async fn follows_the_model(
     Ok(())
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 fn check(cases: u32, store: &Store, rt: &tokio::runtime::Runtime, redis: Option<&RedisServer>) {
-    let mut runner = TestRunner::new(RunnerConfig {
-        cases,
-        max_shrink_iters: 256,
-        failure_persistence: None,
-        ..RunnerConfig::default()
-    });
+    let mut runner = model_runner(cases);
     runner
         .run(&steps(), |s| {
             rt.block_on(follows_the_model(store, &s, redis))
@@ -192,14 +179,14 @@ fn check(cases: u32, store: &Store, rt: &tokio::runtime::Runtime, redis: Option<
 
 #[test]
 fn attempts_in_flight_on_the_memory_store_follow_the_model() {
-    let rt = runtime();
+    let rt = model_runtime();
     check(128, &Store::Memory(MemoryStore::new(1_000_000)), &rt, None);
 }
 
 #[test]
 fn attempts_in_flight_on_redis_follow_the_model() {
     let server = RedisServer::start();
-    let rt = runtime();
+    let rt = model_runtime();
     let store = rt.block_on(redis_store(
         &server,
         Duration::from_secs(2),

@@ -21,13 +21,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 use slidegate::config::ClockSource;
 use slidegate::store::{Decision, LimitSet, MemoryStore, Store};
 use support::redis::RedisServer;
 use support::store::{
     bases, limit_sets, redis_store, reserve, settle_first, settle_first_tagged, Settle,
 };
+use support::store::{model_runner, model_runtime};
 use support::unique_prefix;
 
 const T0: u64 = 1_700_000_000_000_000;
@@ -184,21 +184,8 @@ async fn follows_the_model(
     Ok(())
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 fn check(cases: u32, store: &Store, rt: &tokio::runtime::Runtime, chosen_instants: bool) {
-    let mut runner = TestRunner::new(RunnerConfig {
-        cases,
-        max_shrink_iters: 256,
-        failure_persistence: None,
-        ..RunnerConfig::default()
-    });
+    let mut runner = model_runner(cases);
     runner
         .run(&steps(), |s| {
             rt.block_on(follows_the_model(store, &s, chosen_instants))
@@ -208,14 +195,14 @@ fn check(cases: u32, store: &Store, rt: &tokio::runtime::Runtime, chosen_instant
 
 #[test]
 fn outcome_counting_on_the_memory_store_follows_the_model() {
-    let rt = runtime();
+    let rt = model_runtime();
     check(128, &Store::Memory(MemoryStore::new(1_000_000)), &rt, true);
 }
 
 #[test]
 fn outcome_counting_on_redis_at_given_instants_follows_the_model() {
     let server = RedisServer::start();
-    let rt = runtime();
+    let rt = model_runtime();
     let store = rt.block_on(redis_store(
         &server,
         Duration::from_secs(2),
@@ -227,7 +214,7 @@ fn outcome_counting_on_redis_at_given_instants_follows_the_model() {
 #[test]
 fn outcome_counting_on_the_redis_clock_follows_the_model() {
     let server = RedisServer::start();
-    let rt = runtime();
+    let rt = model_runtime();
     let store = rt.block_on(redis_store(
         &server,
         Duration::from_secs(2),
@@ -415,12 +402,7 @@ async fn follows_the_blocking_model(
 }
 
 fn check_blocks(cases: u32, store: &Store, rt: &tokio::runtime::Runtime) {
-    let mut runner = TestRunner::new(RunnerConfig {
-        cases,
-        max_shrink_iters: 256,
-        failure_persistence: None,
-        ..RunnerConfig::default()
-    });
+    let mut runner = model_runner(cases);
     runner
         .run(&block_steps(), |s| {
             rt.block_on(follows_the_blocking_model(store, &s))
@@ -430,14 +412,14 @@ fn check_blocks(cases: u32, store: &Store, rt: &tokio::runtime::Runtime) {
 
 #[test]
 fn blocks_from_answers_and_resets_by_value_on_the_memory_store_follow_the_model() {
-    let rt = runtime();
+    let rt = model_runtime();
     check_blocks(128, &Store::Memory(MemoryStore::new(1_000_000)), &rt);
 }
 
 #[test]
 fn blocks_from_answers_and_resets_by_value_on_redis_follow_the_model() {
     let server = RedisServer::start();
-    let rt = runtime();
+    let rt = model_runtime();
     let store = rt.block_on(redis_store(
         &server,
         Duration::from_secs(2),

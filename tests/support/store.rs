@@ -224,3 +224,22 @@ pub async fn settle_with(
     };
     store.settle(settlement).await.expect("the store settles");
 }
+
+/// The runtime the reference-model tests drive a store on: two workers, as the gateway's.
+pub fn model_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A property-test runner for `cases` generated traces, shrinking a failure, persisting none.
+pub fn model_runner(cases: u32) -> proptest::test_runner::TestRunner {
+    proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+        cases,
+        max_shrink_iters: 256,
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    })
+}
