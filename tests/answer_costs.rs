@@ -206,3 +206,67 @@ async fn a_client_that_leaves_mid_stream_still_pays_what_the_stream_states() {
     up.release(1);
     eventually(|| async { (used(&gw, "chat", "tokens", "cat").await == 25).then_some(()) }).await;
 }
+
+/// On a blocking route, a cost limit that counts only some statuses blocks as soon as its
+/// answered costs fill it: a settled cost is an answered charge, not a reservation in flight
+/// (which would answer a plain 429 until the upstream's timeout, and never block).
+#[tokio::test]
+async fn a_settled_cost_on_a_blocking_route_starts_a_block_on_redis() {
+    let redis = RedisServer::start();
+    let store = redis_store(&redis.url(), &unique_prefix("costs-block"));
+    a_settled_cost_on_a_blocking_route_starts_a_block(&store).await;
+}
+
+#[tokio::test]
+async fn a_settled_cost_on_a_blocking_route_starts_a_block_in_memory() {
+    a_settled_cost_on_a_blocking_route_starts_a_block("backend = \"memory\"").await;
+}
+
+async fn a_settled_cost_on_a_blocking_route_starts_a_block(store: &str) {
+    let up = llm::start().await;
+    let route = r#"
+[[routes]]
+name = "metered"
+path = "/header"
+upstream = "up"
+key = ["header:x-api-key"]
+on_exceed = "block"
+block_for = "1m"
+  [[routes.limits]]
+  name = "units"
+  limit = 10
+  window = "1h"
+  cost_from = "header:x-usage-tokens"
+  cost = 3
+  count_status = [200]
+"#;
+    let gw = start(&config(store, &up.url(), route)).await;
+    let headers = [("x-api-key", "ann")];
+    let get = |tokens: u64| {
+        let url = gw.url(&format!("/header?tokens={tokens}"));
+        async move { HttpClient::default().get(&url, &headers).await }
+    };
+    // 3 reserved, 10 charged and answered: the limit is full
+    assert_eq!(get(10).await.status, 200);
+    assert_eq!(used(&gw, "metered", "units", "ann").await, 10);
+    let refused = get(1).await;
+    assert_eq!(refused.status, 429);
+    let wait: u64 = refused.header("retry-after").unwrap().parse().unwrap();
+    assert!(wait >= 59, "a block of a minute starts: Retry-After {wait}");
+    let blocked = get(1).await;
+    assert_eq!(blocked.status, 429);
+    let metrics = HttpClient::default()
+        .get(&gw.admin("/metrics"), &[])
+        .await
+        .body;
+    let blocked = value(
+        &metrics,
+        "slidegate_requests_total",
+        &[("route", "metered"), ("decision", "blocked")],
+    );
+    assert_eq!(
+        blocked,
+        Some(1.0),
+        "the attempt after the refusal is blocked"
+    );
+}

@@ -203,3 +203,41 @@ async fn a_refused_attempt_holds_nothing_and_delete_frees_the_slots() {
     assert_eq!(post(gw, "dan").await.status, 200);
     up.release(2);
 }
+
+/// With the store down and `on_error = "local"`, the in-process fallback takes the slot and
+/// frees it there when the answer ends: a key with one slot admits one attempt after another
+/// (the slot is not left to its lease, which would refuse the second for seconds).
+#[tokio::test]
+async fn a_slot_the_local_fallback_took_is_freed_there() {
+    let up = llm::start().await;
+    // nothing listens here: every store call fails
+    let dead = format!("redis://127.0.0.1:{}", support::free_port());
+    let store = redis_store(&dead, &unique_prefix("inflight-local"));
+    let route = ROUTE
+        .replace(
+            "upstream = \"up\"",
+            "upstream = \"up\"\non_error = \"local\"",
+        )
+        .replace("limit = 2\n", "limit = 1\n");
+    let gw = start(&config(&store, &up.url(), &route)).await;
+    for attempt in 0..3 {
+        let reply = post(&gw, "ann").await;
+        assert_eq!(reply.status, 200, "attempt {attempt}: {}", reply.body);
+        assert_eq!(
+            reply.header("ratelimit"),
+            Some("\"inflight\";r=0;t=1"),
+            "attempt {attempt} held the only slot while its answer was sent"
+        );
+    }
+    // and while one is held, the next is refused: the fallback does count the slot
+    let mut open = held(&gw, "ann").await;
+    open.body_mut()
+        .frame()
+        .await
+        .expect("a first event")
+        .unwrap();
+    assert_eq!(post(&gw, "ann").await.status, 429);
+    up.release(1);
+    open.body_mut().collect().await.unwrap();
+    eventually(|| async { (post(&gw, "ann").await.status == 200).then_some(()) }).await;
+}

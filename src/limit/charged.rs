@@ -20,6 +20,9 @@ pub(super) struct Charged {
     /// Per key slot, the tag of the value the attempt sent (where the slot merges values).
     pub tags: Vec<String>,
     pub receipt: Receipt,
+    /// Whether the in-process fallback decided it (the store had failed): it settles there,
+    /// where its charge is.
+    pub local: bool,
 }
 
 /// What a settlement did, for the response's headers and the metrics.
@@ -88,6 +91,21 @@ impl Settled {
     }
 }
 
+impl Settled {
+    /// A cost limit's charge settled: to what the answer stated, or kept as reserved when it
+    /// stated none; either way answered, so where the rule confirms, the store learns the
+    /// charge is no longer in flight (its refusals may start a block at once).
+    fn cost(&mut self, rule: &OutcomeRule, i: usize, stated: Option<u64>) {
+        match stated {
+            Some(amount) => self.settled_to.push((i, amount)),
+            None => self.kept_costs.push(i),
+        }
+        if rule.confirms {
+            self.confirmed.push(i);
+        }
+    }
+}
+
 impl Charged {
     /// What happens to each limit's charge, by `fate`. A charge kept on a limit that a status
     /// may reset, or on a blocking route, is confirmed: the store learns the attempt is no
@@ -105,9 +123,9 @@ impl Charged {
                 Fate::Reset => settled.reset.push(i),
                 Fate::Refund => settled.refunded.push(i),
                 Fate::Release => settled.released.push(i),
-                Fate::To(amount) => settled.settled_to.push((i, amount.min(limit))),
+                Fate::To(amount) => settled.cost(rule, i, Some(amount.min(limit))),
                 Fate::Keep if matches!(rule.at_end, Some(AtEnd::Cost(_))) => {
-                    settled.kept_costs.push(i)
+                    settled.cost(rule, i, None)
                 }
                 Fate::Keep if rule.confirms => settled.confirmed.push(i),
                 Fate::Keep | Fate::AtEnd => {}
@@ -149,7 +167,6 @@ impl Charged {
             let slot = self.limits.slot_of(i);
             self.limiter.deny_cache.remove(&self.bases[slot]);
         }
-        let store = &self.limiter.store;
         let settlement = Settlement {
             limits: self.limits.clone(),
             bases: self.bases.clone(),
@@ -158,12 +175,12 @@ impl Charged {
             confirm: settled.confirmed.clone(),
             reset: settled.reset.clone(),
             settle_to: settled.settled_to.clone(),
-            at_us: store.settlement_instant(),
+            at_us: None,
             tags: self.tags.clone(),
         };
         // Queued (or applied) now, before the answer goes on: the next decision of this
         // connection sees it, as the answer's headers say.
-        let mut applied = Box::pin(store.settle(settlement));
+        let mut applied = Box::pin(self.limiter.settle(self.local, settlement));
         // the memory store has applied it already: no task for a ready answer
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         match std::future::Future::poll(applied.as_mut(), &mut cx) {
@@ -207,9 +224,8 @@ impl Charged {
         }
         for &(i, cost) in stated {
             let limit = self.limits.limits.get(i).map_or(0, |l| l.limit);
-            match cost {
-                Some(amount) => settled.settled_to.push((i, amount.min(limit))),
-                None => settled.kept_costs.push(i),
+            if let Some(rule) = self.policy.outcomes.get(i).and_then(Option::as_ref) {
+                settled.cost(rule, i, cost.map(|amount| amount.min(limit)));
             }
         }
         settled

@@ -58,25 +58,28 @@ enum State {
 }
 
 impl Request {
-    fn store_request(&self, receipt: bool) -> DecisionRequest<'_> {
+    /// What the store is asked; it answers with a receipt where the caller may take the
+    /// charge back or the route's answers settle it.
+    fn store_request(&self) -> DecisionRequest<'_> {
         DecisionRequest {
             limits: &self.tier.limits,
             bases: &self.keys.bases,
             cost: self.cost,
             dry_run: false,
-            receipt,
+            receipt: self.receipt || self.policy.settles(),
         }
     }
 
     fn ask(&self) -> Answer {
-        let receipt = self.receipt || self.policy.settles();
-        self.limiter.store.submit(self.store_request(receipt))
+        self.limiter.store.submit(self.store_request())
     }
 
+    /// The verdict on the store's answer; a failed store call may be decided by the in-process
+    /// fallback, which then gives the receipt the store would have.
     fn conclude(&self, result: Result<Decision, StoreError>, started: Instant) -> Verdict {
         let verdict = self.limiter.conclude(
             &self.policy,
-            self.store_request(false),
+            self.store_request(),
             &self.tier,
             result,
             started,

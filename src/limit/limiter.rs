@@ -2,6 +2,7 @@
 //! and the rules applied once a decision is made (the route's `on_error`, its exceed mode, the
 //! metrics), shared by the request path ([`super::Deciding`]) and the batch API.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,7 +14,8 @@ use super::verdict::Verdict;
 use crate::config::{ExceedMode, OnError};
 use crate::metrics::{DecisionLabel, Metrics};
 use crate::store::{
-    Decision, DecisionRequest, EvictionTally, MemoryStore, NodeEviction, Outcome, Store, StoreError,
+    local_now_us, Decision, DecisionRequest, EvictionTally, MemoryStore, NodeEviction, Outcome,
+    Settlement, Store, StoreError,
 };
 
 /// The limiter shared by the request path and the admin listener.
@@ -49,6 +51,23 @@ impl Limiter {
     /// The store.
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// Settles a decision's charge where it was made: in the store, or in the in-process
+    /// fallback for a decision the fallback made (`local`: the store had failed). The
+    /// settlement's instant is that store's (`at_us` is set here).
+    pub fn settle(
+        &self,
+        local: bool,
+        mut settlement: Settlement,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send + 'static {
+        if local {
+            settlement.at_us = Some(local_now_us());
+            self.fallback.settle(&settlement);
+            return futures_util::future::Either::Left(std::future::ready(Ok(())));
+        }
+        settlement.at_us = self.store.settlement_instant();
+        futures_util::future::Either::Right(self.store.settle(settlement))
     }
 
     /// The deny cache.

@@ -61,6 +61,7 @@ impl Reservation {
                 bases: keys.bases.clone(),
                 tags: keys.tags.clone(),
                 receipt,
+                local: verdict.local,
             }),
         })
     }

@@ -96,6 +96,8 @@ struct Taken {
     limits: Arc<LimitSet>,
     bases: Vec<String>,
     receipt: Receipt,
+    /// Whether the in-process fallback made the charge (the store had failed).
+    local: bool,
 }
 
 /// Decides a policy's limits with `keys` at `cost`, uncounted; with `taken`, the charge's
@@ -116,11 +118,12 @@ async fn decide_keys(
     };
     let verdict = deciding.uncounted().await;
     let receipt = verdict.decision.as_ref().and_then(|d| d.receipt.clone());
-    if let (Some(taken), Some(receipt), false) = (taken, receipt, verdict.local) {
+    if let (Some(taken), Some(receipt)) = (taken, receipt) {
         taken.push(Taken {
             limits,
             bases: keys.bases.clone(),
             receipt,
+            local: verdict.local,
         });
     }
     verdict
@@ -128,20 +131,19 @@ async fn decide_keys(
 
 /// Gives back, in the background, what earlier groups of a refused request charged.
 fn take_back(limiter: &Arc<Limiter>, taken: Vec<Taken>) {
-    let store = limiter.store();
     for t in taken {
         let settlement = Settlement {
             refund: (0..t.limits.limits.len()).collect(),
             confirm: Vec::new(),
             reset: Vec::new(),
             settle_to: Vec::new(),
-            at_us: store.settlement_instant(),
+            at_us: None,
             limits: t.limits,
             bases: t.bases,
             receipt: t.receipt,
             tags: Vec::new(),
         };
-        let applied = store.settle(settlement);
+        let applied = limiter.settle(t.local, settlement);
         tokio::spawn(async move {
             if let Err(e) = applied.await {
                 tracing::warn!(error = %e, "could not take back a refused request's earlier charge");

@@ -305,19 +305,35 @@ impl MemoryStore {
                 cost: settlement.receipt.cost,
                 tags: &settlement.tags,
             };
-            let kinds = [
-                (SettleKind::Refund, &settlement.refund),
-                (SettleKind::Confirm, &settlement.confirm),
-                (SettleKind::Reset, &settlement.reset),
-            ];
-            for (kind, limits) in kinds {
+            let apply = |keys: &mut Keys, kind, limits: &[usize]| {
                 let limits: Vec<usize> = limits.iter().copied().filter(only).collect();
-                settle::settle(&mut keys, set, &keys_of, kind, &limits, &charge, now);
+                settle::settle(keys, set, &keys_of, kind, &limits, &charge, now);
+            };
+            apply(&mut keys, SettleKind::Refund, &settlement.refund);
+            // (a cost is settled to its amount before it is confirmed as answered)
+            for &(i, amount) in &settlement.settle_to {
+                apply(&mut keys, SettleKind::To(amount), &[i]);
             }
-            for &(i, amount) in settlement.settle_to.iter().filter(|(i, _)| only(i)) {
-                let kind = SettleKind::To(amount);
-                settle::settle(&mut keys, set, &keys_of, kind, &[i], &charge, now);
+            // (a settled cost is confirmed as the amount it came to)
+            for &i in &settlement.confirm {
+                let cost = settlement.settle_to.iter().find(|(l, _)| *l == i);
+                let charge = settle::Charge {
+                    cost: cost.map_or(charge.cost, |(_, amount)| *amount),
+                    ..charge
+                };
+                if only(&i) {
+                    settle::settle(
+                        &mut keys,
+                        set,
+                        &keys_of,
+                        SettleKind::Confirm,
+                        &[i],
+                        &charge,
+                        now,
+                    );
+                }
             }
+            apply(&mut keys, SettleKind::Reset, &settlement.reset);
         }
         self.put_back(&mut guards, keys);
     }

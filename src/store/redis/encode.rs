@@ -39,13 +39,13 @@ pub fn encode(
     // A settlement that refunds some limits and resets others is an entry per kind (and per
     // tag of the value sent, for confirmations and resets; per amount, `s<N>`, for charges
     // settled to what their answer stated).
-    let settlements: Vec<(i64, String, &PendingSettlement, Vec<usize>)> = batch
+    let settlements: Vec<(i64, Entry<'_>)> = batch
         .settlements
         .iter()
         .flat_map(entries)
         .collect::<Vec<_>>()
         .into_iter()
-        .map(|(s, kind, limits)| (plan_index(&mut plans, &s.limits), kind, s, limits))
+        .map(|e| (plan_index(&mut plans, &e.of.limits), e))
         .collect();
     let decide_plans: Vec<i64> = batch
         .decisions
@@ -60,17 +60,17 @@ pub fn encode(
     args.extend(plans.iter().map(|plan| Value::Bytes(plan.text(indexed))));
     let mut keys = Vec::new();
     args.push(Value::from(settlements.len() as i64));
-    for (plan, kind, s, limits) in settlements {
+    for (plan, e) in settlements {
         args.extend([
             Value::from(plan),
-            Value::from(kind.as_str()),
-            Value::from(s.member.as_str()),
-            Value::from(s.at as i64),
-            Value::from(s.cost as i64),
-            Value::from(limits.len() as i64),
+            Value::from(e.kind.as_str()),
+            Value::from(e.of.member.as_str()),
+            Value::from(e.of.at as i64),
+            Value::from(e.cost as i64),
+            Value::from(e.limits.len() as i64),
         ]);
-        args.extend(limits.iter().map(|&i| Value::from(i as i64 + 1)));
-        keys.extend(s.keys.iter().cloned());
+        args.extend(e.limits.iter().map(|&i| Value::from(i as i64 + 1)));
+        keys.extend(e.of.keys.iter().cloned());
     }
     args.push(Value::from(batch.decisions.len() as i64));
     let mut decisions = String::with_capacity(batch.decisions.len() * 4);
@@ -83,40 +83,59 @@ pub fn encode(
     (keys, args)
 }
 
-/// A settlement's entries: its refunds, then its confirmations and resets, one entry per tag
-/// (the kind followed by the tag: `c~<hex>`), then its charges settled to amounts, one entry
-/// per amount (`s<N>`); kinds with no limit are left out.
-fn entries(s: &PendingSettlement) -> Vec<(&PendingSettlement, String, Vec<usize>)> {
+/// One entry of a settlement: its kind (`r`, `s<N>`, `c<tag>`, `x<tag>`), the limits it
+/// settles, and the units it takes as the charge.
+struct Entry<'a> {
+    of: &'a PendingSettlement,
+    kind: String,
+    limits: Vec<usize>,
+    cost: u64,
+}
+
+/// A settlement's entries: its refunds, then its charges settled to amounts, one entry per
+/// amount (`s<N>`), then its confirmations and resets, one entry per tag (the kind followed by
+/// the tag: `c~<hex>`); kinds with no limit are left out. A cost is settled to its amount
+/// before it is confirmed, and confirmed as the amount it came to.
+fn entries(s: &PendingSettlement) -> Vec<Entry<'_>> {
+    let entry = |kind: String, limits: Vec<usize>, cost: u64| Entry {
+        of: s,
+        kind,
+        limits,
+        cost,
+    };
     let mut out = Vec::new();
     if !s.refund.is_empty() {
-        out.push((s, "r".to_string(), s.refund.clone()));
+        out.push(entry("r".to_string(), s.refund.clone(), s.cost));
     }
-    for (kind, limits) in [("c", &s.confirm), ("x", &s.reset)] {
-        let tag_of = |i: usize| s.tags.get(i).map_or("", String::as_str);
-        let mut tags: Vec<&str> = limits.iter().map(|&i| tag_of(i)).collect();
-        tags.dedup();
-        tags.sort_unstable();
-        tags.dedup();
-        for tag in tags {
-            let mine: Vec<usize> = limits
-                .iter()
-                .copied()
-                .filter(|&i| tag_of(i) == tag)
-                .collect();
-            out.push((s, format!("{kind}{tag}"), mine));
-        }
+    let amount_of = |i: usize| s.settle_to.iter().find(|(l, _)| *l == i).map(|(_, a)| *a);
+    for (amount, limits) in grouped(s.settle_to.iter().map(|&(i, a)| (a, i))) {
+        out.push(entry(format!("s{amount}"), limits, s.cost));
     }
-    let mut amounts: Vec<(u64, Vec<usize>)> = Vec::new();
-    for &(i, amount) in &s.settle_to {
-        match amounts.iter_mut().find(|(a, _)| *a == amount) {
-            Some((_, limits)) => limits.push(i),
-            None => amounts.push((amount, vec![i])),
-        }
-    }
-    for (amount, limits) in amounts {
-        out.push((s, format!("s{amount}"), limits));
+    let tag_of = |i: usize| s.tags.get(i).map_or("", String::as_str);
+    let confirm = s.confirm.iter().map(|&i| {
+        let cost = amount_of(i).unwrap_or(s.cost);
+        ((format!("c{}", tag_of(i)), cost), i)
+    });
+    let reset = s
+        .reset
+        .iter()
+        .map(|&i| ((format!("x{}", tag_of(i)), s.cost), i));
+    for ((kind, cost), limits) in grouped(confirm).into_iter().chain(grouped(reset)) {
+        out.push(entry(kind, limits, cost));
     }
     out
+}
+
+/// The limits grouped by what they share, in the order each group first appears.
+fn grouped<G: PartialEq>(pairs: impl Iterator<Item = (G, usize)>) -> Vec<(G, Vec<usize>)> {
+    let mut groups: Vec<(G, Vec<usize>)> = Vec::new();
+    for (group, i) in pairs {
+        match groups.iter_mut().find(|(g, _)| *g == group) {
+            Some((_, limits)) => limits.push(i),
+            None => groups.push((group, vec![i])),
+        }
+    }
+    groups
 }
 
 /// The 1-based index of `set` among the call's plans, adding it when new.
