@@ -21,6 +21,11 @@ use crate::store::StoreError;
 const FIRST_CONNECT: Duration = Duration::from_secs(1);
 /// The most a retired client's `QUIT` is waited for.
 const QUIT_WAIT: Duration = Duration::from_secs(1);
+/// A broken connection is tried again at once, then after 50 ms, doubling up to this: the most
+/// a server that is back (a master the sentinels name after a failover, a restarted one) goes
+/// unused. Low because each try is one cheap connect (or one question to a sentinel) per
+/// client, and every decision of the node fails over to `on_error` meanwhile.
+const RECONNECT_MAX_DELAY_MS: u32 = 250;
 
 /// A client builder with the store's connection settings.
 pub fn builder(config: FredConfig) -> Builder {
@@ -34,7 +39,12 @@ pub fn builder(config: FredConfig) -> Builder {
             // reply, which carries Redis's delayed ACK: Nagle's algorithm undoing pipelining.
             c.tcp.nodelay = Some(true);
         })
-        .set_policy(ReconnectPolicy::new_exponential(0, 50, 1000, 2));
+        .set_policy(ReconnectPolicy::new_exponential(
+            0,
+            50,
+            RECONNECT_MAX_DELAY_MS,
+            2,
+        ));
     builder
 }
 
