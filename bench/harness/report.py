@@ -114,7 +114,7 @@ def verification(ctx) -> bool:
     if not ok:
         print("VERIFICATION FAILED: the figures above are not valid")
     else:
-        print("  OK: every allowed decision was made in Redis, every target answered as configured")
+        print("  OK: every allowed decision was made in Redis (or failed open within the WARN rule), every target answered as configured")
     return ok
 
 
