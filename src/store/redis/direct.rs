@@ -17,7 +17,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use fred::error::Error as FredError;
+use fred::error::{Error as FredError, ErrorKind};
 use tokio::sync::Notify;
 
 use super::acks::{AckPolicy, Acks};
@@ -90,7 +90,7 @@ impl Direct {
             args.iter().all(|a| push_value(out, a))
         });
         let Some(mut replies) = submitted else {
-            return Outcome::Unsent;
+            return self.unsent();
         };
         let waited = (replies.len() > 1).then(|| replies.pop()).flatten();
         let reply = match replies.pop() {
@@ -111,5 +111,16 @@ impl Direct {
             _ => None,
         };
         Outcome::Done(reply.map(|reply| (reply, acks)))
+    }
+
+    /// What a call the link could not send ends with: before its first connection, the
+    /// client library's path (which waits for its own first connection within the deadline);
+    /// after a failure, while it reconnects, a connection error at once.
+    fn unsent(&self) -> Outcome {
+        if !self.link.ever_connected() || self.link.connected_to().is_some() {
+            return Outcome::Unsent;
+        }
+        let down = "the lane's connection to Redis is down (reconnecting)";
+        Outcome::Done(Err(FredError::new(ErrorKind::IO, down)))
     }
 }

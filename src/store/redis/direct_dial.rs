@@ -32,6 +32,9 @@ const CHECK_EVERY: Duration = Duration::from_millis(100);
 /// How often a connected link that follows nothing wakes (to end once the lane is gone).
 const IDLE_CHECK: Duration = Duration::from_secs(1);
 
+/// The name of every lane's connection (`CLIENT SETNAME`).
+pub const CONNECTION_NAME: &str = "slidegate-lane";
+
 /// Where and how to connect.
 pub struct Endpoint {
     node: Node,
@@ -96,6 +99,13 @@ impl Endpoint {
             push_bulk(&mut hello, password.as_bytes());
             replies += 1;
         }
+        // AUTH first (an unauthenticated `CLIENT SETNAME` is refused); the name lets
+        // `CLIENT LIST` tell the lanes' connections from the library's.
+        push_array(&mut hello, 3);
+        push_bulk(&mut hello, b"CLIENT");
+        push_bulk(&mut hello, b"SETNAME");
+        push_bulk(&mut hello, CONNECTION_NAME.as_bytes());
+        replies += 1;
         if let Some(db) = self.database.filter(|&db| db != 0) {
             push_array(&mut hello, 2);
             push_bulk(&mut hello, b"SELECT");

@@ -40,6 +40,8 @@ struct State {
     stream: Option<TcpStream>,
     /// The server it is connected to.
     server: Option<Server>,
+    /// Whether it was ever connected.
+    ever_connected: bool,
     /// Commands not yet written; `written` of its bytes are.
     out: Vec<u8>,
     written: usize,
@@ -92,6 +94,12 @@ impl Link {
         state.fail_all("replaced by a new connection");
         state.stream = Some(stream);
         state.server = Some(server);
+        state.ever_connected = true;
+    }
+
+    /// Whether it was ever connected (it is down now only after a failure).
+    pub fn ever_connected(&self) -> bool {
+        self.lock().ever_connected
     }
 
     /// Closes the connection (what waits gets an I/O error) and asks the dialer for a new one.
