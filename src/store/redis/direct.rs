@@ -18,6 +18,7 @@
 use std::sync::{Arc, OnceLock};
 
 use fred::error::{Error as FredError, ErrorKind};
+use fred::interfaces::ClientLike;
 use tokio::sync::Notify;
 
 use super::acks::{AckPolicy, Acks};
@@ -113,11 +114,20 @@ impl Direct {
         Outcome::Done(reply.map(|reply| (reply, acks)))
     }
 
-    /// What a call the link could not send ends with: before its first connection, the
-    /// client library's path (which waits for its own first connection within the deadline);
-    /// after a failure, while it reconnects, a connection error at once.
+    /// What a call the link could not send ends with: before its first connection, or when
+    /// the library's client is connected to another server than the link was (a Sentinel
+    /// failover the link has not followed yet: its dialer is told), the library's path;
+    /// otherwise, while it reconnects, a connection error at once.
     fn unsent(&self) -> Outcome {
-        if !self.link.ever_connected() || self.link.connected_to().is_some() {
+        let Some(last) = self.link.last_server() else {
+            return Outcome::Unsent;
+        };
+        if self.link.connected_to().is_some() {
+            return Outcome::Unsent;
+        }
+        let client = &self.node.client;
+        if client.is_connected() && client.active_connections().iter().all(|s| *s != last) {
+            self.link.dialer.notify_one();
             return Outcome::Unsent;
         }
         let down = "the lane's connection to Redis is down (reconnecting)";

@@ -169,7 +169,8 @@ pub async fn maintain(link: Weak<Link>, dialer: Arc<Notify>, endpoint: Endpoint)
             }
             (Err(why), Some(_)) => {
                 tracing::debug!(%why, "the lane's connection to Redis did not open");
-                tokio::time::sleep(backoff).await;
+                // A call that finds the library's client on another server cuts the pause.
+                let _ = tokio::time::timeout(backoff, dialer.notified()).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
         }

@@ -38,7 +38,7 @@ pub struct Link {
 struct State {
     /// `None` while disconnected (commands are then refused, never queued).
     stream: Option<TcpStream>,
-    /// The server it is connected to.
+    /// The server it is (or was last) connected to.
     server: Option<Server>,
     /// Whether it was ever connected.
     ever_connected: bool,
@@ -97,9 +97,10 @@ impl Link {
         state.ever_connected = true;
     }
 
-    /// Whether it was ever connected (it is down now only after a failure).
-    pub fn ever_connected(&self) -> bool {
-        self.lock().ever_connected
+    /// The server it was last connected to (`None`: never connected).
+    pub fn last_server(&self) -> Option<Server> {
+        let state = self.lock();
+        state.ever_connected.then(|| state.server.clone()).flatten()
     }
 
     /// Closes the connection (what waits gets an I/O error) and asks the dialer for a new one.
@@ -117,6 +118,11 @@ impl Link {
         write: impl FnOnce(&mut Vec<u8>) -> bool,
     ) -> Option<Vec<ReplyFuture>> {
         let mut state = self.lock();
+        if state.expected.is_empty() && state.closed_while_idle() {
+            drop(state);
+            self.dialer.notify_one();
+            return None;
+        }
         state.stream.as_ref()?;
         let start = state.out.len();
         if !write(&mut state.out) {
@@ -170,6 +176,23 @@ impl State {
         self.out.clear();
         self.written = 0;
         Ok(())
+    }
+
+    /// Whether a connection that owes no reply was closed by the server (or sent what nobody
+    /// asked for) since it was last used: it is then closed here, before a call is written
+    /// to it. A server that died while the lane was idle is noticed this way, cheaply (no
+    /// system call unless the socket turned readable), and the call can take another path.
+    fn closed_while_idle(&mut self) -> bool {
+        let Some(stream) = &self.stream else {
+            return false;
+        };
+        self.input.reserve(READ_CHUNK);
+        match stream.try_read_buf(&mut self.input) {
+            Err(e) if e.kind() == IoKind::WouldBlock => false,
+            Ok(0) => self.fail("the server closed the connection").is_err(),
+            Ok(_) => self.fail("a reply no command asked for").is_err(),
+            Err(e) => self.fail(&e.to_string()).is_err(),
+        }
     }
 
     /// Flushes, then reads and hands out replies until the one of `id` is in or the socket
