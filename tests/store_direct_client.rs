@@ -14,7 +14,7 @@ use slidegate::store::{DecisionRequest, Store};
 use support::coalescing::{pause, resume, route, used};
 use support::redis::{RedisServer, Resp};
 use support::resp::RespConn;
-use support::store::{bases, limit_sets, redis_store_with};
+use support::store::{bases, limit_sets, redis_store_at, redis_store_with};
 use support::unique_prefix;
 
 /// `store.timeout` of these tests.
@@ -22,19 +22,30 @@ const TIMEOUT: Duration = Duration::from_millis(200);
 
 /// The lanes' connections as `CLIENT LIST` shows them: (id, last command).
 async fn lane_connections(watcher: &mut RespConn) -> Vec<(String, String)> {
+    lane_fields(watcher, ["id=", "cmd="])
+        .await
+        .into_iter()
+        .map(|[id, cmd]| (id, cmd))
+        .collect()
+}
+
+/// Fields of the lanes' connections in `CLIENT LIST` (`"id="`, `"user="`...).
+async fn lane_fields<const N: usize>(
+    watcher: &mut RespConn,
+    names: [&str; N],
+) -> Vec<[String; N]> {
     let Resp::Bulk(Some(list)) = watcher.cmd(&["CLIENT", "LIST"]).await else {
         panic!("CLIENT LIST failed")
     };
     list.lines()
         .filter(|line| line.contains(" name=slidegate-lane "))
         .map(|line| {
-            let field = |name: &str| {
+            names.map(|name| {
                 line.split(' ')
                     .find_map(|f| f.strip_prefix(name))
                     .unwrap_or("")
                     .to_string()
-            };
-            (field("id="), field("cmd="))
+            })
         })
         .collect()
 }
@@ -108,7 +119,7 @@ async fn a_killed_redis_fails_calls_at_once_and_the_lane_reconnects() {
     let sets = limit_sets(&route(1000));
     let key = bases(&unique_prefix("killed"), "r", "k");
     let request = DecisionRequest::charge(&sets[0], &key, 1);
-    let (_, before) = decide_on_lane(&store, &mut watcher, request).await;
+    decide_on_lane(&store, &mut watcher, request).await;
 
     server.kill();
     for _ in 0..3 {
@@ -134,9 +145,9 @@ async fn a_killed_redis_fails_calls_at_once_and_the_lane_reconnects() {
         assert!(Instant::now() < deadline, "decisions did not resume");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let (charged, after) = decide_on_lane(&store, &mut watcher, request).await;
+    // A lane's connection on the restarted server (a process of its own) is a new one.
+    let (charged, _) = decide_on_lane(&store, &mut watcher, request).await;
     assert!(charged >= 2, "a fresh Redis counts again: {charged}");
-    assert_ne!(after, before, "a new connection, on the new server");
 }
 
 /// `FUNCTION FLUSH` (the library) and `SCRIPT FLUSH` (the scripts): the next call meets
@@ -166,4 +177,44 @@ async fn lost_code_is_loaded_again_and_the_call_still_decides() {
             "{flush} FLUSH: the retry went on the lane's connection: {lanes:?}"
         );
     }
+}
+
+/// `redis://user:password@host:port/db`: the lane's connection logs in as the URL's user and
+/// selects its database, where the decisions' keys then live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lane_logs_in_and_selects_the_database_of_the_url() {
+    let server = RedisServer::start_async().await;
+    let acl = ["ACL", "SETUSER", "gw", "on", ">s3cret", "~*", "&*", "+@all"];
+    assert_eq!(server.cmd(&acl), Resp::Simple("OK".into()));
+    let url = format!("redis://gw:s3cret@127.0.0.1:{}/3", server.port);
+    let store = redis_store_at(&url, TIMEOUT, ClockSource::Redis, ScriptsMode::Auto).await;
+    let mut watcher = RespConn::connect(server.port).await;
+    let sets = limit_sets(&route(1000));
+    let prefix = unique_prefix("auth");
+    let key = bases(&prefix, "r", "k");
+    let request = DecisionRequest::charge(&sets[0], &key, 1);
+    let (_, lane) = decide_on_lane(&store, &mut watcher, request).await;
+
+    let lanes = lane_fields(&mut watcher, ["id=", "user=", "db="]).await;
+    let mine = lanes.iter().find(|[id, _, _]| *id == lane);
+    assert_eq!(
+        mine.map(|[_, user, db]| (user.as_str(), db.as_str())),
+        Some(("gw", "3")),
+        "{lanes:?}"
+    );
+    let pattern = format!("{prefix}*");
+    let in_db = |db: &'static str| {
+        let watcher = &server;
+        let pattern = pattern.clone();
+        async move {
+            let mut conn = RespConn::connect(watcher.port).await;
+            assert_eq!(conn.cmd(&["SELECT", db]).await, Resp::Simple("OK".into()));
+            match conn.cmd(&["KEYS", &pattern]).await {
+                Resp::Array(keys) => keys.len(),
+                other => panic!("KEYS: {other:?}"),
+            }
+        }
+    };
+    assert!(in_db("3").await > 0, "the decisions' keys are in db 3");
+    assert_eq!(in_db("0").await, 0, "none in db 0");
 }
