@@ -30,10 +30,7 @@ async fn lane_connections(watcher: &mut RespConn) -> Vec<(String, String)> {
 }
 
 /// Fields of the lanes' connections in `CLIENT LIST` (`"id="`, `"user="`...).
-async fn lane_fields<const N: usize>(
-    watcher: &mut RespConn,
-    names: [&str; N],
-) -> Vec<[String; N]> {
+async fn lane_fields<const N: usize>(watcher: &mut RespConn, names: [&str; N]) -> Vec<[String; N]> {
     let Resp::Bulk(Some(list)) = watcher.cmd(&["CLIENT", "LIST"]).await else {
         panic!("CLIENT LIST failed")
     };
@@ -99,7 +96,10 @@ async fn a_late_reply_is_dropped_and_never_answers_the_next_call() {
     // call on the same connection gets its own (limit 1000, its key's next charge).
     let before = lane_connections(&mut watcher).await.len();
     let decision = store.decide(next).await.expect("the store decides");
-    assert_eq!(decision.limits[0].limit, 1000, "not the late reply: {decision:?}");
+    assert_eq!(
+        decision.limits[0].limit, 1000,
+        "not the late reply: {decision:?}"
+    );
     let (charged, id) = decide_on_lane(&store, &mut watcher, next).await;
     assert_eq!(charged, decision.limits[0].used + 1);
     assert_eq!(id, lane, "the same connection, kept through the timeout");
@@ -126,7 +126,11 @@ async fn a_killed_redis_fails_calls_at_once_and_the_lane_reconnects() {
         let started = Instant::now();
         let error = store.decide(request).await.expect_err("Redis is dead");
         assert_eq!(error.kind(), "connection", "{error:?}");
-        assert!(started.elapsed() < TIMEOUT, "failed fast: {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < TIMEOUT,
+            "failed fast: {:?}",
+            started.elapsed()
+        );
     }
 
     server.restart();
@@ -170,7 +174,11 @@ async fn lost_code_is_loaded_again_and_the_call_still_decides() {
         let reply = watcher.cmd(&[flush, "FLUSH"]).await;
         assert_eq!(reply, Resp::Simple("OK".into()), "{flush} FLUSH");
         let decision = store.decide(request).await;
-        assert_eq!(used(decision), first + 1, "{flush} FLUSH: decided after reloading");
+        assert_eq!(
+            used(decision),
+            first + 1,
+            "{flush} FLUSH: decided after reloading"
+        );
         let lanes = lane_connections(&mut watcher).await;
         assert!(
             lanes.iter().any(|(id, cmd)| *id == lane && cmd == call),

@@ -105,12 +105,13 @@ impl Direct {
             }
         }
         let reply = reply.and_then(Reply::into_integers);
-        let acks = match (&reply, wait, waited) {
-            (Ok(_), Some(wait), Some(waited)) => Some(wait.with_reply(Box::pin(async move {
-                waited.await.and_then(Reply::into_value)
-            }))),
-            _ => None,
-        };
+        let acks =
+            match (&reply, wait, waited) {
+                (Ok(_), Some(wait), Some(waited)) => Some(wait.with_reply(Box::pin(async move {
+                    waited.await.and_then(Reply::into_value)
+                }))),
+                _ => None,
+            };
         Outcome::Done(reply.map(|reply| (reply, acks)))
     }
 
@@ -126,9 +127,12 @@ impl Direct {
             return Outcome::Unsent;
         }
         let client = &self.node.client;
-        if client.is_connected() && client.active_connections().iter().all(|s| *s != last) {
+        if client.is_connected() {
+            // The server answers the library again: the dialer tries now, not after its pause.
             self.link.dialer.notify_one();
-            return Outcome::Unsent;
+            if client.active_connections().iter().all(|s| *s != last) {
+                return Outcome::Unsent;
+            }
         }
         let down = "the lane's connection to Redis is down (reconnecting)";
         Outcome::Done(Err(FredError::new(ErrorKind::IO, down)))

@@ -122,7 +122,12 @@ impl Endpoint {
                     replies -= 1;
                 }
                 None => {
-                    if stream.read_buf(&mut input).await.map_err(|e| e.to_string())? == 0 {
+                    if stream
+                        .read_buf(&mut input)
+                        .await
+                        .map_err(|e| e.to_string())?
+                        == 0
+                    {
                         return Err("the server closed the connection".into());
                     }
                 }
@@ -142,14 +147,16 @@ pub async fn maintain(link: Weak<Link>, dialer: Arc<Notify>, endpoint: Endpoint)
             return;
         };
         if let Some(connected) = strong.connected_to() {
-            if endpoint.follows_client
-                && endpoint.server().is_some_and(|now| now != connected)
-            {
+            if endpoint.follows_client && endpoint.server().is_some_and(|now| now != connected) {
                 strong.close("the sentinels' master changed");
                 continue;
             }
             drop(strong);
-            let every = if endpoint.follows_client { CHECK_EVERY } else { IDLE_CHECK };
+            let every = if endpoint.follows_client {
+                CHECK_EVERY
+            } else {
+                IDLE_CHECK
+            };
             let _ = tokio::time::timeout(every, dialer.notified()).await;
             continue;
         }

@@ -294,10 +294,9 @@ impl Future for ReplyFuture {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let link = this.link.clone();
-        let mut state = link.lock();
+        let mut state = this.link.lock();
         if state.ready(this.id).is_none() && state.drive(this.id, cx).is_err() {
-            link.dialer.notify_one();
+            this.link.dialer.notify_one();
         }
         if let Some(at) = state.ready(this.id) {
             let (_, Slot::Ready(reply)) = state.slots.swap_remove(at) else {

@@ -179,7 +179,11 @@ pub fn server_error(line: &str) -> FredError {
         },
         _ => ErrorKind::Unknown,
     };
-    let details = if line.is_empty() { "No response!" } else { line };
+    let details = if line.is_empty() {
+        "No response!"
+    } else {
+        line
+    };
     FredError::new(kind, details.to_string())
 }
 

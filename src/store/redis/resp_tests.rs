@@ -1,8 +1,8 @@
 //! The RESP parser and writer: every reply shape the decision calls meet, each cut at every
 //! byte (a read may end anywhere), and the errors sorted as the client library sorts them.
 
-use super::*;
 use super::super::fred_error as kinds;
+use super::*;
 
 /// Parses `bytes` as if they arrived in two reads split at every position: no prefix may yield
 /// a reply, the whole must yield `expected` and take every byte.
@@ -76,7 +76,10 @@ fn replies_back_to_back_are_taken_one_at_a_time() {
 fn what_is_not_resp2_is_a_protocol_error() {
     assert!(parse(b"%1\r\n").is_err(), "a RESP3 map");
     assert!(parse(b":12x\r\n").is_err());
-    assert!(parse(b"$3\r\nabcde\r\n").is_err(), "a bulk longer than announced");
+    assert!(
+        parse(b"$3\r\nabcde\r\n").is_err(),
+        "a bulk longer than announced"
+    );
     assert!(parse(b"$-2\r\n").is_err());
     let deep = "*1\r\n".repeat(MAX_DEPTH + 1);
     assert!(parse(deep.as_bytes()).is_err());
@@ -94,7 +97,10 @@ fn error_replies_become_the_errors_the_library_makes() {
     assert_eq!(moved.kind(), &ErrorKind::Cluster);
     assert_eq!(moved.details(), "MOVED 3999 127.0.0.1:6381");
     assert_eq!(server_error("WRONGPASS invalid").kind(), &ErrorKind::Auth);
-    assert_eq!(server_error("WRONGTYPE x").kind(), &ErrorKind::InvalidArgument);
+    assert_eq!(
+        server_error("WRONGTYPE x").kind(),
+        &ErrorKind::InvalidArgument
+    );
 }
 
 #[test]
@@ -102,7 +108,11 @@ fn a_decision_reply_is_read_as_integers() {
     let reply = Reply::Array(Some(vec![Reply::Integer(5), Reply::Integer(0)]));
     assert_eq!(reply.into_integers().unwrap(), vec![5, 0]);
     let texts = Reply::Array(Some(vec![Reply::Bulk(Some(b"12".to_vec()))]));
-    assert_eq!(texts.into_integers().unwrap(), vec![12], "as the library converts");
+    assert_eq!(
+        texts.into_integers().unwrap(),
+        vec![12],
+        "as the library converts"
+    );
     let nested = Reply::Array(Some(vec![Reply::Integer(1), Reply::Error("ERR in".into())]));
     assert!(nested.into_value().is_err());
 }
