@@ -3,7 +3,9 @@
 //! `cmd=` shows the call it ran last), and it keeps the store's promises: a call past its
 //! deadline fails with a timeout and its late reply is never taken for the next call's; a
 //! killed Redis fails calls at once and the connection comes back once Redis does; code that
-//! Redis lost (`SCRIPT FLUSH`, `FUNCTION FLUSH`) is loaded again and the call still decides.
+//! Redis lost (`SCRIPT FLUSH`, `FUNCTION FLUSH`) is loaded again and the call still decides;
+//! the URL's user, password and database hold on it; in a cluster each primary's lane has
+//! one, and a dead node fails only its own decisions.
 
 mod support;
 
@@ -11,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use slidegate::config::{ClockSource, ScriptsMode};
 use slidegate::store::{DecisionRequest, Store};
+use support::cluster::RedisCluster;
 use support::coalescing::{pause, resume, route, used};
 use support::redis::{RedisServer, Resp};
 use support::resp::RespConn;
@@ -225,4 +228,58 @@ async fn the_lane_logs_in_and_selects_the_database_of_the_url() {
     };
     assert!(in_db("3").await > 0, "the decisions' keys are in db 3");
     assert_eq!(in_db("0").await, 0, "none in db 0");
+}
+
+/// In a cluster each primary has a lane with a connection of its own: every node runs
+/// decision calls on one, and a killed node fails only the decisions of its own slots, at
+/// once, while the others still decide.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_cluster_primary_has_its_own_lane_connection_and_fails_alone() {
+    let mut cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
+    let store = redis_store_at(
+        &cluster.url(),
+        TIMEOUT,
+        ClockSource::Redis,
+        ScriptsMode::Auto,
+    )
+    .await;
+    let sets = limit_sets(&route(1000));
+    let prefix = unique_prefix("cluster");
+    // One key per node.
+    let mut keys: Vec<Option<Vec<String>>> = vec![None; 3];
+    for i in 0.. {
+        let key = bases(&prefix, "r", &format!("k{i}"));
+        let node = cluster.node_of(&key[0]);
+        keys[node].get_or_insert(key);
+        if keys.iter().all(Option::is_some) {
+            break;
+        }
+    }
+    let keys: Vec<Vec<String>> = keys.into_iter().map(Option::unwrap).collect();
+    for (node, key) in keys.iter().enumerate() {
+        let mut watcher = RespConn::connect(cluster.nodes[node].port).await;
+        let request = DecisionRequest::charge(&sets[0], key, 1);
+        decide_on_lane(&store, &mut watcher, request).await;
+    }
+
+    cluster.nodes[0].kill();
+    let started = Instant::now();
+    let error = store
+        .decide(DecisionRequest::charge(&sets[0], &keys[0], 1))
+        .await
+        .expect_err("its node is dead");
+    assert_eq!(error.kind(), "connection", "{error:?}");
+    assert!(
+        started.elapsed() < TIMEOUT,
+        "failed fast: {:?}",
+        started.elapsed()
+    );
+    for key in &keys[1..] {
+        let decision = store
+            .decide(DecisionRequest::charge(&sets[0], key, 1))
+            .await;
+        assert!(decision.is_ok(), "another node still decides: {decision:?}");
+    }
 }
