@@ -202,6 +202,8 @@ url = "http://127.0.0.1:{ctx.upstream_port}"
         env.update(SLIDEGATE_LOG="warn", SLIDEGATE_ADMIN_TOKEN=ctx.token)
         if ctx.k.gw_workers is not None:
             env["TOKIO_WORKER_THREADS"] = str(ctx.k.gw_workers)
+        if self.binary:
+            env.update(ctx.k.baseline_env)  # BENCH_BASELINE_ENV: the -base twin's switches
         proc = ctx.sup.service(f"gw-{row.name}", [binary, "--config", str(path)], env)
         ctx.cpu.add(f"gw-{row.name}", [proc.pid])
         wait_http(f"slidegate ({row.name}) admin", f"http://127.0.0.1:{listen['admin']}/readyz", proc)

@@ -9,9 +9,20 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 from .log import die
+
+
+def _assignments(name: str) -> Tuple[Tuple[str, str], ...]:
+    """`NAME=value NAME2=value2` (space-separated) as pairs; a word without `=` ends the run."""
+    pairs = []
+    for word in (_raw(name) or "").split():
+        key, eq, value = word.partition("=")
+        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            die(f"{name}: '{word}' is not NAME=value")
+        pairs.append((key, value))
+    return tuple(pairs)
 
 
 def _raw(name: str) -> Optional[str]:
@@ -64,6 +75,7 @@ class Knobs:
     leavers: int
     leave_ms: int
     baseline_bin: Optional[str]
+    baseline_env: Tuple[Tuple[str, str], ...]
     targets: Optional[str]
 
     @classmethod
@@ -104,6 +116,7 @@ class Knobs:
             leavers=_whole("BENCH_LEAVERS", conns // 4),
             leave_ms=_whole("BENCH_LEAVE_MS", 20),
             baseline_bin=_raw("BENCH_BASELINE_BIN"),
+            baseline_env=_assignments("BENCH_BASELINE_ENV"),
             targets=_raw("BENCH_TARGETS"),
         )
         k._check()
@@ -126,6 +139,8 @@ class Knobs:
             die(f"BENCH_LOGIN_FAIL_SHARE must be a share between 0 and 1, got '{self.fail_share}'")
         if self.conns - self.leavers < self.threads:
             die("BENCH_LEAVERS must leave at least BENCH_THREADS of the BENCH_CONNS connections to wrk")
+        if self.baseline_env and not self.baseline_bin:
+            die("BENCH_BASELINE_ENV needs BENCH_BASELINE_BIN (this build's target/release/slidegate for an A/B of a switch)")
         if self.baseline_bin and not (os.path.isfile(self.baseline_bin) and os.access(self.baseline_bin, os.X_OK)):
             die(f"BENCH_BASELINE_BIN: not an executable file: {self.baseline_bin}")
         self._check_keyspaces()

@@ -30,9 +30,20 @@ pub async fn redis_store_with(
     clock: ClockSource,
     scripts: ScriptsMode,
 ) -> Store {
+    redis_store_at(&server.url(), timeout, clock, scripts).await
+}
+
+/// A Redis store on `url` (credentials, database) with `store.timeout`, `store.clock` and
+/// `store.scripts`, the decision code loaded.
+pub async fn redis_store_at(
+    url: &str,
+    timeout: Duration,
+    clock: ClockSource,
+    scripts: ScriptsMode,
+) -> Store {
     let config = StoreConfig {
         backend: Backend::Redis,
-        url: server.url(),
+        url: url.to_string(),
         timeout,
         on_error: OnError::Deny,
         max_keys: 1_000_000,

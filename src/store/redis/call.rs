@@ -25,18 +25,19 @@ use std::time::Duration;
 
 use fred::error::Error as FredError;
 use fred::types::config::Server;
-use fred::types::{ClusterHash, CustomCommand, Key, Value};
+use fred::types::{Key, Value};
 
 use super::acks::{AckPolicy, Acks};
 use super::batch::{Answer, Batch, Pending};
 use super::code::{Code, Shared};
 use super::deadline::Deadline;
+use super::direct::Direct;
+use super::dispatch::{dispatch, Call};
 use super::encode::{call_token, encode, instance_id};
 use super::fred_error::{is_function_missing, is_noscript, lacks_functions, map_error};
+use super::node::Node;
 use super::nodes::Nodes;
 use super::script::{Library, Script};
-use super::send::{send, Route};
-use super::slots::slot_of;
 use crate::config::ClockSource;
 use crate::store::{Decision, StoreError};
 
@@ -113,15 +114,21 @@ impl Caller {
     }
 
     /// Runs one call for `batch` and answers everything in it, except the allowed decisions
-    /// that wait for the replicas: those are answered by what it returns.
-    pub async fn call(&self, target: &Target, batch: Batch) -> Option<Acknowledging> {
+    /// that wait for the replicas: those are answered by what it returns. `direct` is the
+    /// lane's own connection to its node, if it has one.
+    pub async fn call(
+        &self,
+        target: &Target,
+        direct: Option<&Direct>,
+        batch: Batch,
+    ) -> Option<Acknowledging> {
         let deadline = batch.deadline();
         let token = self.token();
         let result = match target {
             Target::Node(_) if self.cross_slot() => {
                 match self
                     .bounded(deadline)
-                    .run(self.attempt(target, &batch, &token))
+                    .run(self.attempt(target, direct, &batch, &token))
                     .await
                 {
                     Err(StoreError::Script(why)) => {
@@ -134,7 +141,7 @@ impl Caller {
             Target::Node(_) | Target::PerSlot => return self.call_per_key(batch, deadline).await,
             Target::ByKey => {
                 self.bounded(deadline)
-                    .run(self.attempt(target, &batch, &token))
+                    .run(self.attempt(target, direct, &batch, &token))
                     .await
             }
         };
@@ -169,7 +176,7 @@ impl Caller {
             group.dry = dry;
             let token = self.token();
             let result = deadline
-                .run(self.attempt(&Target::ByKey, &group, &token))
+                .run(self.attempt(&Target::ByKey, None, &group, &token))
                 .await;
             self.answer(group, result, &token)
         });
@@ -191,21 +198,20 @@ impl Caller {
     async fn attempt(
         &self,
         target: &Target,
+        direct: Option<&Direct>,
         batch: &Batch,
         token: &str,
     ) -> Result<(Vec<i64>, Option<Acks>), StoreError> {
         let acks = self.acks.filter(|_| may_charge(batch));
         let (keys, args) = encode(batch, token, self.clock, !self.nodes.is_cluster());
+        let call = (keys.as_slice(), args.as_slice());
         let library = self.code.library();
         if self.code.uses_functions() {
-            match self
-                .fcall(target, library, keys.clone(), args.clone(), acks)
-                .await
-            {
+            match self.fcall(target, direct, library, call, acks).await {
                 Err(e) if is_function_missing(&e) => {
                     self.code.load_library().await.map_err(map_error)?;
                     return self
-                        .fcall(target, library, keys, args, acks)
+                        .fcall(target, direct, library, call, acks)
                         .await
                         .map_err(map_error);
                 }
@@ -214,17 +220,14 @@ impl Caller {
             }
         }
         let script = self.code.script(matches!(target, Target::Node(_)));
-        match self
-            .evalsha(target, script, keys.clone(), args.clone(), acks)
-            .await
-        {
+        match self.evalsha(target, direct, script, call, acks).await {
             Err(e) if self.code.after_noscript(&e).await => self
-                .fcall(target, library, keys, args, acks)
+                .fcall(target, direct, library, call, acks)
                 .await
                 .map_err(map_error),
             Err(e) if is_noscript(&e) => {
                 self.code.load_script(script).await?;
-                self.evalsha(target, script, keys, args, acks)
+                self.evalsha(target, direct, script, call, acks)
                     .await
                     .map_err(map_error)
             }
@@ -236,62 +239,64 @@ impl Caller {
     async fn evalsha(
         &self,
         target: &Target,
+        direct: Option<&Direct>,
         script: &Script,
-        keys: Vec<Key>,
-        args: Vec<Value>,
+        (keys, args): (&[Key], &[Value]),
         acks: Option<AckPolicy>,
     ) -> Result<(Vec<i64>, Option<Acks>), FredError> {
-        let sha = Value::from(script.sha.as_str());
-        self.run("EVALSHA", sha, target, keys, args, acks).await
+        let code = Value::from(script.sha.as_str());
+        let call = Call {
+            name: "EVALSHA",
+            code,
+            keys,
+            args,
+        };
+        self.run(target, direct, call, acks).await
     }
 
     /// `FCALL` of the library's decision function.
     async fn fcall(
         &self,
         target: &Target,
+        direct: Option<&Direct>,
         library: &Library,
-        keys: Vec<Key>,
-        args: Vec<Value>,
+        (keys, args): (&[Key], &[Value]),
         acks: Option<AckPolicy>,
     ) -> Result<(Vec<i64>, Option<Acks>), FredError> {
-        let function = Value::from(library.function.as_str());
-        self.run("FCALL", function, target, keys, args, acks).await
+        let code = Value::from(library.function.as_str());
+        let call = Call {
+            name: "FCALL",
+            code,
+            keys,
+            args,
+        };
+        self.run(target, direct, call, acks).await
     }
 
-    /// Sends `name code numkeys keys... args...` (`EVALSHA` or `FCALL`) where `target` says.
+    /// Sends `name code numkeys keys... args...` (`EVALSHA` or `FCALL`) where `target` says
+    /// ([`dispatch`]: on `direct`, the lane's own connection, when it is up).
     async fn run(
         &self,
-        name: &'static str,
-        code: Value,
         target: &Target,
-        keys: Vec<Key>,
-        args: Vec<Value>,
+        direct: Option<&Direct>,
+        call: Call<'_>,
         acks: Option<AckPolicy>,
     ) -> Result<(Vec<i64>, Option<Acks>), FredError> {
-        // Sent as a custom command on the node's own client ([`super::send`]), which fails
-        // fast while disconnected and follows a cluster's redirections within the deadline.
-        let slot = keys.first().map_or(0, |k| slot_of(k.as_bytes()));
-        let mut command = Vec::with_capacity(2 + keys.len() + args.len());
-        command.push(code);
-        let route = if let Target::Node(server) = target {
-            // Redis checks declared keys for one slot even under allow-cross-slot-keys: a call
-            // spanning slots of one node passes its keys after the arguments (lua/decide.lua).
-            command.push(Value::from(0));
-            command.extend(args);
-            command.extend(keys.into_iter().map(Value::from));
-            Route::Node(server.clone())
-        } else {
-            command.push(Value::from(keys.len() as i64));
-            command.extend(keys.into_iter().map(Value::from));
-            command.extend(args);
-            Route::Slot(slot)
+        let node = match target {
+            Target::Node(server) => Some(server),
+            _ => None,
         };
-        let call = CustomCommand::new_static(name, ClusterHash::Custom(slot), false);
-        // Boxed: the command's future is large, and every future that waits on this one (the
-        // attempt, its deadline, the lane's call) would otherwise hold a copy and move it.
-        let sent = Box::pin(send(&self.nodes, route, call, command, acks)).await;
-        let reply: Vec<i64> = sent.reply?.convert()?;
-        Ok((reply, sent.acks))
+        dispatch(&self.nodes, direct, node, call, acks).await
+    }
+
+    /// The node whose lane serves `target`, when it is one node (the one server, or a cluster
+    /// primary): a lane's own connection goes there ([`Direct`]).
+    pub fn own_node(&self, target: &Target) -> Option<Node> {
+        match target {
+            Target::Node(server) => Some(self.nodes.node(server)),
+            Target::ByKey if !self.nodes.is_cluster() => self.nodes.for_slot(0),
+            Target::ByKey | Target::PerSlot => None,
+        }
     }
 
     /// Hands each decision its part of the reply and tells each settlement it is done (or

@@ -31,6 +31,7 @@ use super::batch::{
     Batch, Pending, PendingSettlement, MAX_PER_CALL, MAX_SETTLEMENTS_PER_CALL, MAX_UNITS_PER_CALL,
 };
 use super::call::{Caller, Target};
+use super::direct::Direct;
 use crate::store::StoreError;
 
 /// Calls a lane keeps outstanding at once; decisions queue only while it is busy.
@@ -59,7 +60,8 @@ impl Lane {
     /// Starts the driver of a lane for `target`.
     pub fn start(caller: Arc<Caller>, target: Target) -> Lane {
         let (jobs, queue) = mpsc::unbounded_channel();
-        tokio::spawn(drive(caller, target, queue));
+        let direct = caller.own_node(&target).and_then(Direct::start);
+        tokio::spawn(drive(caller, target, direct.map(Arc::new), queue));
         Lane { jobs }
     }
 
@@ -97,8 +99,14 @@ impl Lane {
     }
 }
 
-/// The driver: takes what is queued and sends it while [`Queue::may_send`] allows.
-async fn drive(caller: Arc<Caller>, target: Target, mut jobs: mpsc::UnboundedReceiver<Job>) {
+/// The driver: takes what is queued and sends it while [`Queue::may_send`] allows, on the
+/// lane's own connection (`direct`) when it has one.
+async fn drive(
+    caller: Arc<Caller>,
+    target: Target,
+    direct: Option<Arc<Direct>>,
+    mut jobs: mpsc::UnboundedReceiver<Job>,
+) {
     let mut queue = Queue::default();
     let mut in_flight = FuturesUnordered::new();
     let mut acknowledging = FuturesUnordered::new();
@@ -114,7 +122,8 @@ async fn drive(caller: Arc<Caller>, target: Target, mut jobs: mpsc::UnboundedRec
             }
             let caller = caller.clone();
             let target = target.clone();
-            in_flight.push(async move { caller.call(&target, batch).await });
+            let direct = direct.clone();
+            in_flight.push(async move { caller.call(&target, direct.as_deref(), batch).await });
         }
         if !open && in_flight.is_empty() && queue.is_empty() && acknowledging.is_empty() {
             return;

@@ -8,9 +8,15 @@
 //! at most `store.timeout`. In a cluster each primary has a connection of its own ([`nodes`]),
 //! so a dead node costs only the decisions of its own slots.
 //!
+//! A lane writes its calls on a connection of its own (`direct.rs`), read and written by the
+//! lane's task itself, without the client library's routing task in between; the library
+//! keeps everything else (and the calls, with `SLIDEGATE_REDIS_CLIENT=fred`).
+//!
 //! `store.rs` is the handle ([`RedisStore`]). `lane.rs` queues what `batch.rs` describes
-//! (`lanes.rs` picks a decision's lane), `call.rs` packs and sends one call (`code.rs`: which
-//! code, loaded where), `answer.rs` decodes its reply, `fred_error.rs` sorts the client's errors,
+//! (`lanes.rs` picks a decision's lane), `call.rs` packs one call (`code.rs`: which code,
+//! loaded where) and `dispatch.rs` sends it: on the lane's own connection (`direct.rs`;
+//! `direct_io.rs` its reads and writes, `direct_dial.rs` (re)connecting, `resp.rs` the
+//! protocol) or through the client library; `answer.rs` decodes its reply, `fred_error.rs` sorts the client's errors,
 //! `nodes.rs` keeps a worker's connections (`node.rs` one of them; `topology.rs` reads a
 //! cluster's slot table, `slots.rs`), `send.rs` sends a command where it belongs and follows
 //! redirections (`redirect.rs`), `acks.rs` waits for replicas (`store.replica_acks`;
@@ -27,6 +33,10 @@ mod batch;
 mod call;
 mod code;
 mod deadline;
+mod direct;
+mod direct_dial;
+mod direct_io;
+mod dispatch;
 mod dry;
 mod encode;
 mod eviction;
@@ -39,6 +49,7 @@ mod nodes;
 mod ready;
 mod redirect;
 mod replicas;
+mod resp;
 mod script;
 mod send;
 mod slots;
