@@ -91,7 +91,10 @@ async fn key_prints_the_key_a_real_request_is_counted_under() {
     assert!(phone.status.success(), "{}", stderr(&phone));
     let phone_key = stdout(&phone).trim().to_string();
     assert_eq!(phone_key.len(), 32, "16 bytes in hex: {phone_key}");
-    assert!(!phone_key.contains("81234567890"), "the raw number: {phone_key}");
+    assert!(
+        !phone_key.contains("81234567890"),
+        "the raw number: {phone_key}"
+    );
     let user = slidegate(
         &[
             "key",
