@@ -7,6 +7,7 @@ use std::sync::Arc;
 use fred::types::{Key, Value};
 
 use super::batch::{Batch, PendingSettlement};
+use super::resp::push_decimal;
 use crate::config::ClockSource;
 use crate::store::{local_now_us, LimitSet};
 
@@ -73,13 +74,16 @@ pub fn encode(
         keys.extend(e.of.keys.iter().cloned());
     }
     args.push(Value::from(batch.decisions.len() as i64));
-    let mut decisions = String::with_capacity(batch.decisions.len() * 4);
+    // "plan cost " per decision
+    let mut decisions = Vec::with_capacity(batch.decisions.len() * 4);
     for (d, plan) in batch.decisions.iter().zip(decide_plans) {
-        push_number(&mut decisions, plan as u64);
-        push_number(&mut decisions, d.cost);
+        push_decimal(&mut decisions, plan);
+        decisions.push(b' ');
+        push_decimal(&mut decisions, d.cost as i64);
+        decisions.push(b' ');
         keys.extend(d.keys.iter().cloned());
     }
-    args.push(Value::from(decisions));
+    args.push(Value::Bytes(decisions.into()));
     (keys, args)
 }
 
@@ -147,23 +151,6 @@ fn plan_index<'a>(plans: &mut Vec<&'a Arc<LimitSet>>, set: &'a Arc<LimitSet>) ->
             plans.len() as i64
         }
     }
-}
-
-/// Appends `n` and a space (the decisions' list: `plan cost ` per decision).
-fn push_number(out: &mut String, n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut rest = n;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    out.extend(digits[at..].iter().map(|&b| b as char));
-    out.push(' ');
 }
 
 /// A prefix unique to this process (eight base-62 characters, about 2^47 values), so members

@@ -227,7 +227,9 @@ pub fn push_value(out: &mut Vec<u8>, value: &Value) -> bool {
     true
 }
 
-fn push_decimal(out: &mut Vec<u8>, n: i64) {
+/// Appends `n` in decimal (what RESP's lengths and integers, and the decisions' list, are
+/// written in).
+pub fn push_decimal(out: &mut Vec<u8>, n: i64) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     let mut rest = n.unsigned_abs();
