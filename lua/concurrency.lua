@@ -16,13 +16,30 @@ local WAIT = 1000000
 -- The call's sets by key, and in order.
 local sets, set_list, n_sets = {}, {}, 0
 
--- Forgets the previous call's sets.
+-- The leases this call's settlements free, by key (the members, and their count in `n`), and
+-- the keys in order: each set loses them in one ZREM, before it is counted or at the end.
+local freed, freed_keys, n_freed = {}, {}, 0
+
+-- Forgets the previous call's sets and freed leases.
 local function begin()
   for i = 1, n_sets do
     sets[set_list[i].key] = nil
     set_list[i] = nil
   end
   n_sets = 0
+  for i = 1, n_freed do
+    freed[freed_keys[i]] = nil
+    freed_keys[i] = nil
+  end
+  n_freed = 0
+end
+
+-- Removes the leases freed in `key`'s set, once.
+local function free(key)
+  local members = freed[key]
+  if members == nil or members.n == 0 then return end
+  call('ZREM', key, unpack(members, 1, members.n))
+  members.n = 0
 end
 
 -- The set of `key` for this call: `n` live leases, the pending ones to add at the end, and the
@@ -30,6 +47,7 @@ end
 local function open(key, window, bound)
   local st = sets[key]
   if st ~= nil then return st end
+  free(key)
   st = { key = key, lease = window, n = call('ZCOUNT', key, '(' .. now_s, '+inf'),
          first = false, rest = false, n_pending = 0, charged = 0 }
   n_sets = n_sets + 1
@@ -77,9 +95,17 @@ local function report(st)
   return u, WAIT
 end
 
--- The attempt ended: its slot is free.
+-- The attempt ended: its slot is free (removed with the set's other freed leases).
 local function refund(key, name, limit, window, param, member, at, cost)
-  call('ZREM', key, member)
+  local members = freed[key]
+  if members == nil then
+    members = { n = 0 }
+    freed[key] = members
+    n_freed = n_freed + 1
+    freed_keys[n_freed] = key
+  end
+  members.n = members.n + 1
+  members[members.n] = member
 end
 
 -- An answered attempt still holds its slot until it is freed.
@@ -99,10 +125,12 @@ end
 local function clear(key, name, tag)
 end
 
--- After every decision of the call: expired leases leave, the new ones are written with one
--- ZADD, and the set lives as long as its newest lease.
+-- After every decision of the call: freed leases no decision counted leave; in each set
+-- charged, expired leases leave, the new ones are written with one ZADD, and the set lives as
+-- long as its newest lease.
 local zadd_args = {}
 local function finish()
+  for i = 1, n_freed do free(freed_keys[i]) end
   for i = 1, n_sets do
     local st = set_list[i]
     local n = st.n_pending

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use slidegate::config::ClockSource;
-use slidegate::store::{layout, Decision, LimitSet, MemoryStore, Store};
+use slidegate::store::{layout, Decision, LimitSet, MemoryStore, Settlement, Store};
 use support::redis::RedisServer;
 use support::store::{bases, decide_at, limit_sets, redis_store, reserve, settle_with};
 use support::store::{model_runner, model_runtime};
@@ -193,4 +193,45 @@ fn attempts_in_flight_on_redis_follow_the_model() {
         ClockSource::Local,
     ));
     check(48, &store, &rt, Some(&server));
+}
+
+/// A slot freed in the very call that decides the next attempt is free for it: the script
+/// removes the leases a call's settlements free (one `ZREM` per set) before it counts the set.
+#[tokio::test]
+async fn a_slot_freed_in_the_deciding_call_is_free_for_that_decision() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, Duration::from_secs(2), ClockSource::Local).await;
+    let set = route();
+    let bases = bases(&unique_prefix("inflight-same-call"), "api", "k");
+    let mut held = Vec::new();
+    for i in 0..SLOTS as u64 {
+        let d = reserve(&store, &set, &bases, Some(T0 + i)).await;
+        assert!(d.allowed(), "attempt {i} takes a free slot");
+        held.push(d);
+    }
+    let full = reserve(&store, &set, &bases, Some(T0 + 10)).await;
+    assert!(!full.allowed(), "every slot is taken");
+
+    let calls = server.decision_calls();
+    // queued at once (not awaited): it rides ahead of the next decision, in the same call
+    let freed = store.settle(Settlement {
+        limits: set.clone(),
+        bases: bases.to_vec(),
+        receipt: held[0].receipt.clone().expect("a reservation"),
+        refund: vec![0],
+        confirm: vec![],
+        reset: vec![],
+        settle_to: vec![],
+        at_us: None,
+        tags: vec![],
+    });
+    let next = reserve(&store, &set, &bases, Some(T0 + 20)).await;
+    freed.await.expect("the store settles");
+    assert_eq!(
+        server.decision_calls() - calls,
+        1,
+        "the refund and the decision went in one call"
+    );
+    assert!(next.allowed(), "the slot freed ahead of it is free");
+    assert_eq!(next.limits[0].used as usize, SLOTS);
 }

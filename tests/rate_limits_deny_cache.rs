@@ -5,20 +5,8 @@ mod support;
 
 use support::http::HttpClient;
 use support::rate_limits::{on_redis, route};
-use support::redis::{RedisServer, Resp};
+use support::redis::RedisServer;
 use support::{unique_prefix, upstream};
-
-fn decision_calls(redis: &RedisServer) -> i64 {
-    let Resp::Bulk(Some(info)) = redis.cmd(&["INFO", "commandstats"]) else {
-        panic!("INFO failed")
-    };
-    info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_fcall:"))
-        .filter_map(|l| l.split("calls=").nth(1))
-        .filter_map(|rest| rest.split(',').next())
-        .map(|n| n.parse::<i64>().unwrap())
-        .sum()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_on_one_key_costs_redis_nothing_after_the_first_rejection() {
@@ -30,14 +18,14 @@ async fn a_flood_on_one_key_costs_redis_nothing_after_the_first_rejection() {
     for _ in 0..4 {
         client.get(&gw.url("/login"), &[]).await;
     }
-    let before = decision_calls(&redis);
+    let before = redis.decision_calls();
     for _ in 0..200 {
         let r = client.get(&gw.url("/login"), &[]).await;
         assert_eq!(r.status, 429);
         assert!(r.header("retry-after").is_some() && r.header("ratelimit").is_some());
     }
     assert_eq!(
-        decision_calls(&redis),
+        redis.decision_calls(),
         before,
         "the deny cache answered every one of them"
     );

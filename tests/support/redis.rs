@@ -213,6 +213,21 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("redis {args:?}: {e}"))
     }
 
+    /// The decision calls (`EVALSHA` and `FCALL`) it has run.
+    pub fn decision_calls(&self) -> i64 {
+        let Resp::Bulk(Some(info)) = self.cmd(&["INFO", "commandstats"]) else {
+            panic!("INFO commandstats failed")
+        };
+        info.lines()
+            .filter_map(|l| {
+                l.strip_prefix("cmdstat_evalsha:calls=")
+                    .or_else(|| l.strip_prefix("cmdstat_fcall:calls="))
+            })
+            .filter_map(|rest| rest.split(',').next())
+            .map(|n| n.parse::<i64>().unwrap())
+            .sum()
+    }
+
     /// Runs one command.
     pub fn try_cmd(&self, args: &[&str]) -> std::io::Result<Resp> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
