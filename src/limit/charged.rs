@@ -180,28 +180,7 @@ impl Charged {
         };
         // Queued (or applied) now, before the answer goes on: the next decision of this
         // connection sees it, as the answer's headers say.
-        let mut applied = Box::pin(self.limiter.settle(self.local, settlement));
-        // the memory store has applied it already: no task for a ready answer
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        match std::future::Future::poll(applied.as_mut(), &mut cx) {
-            std::task::Poll::Ready(Ok(())) => return,
-            std::task::Poll::Ready(Err(e)) => return self.failed(&e),
-            std::task::Poll::Pending => {}
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let route = self.policy.name().to_string();
-        runtime.spawn(async move {
-            if let Err(e) = applied.await {
-                tracing::warn!(route, error = %e, "could not settle an attempt's charge");
-            }
-        });
-    }
-
-    fn failed(&self, e: &crate::store::StoreError) {
-        let route = self.policy.name();
-        tracing::warn!(route, error = %e, "could not settle an attempt's charge");
+        self.limiter.settle(self.local, settlement);
     }
 
     /// What the end of the answer settles: the slots freed, and each cost the body stated (the

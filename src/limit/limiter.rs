@@ -2,7 +2,6 @@
 //! and the rules applied once a decision is made (the route's `on_error`, its exceed mode, the
 //! metrics), shared by the request path ([`super::Deciding`]) and the batch API.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -55,19 +54,16 @@ impl Limiter {
 
     /// Settles a decision's charge where it was made: in the store, or in the in-process
     /// fallback for a decision the fallback made (`local`: the store had failed). The
-    /// settlement's instant is that store's (`at_us` is set here).
-    pub fn settle(
-        &self,
-        local: bool,
-        mut settlement: Settlement,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send + 'static {
+    /// settlement's instant is that store's (`at_us` is set here). Applied or queued before it
+    /// returns (a decision asked for afterwards sees it); no one waits for it, and a failure is
+    /// logged where it is applied (no task per settlement).
+    pub fn settle(&self, local: bool, mut settlement: Settlement) {
         if local {
             settlement.at_us = Some(local_now_us());
-            self.fallback.settle(&settlement);
-            return futures_util::future::Either::Left(std::future::ready(Ok(())));
+            return self.fallback.settle(&settlement);
         }
         settlement.at_us = self.store.settlement_instant();
-        futures_util::future::Either::Right(self.store.settle(settlement))
+        self.store.settle_detached(settlement)
     }
 
     /// The deny cache.

@@ -143,12 +143,7 @@ fn take_back(limiter: &Arc<Limiter>, taken: Vec<Taken>) {
             receipt: t.receipt,
             tags: Vec::new(),
         };
-        let applied = limiter.settle(t.local, settlement);
-        tokio::spawn(async move {
-            if let Err(e) = applied.await {
-                tracing::warn!(error = %e, "could not take back a refused request's earlier charge");
-            }
-        });
+        limiter.settle(t.local, settlement);
     }
 }
 

@@ -157,6 +157,15 @@ impl Store {
         }
     }
 
+    /// Applies a settlement, or queues it, as [`Store::settle`] does, with no one to wait for it:
+    /// a failure is logged where it is applied.
+    pub fn settle_detached(&self, settlement: Settlement) {
+        match self {
+            Store::Redis(s) => s.settle_detached(settlement),
+            Store::Memory(s) => s.settle(&settlement),
+        }
+    }
+
     /// Forgets every count of a request's keys (under every algorithm: a reload may have
     /// changed one) and lifts their blocks, levels included; answers how many keys held
     /// something (0: there was nothing to reset).

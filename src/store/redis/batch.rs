@@ -91,8 +91,27 @@ pub struct PendingSettlement {
     pub tags: Vec<String>,
     /// When it stops waiting.
     pub deadline: Deadline,
-    /// Told once it is applied (or failed).
-    pub done: oneshot::Sender<Result<(), StoreError>>,
+    /// Told once it is applied (or failed); `None`: no one waits, and a failure is logged.
+    pub done: Option<oneshot::Sender<Result<(), StoreError>>>,
+}
+
+impl PendingSettlement {
+    /// Tells whoever waits how it went; with no one waiting, a failure is logged here.
+    pub fn tell(self, result: Result<(), StoreError>) {
+        match (self.done, result) {
+            (Some(done), result) => {
+                let _ = done.send(result);
+            }
+            (None, Ok(())) => {}
+            (None, Err(e)) => {
+                let key = self
+                    .keys
+                    .first()
+                    .map(|k| String::from_utf8_lossy(k.as_bytes()));
+                tracing::warn!(key = ?key, error = %e, "could not settle an attempt's charge");
+            }
+        }
+    }
 }
 
 /// A decision's part of a reply and the instant the script decided at.
@@ -135,7 +154,7 @@ impl Batch {
     /// Answers everything in it with `error`.
     pub fn fail(self, error: StoreError) {
         for s in self.settlements {
-            let _ = s.done.send(Err(error.clone()));
+            s.tell(Err(error.clone()));
         }
         for d in self.decisions {
             let _ = d.reply.send(Err(error.clone()));

@@ -325,7 +325,7 @@ impl Caller {
             return None;
         };
         for s in batch.settlements {
-            let _ = s.done.send(Ok(()));
+            s.tell(Ok(()));
         }
         let dry = batch.dry;
         let mut held: Vec<(Pending, Answer)> = Vec::new();

@@ -204,7 +204,8 @@ impl Queue {
                 break;
             };
             if s.deadline.passed() {
-                let _ = s.done.send(Err(s.deadline.timeout()));
+                let timeout = s.deadline.timeout();
+                s.tell(Err(timeout));
                 continue;
             }
             batch.settlements.push(s);

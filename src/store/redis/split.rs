@@ -30,11 +30,8 @@ struct Part {
 pub(super) trait SlotStore: Send + Sync + 'static {
     /// Decides one part.
     fn submit_part(&self, request: DecisionRequest<'_>, now_us: Option<u64>) -> RedisAnswer;
-    /// Applies a settlement of a part's charge.
-    fn settle_part(
-        &self,
-        settlement: Settlement,
-    ) -> Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>>;
+    /// Queues a settlement of a part's charge (a failure is logged where it is applied).
+    fn settle_part(&self, settlement: Settlement);
 }
 
 /// Decides `request` one part per key slot and joins the answers.
@@ -162,11 +159,6 @@ fn take_back<S: SlotStore>(store: &S, parts: Vec<Part>) {
             receipt,
             tags: Vec::new(),
         };
-        let applied = store.settle_part(settlement);
-        tokio::spawn(async move {
-            if let Err(e) = applied.await {
-                tracing::warn!(error = %e, "could not take back the charge of a refused request's other part");
-            }
-        });
+        store.settle_part(settlement);
     }
 }

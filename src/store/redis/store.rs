@@ -249,6 +249,33 @@ impl RedisStore {
         settlement: Settlement,
     ) -> impl Future<Output = Result<(), StoreError>> + Send + 'static {
         let mut waits = Vec::new();
+        self.queue_settlement(settlement, || {
+            let (done, wait) = oneshot::channel();
+            waits.push(wait);
+            Some(done)
+        });
+        async move {
+            for wait in waits {
+                wait.await.unwrap_or_else(|_| {
+                    Err(StoreError::Other("the decision lane stopped".into()))
+                })?;
+            }
+            Ok(())
+        }
+    }
+
+    /// Queues a settlement as [`RedisStore::settle`] does, with no one to wait for it: the lane
+    /// logs a failure itself (no task and no channel per settlement).
+    pub fn settle_detached(&self, settlement: Settlement) {
+        self.queue_settlement(settlement, || None);
+    }
+
+    /// Queues each part of `settlement` on its lane; `done` gives each part's teller.
+    fn queue_settlement(
+        &self,
+        settlement: Settlement,
+        mut done: impl FnMut() -> Option<oneshot::Sender<Result<(), StoreError>>>,
+    ) {
         for part in &settlement.receipt.parts {
             let (limits, bases, index_of) = match part.slot {
                 None => (
@@ -290,7 +317,6 @@ impl RedisStore {
                     settlement.tags.get(slot).cloned().unwrap_or_default()
                 })
                 .collect();
-            let (done, wait) = oneshot::channel();
             let lane = self.lane_for(&keys);
             lane.settle(PendingSettlement {
                 limits,
@@ -305,17 +331,8 @@ impl RedisStore {
                 at_us: settlement.at_us,
                 tags,
                 deadline: Deadline::after(self.inner.timeout * 4),
-                done,
+                done: done(),
             });
-            waits.push(wait);
-        }
-        async move {
-            for wait in waits {
-                wait.await.unwrap_or_else(|_| {
-                    Err(StoreError::Other("the decision lane stopped".into()))
-                })?;
-            }
-            Ok(())
         }
     }
 
@@ -333,10 +350,7 @@ impl split::SlotStore for RedisStore {
         self.submit(request, now_us)
     }
 
-    fn settle_part(
-        &self,
-        settlement: Settlement,
-    ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>> {
-        Box::pin(self.settle(settlement))
+    fn settle_part(&self, settlement: Settlement) {
+        self.settle_detached(settlement)
     }
 }
