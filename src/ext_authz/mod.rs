@@ -59,7 +59,12 @@ impl ExtAuthzService {
     /// The answer to `check`: the first decision's when the request was asked about already.
     pub async fn answer(&self, check: &CheckRequest) -> CheckResponse {
         match RequestIdentity::of(check) {
-            Some(identity) => self.first.answer(identity, self.decide(check)).await,
+            // boxed: the repeats' cell holds the decision's future, which is then moved by
+            // pointer, not copied whole at each await it passes through
+            Some(identity) => {
+                let decide = Box::pin(self.decide(check));
+                self.first.answer(identity, decide).await
+            }
             None => self.decide(check).await,
         }
     }

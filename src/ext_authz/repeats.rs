@@ -30,7 +30,8 @@ pub struct RequestIdentity {
     method: String,
     path: String,
     host: String,
-    source: String,
+    /// The source address as Envoy encoded it (protobuf bytes: cheaper than any text of it).
+    source: Vec<u8>,
 }
 
 impl RequestIdentity {
@@ -45,7 +46,7 @@ impl RequestIdentity {
             .source
             .as_ref()
             .and_then(|p| p.address.as_ref())
-            .map(|a| format!("{a:?}"))
+            .map(prost::Message::encode_to_vec)
             .unwrap_or_default();
         Some(RequestIdentity {
             id: http.id.clone(),

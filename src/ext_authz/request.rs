@@ -90,7 +90,9 @@ fn bad(why: String) -> OriginalError {
 /// The request's headers: `header_map` (raw values) when Envoy sent it, else `headers`; never a
 /// pseudo-header, nor a name or value that is no header's.
 fn headers_of(http: &HttpRequest) -> HeaderMap {
-    let mut headers = HeaderMap::new();
+    // sized for all of them and the two set afterwards (`Host`, `Content-Length`)
+    let sent = http.header_map.as_ref().map_or(0, |m| m.headers.len());
+    let mut headers = HeaderMap::with_capacity(sent.max(http.headers.len()) + 2);
     let mut add = |name: &str, value: &[u8]| {
         if name.starts_with(':') {
             return;
