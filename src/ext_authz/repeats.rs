@@ -5,10 +5,13 @@
 //! the first call may have been decided and its answer lost) or when an older Envoy called
 //! `Check` once per body buffer past `max_request_bytes` (envoyproxy/envoy#13260).
 //!
-//! The first decisions are kept in process, [`KEPT_FOR`] each and at most [`MAX_KEPT`] at once
-//! (a full map keeps nothing new until entries lapse: a repeat is then decided again, as
-//! without the map). A repeat that reaches another instance is decided there again: put the
-//! instances behind a hash of the request id, or keep retries off, where that matters.
+//! The first decisions are kept in process in two generations, at most [`MAX_KEPT`] at once:
+//! new ones go to the young generation, which becomes the old one (the old one dropped) once it
+//! has lived [`KEPT_FOR`] or holds half of `MAX_KEPT`. So the newest decisions are always kept,
+//! each answering its repeats for [`KEPT_FOR`], or under a flood for as long as the next
+//! `MAX_KEPT / 2` requests take (a retry comes within the call's timeout, well inside that). A
+//! repeat that reaches another instance is decided there again: put the instances behind a hash
+//! of the request id, or keep retries off, where that matters.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -66,16 +69,19 @@ struct Kept {
 /// The first decisions of the requests seen lately.
 #[derive(Default)]
 pub struct FirstDecisions {
-    kept: Mutex<Map>,
+    kept: Mutex<Generations>,
 }
 
+/// The kept decisions: the young generation takes the new ones.
 #[derive(Default)]
-struct Map {
-    entries: HashMap<RequestIdentity, Kept>,
-    /// When lapsed entries were last swept out of a full map (a sweep reads every entry, so a
-    /// map full of live ones is swept at most once a second).
-    swept: Option<Instant>,
+struct Generations {
+    young: HashMap<RequestIdentity, Kept>,
+    old: HashMap<RequestIdentity, Kept>,
+    /// When the young generation began.
+    began: Option<Instant>,
 }
+
+type Entries = HashMap<RequestIdentity, Kept>;
 
 impl FirstDecisions {
     /// The answer to the request `identity`: the first decision's, waiting for it while it is
@@ -84,54 +90,117 @@ impl FirstDecisions {
     where
         F: Future<Output = CheckResponse>,
     {
-        let cell = self.cell(identity);
-        match cell {
-            Some(cell) => cell.get_or_init(|| decide).await.clone(),
-            None => decide.await,
-        }
+        let cell = self.cell(identity, Instant::now());
+        cell.get_or_init(|| decide).await.clone()
     }
 
-    /// The cell of `identity`'s first decision: the one kept, or a new one when there is
-    /// room; `None` when the map is full of live entries.
-    fn cell(&self, identity: RequestIdentity) -> Option<Arc<OnceCell<CheckResponse>>> {
-        let now = Instant::now();
-        let mut map = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(k) = map.entries.get(&identity) {
-            if now.duration_since(k.since) < KEPT_FOR {
-                return Some(k.answer.clone());
-            }
+    /// The cell of `identity`'s first decision: the one kept and live at `now`, or a new one.
+    fn cell(&self, identity: RequestIdentity, now: Instant) -> Arc<OnceCell<CheckResponse>> {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let live = |k: &&Kept| now.duration_since(k.since) < KEPT_FOR;
+        let found = (kept.young.get(&identity).filter(live))
+            .or_else(|| kept.old.get(&identity).filter(live));
+        if let Some(k) = found {
+            return k.answer.clone();
         }
-        if map.entries.len() >= MAX_KEPT {
-            let due = map
-                .swept
-                .is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1));
-            if due {
-                map.entries
-                    .retain(|_, k| now.duration_since(k.since) < KEPT_FOR);
-                map.swept = Some(now);
-            }
-            if map.entries.len() >= MAX_KEPT {
-                return None;
-            }
-        }
+        let dropped = kept.turn_if_due(now);
         let answer = Arc::new(OnceCell::new());
-        map.entries.insert(
-            identity,
-            Kept {
-                since: now,
-                answer: answer.clone(),
-            },
-        );
-        Some(answer)
+        let entry = Kept {
+            since: now,
+            answer: answer.clone(),
+        };
+        kept.young.insert(identity, entry);
+        drop(kept);
+        // the dropped generation is freed outside the lock
+        drop(dropped);
+        answer
     }
 
-    /// How many first decisions are kept now (lapsed ones included until swept).
+    /// How many first decisions are kept now (lapsed ones included until their generation
+    /// goes).
     pub fn len(&self) -> usize {
-        self.kept.lock().map(|k| k.entries.len()).unwrap_or(0)
+        self.kept
+            .lock()
+            .map(|k| k.young.len() + k.old.len())
+            .unwrap_or(0)
     }
 
     /// Whether none is kept.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+impl Generations {
+    /// Makes the young generation the old one when it has lived [`KEPT_FOR`] or holds half of
+    /// [`MAX_KEPT`]; answers the generation dropped then.
+    fn turn_if_due(&mut self, now: Instant) -> Option<Entries> {
+        let aged = self
+            .began
+            .is_none_or(|began| now.duration_since(began) >= KEPT_FOR);
+        if !aged && self.young.len() < MAX_KEPT / 2 {
+            return None;
+        }
+        self.began = Some(now);
+        let young = std::mem::take(&mut self.young);
+        Some(std::mem::replace(&mut self.old, young))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    fn identity(n: usize) -> RequestIdentity {
+        RequestIdentity {
+            id: n.to_string(),
+            method: "POST".into(),
+            path: "/otp/send".into(),
+            host: "api.example.com".into(),
+            source: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_newest_first_decisions_answer_their_repeats_after_a_flood() {
+        let first = FirstDecisions::default();
+        let decided = AtomicUsize::new(0);
+        let decide = || async {
+            decided.fetch_add(1, Ordering::Relaxed);
+            CheckResponse::default()
+        };
+        let flood = MAX_KEPT + MAX_KEPT / 4;
+        for n in 0..flood {
+            first.answer(identity(n), decide()).await;
+        }
+        assert_eq!(decided.load(Ordering::Relaxed), flood);
+        assert!(first.len() <= MAX_KEPT, "at most MAX_KEPT kept");
+        // the newest requests' repeats are answered from their first decisions
+        for n in flood - MAX_KEPT / 2..flood {
+            first.answer(identity(n), decide()).await;
+        }
+        assert_eq!(decided.load(Ordering::Relaxed), flood);
+        // the oldest are gone (decided again)
+        first.answer(identity(0), decide()).await;
+        assert_eq!(decided.load(Ordering::Relaxed), flood + 1);
+    }
+
+    #[test]
+    fn a_first_decision_lapses_after_kept_for() {
+        let first = FirstDecisions::default();
+        let t0 = Instant::now();
+        let cell = first.cell(identity(1), t0);
+        let again = first.cell(identity(1), t0 + KEPT_FOR / 2);
+        assert!(
+            Arc::ptr_eq(&cell, &again),
+            "a repeat within KEPT_FOR shares the cell"
+        );
+        let later = first.cell(identity(1), t0 + KEPT_FOR);
+        assert!(
+            !Arc::ptr_eq(&cell, &later),
+            "a lapsed decision answers nothing"
+        );
     }
 }
