@@ -15,8 +15,12 @@ pub struct RefusedIndex {
 }
 
 impl RefusedIndex {
-    /// Records `entries` in `index` at `now`.
+    /// Records `entries` in `index` at `now` (nothing to do, and no lock taken, for none: an
+    /// allowed decision's call).
     pub fn note(&self, index: &str, entries: &[Refused], now: u64) {
+        if entries.is_empty() {
+            return;
+        }
         let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
         let route = routes.entry(index.to_string()).or_default();
         route.retain(|_, until| *until > now);
