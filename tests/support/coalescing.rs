@@ -30,17 +30,7 @@ pub fn route(limit: u64) -> String {
 /// The decision calls (`EVALSHA` and `FCALL`) Redis has run (postponed ones are not counted
 /// until they run).
 pub async fn calls(conn: &mut RespConn) -> i64 {
-    let Resp::Bulk(Some(info)) = conn.cmd(&["INFO", "commandstats"]).await else {
-        panic!("INFO commandstats failed")
-    };
-    info.lines()
-        .filter_map(|l| {
-            l.strip_prefix("cmdstat_evalsha:calls=")
-                .or_else(|| l.strip_prefix("cmdstat_fcall:calls="))
-        })
-        .filter_map(|rest| rest.split(',').next())
-        .map(|n| n.parse::<i64>().unwrap())
-        .sum()
+    super::redis::decision_calls_in(&conn.cmd(&["INFO", "commandstats"]).await)
 }
 
 /// Waits (10 s at most, polling) until Redis has run at least `n` `EVALSHA` calls.

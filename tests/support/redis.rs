@@ -215,17 +215,7 @@ impl RedisServer {
 
     /// The decision calls (`EVALSHA` and `FCALL`) it has run.
     pub fn decision_calls(&self) -> i64 {
-        let Resp::Bulk(Some(info)) = self.cmd(&["INFO", "commandstats"]) else {
-            panic!("INFO commandstats failed")
-        };
-        info.lines()
-            .filter_map(|l| {
-                l.strip_prefix("cmdstat_evalsha:calls=")
-                    .or_else(|| l.strip_prefix("cmdstat_fcall:calls="))
-            })
-            .filter_map(|rest| rest.split(',').next())
-            .map(|n| n.parse::<i64>().unwrap())
-            .sum()
+        decision_calls_in(&self.cmd(&["INFO", "commandstats"]))
     }
 
     /// Runs one command.
@@ -239,6 +229,21 @@ impl RedisServer {
         stream.write_all(out.as_bytes())?;
         read_reply(&mut BufReader::new(stream))
     }
+}
+
+/// The decision calls (`EVALSHA` and `FCALL`) counted in a reply to `INFO commandstats`.
+pub fn decision_calls_in(info: &Resp) -> i64 {
+    let Resp::Bulk(Some(info)) = info else {
+        panic!("INFO commandstats failed: {info:?}")
+    };
+    info.lines()
+        .filter_map(|l| {
+            l.strip_prefix("cmdstat_evalsha:calls=")
+                .or_else(|| l.strip_prefix("cmdstat_fcall:calls="))
+        })
+        .filter_map(|rest| rest.split(',').next())
+        .map(|n| n.parse::<i64>().unwrap())
+        .sum()
 }
 
 fn read_reply(r: &mut BufReader<TcpStream>) -> std::io::Result<Resp> {
