@@ -127,6 +127,9 @@ async fn a_full_key_is_refused_across_gateways_until_a_body_ends() {
         rest.extend_from_slice(frame.unwrap().data_ref().map_or(&[][..], |d| d));
     }
     assert!(rest.ends_with(b"data: [DONE]\n\n"));
+    // the gateway that sent the answer queued the release before the answer's end: its own
+    // read rides behind it on its lane; another gateway's read is ordered after that one
+    assert_eq!(in_flight(&gws[0], "ann").await, 1);
     assert_eq!(in_flight(&gws[1], "ann").await, 1);
     // the gateway that freed the slot forgets its refusal at once (the other one's deny cache
     // holds the key for the 1 s its 429 said)
@@ -135,6 +138,7 @@ async fn a_full_key_is_refused_across_gateways_until_a_body_ends() {
     assert_eq!(allowed.header("ratelimit"), Some("\"inflight\";r=0;t=1"));
     up.release(1);
     second.body_mut().collect().await.unwrap();
+    assert_eq!(in_flight(&gws[1], "ann").await, 0);
     assert_eq!(in_flight(&gws[0], "ann").await, 0);
 }
 
