@@ -37,7 +37,6 @@ use super::encode::{call_token, encode, instance_id};
 use super::fred_error::{is_function_missing, is_noscript, lacks_functions, map_error};
 use super::node::Node;
 use super::nodes::Nodes;
-use super::script::{Library, Script};
 use crate::config::ClockSource;
 use crate::store::{Decision, StoreError};
 
@@ -205,13 +204,13 @@ impl Caller {
         let acks = self.acks.filter(|_| may_charge(batch));
         let (keys, args) = encode(batch, token, self.clock, !self.nodes.is_cluster());
         let call = (keys.as_slice(), args.as_slice());
-        let library = self.code.library();
+        let fcall = ("FCALL", self.code.library().function.as_str());
         if self.code.uses_functions() {
-            match self.fcall(target, direct, library, call, acks).await {
+            match self.run(target, direct, fcall, call, acks).await {
                 Err(e) if is_function_missing(&e) => {
                     self.code.load_library().await.map_err(map_error)?;
                     return self
-                        .fcall(target, direct, library, call, acks)
+                        .run(target, direct, fcall, call, acks)
                         .await
                         .map_err(map_error);
                 }
@@ -220,14 +219,15 @@ impl Caller {
             }
         }
         let script = self.code.script(matches!(target, Target::Node(_)));
-        match self.evalsha(target, direct, script, call, acks).await {
+        let evalsha = ("EVALSHA", script.sha.as_str());
+        match self.run(target, direct, evalsha, call, acks).await {
             Err(e) if self.code.after_noscript(&e).await => self
-                .fcall(target, direct, library, call, acks)
+                .run(target, direct, fcall, call, acks)
                 .await
                 .map_err(map_error),
             Err(e) if is_noscript(&e) => {
                 self.code.load_script(script).await?;
-                self.evalsha(target, direct, script, call, acks)
+                self.run(target, direct, evalsha, call, acks)
                     .await
                     .map_err(map_error)
             }
@@ -235,56 +235,26 @@ impl Caller {
         }
     }
 
-    /// `EVALSHA` of `script`.
-    async fn evalsha(
-        &self,
-        target: &Target,
-        direct: Option<&Direct>,
-        script: &Script,
-        (keys, args): (&[Key], &[Value]),
-        acks: Option<AckPolicy>,
-    ) -> Result<(Vec<i64>, Option<Acks>), FredError> {
-        let code = Value::from(script.sha.as_str());
-        let call = Call {
-            name: "EVALSHA",
-            code,
-            keys,
-            args,
-        };
-        self.run(target, direct, call, acks).await
-    }
-
-    /// `FCALL` of the library's decision function.
-    async fn fcall(
-        &self,
-        target: &Target,
-        direct: Option<&Direct>,
-        library: &Library,
-        (keys, args): (&[Key], &[Value]),
-        acks: Option<AckPolicy>,
-    ) -> Result<(Vec<i64>, Option<Acks>), FredError> {
-        let code = Value::from(library.function.as_str());
-        let call = Call {
-            name: "FCALL",
-            code,
-            keys,
-            args,
-        };
-        self.run(target, direct, call, acks).await
-    }
-
-    /// Sends `name code numkeys keys... args...` (`EVALSHA` or `FCALL`) where `target` says
-    /// ([`dispatch`]: on `direct`, the lane's own connection, when it is up).
+    /// Sends `name code numkeys keys... args...` (`EVALSHA` of a script's SHA, or `FCALL` of
+    /// the library's function) where `target` says ([`dispatch`]: on `direct`, the lane's own
+    /// connection, when it is up).
     async fn run(
         &self,
         target: &Target,
         direct: Option<&Direct>,
-        call: Call<'_>,
+        (name, code): (&'static str, &str),
+        (keys, args): (&[Key], &[Value]),
         acks: Option<AckPolicy>,
     ) -> Result<(Vec<i64>, Option<Acks>), FredError> {
         let node = match target {
             Target::Node(server) => Some(server),
             _ => None,
+        };
+        let call = Call {
+            name,
+            code: Value::from(code),
+            keys,
+            args,
         };
         dispatch(&self.nodes, direct, node, call, acks).await
     }
