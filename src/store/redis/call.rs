@@ -252,7 +252,7 @@ impl Caller {
         };
         let call = Call {
             name,
-            code: Value::from(code),
+            code,
             keys,
             args,
         };

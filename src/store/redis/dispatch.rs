@@ -22,7 +22,7 @@ pub struct Call<'a> {
     /// `EVALSHA` or `FCALL`.
     pub name: &'static str,
     /// The script's SHA or the function's name.
-    pub code: Value,
+    pub code: &'a str,
     /// KEYS.
     pub keys: &'a [Key],
     /// ARGV.
@@ -56,7 +56,7 @@ pub async fn dispatch(
     } = call;
     let slot = keys.first().map_or(0, |k| slot_of(k.as_bytes()));
     let mut command = Vec::with_capacity(2 + keys.len() + args.len());
-    command.push(code);
+    command.push(Value::from(code));
     let route = if let Some(server) = node {
         // Redis checks declared keys for one slot even under allow-cross-slot-keys: a call
         // spanning slots of one node passes its keys after the arguments (lua/decide.lua).
@@ -86,9 +86,7 @@ pub async fn dispatch(
 fn write_call(out: &mut Vec<u8>, call: &Call<'_>, keys_last: bool) -> bool {
     push_array(out, 3 + call.keys.len() + call.args.len());
     push_bulk(out, call.name.as_bytes());
-    if !push_value(out, &call.code) {
-        return false;
-    }
+    push_bulk(out, call.code.as_bytes());
     let declared = if keys_last { 0 } else { call.keys.len() };
     push_value(out, &Value::Integer(declared as i64));
     if keys_last {
