@@ -277,6 +277,30 @@ async fn a_repeated_check_of_one_request_is_charged_once() {
     gw.stop().await;
 }
 
+/// Envoy takes `attributes.request.http.id` from the client's `X-Request-Id` where it keeps that
+/// header: a client that sends one id for every attempt over one connection must still be
+/// charged for each; only a retried `Check` (the same message, the instant Envoy took the
+/// request included) is answered from the first decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_repeating_one_request_id_is_charged_for_every_attempt() {
+    let redis = RedisServer::start();
+    let gw = gateway(&redis, "http://127.0.0.1:9", "").await;
+    let mut client = ext_authz::client(&gw).await;
+    let attempt = |nanos| {
+        otp(r#"{"phone":"0812-5555-0002"}"#, "203.0.113.40")
+            .id("chosen-by-the-client")
+            .arrived_at(1_790_000_000, nanos)
+    };
+    for nanos in 1..=3 {
+        assert!(check(&mut client, &attempt(nanos)).await.allowed());
+    }
+    assert_eq!(used(&gw, "per-ip", "203.0.113.40").await, 3);
+    // Envoy retrying the third attempt's Check: no new charge
+    assert!(check(&mut client, &attempt(3)).await.allowed());
+    assert_eq!(used(&gw, "per-ip", "203.0.113.40").await, 3);
+    gw.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_no_route_takes_is_allowed_uncounted() {
     let redis = RedisServer::start();

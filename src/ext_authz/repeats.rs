@@ -1,6 +1,10 @@
 //! One request, one charge: a `Check` repeated for the same request (the same
-//! `attributes.request.http.id`, with the same method, path, host and source) is answered from
-//! the first one's decision, never decided and charged again. Envoy can send a request's
+//! `attributes.request.http.id`, with the same method, path, host, source and the instant
+//! Envoy took the request, `attributes.request.time`) is answered from the first one's
+//! decision, never decided and charged again. The instant matters: Envoy takes the id from the
+//! client's `X-Request-Id` where it keeps that header, so a client repeating one id over one
+//! connection would otherwise have every attempt answered from its first, uncounted; a retried
+//! `Check` is the same message, instant included. Envoy can send a request's
 //! `Check` twice when the gRPC call is retried (`retry_policy` on the ext_authz `grpc_service`:
 //! the first call may have been decided and its answer lost) or when an older Envoy called
 //! `Check` once per body buffer past `max_request_bytes` (envoyproxy/envoy#13260).
@@ -35,13 +39,16 @@ pub struct RequestIdentity {
     host: String,
     /// The source address as Envoy encoded it (protobuf bytes: cheaper than any text of it).
     source: Vec<u8>,
+    /// When Envoy took the request (seconds, nanoseconds; zero when not sent).
+    time: (i64, i32),
 }
 
 impl RequestIdentity {
     /// The identity of the request `check` asks about; `None` without an id.
     pub fn of(check: &CheckRequest) -> Option<RequestIdentity> {
         let attributes = check.attributes.as_ref()?;
-        let http = attributes.request.as_ref()?.http.as_ref()?;
+        let request = attributes.request.as_ref()?;
+        let http = request.http.as_ref()?;
         if http.id.is_empty() {
             return None;
         }
@@ -57,6 +64,10 @@ impl RequestIdentity {
             path: http.path.clone(),
             host: http.host.clone(),
             source,
+            time: request
+                .time
+                .as_ref()
+                .map_or((0, 0), |t| (t.seconds, t.nanos)),
         })
     }
 }
@@ -160,6 +171,7 @@ mod tests {
             path: "/otp/send".into(),
             host: "api.example.com".into(),
             source: Vec::new(),
+            time: (0, 0),
         }
     }
 

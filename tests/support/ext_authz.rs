@@ -39,6 +39,8 @@ pub struct Described {
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
     pub source: String,
+    /// When Envoy took the request (`attributes.request.time`: seconds, nanoseconds).
+    pub time: Option<(i64, i32)>,
 }
 
 impl Described {
@@ -56,12 +58,19 @@ impl Described {
             ],
             body: body.as_bytes().to_vec(),
             source: source.into(),
+            time: None,
         }
     }
 
     /// With Envoy's stream id.
     pub fn id(mut self, id: &str) -> Described {
         self.id = id.into();
+        self
+    }
+
+    /// Taken by Envoy at `seconds` and `nanos` past the epoch.
+    pub fn arrived_at(mut self, seconds: i64, nanos: i32) -> Described {
+        self.time = Some((seconds, nanos));
         self
     }
 
@@ -107,7 +116,9 @@ impl Described {
                         raw_body: self.body.clone(),
                         ..HttpRequest::default()
                     }),
-                    ..Request::default()
+                    time: self.time.map(|(seconds, nanos)| {
+                        envoy_types::pb::google::protobuf::Timestamp { seconds, nanos }
+                    }),
                 }),
                 ..AttributeContext::default()
             }),
