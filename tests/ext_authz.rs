@@ -277,10 +277,10 @@ async fn a_repeated_check_of_one_request_is_charged_once() {
     gw.stop().await;
 }
 
-/// Envoy takes `attributes.request.http.id` from the client's `X-Request-Id` where it keeps that
-/// header: a client that sends one id for every attempt over one connection must still be
-/// charged for each; only a retried `Check` (the same message, the instant Envoy took the
-/// request included) is answered from the first decision.
+/// A caller of `Check` that fills `attributes.request.http.id` from the client's `X-Request-Id`
+/// (Envoy uses its own stream id) must not let a client that sends one id for every attempt
+/// over one connection be charged once: only a retried `Check` (the same message, the instant
+/// the request was taken included) is answered from the first decision.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_repeating_one_request_id_is_charged_for_every_attempt() {
     let redis = RedisServer::start();

@@ -1,10 +1,11 @@
 //! One request, one charge: a `Check` repeated for the same request (the same
 //! `attributes.request.http.id`, with the same method, path, host, source and the instant
 //! Envoy took the request, `attributes.request.time`) is answered from the first one's
-//! decision, never decided and charged again. The instant matters: Envoy takes the id from the
-//! client's `X-Request-Id` where it keeps that header, so a client repeating one id over one
-//! connection would otherwise have every attempt answered from its first, uncounted; a retried
-//! `Check` is the same message, instant included. Envoy can send a request's
+//! decision, never decided and charged again. Envoy fills the id with its own stream id and
+//! the instant with the stream's start; a retried `Check` is the same message. The instant
+//! guards against another caller of `Check` that fills the id from what the client sends (its
+//! `X-Request-Id`): a client repeating one id would otherwise have every attempt answered from
+//! its first, uncounted. Envoy can send a request's
 //! `Check` twice when the gRPC call is retried (`retry_policy` on the ext_authz `grpc_service`:
 //! the first call may have been decided and its answer lost) or when an older Envoy called
 //! `Check` once per body buffer past `max_request_bytes` (envoyproxy/envoy#13260).
