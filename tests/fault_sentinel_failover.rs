@@ -22,7 +22,7 @@ use support::load::run::{assert_goals, missing};
 /// gateway follows it within 2 s of their naming it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_failover_under_load() {
-    let (replicas, f) = failover::sentinel(Acks::None).await;
+    let (replicas, _, f) = failover::sentinel(Acks::None).await;
     let run = &f.run;
 
     run.assert_fault_showed(f.t0, f.killed, f.promoted, |r| {

@@ -90,8 +90,11 @@ pub async fn cluster(acks: Acks) -> (FailoverCluster, Failover) {
 }
 
 /// A `redis-sentinel://` store (a master, its replicas, three sentinels with quorum 2) whose
-/// master is killed under load. Returns the replicas (one of them master now).
-pub async fn sentinel(acks: Acks) -> (Vec<RedisServer>, Failover) {
+/// master is killed under load. Returns the replicas and which of them the sentinels all name
+/// as the master at the end: the one promoted, or, when a sentinel found it slow to answer on
+/// this busy machine (down after 1 s) and failed over again, the one promoted then, which
+/// replicated from it (every test then checks that nothing was lost through both failovers).
+pub async fn sentinel(acks: Acks) -> (Vec<RedisServer>, usize, Failover) {
     let (mut master, replicas, sentinels) = tokio::task::spawn_blocking(move || {
         let master = RedisServer::start();
         let port = master.port.to_string();
@@ -136,7 +139,19 @@ pub async fn sentinel(acks: Acks) -> (Vec<RedisServer>, Failover) {
         named,
     )
     .await;
-    (replicas, failover)
+    wait_until(
+        Duration::from_secs(20),
+        "the sentinels name one master",
+        || {
+            let named = sentinels[0].master_port();
+            named.is_some() && sentinels.iter().all(|s| s.master_port() == named)
+        },
+    )
+    .await;
+    let named = sentinels[0].master_port();
+    let master = (replicas.iter().position(|r| Some(r.port) == named))
+        .unwrap_or_else(|| panic!("the sentinels name {named:?}, no replica"));
+    (replicas, master, failover)
 }
 
 /// Runs the load on `keys` through a gateway on `url` (`store.replica_acks` as `acks` says)
