@@ -39,11 +39,12 @@ impl CostReader {
             CostFrom::Header(_) => return None,
             _ if compressed => Form::Unreadable,
             CostFrom::Sse(path) if is_event_stream(headers) => {
-                Form::Events(EventReader::new(path.clone(), max_bytes))
+                Form::Events(EventReader::new(path, max_bytes))
             }
-            CostFrom::Json(path) | CostFrom::Sse(path) => {
-                Form::Document(PathScanner::new(path.clone()), 0, max_bytes)
+            CostFrom::Sse(path) => {
+                Form::Document(PathScanner::new(path.steps().clone()), 0, max_bytes)
             }
+            CostFrom::Json(path) => Form::Document(PathScanner::new(path.clone()), 0, max_bytes),
         };
         Some(CostReader { form })
     }

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use http::HeaderName;
 
+use super::sse::EventPath;
+
 /// The body bytes a `json:` reader reads at most (and an `sse:` reader per event) unless a
 /// route says otherwise.
 pub const DEFAULT_MAX_COST_BODY_BYTES: usize = 1024 * 1024;
@@ -19,7 +21,7 @@ pub enum CostFrom {
     Json(Arc<[String]>),
     /// A member of the last server-sent event whose data carries it
     /// (`sse:usage.total_tokens`); an answer that is not an event stream is read as `json:`.
-    Sse(Arc<[String]>),
+    Sse(EventPath),
 }
 
 impl CostFrom {
@@ -30,7 +32,7 @@ impl CostFrom {
                 .map(CostFrom::Header)
                 .map_err(|_| format!("`{text}`: `{name}` is not a valid header name")),
             Some(("json", path)) => json_path(text, path).map(CostFrom::Json),
-            Some(("sse", path)) => json_path(text, path).map(CostFrom::Sse),
+            Some(("sse", path)) => json_path(text, path).map(|p| CostFrom::Sse(EventPath::new(p))),
             _ => Err(format!(
                 "unknown cost source `{text}`, expected \"header:NAME\", \"json:PATH\" or \"sse:PATH\""
             )),
@@ -48,7 +50,7 @@ impl fmt::Display for CostFrom {
         match self {
             CostFrom::Header(h) => write!(f, "header:{h}"),
             CostFrom::Json(p) => write!(f, "json:{}", p.join(".")),
-            CostFrom::Sse(p) => write!(f, "sse:{}", p.join(".")),
+            CostFrom::Sse(p) => write!(f, "sse:{}", p.steps().join(".")),
         }
     }
 }

@@ -5,10 +5,55 @@
 //! event's data, lines of one event joined by LF; a blank line dispatches the event; comments
 //! (`:`) and other fields are skipped; an event cut off by the stream's end is not dispatched.
 //! The cost is the member read from the last event whose data carries it.
+//!
+//! An event's data is held (a copy: the bytes go on to the client meanwhile) up to
+//! [`HELD_EVENT_BYTES`], and read only when a [`NameSighting`] says it may carry the member: in a
+//! chat completion stream one event of 20 does. A longer event is read as it streams, from the
+//! bytes held on.
 
 use std::sync::Arc;
 
-use super::json::PathScanner;
+use memchr::memchr2;
+
+use super::json::{NameSighting, PathScanner};
+
+/// Data bytes of one event held before it is read; a longer event is read as it comes.
+pub const HELD_EVENT_BYTES: usize = 4096;
+
+/// The path an `sse:` source reads in each event's data, with its [`NameSighting`], made once
+/// when the route is read (two are equal when their paths are).
+#[derive(Debug, Clone)]
+pub struct EventPath {
+    steps: Arc<[String]>,
+    sighting: Arc<NameSighting>,
+}
+
+impl EventPath {
+    /// The path of member names (or array indexes) `steps`.
+    pub fn new(steps: Arc<[String]>) -> EventPath {
+        let sighting = Arc::new(NameSighting::new(&steps));
+        EventPath { steps, sighting }
+    }
+
+    /// Its steps, from the top.
+    pub fn steps(&self) -> &Arc<[String]> {
+        &self.steps
+    }
+}
+
+impl PartialEq for EventPath {
+    fn eq(&self, other: &EventPath) -> bool {
+        self.steps == other.steps
+    }
+}
+
+impl Eq for EventPath {}
+
+impl std::hash::Hash for EventPath {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.steps.hash(state);
+    }
+}
 
 /// Where the reader is in a line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +74,11 @@ enum Line {
 #[derive(Debug, Clone)]
 pub struct EventReader {
     scanner: PathScanner,
+    sighting: Arc<NameSighting>,
+    /// The current event's data so far, while it is within [`HELD_EVENT_BYTES`].
+    held: Vec<u8>,
+    /// The current event outgrew `held`: its data goes to the scanner as it comes.
+    streaming: bool,
     line: Line,
     /// The last byte was a CR: a LF now ends nothing more.
     after_cr: bool,
@@ -47,9 +97,12 @@ pub struct EventReader {
 impl EventReader {
     /// A reader of `path` in each event's data (JSON), reading at most `max_event` bytes of
     /// one event.
-    pub fn new(path: Arc<[String]>, max_event: usize) -> EventReader {
+    pub fn new(path: &EventPath, max_event: usize) -> EventReader {
         EventReader {
-            scanner: PathScanner::new(path),
+            sighting: path.sighting.clone(),
+            scanner: PathScanner::new(path.steps.clone()),
+            held: Vec::new(),
+            streaming: false,
             line: Line::Start,
             after_cr: false,
             name: [0; 5],
@@ -105,16 +158,13 @@ impl EventReader {
                     }
                 }
                 Line::Data => {
-                    let end = bytes[i..]
-                        .iter()
-                        .position(|&c| c == b'\r' || c == b'\n')
-                        .map_or(bytes.len(), |p| i + p);
+                    let end = memchr2(b'\r', b'\n', &bytes[i..]).map_or(bytes.len(), |p| i + p);
                     self.data(&bytes[i..end]);
                     i = end;
                     continue;
                 }
                 Line::Skip => {
-                    match bytes[i..].iter().position(|&c| c == b'\r' || c == b'\n') {
+                    match memchr2(b'\r', b'\n', &bytes[i..]) {
                         Some(p) => i += p,
                         None => return,
                     }
@@ -160,21 +210,37 @@ impl EventReader {
         self.data_lines += 1;
     }
 
+    /// Bytes of the event's data: held while it is short, read as they come once it is not.
     fn data(&mut self, bytes: &[u8]) {
         self.event_bytes += bytes.len();
-        if self.event_bytes <= self.max_event {
+        if self.event_bytes > self.max_event {
+            return;
+        }
+        if self.streaming {
+            self.scanner.feed(bytes);
+        } else if self.event_bytes <= HELD_EVENT_BYTES {
+            self.held.extend_from_slice(bytes);
+        } else {
+            self.streaming = true;
+            self.scanner.feed(&self.held);
             self.scanner.feed(bytes);
         }
     }
 
-    /// A blank line: the event's data, if any, is read.
+    /// A blank line: the event's data, if any, is read (a short event only when it may carry
+    /// the member).
     fn dispatch(&mut self) {
         if self.data_lines > 0 && self.event_bytes <= self.max_event {
+            if !self.streaming && self.sighting.may_hold(&self.held) {
+                self.scanner.feed(&self.held);
+            }
             if let Some(n) = self.scanner.finish() {
                 self.found = Some(n);
             }
         }
         self.scanner.reset();
+        self.held.clear();
+        self.streaming = false;
         self.data_lines = 0;
         self.event_bytes = 0;
     }
@@ -186,7 +252,7 @@ mod tests {
 
     fn reader() -> EventReader {
         let path: Vec<String> = vec!["usage".into(), "total_tokens".into()];
-        EventReader::new(path.into(), 1 << 20)
+        EventReader::new(&EventPath::new(path.into()), 1 << 20)
     }
 
     fn read(chunks: &[&[u8]]) -> Option<u64> {
@@ -228,7 +294,7 @@ mod tests {
     fn an_event_cut_off_by_the_end_or_too_long_states_nothing() {
         assert_eq!(read(&[b"data: {\"usage\":{\"total_tokens\":9}}\n"]), None);
         let path: Vec<String> = vec!["n".into()];
-        let mut r = EventReader::new(path.into(), 8);
+        let mut r = EventReader::new(&EventPath::new(path.into()), 8);
         r.feed(b"data: {\"n\":1}\n\ndata: {\"n\":22222}\n\n");
         assert_eq!(r.finish(), Some(1));
         assert_eq!(read(&[b"dat: {\"usage\":{\"total_tokens\":9}}\n\n"]), None);
@@ -236,6 +302,24 @@ mod tests {
             read(&[b"datas: {\"usage\":{\"total_tokens\":9}}\n\n"]),
             None
         );
+    }
+
+    #[test]
+    fn a_long_event_or_an_escaped_name_is_read_too() {
+        let padding = "x".repeat(HELD_EVENT_BYTES);
+        let long = format!("data: {{\"pad\":\"{padding}\",\"usage\":{{\"total_tokens\":8}}}}\n\n");
+        let bytes = long.as_bytes();
+        for cut in [
+            10,
+            HELD_EVENT_BYTES - 3,
+            HELD_EVENT_BYTES + 9,
+            bytes.len() - 5,
+        ] {
+            let (a, b) = bytes.split_at(cut);
+            assert_eq!(read(&[a, b]), Some(8), "cut at {cut}");
+        }
+        let escaped = b"data: {\"usage\":{\"total\\u005ftokens\":6}}\n\n";
+        assert_eq!(read(&[escaped]), Some(6));
     }
 
     #[test]

@@ -14,7 +14,10 @@ use std::sync::Arc;
 
 use crate::cost::number::whole_number;
 
+mod sighting;
 mod strings;
+
+pub use sighting::NameSighting;
 
 /// Containers nested deeper than this make the document unreadable (serde_json's own limit).
 pub(super) const MAX_DEPTH: usize = 128;
