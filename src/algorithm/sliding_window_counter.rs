@@ -85,6 +85,17 @@ impl CounterView {
     }
 }
 
+/// Sets `map[name]` to `value`, copying the name only when the map does not hold it yet (the
+/// usual case: a key's counters are written again on each of its decisions).
+fn set<V>(map: &mut HashMap<String, V>, name: &str, value: V) {
+    match map.get_mut(name) {
+        Some(held) => *held = value,
+        None => {
+            map.insert(name.to_owned(), value);
+        }
+    }
+}
+
 impl KeyState for CounterState {
     fn duplicate(&self) -> Box<dyn KeyState> {
         Box::new(self.clone())
@@ -209,7 +220,7 @@ impl KeyState for CounterState {
             Some((i, a, b)) if i == index + 1 => (i, a, b + cost),
             Some(_) => return,
         };
-        self.answered.insert(limit.name.to_string(), next);
+        set(&mut self.answered, limit.name, next);
     }
 
     fn settle(&mut self, limit: &LimitParams<'_>, c: &Settled<'_>, now: u64) -> Option<u64> {
@@ -231,8 +242,11 @@ impl KeyState for CounterState {
             Some((w, c, _)) if w + 1 == index => (index, extra, c),
             _ => (index, extra, 0),
         };
-        self.fields
-            .insert(limit.name.to_string(), (next.0, next.1, next.2, window));
+        set(
+            &mut self.fields,
+            limit.name,
+            (next.0, next.1, next.2, window),
+        );
         Some((2 * window).div_ceil(1000))
     }
 
@@ -254,7 +268,7 @@ impl KeyState for CounterState {
         if c == 0 && p == 0 {
             self.fields.remove(name);
         } else {
-            self.fields.insert(name.to_string(), (w, c, p, l));
+            set(&mut self.fields, name, (w, c, p, l));
         }
         true
     }
@@ -263,10 +277,8 @@ impl KeyState for CounterState {
         let mut ttl = 0u64;
         for v in self.views.iter().filter(|v| v.charged) {
             let window = v.window as u64;
-            self.fields.insert(
-                v.name.clone(),
-                (v.index, v.cur as u64, v.prev as u64, window),
-            );
+            let counter = (v.index, v.cur as u64, v.prev as u64, window);
+            set(&mut self.fields, &v.name, counter);
             ttl = ttl.max(2 * window);
         }
         (ttl > 0).then(|| expiry_after(now, ttl))

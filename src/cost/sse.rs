@@ -19,6 +19,9 @@ use super::json::{NameSighting, PathScanner};
 
 /// Data bytes of one event held before it is read; a longer event is read as it comes.
 pub const HELD_EVENT_BYTES: usize = 4096;
+/// Room the held data starts with: a chat completion chunk fits, so the buffer is allocated
+/// once per answer instead of growing through its small sizes.
+const HELD_AT_FIRST: usize = 512;
 
 /// The path an `sse:` source reads in each event's data, with its [`NameSighting`], made once
 /// when the route is read (two are equal when their paths are).
@@ -101,7 +104,7 @@ impl EventReader {
         EventReader {
             sighting: path.sighting.clone(),
             scanner: PathScanner::new(path.steps.clone()),
-            held: Vec::new(),
+            held: Vec::with_capacity(HELD_AT_FIRST),
             streaming: false,
             line: Line::Start,
             after_cr: false,
@@ -138,6 +141,12 @@ impl EventReader {
                 continue;
             }
             match self.line {
+                // the usual line at once: a `data` field
+                Line::Start if bytes[i..].starts_with(b"data:") => {
+                    self.line = Line::DataColon;
+                    i += b"data:".len();
+                    continue;
+                }
                 Line::Start if b == b':' => self.line = Line::Skip,
                 Line::Start | Line::Name => {
                     self.line = Line::Name;

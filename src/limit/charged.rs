@@ -134,8 +134,35 @@ impl Charged {
         settled
     }
 
-    /// Counts the settlement and hands it to the store in the background.
+    /// Counts the settlement and hands it to the store in the background; the charge stays
+    /// for a later settlement (slots freed before the answer's end).
     pub(super) fn send(&self, settled: &Settled) {
+        if self.count(settled) {
+            let parts = (self.bases.clone(), self.tags.clone(), self.receipt.clone());
+            let settlement = settlement(self.limits.clone(), parts, settled.clone());
+            self.limiter.settle(self.local, settlement);
+        }
+    }
+
+    /// [`Charged::send`] for the charge's last settlement: its keys and receipt move into it.
+    pub(super) fn send_last(self, settled: Settled) {
+        if self.count(&settled) {
+            let Charged {
+                limiter,
+                limits,
+                bases,
+                tags,
+                receipt,
+                local,
+                ..
+            } = self;
+            limiter.settle(local, settlement(limits, (bases, tags, receipt), settled));
+        }
+    }
+
+    /// Counts the settlement in the metrics and, where it gives room back, drops the deny-cache
+    /// entries of its keys; whether the store has anything to apply.
+    fn count(&self, settled: &Settled) -> bool {
         let metrics = &self.policy.metrics;
         // A reset gives the attempt's own charge back too: a refund as well as a reset.
         for &i in settled.refunded.iter().chain(&settled.reset) {
@@ -152,7 +179,7 @@ impl Charged {
             metrics.cost_settled[i].inc_by(settled.units[i]);
         }
         if settled.is_empty() {
-            return;
+            return false;
         }
         // Room given back: the key is decided by the store again here at once (which still
         // holds any block); other instances' deny-cache entries lapse at their own time.
@@ -167,20 +194,7 @@ impl Charged {
             let slot = self.limits.slot_of(i);
             self.limiter.deny_cache.remove(&self.bases[slot]);
         }
-        let settlement = Settlement {
-            limits: self.limits.clone(),
-            bases: self.bases.clone(),
-            receipt: self.receipt.clone(),
-            refund: [settled.refunded.as_slice(), &settled.released].concat(),
-            confirm: settled.confirmed.clone(),
-            reset: settled.reset.clone(),
-            settle_to: settled.settled_to.clone(),
-            at_us: None,
-            tags: self.tags.clone(),
-        };
-        // Queued (or applied) now, before the answer goes on: the next decision of this
-        // connection sees it, as the answer's headers say.
-        self.limiter.settle(self.local, settlement);
+        true
     }
 
     /// What the end of the answer settles: the slots freed, and each cost the body stated (the
@@ -208,5 +222,28 @@ impl Charged {
             }
         }
         settled
+    }
+}
+
+/// The store's settlement of `settled`, for the limits, keys (bases, tags) and receipt of a
+/// charge. Queued (or applied) as soon as it is handed over, before the answer goes on: the
+/// next decision of the connection sees it, as the answer's headers say.
+fn settlement(
+    limits: Arc<LimitSet>,
+    (bases, tags, receipt): (Vec<String>, Vec<String>, Receipt),
+    settled: Settled,
+) -> Settlement {
+    let mut refund = settled.refunded;
+    refund.extend(settled.released);
+    Settlement {
+        limits,
+        bases,
+        receipt,
+        refund,
+        confirm: settled.confirmed,
+        reset: settled.reset,
+        settle_to: settled.settled_to,
+        at_us: None,
+        tags,
     }
 }

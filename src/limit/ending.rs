@@ -73,7 +73,8 @@ impl Ending {
             .into_iter()
             .map(|(i, reader)| (i, reader.finish()))
             .collect();
-        charged.send(&charged.at_end(self.slots, &stated));
+        let settled = charged.at_end(self.slots, &stated);
+        charged.send_last(settled);
     }
 }
 
@@ -83,7 +84,8 @@ impl Drop for Ending {
         if let Some(charged) = self.charged.take() {
             let kept: Vec<(usize, Option<u64>)> =
                 self.readers.iter().map(|(i, _)| (*i, None)).collect();
-            charged.send(&charged.at_end(self.slots, &kept));
+            let settled = charged.at_end(self.slots, &kept);
+            charged.send_last(settled);
         }
     }
 }

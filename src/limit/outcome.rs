@@ -110,7 +110,8 @@ impl Reservation {
     /// know), as it may have been acted on; its slots are free.
     pub fn keep(mut self) {
         if let Some(charged) = self.charged.take() {
-            charged.send(&charged.settlement(kept));
+            let settled = charged.settlement(kept);
+            charged.send_last(settled);
         }
     }
 
@@ -121,13 +122,12 @@ impl Reservation {
         let Some(charged) = self.charged.take() else {
             return;
         };
-        charged.send(
-            &charged.settlement(|rule| match (&rule.count, &rule.at_end) {
-                (_, Some(AtEnd::Slot)) => Fate::Release,
-                (Some(_), _) | (_, Some(AtEnd::Cost(_))) => Fate::Refund,
-                (None, None) => Fate::Keep,
-            }),
-        );
+        let settled = charged.settlement(|rule| match (&rule.count, &rule.at_end) {
+            (_, Some(AtEnd::Slot)) => Fate::Release,
+            (Some(_), _) | (_, Some(AtEnd::Cost(_))) => Fate::Refund,
+            (None, None) => Fate::Keep,
+        });
+        charged.send_last(settled);
     }
 }
 
@@ -144,7 +144,8 @@ fn kept(rule: &OutcomeRule) -> Fate {
 impl Drop for Reservation {
     fn drop(&mut self) {
         if let Some(charged) = self.charged.take() {
-            charged.send(&charged.settlement(kept));
+            let settled = charged.settlement(kept);
+            charged.send_last(settled);
         }
     }
 }
