@@ -73,6 +73,32 @@ struct Frame {
     member_on_path: bool,
 }
 
+/// The first [`MAX_DIGITS`] bytes of the wanted number, held in place (no allocation per
+/// document).
+#[derive(Debug, Clone, Copy, Default)]
+struct Digits {
+    bytes: [u8; MAX_DIGITS],
+    len: usize,
+}
+
+impl Digits {
+    /// Keeps `b`, unless [`MAX_DIGITS`] are kept already.
+    fn push(&mut self, b: u8) {
+        if let Some(slot) = self.bytes.get_mut(self.len) {
+            *slot = b;
+            self.len += 1;
+        }
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
 /// Finds the whole number at one path of a JSON document fed in chunks.
 #[derive(Debug, Clone)]
 pub struct PathScanner {
@@ -90,7 +116,7 @@ pub struct PathScanner {
     key_too_long: bool,
     /// Whether the value being read is the wanted one.
     wanted: bool,
-    digits: Vec<u8>,
+    digits: Digits,
     found: Option<u64>,
 }
 
@@ -109,7 +135,7 @@ impl PathScanner {
             key: Vec::new(),
             key_too_long: false,
             wanted: false,
-            digits: Vec::new(),
+            digits: Digits::default(),
             found: None,
         }
     }
@@ -171,7 +197,7 @@ impl PathScanner {
                     i += 1;
                 }
                 State::Number if is_number_byte(b) => {
-                    if self.wanted && self.digits.len() < MAX_DIGITS {
+                    if self.wanted {
                         self.digits.push(b);
                     }
                     i += 1;
@@ -331,7 +357,7 @@ impl PathScanner {
 
     fn end_number(&mut self) {
         if self.wanted {
-            self.found = whole_number(&self.digits);
+            self.found = whole_number(self.digits.as_slice());
         }
         self.end_value();
     }

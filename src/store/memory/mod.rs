@@ -176,7 +176,14 @@ impl MemoryStore {
 
     /// A member unique to this store, for one decision's first unit.
     fn member(&self) -> String {
-        format!("m{}.1", self.inner.sequence.fetch_add(1, Ordering::Relaxed))
+        let n = self.inner.sequence.fetch_add(1, Ordering::Relaxed);
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(n);
+        let mut member = String::with_capacity(digits.len() + 3);
+        member.push('m');
+        member.push_str(digits);
+        member.push_str(".1");
+        member
     }
 
     /// Decides one request at `now_us` (the gateway's clock when `None`).
