@@ -8,7 +8,7 @@ on the A/B baseline. bench/README.md ("Adding a row") walks through adding one.
 
 from harness.fronts import Haproxy, Nginx, NoFront, Peer
 from harness.gateway import ExtAuthzService, Gateway, Limit, Route, RlsService
-from harness.goals import GatewayCpu, HalfP99, Info, InfoHalfP99, Rate, RedisCpu, RedisCpuOf
+from harness.goals import GatewayCpu, HalfP99, Info, InfoByCpu, InfoHalfP99, Rate, RedisCpu, RedisCpuOf
 from harness.half import Hey, Paced, PacedCalls
 from harness.loads import Batch, Calls, RedisBenchmark
 from harness.checks import (AdmittedAll, CallsBound, CostsSettled, CountedOrRefunded, Decided, EntryPerCharge,
@@ -110,11 +110,12 @@ def table(k):
             Gateway(Route(), store="memory"), Wrk("sse.lua"), anchor="nginx"),
         Row("limit-sse", "proxy-sse with the same token limit charged 1 a request (no cost read)",
             Gateway(Route(key=HOT_KEY, limits=(TOKENS_FIXED,)), store="memory"), Wrk("sse.lua"),
-            anchor="proxy-sse", checks=(Decided(), AdmittedAll()), goals=(Info("proxy-sse"),)),
+            anchor="proxy-sse", checks=(Decided(), AdmittedAll()),
+            goals=(Info("proxy-sse"), InfoByCpu("proxy-sse"))),
         Row("cost-sse", "proxy-sse with a token limit whose cost each answer's last usage event states",
             Gateway(Route(key=HOT_KEY, limits=(TOKENS_NEVER,)), store="memory"), Wrk("sse.lua"),
             anchor="proxy-sse", checks=(Decided(), AdmittedAll(), CostsSettled(SSE_TOKENS)),
-            goals=(Rate(0.9), Info("limit-sse"))),
+            goals=(Rate(0.9), Info("limit-sse"), InfoByCpu("proxy-sse"), InfoByCpu("limit-sse"))),
         Row("gcra", "redis-keys with a gcra limit (10,000 per hour) instead of the sliding log",
             Gateway(Route(key=USER_KEY, limits=(Limit("never", 10000, "1h", "gcra"),))), Wrk("random_user.lua"),
             anchor="redis-keys", checks=DECIDED_IN_REDIS, half=Paced(vs="redis-keys", default=False),

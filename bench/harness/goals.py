@@ -123,6 +123,33 @@ class Info:
                   f"{q} x ({_rates(ctx, row.name, self.of)}{row.load.info_note(ctx, row)})")
 
 
+class InfoByCpu:
+    """INFO: the row's rate over `of`'s as the CPU per request of every process predicts it on
+    saturated cores, each measured in units of the upstream's CPU per request. Both rows send
+    the same answers, so the upstream does the same work in each: a change of the machine's speed
+    between the two rows (seen here: 40 %) cancels out, where the req/s ratio takes it whole."""
+
+    def __init__(self, of: str):
+        self.of = of
+
+    def show(self, ctx, row) -> None:
+        def units(name: str):
+            m = ctx.med.get(name, {})
+            try:
+                up = float(m["upstream"])
+                return [float(m[f]) / up for f in ("front", "redis", "client")] if up > 0 else None
+            except (KeyError, ValueError):
+                return None
+
+        mine, theirs = units(row.name), units(self.of)
+        if mine is None or theirs is None:
+            return
+        q = (1 + sum(theirs)) / (1 + sum(mine))
+        _line("INFO", f"{row.name} / {self.of} by CPU per request, no goal",
+              "%.3f x (gateway %.2f vs %.2f, client %.2f vs %.2f; the upstream's = 1)"
+              % (q, mine[0], theirs[0], mine[2], theirs[2]))
+
+
 class InfoHalfP99:
     """INFO: the row's p99 at half load next to `of`'s, no goal."""
 
