@@ -177,13 +177,7 @@ impl MemoryStore {
     /// A member unique to this store, for one decision's first unit.
     fn member(&self) -> String {
         let n = self.inner.sequence.fetch_add(1, Ordering::Relaxed);
-        let mut digits = itoa::Buffer::new();
-        let digits = digits.format(n);
-        let mut member = String::with_capacity(digits.len() + 3);
-        member.push('m');
-        member.push_str(digits);
-        member.push_str(".1");
-        member
+        ["m", itoa::Buffer::new().format(n), ".1"].concat()
     }
 
     /// Decides one request at `now_us` (the gateway's clock when `None`).
