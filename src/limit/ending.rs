@@ -25,13 +25,18 @@ pub struct Ending {
 impl Ending {
     /// The ending of `charged`, when anything waits for the answer's end.
     pub(super) fn new(charged: Charged, readers: Vec<(usize, CostReader)>) -> Option<Ending> {
-        let slots = (charged.policy.outcomes.iter().flatten())
-            .any(|r| matches!(r.at_end, Some(AtEnd::Slot)));
+        let slots = holds_slots(&charged);
         (slots || !readers.is_empty()).then_some(Ending {
             charged: Some(charged),
             slots,
             readers,
         })
+    }
+
+    /// Whether anything of `charged` waits for the answer's end: a slot in flight, or a cost
+    /// its body states (a reader in `readers`).
+    pub(super) fn awaited(charged: &Charged, readers: &[(usize, CostReader)]) -> bool {
+        holds_slots(charged) || !readers.is_empty()
     }
 
     /// Reads the next chunk of the answer's body.
@@ -76,6 +81,11 @@ impl Ending {
         let settled = charged.at_end(self.slots, &stated);
         charged.send_last(settled);
     }
+}
+
+/// Whether the charge holds slots in flight (`algorithm = "concurrency"`).
+fn holds_slots(charged: &Charged) -> bool {
+    (charged.policy.outcomes.iter().flatten()).any(|r| matches!(r.at_end, Some(AtEnd::Slot)))
 }
 
 /// Dropped unfinished: nothing holds the slots any more; the costs keep their reservations.

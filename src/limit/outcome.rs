@@ -87,7 +87,6 @@ impl Reservation {
                 None => Fate::Keep,
             }
         });
-        charged.send(&settled);
         let readers = charged
             .policy
             .outcomes
@@ -102,6 +101,12 @@ impl Reservation {
                 Some((i, CostReader::new(from, headers, max)?)).filter(|_| deferred)
             });
         let readers: Vec<(usize, CostReader)> = readers.collect();
+        if !Ending::awaited(&charged, &readers) {
+            // nothing waits for the answer's end: this is the charge's last settlement
+            charged.send_last(settled.clone());
+            return (settled, None);
+        }
+        charged.send(&settled);
         (settled, Ending::new(charged, readers))
     }
 
