@@ -94,12 +94,26 @@ pub fn add_headers(headers: &mut HeaderMap, tier: &Tier, decision: &Decision) {
     };
     let name = set_policy_name(&tier.limits, i);
     headers.insert(RATELIMIT_POLICY.clone(), policy.clone());
-    if let Ok(v) = HeaderValue::from_str(&format!("\"{name}\";r={remaining};t={t}")) {
+    if let Some(v) = ratelimit_value(name, remaining, t) {
         headers.insert(RATELIMIT.clone(), v);
     }
     headers.insert(X_RATELIMIT_LIMIT.clone(), HeaderValue::from(usage.limit));
     headers.insert(X_RATELIMIT_REMAINING.clone(), HeaderValue::from(remaining));
     headers.insert(X_RATELIMIT_RESET.clone(), HeaderValue::from(t));
+}
+
+/// `RateLimit`'s value, `"NAME";r=REMAINING;t=SECONDS`, written in place (every allowed answer
+/// carries one); `None` for a name no header value can carry.
+fn ratelimit_value(name: &str, remaining: u64, t: u64) -> Option<HeaderValue> {
+    let mut digits = itoa::Buffer::new();
+    let mut value = Vec::with_capacity(name.len() + 48);
+    value.push(b'"');
+    value.extend_from_slice(name.as_bytes());
+    value.extend_from_slice(b"\";r=");
+    value.extend_from_slice(digits.format(remaining).as_bytes());
+    value.extend_from_slice(b";t=");
+    value.extend_from_slice(digits.format(t).as_bytes());
+    HeaderValue::from_maybe_shared(bytes::Bytes::from(value)).ok()
 }
 
 /// The 429 for a rejected or blocked decision of `route`: `Retry-After`, the rate-limit headers
