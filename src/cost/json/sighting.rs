@@ -6,12 +6,8 @@
 //! stream of 20 events, one states `usage.total_tokens`; every other one says `"usage":null`,
 //! so the path's last name is the one looked for.
 
-use std::sync::LazyLock;
-
+use memchr::memchr_iter;
 use memchr::memmem::Finder;
-
-/// The start of a `\u` escape.
-static UNICODE_ESCAPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\u"));
 
 /// Looks for one member name of a path, quoted, in a whole document.
 #[derive(Debug, Clone)]
@@ -37,9 +33,15 @@ impl NameSighting {
     pub fn may_hold(&self, document: &[u8]) -> bool {
         match &self.quoted {
             None => true,
-            Some(name) => name.find(document).is_some() || UNICODE_ESCAPE.find(document).is_some(),
+            Some(name) => name.find(document).is_some() || has_unicode_escape(document),
         }
     }
+}
+
+/// Whether `document` has a `\u` (an escaped backslash before a `u` counts too: it only makes
+/// the document read). A search for the backslash alone: most documents have none.
+fn has_unicode_escape(document: &[u8]) -> bool {
+    memchr_iter(b'\\', document).any(|at| document.get(at + 1) == Some(&b'u'))
 }
 
 /// A name JSON writes only as itself or with `\u` escapes: no short escape (`\"`, `\\`, `\/`,
@@ -74,6 +76,8 @@ mod tests {
     fn an_escape_that_could_spell_the_name_is_read() {
         let s = sighting("usage.total_tokens");
         assert!(s.may_hold(br#"{"usage":{"total\u005ftokens":3}}"#));
+        // an escape after short ones
+        assert!(s.may_hold(br#"{"c":"a\nb\\","usage":{"total\u005ftokens":3}}"#));
         // short escapes spell no letter of the name
         assert!(!s.may_hold(br#"{"choices":[{"delta":{"content":"a\nb\"c"}}]}"#));
     }
