@@ -5,6 +5,8 @@
 
 use std::collections::HashMap;
 
+use smallvec::{smallvec, SmallVec};
+
 use crate::algorithm::{KeyState, LimitParams};
 use crate::store::{BlockSpec, LimitSet};
 
@@ -101,9 +103,12 @@ pub(super) fn params(set: &LimitSet, i: usize) -> LimitParams<'_> {
     }
 }
 
+/// Per limit or per state of a decision: a route has few, kept on the stack.
+pub(super) type Few<T> = SmallVec<[T; 4]>;
+
 /// Each state's longest window and the limit of that window (`swin`, `sbound` in Lua).
-pub(super) fn state_windows(set: &LimitSet) -> Vec<(u64, u64)> {
-    let mut out = vec![(0u64, 0u64); set.states.len()];
+pub(super) fn state_windows(set: &LimitSet) -> Few<(u64, u64)> {
+    let mut out: Few<(u64, u64)> = smallvec![(0, 0); set.states.len()];
     for l in &set.limits {
         let (w, b) = &mut out[l.state];
         if l.window_us > *w || (l.window_us == *w && l.limit < *b) {
@@ -130,7 +135,7 @@ pub fn decide(
         let state = state_mut(keys, &keys_of[q], || spec.algorithm.get().new_state());
         state.open(now, windows[q].0, windows[q].1);
     }
-    let views: Vec<usize> = (0..set.limits.len())
+    let views: Few<usize> = (0..set.limits.len())
         .map(|i| {
             let state = state_mut(keys, &keys_of[set.limits[i].state], || unreachable!());
             state.view(&params(set, i), now)
@@ -138,8 +143,8 @@ pub fn decide(
         .collect();
     let n = set.limits.len();
     let q = set.states.len();
-    let mut per_limit = vec![0i64; n];
-    let mut flight = vec![false; n];
+    let mut per_limit: Few<i64> = smallvec![0; n];
+    let mut flight: Few<bool> = smallvec![false; n];
     let (mut blocked, mut level): (Option<Marker>, u64) = (None, 0);
     if set.block.is_some() {
         for s in 0..set.slots {
@@ -208,7 +213,7 @@ pub fn decide(
                         }
                     }
                 }
-                let mut levels = vec![None; set.slots];
+                let mut levels: Few<Option<u64>> = smallvec![None; set.slots];
                 for (s, level_of) in levels.iter_mut().enumerate() {
                     // a limit whose refusal starts no block (attempts in flight), or stands on
                     // reservations still in flight, names none

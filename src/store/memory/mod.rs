@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub use call::Marker;
 use call::{Keys, Slot, Value};
 use settle::SettleKind;
-use shard::{hash_tag, Shard};
+use shard::{hash_tag, Guards, Shard};
 
 use super::refused::{refused_entries, Refused};
 use super::{
@@ -79,12 +79,13 @@ impl MemoryStore {
 
     /// Locks the shards of `keys` (in shard order, so two calls never wait on each other in a
     /// cycle) and takes the keys out of them.
-    fn take(&self, keys: &[String], now: u64) -> (Vec<(usize, MutexGuard<'_, Shard>)>, Keys) {
-        let shard_of: Vec<usize> = keys.iter().map(|k| self.shard_of(k)).collect();
+    fn take(&self, keys: &[String], now: u64) -> (Guards<'_>, Keys) {
+        let shard_of: smallvec::SmallVec<[usize; 4]> =
+            keys.iter().map(|k| self.shard_of(k)).collect();
         let mut indexes = shard_of.clone();
         indexes.sort_unstable();
         indexes.dedup();
-        let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> = indexes
+        let mut guards: Guards<'_> = indexes
             .into_iter()
             .map(|i| {
                 let mut shard = self.inner.shards[i]
@@ -122,7 +123,7 @@ impl MemoryStore {
     }
 
     /// Puts the keys of a call back into their (still locked) shards.
-    fn put_back(&self, guards: &mut [(usize, MutexGuard<'_, Shard>)], keys: Keys) {
+    fn put_back(&self, guards: &mut Guards<'_>, keys: Keys) {
         for (key, slot) in keys {
             let Some(slot) = slot else { continue };
             let i = self.shard_of(&key);
@@ -307,7 +308,7 @@ impl MemoryStore {
                 tags: &settlement.tags,
             };
             let apply = |keys: &mut Keys, kind, limits: &[usize]| {
-                let limits: Vec<usize> = limits.iter().copied().filter(only).collect();
+                let limits: call::Few<usize> = limits.iter().copied().filter(only).collect();
                 settle::settle(keys, set, &keys_of, kind, &limits, &charge, now);
             };
             apply(&mut keys, SettleKind::Refund, &settlement.refund);

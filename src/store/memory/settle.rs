@@ -43,6 +43,9 @@ pub fn settle(
     charge: &Charge<'_>,
     now: u64,
 ) {
+    if limits.is_empty() {
+        return;
+    }
     let q = set.states.len();
     let windows = state_windows(set);
     for &i in limits {

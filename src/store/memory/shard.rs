@@ -2,10 +2,16 @@
 //! of one Redis key slot share a shard, so a decision locks only the shards of its own keys).
 
 use std::collections::HashMap;
+use std::sync::MutexGuard;
 
 use foldhash::quality::RandomState;
+use smallvec::SmallVec;
 
 use super::call::Slot;
+
+/// The shards one call holds locked, each with its index (a decision's keys are few: they stay
+/// on the stack).
+pub type Guards<'a> = SmallVec<[(usize, MutexGuard<'a, Shard>); 4]>;
 
 /// One shard of the keyspace: its keys, and how many operations it saw (for its sweeps).
 #[derive(Default)]
