@@ -13,6 +13,8 @@ mod number;
 mod reader;
 mod sources;
 pub mod sse;
+#[cfg(test)]
+mod sse_tests;
 
 pub use number::whole_number;
 pub use reader::{from_header, CostReader};

@@ -9,7 +9,8 @@
 //! An event's data is held (a copy: the bytes go on to the client meanwhile) up to
 //! [`HELD_EVENT_BYTES`], and read only when a [`NameSighting`] says it may carry the member: in a
 //! chat completion stream one event of 20 does. A longer event is read as it streams, from the
-//! bytes held on.
+//! bytes held on. An event that one chunk holds whole (one `data` line and the blank line after
+//! it, as an API sends its events) is looked at where it lies, without the copy.
 
 use std::sync::Arc;
 
@@ -141,24 +142,23 @@ impl EventReader {
                 continue;
             }
             match self.line {
-                // the usual line at once: a `data` field
-                Line::Start if bytes[i..].starts_with(b"data:") => {
-                    self.line = Line::DataColon;
-                    i += b"data:".len();
-                    continue;
-                }
-                Line::Start if b == b':' => self.line = Line::Skip,
-                Line::Start | Line::Name => {
-                    self.line = Line::Name;
-                    if b == b':' {
-                        self.end_name();
-                    } else if self.name_len < self.name.len() {
-                        self.name[self.name_len] = b;
-                        self.name_len += 1;
-                    } else {
-                        self.line = Line::Skip;
+                Line::Start => {
+                    // the usual event at once: one `data` line and a blank line, whole here
+                    if self.data_lines == 0 {
+                        if let Some(used) = self.whole_event(&bytes[i..]) {
+                            i += used;
+                            continue;
+                        }
                     }
+                    // the usual line at once: a `data` field
+                    if bytes[i..].starts_with(b"data:") {
+                        self.line = Line::DataColon;
+                        i += b"data:".len();
+                        continue;
+                    }
+                    self.start_line(b);
                 }
+                Line::Name => self.start_line(b),
                 Line::DataColon => {
                     self.line = Line::Data;
                     self.begin_data_line();
@@ -182,6 +182,47 @@ impl EventReader {
             }
             i += 1;
         }
+    }
+
+    /// A byte of a line's field name (or the `:` that starts a comment or ends the name).
+    fn start_line(&mut self, b: u8) {
+        if self.line == Line::Start && b == b':' {
+            self.line = Line::Skip;
+            return;
+        }
+        self.line = Line::Name;
+        if b == b':' {
+            self.end_name();
+        } else if self.name_len < self.name.len() {
+            self.name[self.name_len] = b;
+            self.name_len += 1;
+        } else {
+            self.line = Line::Skip;
+        }
+    }
+
+    /// Reads an event that `rest`, at a line's start between events, holds whole: one `data`
+    /// line ended by LF or CRLF, then a blank line of the same ending. Answers the bytes it
+    /// used; `None` for anything else, which the byte-by-byte path reads. Its data is looked at
+    /// where it lies, never held.
+    fn whole_event(&mut self, rest: &[u8]) -> Option<usize> {
+        let value = rest.strip_prefix(b"data:")?;
+        let value = value.strip_prefix(b" ").unwrap_or(value);
+        let end = memchr2(b'\r', b'\n', value)?;
+        let ending = match &value[end..] {
+            [b'\n', b'\n', ..] => 2,
+            [b'\r', b'\n', b'\r', b'\n', ..] => 4,
+            _ => return None,
+        };
+        let data = &value[..end];
+        if data.len() <= self.max_event && self.sighting.may_hold(data) {
+            self.scanner.feed(data);
+            if let Some(n) = self.scanner.finish() {
+                self.found = Some(n);
+            }
+            self.scanner.reset();
+        }
+        Some(rest.len() - value.len() + end + ending)
     }
 
     /// The cost the last event carrying the path stated (events cut off by the end of the
@@ -252,96 +293,5 @@ impl EventReader {
         self.streaming = false;
         self.data_lines = 0;
         self.event_bytes = 0;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn reader() -> EventReader {
-        let path: Vec<String> = vec!["usage".into(), "total_tokens".into()];
-        EventReader::new(&EventPath::new(path.into()), 1 << 20)
-    }
-
-    fn read(chunks: &[&[u8]]) -> Option<u64> {
-        let mut r = reader();
-        for c in chunks {
-            r.feed(c);
-        }
-        r.finish()
-    }
-
-    /// An answer as OpenAI streams it with `stream_options.include_usage`.
-    const STREAM: &str =
-        "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}],\"usage\":null}\n\n\
-        : keep-alive\n\n\
-        data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"total_tokens\":17}}\n\n\
-        data: [DONE]\n\n";
-
-    #[test]
-    fn the_last_event_carrying_the_member_states_the_cost() {
-        assert_eq!(read(&[STREAM.as_bytes()]), Some(17));
-        let two = "data: {\"usage\":{\"total_tokens\":3}}\n\ndata: {\"usage\":{\"total_tokens\":4}}\n\ndata: {}\n\n";
-        assert_eq!(read(&[two.as_bytes()]), Some(4));
-        assert_eq!(read(&[b"data: {\"usage\":null}\n\n"]), None);
-    }
-
-    #[test]
-    fn lines_end_any_way_and_split_data_lines_join() {
-        for text in [
-            "data:{\"usage\":{\"total_tokens\":9}}\r\n\r\n",
-            "data: {\"usage\":{\"total_tokens\":9}}\r\r",
-            "\u{feff}event: done\nid: 3\ndata: {\"usage\":\ndata: {\"total_tokens\":9}}\n\n",
-            "retry: 10\ndata\ndata: {\"usage\":{\"total_tokens\":9}}\n\n",
-        ] {
-            assert_eq!(read(&[text.as_bytes()]), Some(9), "{text:?}");
-        }
-    }
-
-    #[test]
-    fn an_event_cut_off_by_the_end_or_too_long_states_nothing() {
-        assert_eq!(read(&[b"data: {\"usage\":{\"total_tokens\":9}}\n"]), None);
-        let path: Vec<String> = vec!["n".into()];
-        let mut r = EventReader::new(&EventPath::new(path.into()), 8);
-        r.feed(b"data: {\"n\":1}\n\ndata: {\"n\":22222}\n\n");
-        assert_eq!(r.finish(), Some(1));
-        assert_eq!(read(&[b"dat: {\"usage\":{\"total_tokens\":9}}\n\n"]), None);
-        assert_eq!(
-            read(&[b"datas: {\"usage\":{\"total_tokens\":9}}\n\n"]),
-            None
-        );
-    }
-
-    #[test]
-    fn a_long_event_or_an_escaped_name_is_read_too() {
-        let padding = "x".repeat(HELD_EVENT_BYTES);
-        let long = format!("data: {{\"pad\":\"{padding}\",\"usage\":{{\"total_tokens\":8}}}}\n\n");
-        let bytes = long.as_bytes();
-        for cut in [
-            10,
-            HELD_EVENT_BYTES - 3,
-            HELD_EVENT_BYTES + 9,
-            bytes.len() - 5,
-        ] {
-            let (a, b) = bytes.split_at(cut);
-            assert_eq!(read(&[a, b]), Some(8), "cut at {cut}");
-        }
-        let escaped = b"data: {\"usage\":{\"total\\u005ftokens\":6}}\n\n";
-        assert_eq!(read(&[escaped]), Some(6));
-    }
-
-    #[test]
-    fn a_stream_split_at_every_position_reads_as_the_whole() {
-        let text = STREAM.replace('\n', "\r\n");
-        for stream in [STREAM, text.as_str()] {
-            let bytes = stream.as_bytes();
-            for cut in 0..=bytes.len() {
-                let (a, b) = bytes.split_at(cut);
-                assert_eq!(read(&[a, b]), Some(17), "cut at {cut} of {stream:?}");
-            }
-            let bytewise: Vec<&[u8]> = bytes.chunks(1).collect();
-            assert_eq!(read(&bytewise), Some(17));
-        }
     }
 }
