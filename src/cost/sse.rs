@@ -156,9 +156,9 @@ impl EventReader {
                         i += b"data:".len();
                         continue;
                     }
-                    self.start_line(b);
+                    self.name_byte(b);
                 }
-                Line::Name => self.start_line(b),
+                Line::Name => self.name_byte(b),
                 Line::DataColon => {
                     self.line = Line::Data;
                     self.begin_data_line();
@@ -185,7 +185,7 @@ impl EventReader {
     }
 
     /// A byte of a line's field name (or the `:` that starts a comment or ends the name).
-    fn start_line(&mut self, b: u8) {
+    fn name_byte(&mut self, b: u8) {
         if self.line == Line::Start && b == b':' {
             self.line = Line::Skip;
             return;

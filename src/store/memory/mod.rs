@@ -80,8 +80,7 @@ impl MemoryStore {
     /// Locks the shards of `keys` (in shard order, so two calls never wait on each other in a
     /// cycle) and takes the keys out of them.
     fn take(&self, keys: &[String], now: u64) -> (Guards<'_>, Keys) {
-        let shard_of: smallvec::SmallVec<[usize; 4]> =
-            keys.iter().map(|k| self.shard_of(k)).collect();
+        let shard_of: call::Few<usize> = keys.iter().map(|k| self.shard_of(k)).collect();
         let mut indexes = shard_of.clone();
         indexes.sort_unstable();
         indexes.dedup();

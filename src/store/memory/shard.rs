@@ -5,13 +5,12 @@ use std::collections::HashMap;
 use std::sync::MutexGuard;
 
 use foldhash::quality::RandomState;
-use smallvec::SmallVec;
 
-use super::call::Slot;
+use super::call::{Few, Slot};
 
 /// The shards one call holds locked, each with its index (a decision's keys are few: they stay
 /// on the stack).
-pub type Guards<'a> = SmallVec<[(usize, MutexGuard<'a, Shard>); 4]>;
+pub type Guards<'a> = Few<(usize, MutexGuard<'a, Shard>)>;
 
 /// One shard of the keyspace: its keys, and how many operations it saw (for its sweeps).
 #[derive(Default)]
