@@ -24,14 +24,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub use call::Marker;
 use call::{Keys, Slot, Value};
 use settle::SettleKind;
-use shard::{hash_tag, Guards, Shard};
+use shard::{hash_tag, Guards, Held, Shard, SHARDS};
 
 use super::refused::{refused_entries, Refused};
 use super::{
     local_now_us, Decision, DecisionRequest, LimitSet, Receipt, ReceiptPart, Settlement, StoreError,
 };
 
-const SHARDS: usize = 32;
 /// A shard drops its expired keys once every this many operations.
 const SWEEP_EVERY: u64 = 4096;
 /// A full store looks through every shard for expired keys at most this often (µs).
@@ -48,7 +47,6 @@ struct Inner {
     hasher: RandomState,
     max_keys: usize,
     live: AtomicUsize,
-    sequence: AtomicU64,
     last_full_sweep: AtomicU64,
     /// Each route's refusals now (`/admin/blocked`).
     refused: refused::RefusedIndex,
@@ -65,7 +63,6 @@ impl MemoryStore {
                 hasher: RandomState::default(),
                 max_keys,
                 live: AtomicUsize::new(0),
-                sequence: AtomicU64::new(0),
                 last_full_sweep: AtomicU64::new(0),
                 refused: Default::default(),
                 overflow: overflow::Overflow::new(max_keys),
@@ -78,13 +75,14 @@ impl MemoryStore {
     }
 
     /// Locks the shards of `keys` (in shard order, so two calls never wait on each other in a
-    /// cycle) and takes the keys out of them.
-    fn take(&self, keys: &[String], now: u64) -> (Guards<'_>, Keys) {
+    /// cycle) and takes the keys out of them. They still count as live until [`Self::put_back`]
+    /// says which came back, so a call that keeps its keys writes no counter the workers share.
+    fn take(&self, keys: &[String], now: u64) -> (Held<'_>, Keys) {
         let shard_of: call::Few<usize> = keys.iter().map(|k| self.shard_of(k)).collect();
         let mut indexes = shard_of.clone();
         indexes.sort_unstable();
         indexes.dedup();
-        let mut guards: Guards<'_> = indexes
+        let guards: Guards<'_> = indexes
             .into_iter()
             .map(|i| {
                 let mut shard = self.inner.shards[i]
@@ -99,37 +97,44 @@ impl MemoryStore {
             })
             .collect();
         let mut taken = Keys::with_capacity_and_hasher(keys.len(), Default::default());
+        let mut held = Held { guards, taken: 0 };
         for (key, &i) in keys.iter().zip(&shard_of) {
             if taken.contains_key(key) {
                 continue;
             }
-            let shard = &mut guards.iter_mut().find(|(j, _)| *j == i).expect("locked").1;
             // The key's own string moves along with its value (no copy for a key it holds).
-            let (owned, slot) = match shard.keys.remove_entry(key) {
-                Some((owned, slot)) if slot.expires_at > now => (owned, Some(slot)),
+            let (owned, slot) = match held.shard(i).keys.remove_entry(key) {
+                Some((owned, slot)) if slot.expires_at > now => {
+                    held.taken += 1;
+                    (owned, Some(slot))
+                }
                 Some((owned, _)) => {
                     self.inner.live.fetch_sub(1, Ordering::Relaxed);
                     (owned, None)
                 }
                 None => (key.clone(), None),
             };
-            if slot.is_some() {
-                self.inner.live.fetch_sub(1, Ordering::Relaxed);
-            }
             taken.insert(owned, slot);
         }
-        (guards, taken)
+        (held, taken)
     }
 
-    /// Puts the keys of a call back into their (still locked) shards.
-    fn put_back(&self, guards: &mut Guards<'_>, keys: Keys) {
+    /// Puts the keys of a call back into their (still locked) shards, and counts the keys it
+    /// made or ended.
+    fn put_back(&self, held: &mut Held<'_>, keys: Keys) {
+        let mut back = 0;
         for (key, slot) in keys {
             let Some(slot) = slot else { continue };
-            let i = self.shard_of(&key);
-            let shard = &mut guards.iter_mut().find(|(j, _)| *j == i).expect("locked").1;
-            shard.keys.insert(key, slot);
-            self.inner.live.fetch_add(1, Ordering::Relaxed);
+            held.shard(self.shard_of(&key)).keys.insert(key, slot);
+            back += 1;
         }
+        let live = &self.inner.live;
+        if back > held.taken {
+            live.fetch_add(back - held.taken, Ordering::Relaxed);
+        } else if back < held.taken {
+            live.fetch_sub(held.taken - back, Ordering::Relaxed);
+        }
+        held.taken = back;
     }
 
     /// Whether `more` keys fit; when the store is full, expired keys anywhere are dropped first
@@ -174,12 +179,6 @@ impl MemoryStore {
                 || full::counts_any(&self.inner.overflow, keys, set, keys_of, now))
     }
 
-    /// A member unique to this store, for one decision's first unit.
-    fn member(&self) -> String {
-        let n = self.inner.sequence.fetch_add(1, Ordering::Relaxed);
-        ["m", itoa::Buffer::new().format(n), ".1"].concat()
-    }
-
     /// Decides one request at `now_us` (the gateway's clock when `None`).
     pub fn decide(
         &self,
@@ -196,10 +195,10 @@ impl MemoryStore {
             return self.decide_dry(&mut scratch, request, now);
         }
         let keys_of = set.keys(request.bases);
-        let (mut guards, mut keys) = self.take(&keys_of, now);
+        let (mut held, mut keys) = self.take(&keys_of, now);
         let commits = request.cost > 0;
-        let member = self.member();
-        let overflows = commits && self.overflows(&keys, set, &keys_of, &guards, now);
+        let member = held.member();
+        let overflows = commits && self.overflows(&keys, set, &keys_of, &held.guards, now);
         let (reply, approximate) = if overflows {
             let overflow = &self.inner.overflow;
             full::decide(
@@ -215,8 +214,8 @@ impl MemoryStore {
             let reply = call::decide(&mut keys, set, &keys_of, request.cost, &member, 1, now);
             (reply, false)
         };
-        self.put_back(&mut guards, keys);
-        drop(guards);
+        self.put_back(&mut held, keys);
+        drop(held);
         let mut decision = Decision::from_reply(set, &reply, now)?;
         decision.approximate = approximate;
         if let Some(refusals) = &set.refusals {
@@ -273,11 +272,11 @@ impl MemoryStore {
             .cloned()
             .collect();
         if !missing.is_empty() {
-            let (mut guards, keys) = self.take(&missing, now);
+            let (mut held, keys) = self.take(&missing, now);
             for (key, slot) in &keys {
                 scratch.insert(key.clone(), slot.as_ref().map(call::Slot::duplicate));
             }
-            self.put_back(&mut guards, keys);
+            self.put_back(&mut held, keys);
         }
         let reply = call::decide(scratch, set, &keys_of, request.cost, "dry", 1, now);
         Decision::from_reply(set, &reply, now)
@@ -297,7 +296,7 @@ impl MemoryStore {
                 .max()
                 .unwrap_or_else(local_now_us)
         });
-        let (mut guards, mut keys) = self.take(&keys_of, now);
+        let (mut held, mut keys) = self.take(&keys_of, now);
         for part in &settlement.receipt.parts {
             let only = |i: &usize| part.slot.is_none_or(|s| set.slot_of(*i) == s);
             let charge = settle::Charge {
@@ -336,13 +335,13 @@ impl MemoryStore {
             }
             apply(&mut keys, SettleKind::Reset, &settlement.reset);
         }
-        self.put_back(&mut guards, keys);
+        self.put_back(&mut held, keys);
     }
 
     /// Forgets these keys (an admin reset); answers how many were live.
     pub fn forget(&self, keys: &[String]) -> usize {
-        let (mut guards, taken) = self.take(keys, local_now_us());
-        self.put_back(&mut guards, Keys::default());
+        let (mut held, taken) = self.take(keys, local_now_us());
+        self.put_back(&mut held, Keys::default());
         taken.values().filter(|slot| slot.is_some()).count()
     }
 
