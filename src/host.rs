@@ -29,8 +29,25 @@ pub fn is_host_and_port(text: &str) -> bool {
 
 /// RFC 3986 `reg-name`: unreserved, sub-delims and `%` of percent escapes.
 fn is_name_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%".contains(&b)
+    NAME_BYTES[usize::from(b)]
 }
+
+/// [`is_name_byte`] for every byte, worked out once (it runs on every request's `Host`).
+static NAME_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = (b as u8).is_ascii_alphanumeric();
+        b += 1;
+    }
+    let others = b"-._~!$&'()*+,;=%";
+    let mut i = 0;
+    while i < others.len() {
+        table[others[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
 
 #[cfg(test)]
 mod tests {
@@ -60,6 +77,19 @@ mod tests {
             ":80",
         ] {
             assert!(!is_host_and_port(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn name_bytes_are_the_unreserved_the_sub_delimiters_and_percent() {
+        for b in 0..=255u8 {
+            let listed = b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%".contains(&b);
+            assert_eq!(super::is_name_byte(b), listed, "byte {b}");
+            assert_eq!(
+                is_host_and_port(&format!("a{}b", b as char)),
+                listed,
+                "byte {b}"
+            );
         }
     }
 }

@@ -37,33 +37,47 @@ fn set_by_the_gateway(name: &HeaderName) -> bool {
         || name == crate::request_id::X_REQUEST_ID
 }
 
+/// The hop-by-hop headers every message loses: RFC 9110's (`Connection` first), and the older
+/// `Keep-Alive` and `Proxy-Connection`.
+static HOP_BY_HOP: [&HeaderName; 9] = [
+    &CONNECTION,
+    &TE,
+    &TRAILER,
+    &TRANSFER_ENCODING,
+    &UPGRADE,
+    &PROXY_AUTHORIZATION,
+    &PROXY_AUTHENTICATE,
+    &KEEP_ALIVE,
+    &PROXY_CONNECTION,
+];
+
 /// Removes hop-by-hop headers, including those the `Connection` header names (except the ones
 /// the gateway sets).
 pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
-        .get_all(CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .filter(|name| !set_by_the_gateway(name))
-        .collect();
-    for name in named {
-        headers.remove(name);
+    // One look at each name the message holds, then a removal of only those there: most
+    // messages carry none, a chunked answer only `Transfer-Encoding`.
+    let mut present = [false; HOP_BY_HOP.len()];
+    for name in headers.keys() {
+        if let Some(i) = HOP_BY_HOP.iter().position(|&hop| hop == name) {
+            present[i] = true;
+        }
     }
-    for name in [
-        &CONNECTION,
-        &TE,
-        &TRAILER,
-        &TRANSFER_ENCODING,
-        &UPGRADE,
-        &PROXY_AUTHORIZATION,
-        &PROXY_AUTHENTICATE,
-    ] {
-        headers.remove(name);
+    if present[0] {
+        let named: Vec<HeaderName> = headers
+            .get_all(CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+            .filter(|name| !set_by_the_gateway(name))
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
     }
-    headers.remove(&KEEP_ALIVE);
-    headers.remove(&PROXY_CONNECTION);
+    for (name, _) in HOP_BY_HOP.iter().zip(present).filter(|(_, there)| *there) {
+        headers.remove(*name);
+    }
 }
 
 /// Who sent a request: the TCP peer, its address as a header value (rendered once per
@@ -155,6 +169,45 @@ mod tests {
         remove_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1);
         assert!(h.contains_key("x-kept"));
+    }
+
+    #[test]
+    fn each_hop_by_hop_header_goes_even_alone() {
+        for name in [
+            "connection",
+            "te",
+            "trailer",
+            "transfer-encoding",
+            "upgrade",
+            "proxy-authorization",
+            "proxy-authenticate",
+            "keep-alive",
+            "proxy-connection",
+        ] {
+            let mut h = HeaderMap::new();
+            h.insert("x-kept", HeaderValue::from_static("1"));
+            h.append(name, HeaderValue::from_static("a"));
+            h.append(name, HeaderValue::from_static("b"));
+            remove_hop_by_hop(&mut h);
+            assert_eq!(h.len(), 1, "{name} stayed");
+            assert!(h.contains_key("x-kept"));
+        }
+    }
+
+    #[test]
+    fn a_message_without_hop_by_hop_headers_keeps_them_all() {
+        let mut h = HeaderMap::new();
+        for name in [
+            "host",
+            "content-length",
+            "x-connection",
+            "keep-alive-x",
+            "accept",
+        ] {
+            h.insert(name, HeaderValue::from_static("1"));
+        }
+        remove_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 5);
     }
 
     #[test]
