@@ -88,7 +88,12 @@ pub fn unvouched_forwarding(
     if !nearby || is_trusted(peer, trusted) {
         return None;
     }
-    [&X_FORWARDED_FOR, &FORWARDED, &X_REAL_IP]
+    let forwarding = [&X_FORWARDED_FOR, &FORWARDED, &X_REAL_IP];
+    // one look at each name the request holds first: most requests carry none of these
+    if !headers.keys().any(|name| forwarding.contains(&name)) {
+        return None;
+    }
+    forwarding
         .into_iter()
         .find(|name| headers.contains_key(*name))
 }
@@ -249,6 +254,22 @@ mod tests {
         let lb: IpAddr = "10.1.2.3".parse().unwrap();
         assert_eq!(unvouched_forwarding(lb, &h, &nets(&["10.0.0.0/8"])), None);
         assert_eq!(unvouched_forwarding(lb, &HeaderMap::new(), &none), None);
+        for (name, expected) in [
+            ("x-forwarded-for", &X_FORWARDED_FOR),
+            ("x-real-ip", &X_REAL_IP),
+        ] {
+            let mut h = headers("accept", "*/*");
+            h.insert(name, HeaderValue::from_static("198.51.100.1"));
+            assert_eq!(
+                unvouched_forwarding(lb, &h, &none),
+                Some(expected),
+                "{name}"
+            );
+        }
+        // several: named in the order X-Forwarded-For, Forwarded, X-Real-IP
+        let mut h = headers("x-real-ip", "198.51.100.1");
+        h.insert("forwarded", HeaderValue::from_static("for=198.51.100.1"));
+        assert_eq!(unvouched_forwarding(lb, &h, &none), Some(&FORWARDED));
     }
 
     #[test]

@@ -56,6 +56,9 @@ static HOP_BY_HOP: [&HeaderName; 9] = [
 pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     // One look at each name the message holds, then a removal of only those there: most
     // messages carry none, a chunked answer only `Transfer-Encoding`.
+    if !headers.keys().any(|name| HOP_BY_HOP.contains(&name)) {
+        return;
+    }
     let mut present = [false; HOP_BY_HOP.len()];
     for name in headers.keys() {
         if let Some(i) = HOP_BY_HOP.iter().position(|&hop| hop == name) {
