@@ -54,8 +54,8 @@ static HOP_BY_HOP: [&HeaderName; 9] = [
 /// Removes hop-by-hop headers, including those the `Connection` header names (except the ones
 /// the gateway sets).
 pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    // One look at each name the message holds, then a removal of only those there: most
-    // messages carry none, a chunked answer only `Transfer-Encoding`.
+    // Most messages carry none, which one look at the names they hold tells; otherwise only
+    // those there are removed (a chunked answer has `Transfer-Encoding` alone).
     if !headers.keys().any(|name| HOP_BY_HOP.contains(&name)) {
         return;
     }
