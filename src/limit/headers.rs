@@ -137,9 +137,12 @@ pub fn too_many_requests(
     body.push_str("{\"type\":\"");
     body.push_str(QUOTA_EXCEEDED_TYPE);
     body.push_str(
-        "\",\"title\":\"Too Many Requests\",\"status\":429,\"error\":\"rate_limited\",\"detail\":",
+        "\",\"title\":\"Too Many Requests\",\"status\":429,\"error\":\"rate_limited\",\"detail\":\"route ",
     );
-    push_json_string(&mut body, &format!("route {route}: limit {named} exceeded"));
+    push_json_chars(&mut body, route);
+    body.push_str(": limit ");
+    push_json_chars(&mut body, named);
+    body.push_str(" exceeded\"");
     body.push_str(",\"request_id\":");
     push_json_string(&mut body, request_id.as_str());
     body.push_str(",\"route\":");
@@ -159,10 +162,11 @@ pub fn too_many_requests(
         push_json_string(&mut body, set_policy_name(&tier.limits, i));
     }
     body.push_str("],\"retry_after_ms\":");
-    body.push_str(&ceil_millis(decision.retry_after).max(1).to_string());
+    let mut digits = itoa::Buffer::new();
+    body.push_str(digits.format(ceil_millis(decision.retry_after).max(1)));
     if decision.block_level > 0 {
         body.push_str(",\"block_level\":");
-        body.push_str(&decision.block_level.to_string());
+        body.push_str(digits.format(decision.block_level));
     }
     if decision.approximate {
         // counted in the in-process store's overflow sketch, which can only over-count
@@ -178,6 +182,8 @@ pub fn too_many_requests(
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
     let headers = response.headers_mut();
+    // room for all of them at once (an empty map grows as each is added)
+    headers.reserve(8);
     headers.insert(
         CONTENT_TYPE,
         HeaderValue::from_static("application/problem+json"),
@@ -196,10 +202,15 @@ pub fn too_many_requests(
 /// Appends `text` as a JSON string: quoted, with `"`, `\\` and control characters escaped.
 fn push_json_string(out: &mut String, text: &str) {
     out.push('"');
+    push_json_chars(out, text);
+    out.push('"');
+}
+
+/// Appends `text` as the inside of a JSON string: `"`, `\\` and control characters escaped.
+fn push_json_chars(out: &mut String, text: &str) {
     if !text.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
         // The usual case (names, request ids): nothing to escape, one copy.
         out.push_str(text);
-        out.push('"');
         return;
     }
     for c in text.chars() {
@@ -210,7 +221,6 @@ fn push_json_string(out: &mut String, text: &str) {
             c => out.push(c),
         }
     }
-    out.push('"');
 }
 
 #[cfg(test)]
@@ -353,6 +363,7 @@ mod tests {
         assert_eq!(body["request_id"], id.as_str());
         assert_eq!(body["route"], "otp-send");
         assert_eq!(body["limit"], "per-minute");
+        assert_eq!(body["detail"], "route otp-send: limit per-minute exceeded");
         assert_eq!(
             body["violated-policies"],
             serde_json::json!(["per-minute", "per-hour"])
