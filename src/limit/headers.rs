@@ -182,7 +182,8 @@ pub fn too_many_requests(
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
     let headers = response.headers_mut();
-    // room for all of them at once (an empty map grows as each is added)
+    // room for all eight at once (three here, five rate-limit headers): an empty map grows as
+    // each is added
     headers.reserve(8);
     headers.insert(
         CONTENT_TYPE,
