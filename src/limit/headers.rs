@@ -9,6 +9,7 @@ use axum::body::Body;
 use http::header::{HeaderName, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 
+use super::header_number::number_value;
 use super::tier::Tier;
 use crate::config::LimitConfig;
 use crate::request_id::{RequestId, X_REQUEST_ID};
@@ -97,9 +98,9 @@ pub fn add_headers(headers: &mut HeaderMap, tier: &Tier, decision: &Decision) {
     if let Some(v) = ratelimit_value(name, remaining, t) {
         headers.insert(RATELIMIT.clone(), v);
     }
-    headers.insert(X_RATELIMIT_LIMIT.clone(), HeaderValue::from(usage.limit));
-    headers.insert(X_RATELIMIT_REMAINING.clone(), HeaderValue::from(remaining));
-    headers.insert(X_RATELIMIT_RESET.clone(), HeaderValue::from(t));
+    headers.insert(X_RATELIMIT_LIMIT.clone(), number_value(usage.limit));
+    headers.insert(X_RATELIMIT_REMAINING.clone(), number_value(remaining));
+    headers.insert(X_RATELIMIT_RESET.clone(), number_value(t));
 }
 
 /// `RateLimit`'s value, `"NAME";r=REMAINING;t=SECONDS`, written in place (every allowed answer
@@ -192,7 +193,7 @@ pub fn too_many_requests(
     headers.insert(X_REQUEST_ID.clone(), request_id.header_value().clone());
     headers.insert(
         RETRY_AFTER,
-        HeaderValue::from(ceil_secs(decision.retry_after).max(1)),
+        number_value(ceil_secs(decision.retry_after).max(1)),
     );
     if rate_limit_headers {
         add_headers(headers, tier, decision);

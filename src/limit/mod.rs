@@ -22,6 +22,7 @@ mod deciding;
 mod delay;
 mod deny_cache;
 mod ending;
+mod header_number;
 pub mod headers;
 mod key_slot;
 mod keys;
