@@ -225,7 +225,10 @@ impl Upstream {
                 Some(conn) => conn,
                 None => {
                     fresh = true;
-                    self.connect().await?
+                    // Boxed: a connect's future holds the connection's I/O by value (a TLS
+                    // session included), and inline it would size, and be moved with, every
+                    // request's future, though most requests take an idle connection.
+                    Box::pin(self.connect()).await?
                 }
             };
             attempt.sent();
