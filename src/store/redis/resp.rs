@@ -104,15 +104,40 @@ fn parse_at(buf: &[u8], at: &mut usize, depth: usize) -> Result<Option<Reply>, P
 /// The line that starts at `from`, without its CRLF (`None`: not complete yet).
 fn line(buf: &[u8], from: usize) -> Option<&[u8]> {
     let rest = buf.get(from..)?;
+    // a plain scan: lines are a few bytes (a number, a length), shorter than a vectorised
+    // search's set-up
     let end = rest.windows(2).position(|w| w == b"\r\n")?;
     Some(&rest[..end])
 }
 
 fn number(line: &[u8]) -> Result<i64, ProtocolError> {
-    std::str::from_utf8(line)
-        .ok()
-        .and_then(|s| s.parse().ok())
+    decimal(line)
         .ok_or_else(|| ProtocolError(format!("not a number: {:?}", String::from_utf8_lossy(line))))
+}
+
+/// `line` as a signed decimal, as `str::parse::<i64>` reads it (a sign, then at least one digit;
+/// `None` past the range), read from the bytes without a UTF-8 check first.
+fn decimal(line: &[u8]) -> Option<i64> {
+    let (negative, digits) = match line {
+        [b'-', rest @ ..] => (true, rest),
+        [b'+', rest @ ..] => (false, rest),
+        _ => (false, line),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    // accumulated on the sign's side, so that i64::MIN reads too
+    digits.iter().try_fold(0i64, |n, &b| {
+        let digit = i64::from(b.wrapping_sub(b'0'));
+        if digit > 9 {
+            return None;
+        }
+        let shifted = n.checked_mul(10)?;
+        match negative {
+            true => shifted.checked_sub(digit),
+            false => shifted.checked_add(digit),
+        }
+    })
 }
 
 /// A bulk string's or an array's length (`None`: -1, nil).
@@ -212,11 +237,7 @@ pub fn push_key(out: &mut Vec<u8>, key: &Key) {
 /// value it would not send as one bulk string (a map, an array, a queued reply).
 pub fn push_value(out: &mut Vec<u8>, value: &Value) -> bool {
     match value {
-        Value::Integer(n) => {
-            let mut digits = Vec::with_capacity(20);
-            push_decimal(&mut digits, *n);
-            push_bulk(out, &digits);
-        }
+        Value::Integer(n) => push_bulk(out, itoa::Buffer::new().format(*n).as_bytes()),
         Value::String(s) => push_bulk(out, s.as_bytes()),
         Value::Bytes(b) => push_bulk(out, b),
         Value::Double(f) => push_bulk(out, f.to_string().as_bytes()),
@@ -230,21 +251,7 @@ pub fn push_value(out: &mut Vec<u8>, value: &Value) -> bool {
 /// Appends `n` in decimal (what RESP's lengths and integers, and the decisions' list, are
 /// written in).
 pub fn push_decimal(out: &mut Vec<u8>, n: i64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut rest = n.unsigned_abs();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    if n < 0 {
-        out.push(b'-');
-    }
-    out.extend_from_slice(&digits[at..]);
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 #[cfg(test)]

@@ -131,3 +131,65 @@ fn commands_are_arrays_of_bulk_strings() {
     );
     assert!(!push_value(&mut out, &Value::Array(Vec::new())));
 }
+
+#[test]
+fn numbers_read_as_the_standard_parser_reads_them() {
+    let cases: [&[u8]; 18] = [
+        b"0",
+        b"-0",
+        b"+7",
+        b"42",
+        b"-42",
+        b"007",
+        b"9223372036854775807",
+        b"-9223372036854775808",
+        b"9223372036854775808",
+        b"-9223372036854775809",
+        b"",
+        b"-",
+        b"+",
+        b"+-1",
+        b"1 ",
+        b"1.5",
+        b"\xff1",
+        b"99999999999999999999",
+    ];
+    for line in cases {
+        let standard = std::str::from_utf8(line)
+            .ok()
+            .and_then(|s| s.parse::<i64>().ok());
+        assert_eq!(
+            decimal(line),
+            standard,
+            "{:?}",
+            String::from_utf8_lossy(line)
+        );
+    }
+}
+
+#[test]
+fn a_line_ends_at_its_first_crlf_only() {
+    assert_eq!(
+        line(b":1\r2\r\n", 1),
+        Some(&b"1\r2"[..]),
+        "a lone CR is the line's"
+    );
+    assert_eq!(line(b"+a\rb", 1), None, "no CRLF yet");
+    assert_eq!(line(b"+a\r", 1), None, "the LF may still come");
+    assert_eq!(line(b"+ab\r\n+c\r\n", 1), Some(&b"ab"[..]));
+}
+
+#[test]
+fn numbers_are_written_in_decimal() {
+    for n in [0, 7, -7, 1_732_790_000_000_000, i64::MAX, i64::MIN] {
+        let mut out = Vec::new();
+        push_decimal(&mut out, n);
+        assert_eq!(out, n.to_string().into_bytes());
+        let mut bulk = Vec::new();
+        assert!(push_value(&mut bulk, &Value::Integer(n)));
+        assert_eq!(
+            bulk,
+            format!("${}\r\n{n}\r\n", n.to_string().len()).into_bytes()
+        );
+    }
+}
