@@ -27,8 +27,9 @@ use tower::Service;
 use crate::access_log::{self, Answered};
 use crate::error::GatewayError;
 use crate::key::is_trusted;
-use crate::layer::{ClientAddr, Decided, Departed, RateLimit, ResponseBody, Shared};
-use crate::proxy::{Peer, ProxyService, UpstreamOutcome, Upstreams};
+use crate::layer::{Decided, Departed, RateLimit, ResponseBody, Shared};
+use crate::peer::Peer;
+use crate::proxy::{ProxyService, UpstreamOutcome, Upstreams};
 use crate::request_id::{RequestId, X_REQUEST_ID};
 
 /// The whole request path of one gateway: the layer's shared state and the upstreams.
@@ -97,7 +98,7 @@ impl Service<Request<Incoming>> for GatewayService {
             Ok(()) => {
                 let extensions = req.extensions_mut();
                 extensions.insert(request_id.clone());
-                extensions.insert(ClientAddr(ip));
+                // the client's address for the layer, and the forwarding facts for the proxy
                 extensions.insert(self.peer[usize::from(trusted)].clone());
                 Either::Left(self.inner.call(req))
             }

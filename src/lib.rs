@@ -43,7 +43,8 @@
 //! config                    the validated config (raw mirror, validate/, limit files)
 //! algorithm, cost, tier,    leaves: the counting algorithms, answer costs, segments and
 //!   path, host, request_id,   plans, path normalisation, Host checks, request ids,
-//!   connection, workers       Connection headers, per-worker values
+//!   connection, peer,         Connection headers, the TCP peer of a request, per-worker
+//!   workers                   values
 //! ```
 //!
 //! # Embedding
@@ -126,6 +127,7 @@ pub mod limit;
 pub mod logging;
 pub mod metrics;
 pub mod path;
+pub mod peer;
 pub mod proxy;
 pub mod request_id;
 pub mod rls;

@@ -7,10 +7,12 @@ use std::sync::Arc;
 
 use crate::access_log;
 use crate::metrics::DecisionLabel;
+use crate::peer::Peer;
 use crate::route::Route;
 
-/// The client's address, as the server that accepted the connection saw it. The gateway sets
-/// it; when it is absent, axum's `ConnectInfo<SocketAddr>` or tonic's `TcpConnectInfo` is read.
+/// The client's address, as the server that accepted the connection saw it. The gateway's
+/// other listeners (forward auth, ext_authz) and an embedding server set it; when it is absent,
+/// axum's `ConnectInfo<SocketAddr>` or tonic's `TcpConnectInfo` is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientAddr(pub IpAddr);
 
@@ -75,10 +77,14 @@ pub fn answered<B>(response: &http::Response<B>) -> access_log::Answered<'_> {
     }
 }
 
-/// The client's address from the request's extensions: the gateway's [`ClientAddr`], else
-/// axum's `ConnectInfo`, else the `TcpConnectInfo` a tonic server gives every request, else
-/// unspecified (every client one key).
+/// The client's address from the request's extensions: the gateway's [`Peer`], else a
+/// [`ClientAddr`] (another listener's, or an embedding server's), else axum's `ConnectInfo`,
+/// else the `TcpConnectInfo` a tonic server gives every request, else unspecified (every client
+/// one key).
 pub(super) fn client_addr(extensions: &http::Extensions) -> IpAddr {
+    if let Some(peer) = extensions.get::<Arc<Peer>>() {
+        return peer.ip;
+    }
     if let Some(ClientAddr(ip)) = extensions.get::<ClientAddr>() {
         return *ip;
     }

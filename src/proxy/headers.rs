@@ -20,6 +20,7 @@ use http::header::{
 };
 
 use crate::key::{X_FORWARDED_FOR, X_REAL_IP};
+use crate::peer::Peer;
 
 /// `X-Forwarded-Proto`
 pub static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
@@ -80,30 +81,6 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     }
     for (name, _) in HOP_BY_HOP.iter().zip(present).filter(|(_, there)| *there) {
         headers.remove(*name);
-    }
-}
-
-/// Who sent a request: the TCP peer, its address as a header value (rendered once per
-/// connection), and whether it is a trusted proxy.
-#[derive(Debug, Clone)]
-pub struct Peer {
-    /// The peer's address.
-    pub ip: IpAddr,
-    /// The address as `X-Forwarded-For` writes it.
-    pub ip_value: HeaderValue,
-    /// Whether it is in `server.trusted_proxies`.
-    pub trusted: bool,
-}
-
-impl Peer {
-    /// Renders `ip` once; `trusted` is decided per request (a reload may change the list).
-    pub fn new(ip: IpAddr) -> Peer {
-        let ip = ip.to_canonical();
-        Peer {
-            ip,
-            ip_value: HeaderValue::from_str(&ip.to_string()).expect("an address is a header value"),
-            trusted: false,
-        }
     }
 }
 

@@ -25,12 +25,12 @@ use axum::body::Body;
 use http::{Request, Response};
 use hyper::body::Incoming;
 
-pub use headers::Peer;
 pub use upstream::Upstream;
 
 use crate::config::{Config, UpstreamConfig};
 use crate::error::GatewayError;
 use crate::layer::{Attempt, MatchedRoute, RequestBody};
+use crate::peer::Peer;
 use crate::request_id::RequestId;
 
 /// What the upstream answered, for the access log (response extension).

@@ -35,11 +35,12 @@ use tokio::net::TcpStream;
 use tower::ServiceExt;
 
 use super::connect::RetryConnect;
-use super::headers::{remove_hop_by_hop, set_forwarded, Peer};
+use super::headers::{remove_hop_by_hop, set_forwarded};
 use super::sent_body::{BodyProgress, SentBody};
 use crate::config::UpstreamConfig;
 use crate::error::GatewayError;
 use crate::layer::{Attempt, RequestBody};
+use crate::peer::Peer;
 use crate::request_id::{RequestId, X_REQUEST_ID};
 use crate::workers::PerWorker;
 
