@@ -33,7 +33,7 @@ use super::code::{Code, Shared};
 use super::deadline::Deadline;
 use super::direct::Direct;
 use super::dispatch::{dispatch, Call};
-use super::encode::{call_token, encode, instance_id};
+use super::encode::{call_token, decision_member, encode, instance_id};
 use super::fred_error::{is_function_missing, is_noscript, lacks_functions, map_error};
 use super::node::Node;
 use super::nodes::Nodes;
@@ -313,7 +313,7 @@ impl Caller {
             let answer = Answer {
                 values: mine.to_vec(),
                 decided_at_us: now.max(0) as u64,
-                member: p.receipt.then(|| format!("{token}{}", d + 1)),
+                member: p.receipt.then(|| decision_member(token, d + 1)),
             };
             if acks.is_some() && charged(&p, &answer, dry) {
                 held.push((p, answer));

@@ -187,9 +187,26 @@ pub fn call_token(instance: &str, mut sequence: u64) -> String {
     token
 }
 
+/// The member of decision `d` (from 1) of the call `token` names, as the script writes it:
+/// `<token><d>`, its first unit's (a receipt names it to settle the decision later).
+pub fn decision_member(token: &str, d: usize) -> String {
+    let mut digits = itoa::Buffer::new();
+    let d = digits.format(d);
+    let mut member = String::with_capacity(token.len() + d.len());
+    member.push_str(token);
+    member.push_str(d);
+    member
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_decision_member_is_the_token_then_its_index() {
+        assert_eq!(decision_member("abcdefgh10.", 1), "abcdefgh10.1");
+        assert_eq!(decision_member("abcdefgh10.", 256), "abcdefgh10.256");
+    }
 
     #[test]
     fn call_tokens_are_short_and_distinct() {
