@@ -424,7 +424,8 @@ async fn slots_in_flight_are_taken_back_when_another_node_refuses() {
     }
     up.release(1);
     held.into_body().collect().await.unwrap();
-    // freed once the answer has been sent: the release rides in a call made after the body's
-    // end, which the client may see first
+    // freed once the answer has been sent: the release is queued on the gateway's lane before
+    // the body's end, but reaches Redis in a call of its own, which this read straight from
+    // the node can overtake (a read through the gateway's admin API queues behind it)
     support::leaving::until(|| slots("ann") == 0).await;
 }
