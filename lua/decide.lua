@@ -206,9 +206,14 @@ end
 local function settle(ARGV, a, plans, settlements)
   local k = 0
   for r = 1, settlements do
-    local plan = plans[ARGV[a + 1] + 0]
-    local kind, member, at, charged, m = ARGV[a + 2], ARGV[a + 3], ARGV[a + 4] + 0,
-      ARGV[a + 5] + 0, ARGV[a + 6] + 0
+    -- numbers that repeat (plan, cost, M, limit indexes) are parsed once; the charge's instant
+    -- stays text, converted only by an algorithm that reads it (strtod is most of a
+    -- settlement's cost otherwise)
+    local plan_text, charged_text, m_text = ARGV[a + 1], ARGV[a + 5], ARGV[a + 6]
+    local plan = plans[parsed[plan_text] or num(plan_text)]
+    local kind, member, at = ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
+    local charged = parsed[charged_text] or num(charged_text)
+    local m = parsed[m_text] or num(m_text)
     local amount, tag
     if string.byte(kind) == 115 then
       -- "s<N>": the charge is settled to N units
@@ -221,7 +226,8 @@ local function settle(ARGV, a, plans, settlements)
     end
     a = a + 6
     for j = 1, m do
-      local i = ARGV[a + j] + 0
+      local i_text = ARGV[a + j]
+      local i = parsed[i_text] or num(i_text)
       local q = plan.lstate[i]
       local key = keys[k + q]
       -- a limit charged per attempt was charged one unit, whatever the decision's cost
@@ -413,7 +419,10 @@ local function decide(KEYS, ARGV)
   local first_decision
   do
     local b = a
-    for r = 1, settlements do b = b + 6 + ARGV[b + 6] end
+    for r = 1, settlements do
+      local m_text = ARGV[b + 6]
+      b = b + 6 + (parsed[m_text] or num(m_text))
+    end
     first_decision = b + 1
   end
 

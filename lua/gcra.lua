@@ -115,6 +115,7 @@ local function still_owed(units, earliest, window, limit)
 end
 
 local function add_answered(key, name, window, limit, at, cost)
+  at = at + 0
   local side = name .. '!'
   local units, earliest = cost, at
   local stored = call('HGET', key, side)

@@ -120,7 +120,7 @@ end
 local function refund(key, name, limit, window, param, member, at, cost)
   local w, c, p = stored_counts(key, name, window)
   if w == nil then return end
-  local index = floor(at / window)
+  local index = floor((at + 0) / window)
   if w == index then
     c = c - cost
     if c < 0 then c = 0 end
@@ -186,7 +186,7 @@ end
 local function confirm(key, name, limit, window, param, member, at, cost)
   local w = stored_counts(key, name, window)
   if w == nil then return end
-  local index = floor(at / window)
+  local index = floor((at + 0) / window)
   if index + 1 < w then return end
   local i, a, b = answered(key, name)
   if i == nil or i + 1 < index then

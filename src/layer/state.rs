@@ -186,11 +186,12 @@ where
 
     /// After the decision: forwarded, or answered with a 429 (or a 503 when the store failed
     /// and the route fails closed).
-    pub fn conclude(self, verdict: Verdict) -> State<S, B> {
+    pub fn conclude(self, mut verdict: Verdict) -> State<S, B> {
         if verdict.forwards() {
             let reservation = match (&self.tier, &self.keys) {
                 (Some(tier), Some(keys)) => {
-                    Reservation::of(&self.limiter, &self.route.policy, tier, keys, &verdict)
+                    let (limiter, policy) = (&self.limiter, &self.route.policy);
+                    Reservation::of(limiter, policy, tier, keys, &mut verdict)
                 }
                 _ => None,
             };

@@ -234,7 +234,7 @@ impl Drop for Deciding {
             receipt: self.request.receipt,
         };
         runtime.spawn(async move {
-            let verdict = request.conclude(answer.await, started);
+            let mut verdict = request.conclude(answer.await, started);
             if request.counted {
                 request.limiter.record(&request.policy, &verdict);
             }
@@ -244,7 +244,7 @@ impl Drop for Deciding {
                 &request.policy,
                 &request.tier,
                 &request.keys,
-                &verdict,
+                &mut verdict,
             ) {
                 reservation.abandon();
             }

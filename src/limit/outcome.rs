@@ -41,18 +41,18 @@ pub struct Reservation {
 
 impl Reservation {
     /// The reservation of an allowed attempt on a route whose answers settle charges, if it
-    /// charged.
+    /// charged. It takes the verdict's receipt (the verdict needs it no more).
     pub fn of(
         limiter: &Arc<Limiter>,
         policy: &Arc<RoutePolicy>,
         tier: &Tier,
         keys: &RequestKeys,
-        verdict: &Verdict,
+        verdict: &mut Verdict,
     ) -> Option<Reservation> {
         if !policy.settles() || !verdict.forwards() {
             return None;
         }
-        let receipt = verdict.decision.as_ref()?.receipt.clone()?;
+        let receipt = verdict.decision.as_mut()?.receipt.take()?;
         Some(Reservation {
             charged: Some(Charged {
                 limiter: limiter.clone(),

@@ -2,8 +2,10 @@
 //! limit set of the call once, then the settlements, then the decisions), and the call's token,
 //! which makes every member the script writes unique across calls and gateways.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use fred::types::{Key, Value};
 
 use super::batch::{Batch, PendingSettlement};
@@ -34,66 +36,92 @@ pub fn encode(
     let now = match (fixed, clock) {
         (Some(now), _) => Value::from(now as i64),
         (None, ClockSource::Local) => Value::from(local_now_us() as i64),
-        (None, ClockSource::Redis) => Value::from(""),
+        (None, ClockSource::Redis) => Value::Bytes(Bytes::new()),
     };
     let mut plans: Vec<&Arc<LimitSet>> = Vec::new();
-    // A settlement that refunds some limits and resets others is an entry per kind (and per
-    // tag of the value sent, for confirmations and resets; per amount, `s<N>`, for charges
-    // settled to what their answer stated).
-    let settlements: Vec<(i64, Entry<'_>)> = batch
-        .settlements
-        .iter()
-        .flat_map(entries)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .map(|e| (plan_index(&mut plans, &e.of.limits), e))
-        .collect();
-    let decide_plans: Vec<i64> = batch
-        .decisions
-        .iter()
-        .map(|d| plan_index(&mut plans, &d.limits))
-        .collect();
-    let mut args = Vec::with_capacity(8 + plans.len() * 12 + batch.decisions.len() * 2);
-    args.push(now);
-    // an empty token is the script's mark of a dry run
-    args.push(Value::from(if batch.dry { "" } else { token }));
-    args.push(Value::from(plans.len() as i64));
-    args.extend(plans.iter().map(|plan| Value::Bytes(plan.text(indexed))));
     let mut keys = Vec::new();
-    args.push(Value::from(settlements.len() as i64));
-    for (plan, e) in settlements {
-        args.extend([
-            Value::from(plan),
-            Value::from(e.kind.as_str()),
-            Value::from(e.of.member.as_str()),
-            Value::from(e.of.at as i64),
-            Value::from(e.cost as i64),
-            Value::from(e.limits.len() as i64),
-        ]);
-        args.extend(e.limits.iter().map(|&i| Value::from(i as i64 + 1)));
-        keys.extend(e.of.keys.iter().cloned());
+    // "plan kind member at cost M limit..." per settlement entry
+    let (mut settled, mut entry_count) = (Vec::new(), 0_i64);
+    for s in &batch.settlements {
+        let plan = plan_index(&mut plans, &s.limits);
+        for entry in entries(s) {
+            entry.push_args(&mut settled, plan, s);
+            keys.extend(s.keys.iter().cloned());
+            entry_count += 1;
+        }
     }
-    args.push(Value::from(batch.decisions.len() as i64));
     // "plan cost " per decision
     let mut decisions = Vec::with_capacity(batch.decisions.len() * 4);
-    for (d, plan) in batch.decisions.iter().zip(decide_plans) {
-        push_decimal(&mut decisions, plan);
+    for d in &batch.decisions {
+        push_decimal(&mut decisions, plan_index(&mut plans, &d.limits));
         decisions.push(b' ');
         push_decimal(&mut decisions, d.cost as i64);
         decisions.push(b' ');
         keys.extend(d.keys.iter().cloned());
     }
+    let mut args = Vec::with_capacity(6 + plans.len() + settled.len());
+    args.push(now);
+    // an empty token is the script's mark of a dry run
+    let token = if batch.dry { "" } else { token };
+    args.push(Value::Bytes(Bytes::copy_from_slice(token.as_bytes())));
+    args.push(Value::from(plans.len() as i64));
+    args.extend(plans.iter().map(|plan| Value::Bytes(plan.text(indexed))));
+    args.push(Value::from(entry_count));
+    args.append(&mut settled);
+    args.push(Value::from(batch.decisions.len() as i64));
     args.push(Value::Bytes(decisions.into()));
     (keys, args)
 }
 
-/// One entry of a settlement: its kind (`r`, `s<N>`, `c<tag>`, `x<tag>`), the limits it
-/// settles, and the units it takes as the charge.
+/// What one entry of a settlement does to its limits.
+#[derive(PartialEq)]
+enum Kind<'a> {
+    /// `r`: the charge goes back (a slot in flight is freed).
+    Refund,
+    /// `s<N>`: the charge becomes N units.
+    SettleTo(u64),
+    /// `c<tag>`: answered and counted, keeping the tag of the value sent.
+    Confirm(&'a str),
+    /// `x<tag>`: the charge goes back and the answered ones (of the tag's value) are forgiven.
+    Reset(&'a str),
+}
+
+/// One entry of a settlement: its kind, the limits it settles, and the units it takes as the
+/// charge.
 struct Entry<'a> {
-    of: &'a PendingSettlement,
-    kind: String,
-    limits: Vec<usize>,
+    kind: Kind<'a>,
+    limits: Cow<'a, [usize]>,
     cost: u64,
+}
+
+impl Entry<'_> {
+    /// Appends the entry's arguments as the script reads them: plan, kind, member, charge
+    /// instant, cost, M and the M limits (from 1).
+    fn push_args(&self, args: &mut Vec<Value>, plan: i64, of: &PendingSettlement) {
+        args.extend([
+            Value::from(plan),
+            self.kind_arg(),
+            Value::Bytes(Bytes::copy_from_slice(of.member.as_bytes())),
+            Value::from(of.at as i64),
+            Value::from(self.cost as i64),
+            Value::from(self.limits.len() as i64),
+        ]);
+        args.extend(self.limits.iter().map(|&i| Value::from(i as i64 + 1)));
+    }
+
+    /// The kind as the script reads it: `r`, `s<N>`, `c<tag>` or `x<tag>` (the untagged ones
+    /// without an allocation).
+    fn kind_arg(&self) -> Value {
+        let text = match self.kind {
+            Kind::Refund => return Value::Bytes(Bytes::from_static(b"r")),
+            Kind::Confirm("") => return Value::Bytes(Bytes::from_static(b"c")),
+            Kind::Reset("") => return Value::Bytes(Bytes::from_static(b"x")),
+            Kind::SettleTo(amount) => format!("s{amount}"),
+            Kind::Confirm(tag) => format!("c{tag}"),
+            Kind::Reset(tag) => format!("x{tag}"),
+        };
+        Value::Bytes(text.into())
+    }
 }
 
 /// A settlement's entries: its refunds, then its charges settled to amounts, one entry per
@@ -101,31 +129,37 @@ struct Entry<'a> {
 /// the tag: `c~<hex>`); kinds with no limit are left out. A cost is settled to its amount
 /// before it is confirmed, and confirmed as the amount it came to.
 fn entries(s: &PendingSettlement) -> Vec<Entry<'_>> {
-    let entry = |kind: String, limits: Vec<usize>, cost: u64| Entry {
-        of: s,
-        kind,
-        limits,
-        cost,
-    };
     let mut out = Vec::new();
     if !s.refund.is_empty() {
-        out.push(entry("r".to_string(), s.refund.clone(), s.cost));
+        out.push(Entry {
+            kind: Kind::Refund,
+            limits: Cow::Borrowed(&s.refund),
+            cost: s.cost,
+        });
     }
     let amount_of = |i: usize| s.settle_to.iter().find(|(l, _)| *l == i).map(|(_, a)| *a);
     for (amount, limits) in grouped(s.settle_to.iter().map(|&(i, a)| (a, i))) {
-        out.push(entry(format!("s{amount}"), limits, s.cost));
+        out.push(Entry {
+            kind: Kind::SettleTo(amount),
+            limits: Cow::Owned(limits),
+            cost: s.cost,
+        });
     }
     let tag_of = |i: usize| s.tags.get(i).map_or("", String::as_str);
     let confirm = s.confirm.iter().map(|&i| {
         let cost = amount_of(i).unwrap_or(s.cost);
-        ((format!("c{}", tag_of(i)), cost), i)
+        ((Kind::Confirm(tag_of(i)), cost), i)
     });
     let reset = s
         .reset
         .iter()
-        .map(|&i| ((format!("x{}", tag_of(i)), s.cost), i));
+        .map(|&i| ((Kind::Reset(tag_of(i)), s.cost), i));
     for ((kind, cost), limits) in grouped(confirm).into_iter().chain(grouped(reset)) {
-        out.push(entry(kind, limits, cost));
+        out.push(Entry {
+            kind,
+            limits: Cow::Owned(limits),
+            cost,
+        });
     }
     out
 }
@@ -206,6 +240,62 @@ mod tests {
     fn a_decision_member_is_the_token_then_its_index() {
         assert_eq!(decision_member("abcdefgh10.", 1), "abcdefgh10.1");
         assert_eq!(decision_member("abcdefgh10.", 256), "abcdefgh10.256");
+    }
+
+    /// A settlement with every kind of entry, as in the script's layout: an entry's arguments
+    /// are plan, kind, member, charge instant, cost, M and the M limits from 1.
+    #[test]
+    fn a_settlement_is_sent_entry_by_entry() {
+        let settlement = PendingSettlement {
+            limits: Arc::new(LimitSet::new(None, Vec::new(), Vec::new(), 1)),
+            keys: vec![Key::from("k")],
+            member: "abcdefgh1.2".into(),
+            at: 1_700_000_000_000_000,
+            cost: 3,
+            refund: vec![0],
+            confirm: vec![1, 2, 3],
+            reset: vec![4],
+            settle_to: vec![(1, 7), (2, 7), (3, 9)],
+            at_us: None,
+            tags: vec![
+                String::new(),
+                "~aa".into(),
+                "~aa".into(),
+                String::new(),
+                "~bb".into(),
+            ],
+            deadline: super::super::deadline::Deadline::after(std::time::Duration::from_secs(1)),
+            done: None,
+        };
+        let mut args = Vec::new();
+        for entry in entries(&settlement) {
+            entry.push_args(&mut args, 1, &settlement);
+        }
+        let text: Vec<String> = args
+            .iter()
+            .map(|v| match v {
+                Value::Integer(n) => n.to_string(),
+                Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+                other => panic!("unexpected argument {other:?}"),
+            })
+            .collect();
+        let entry = |kind: &str, cost: &str, limits: &[&str]| {
+            let m = limits.len().to_string();
+            let head = ["1", kind, "abcdefgh1.2", "1700000000000000", cost, &m];
+            let all = head.iter().chain(limits).map(|s| s.to_string());
+            all.collect::<Vec<_>>()
+        };
+        let expected: Vec<String> = [
+            entry("r", "3", &["1"]),
+            entry("s7", "3", &["2", "3"]),
+            entry("s9", "3", &["4"]),
+            // confirmed as the amounts they came to, one entry per tag and amount
+            entry("c~aa", "7", &["2", "3"]),
+            entry("c", "9", &["4"]),
+            entry("x~bb", "3", &["5"]),
+        ]
+        .concat();
+        assert_eq!(text, expected);
     }
 
     #[test]

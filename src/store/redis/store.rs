@@ -276,59 +276,70 @@ impl RedisStore {
         settlement: Settlement,
         mut done: impl FnMut() -> Option<oneshot::Sender<Result<(), StoreError>>>,
     ) {
-        for part in &settlement.receipt.parts {
-            let (limits, bases, index_of) = match part.slot {
-                None => (
-                    settlement.limits.clone(),
-                    settlement.bases.clone(),
-                    (0..settlement.limits.limits.len()).collect::<Vec<_>>(),
-                ),
+        let Settlement {
+            limits: all,
+            bases,
+            receipt,
+            mut refund,
+            mut confirm,
+            mut reset,
+            mut settle_to,
+            at_us,
+            tags: slot_tags,
+        } = settlement;
+        for part in receipt.parts {
+            let (limits, keys, index_of) = match part.slot {
+                // one call decided every slot: the only part, settled by the lists as they are
+                None => (all.clone(), all.keys(&bases), None),
                 Some(slot) => {
-                    let (part_set, indexes) = settlement.limits.part(slot);
-                    (part_set, vec![settlement.bases[slot].clone()], indexes)
+                    let (part_set, indexes) = all.part(slot);
+                    let keys = part_set.keys(std::slice::from_ref(&bases[slot]));
+                    (part_set, keys, Some(indexes))
                 }
             };
-            let within = |list: &[usize]| -> Vec<usize> {
-                list.iter()
-                    .filter_map(|i| index_of.iter().position(|j| j == i))
-                    .collect()
+            let (refund, confirm, reset, settle_to) = match &index_of {
+                None => (
+                    std::mem::take(&mut refund),
+                    std::mem::take(&mut confirm),
+                    std::mem::take(&mut reset),
+                    std::mem::take(&mut settle_to),
+                ),
+                Some(index_of) => {
+                    let at = |i: usize| index_of.iter().position(|&j| j == i);
+                    let within = |list: &[usize]| list.iter().filter_map(|&i| at(i)).collect();
+                    let settle_to = settle_to.iter();
+                    let settle_to = settle_to.filter_map(|&(i, amount)| Some((at(i)?, amount)));
+                    (
+                        within(&refund),
+                        within(&confirm),
+                        within(&reset),
+                        settle_to.collect(),
+                    )
+                }
             };
-            let (refund, confirm, reset) = (
-                within(&settlement.refund),
-                within(&settlement.confirm),
-                within(&settlement.reset),
-            );
-            let settle_to: Vec<(usize, u64)> = settlement
-                .settle_to
-                .iter()
-                .filter_map(|&(i, amount)| {
-                    let at = index_of.iter().position(|&j| j == i)?;
-                    Some((at, amount))
-                })
-                .collect();
             if refund.is_empty() && confirm.is_empty() && reset.is_empty() && settle_to.is_empty() {
                 continue;
             }
-            let keys: Vec<Key> = limits.keys(&bases).into_iter().map(Key::from).collect();
-            let tags = index_of
-                .iter()
-                .map(|&i| {
-                    let slot = settlement.limits.slot_of(i);
-                    settlement.tags.get(slot).cloned().unwrap_or_default()
+            let keys: Vec<Key> = keys.into_iter().map(Key::from).collect();
+            // per limit of the part, the tag of its slot
+            let tags = (0..limits.limits.len())
+                .map(|i| {
+                    let i = index_of.as_ref().map_or(i, |index_of| index_of[i]);
+                    slot_tags.get(all.slot_of(i)).cloned().unwrap_or_default()
                 })
                 .collect();
             let lane = self.lane_for(&keys);
             lane.settle(PendingSettlement {
                 limits,
                 keys,
-                member: part.member.clone(),
+                member: part.member,
                 at: part.decided_at_us,
-                cost: settlement.receipt.cost,
+                cost: receipt.cost,
                 refund,
                 confirm,
                 reset,
                 settle_to,
-                at_us: settlement.at_us,
+                at_us,
                 tags,
                 deadline: Deadline::after(self.inner.timeout * 4),
                 done: done(),
