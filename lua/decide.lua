@@ -215,7 +215,10 @@ local function settle(ARGV, a, plans, settlements)
     local charged = parsed[charged_text] or num(charged_text)
     local m = parsed[m_text] or num(m_text)
     local amount, tag
-    if string.byte(kind) == 115 then
+    if kind == 'r' or kind == 'c' or kind == 'x' then
+      -- untagged (a refund always is): no string to cut
+      tag = ''
+    elseif string.byte(kind) == 115 then
       -- "s<N>": the charge is settled to N units
       amount = string.sub(kind, 2) + 0
       kind = 's'
