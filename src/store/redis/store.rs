@@ -288,13 +288,12 @@ impl RedisStore {
             tags: slot_tags,
         } = settlement;
         for part in receipt.parts {
-            let (limits, keys, index_of) = match part.slot {
+            let (limits, part_bases, index_of) = match part.slot {
                 // one call decided every slot: the only part, settled by the lists as they are
-                None => (all.clone(), all.keys(&bases), None),
+                None => (all.clone(), &bases[..], None),
                 Some(slot) => {
                     let (part_set, indexes) = all.part(slot);
-                    let keys = part_set.keys(std::slice::from_ref(&bases[slot]));
-                    (part_set, keys, Some(indexes))
+                    (part_set, std::slice::from_ref(&bases[slot]), Some(indexes))
                 }
             };
             let (refund, confirm, reset, settle_to) = match &index_of {
@@ -320,7 +319,8 @@ impl RedisStore {
             if refund.is_empty() && confirm.is_empty() && reset.is_empty() && settle_to.is_empty() {
                 continue;
             }
-            let keys: Vec<Key> = keys.into_iter().map(Key::from).collect();
+            let keys = limits.keys(part_bases).into_iter().map(Key::from);
+            let keys: Vec<Key> = keys.collect();
             // per limit of the part, the tag of its slot
             let tags = (0..limits.limits.len())
                 .map(|i| {
