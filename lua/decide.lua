@@ -150,6 +150,32 @@ local function read_plan(text)
   return plan
 end
 
+-- A call's list of decisions ("plan cost " each) as plan indexes and costs in turn, parsed
+-- once per library load (a batch of one route sends the same text call after call: a pattern
+-- match per decision costs more than the rest of reading it). Only short lists are kept, so
+-- the cache stays small. A script, which starts afresh every call, reads the text as it goes
+-- (and does not make this function).
+local LIST_CACHE_MAX, LIST_CACHED_BYTES = 256, 256
+local list_cache, n_list_cache = nil, 0
+local read_decisions = LIBRARY and function(text)
+  local list = list_cache and list_cache[text]
+  if list then return list end
+  list = {}
+  local n = 0
+  for plan_text, cost_text in string.gmatch(text, '(%d+) (%d+) ') do
+    list[n + 1] = parsed[plan_text] or num(plan_text)
+    list[n + 2] = parsed[cost_text] or num(cost_text)
+    n = n + 2
+  end
+  list.n = n
+  if #text <= LIST_CACHED_BYTES then
+    if list_cache == nil or n_list_cache >= LIST_CACHE_MAX then list_cache, n_list_cache = {}, 0 end
+    list_cache[text] = list
+    n_list_cache = n_list_cache + 1
+  end
+  return list
+end
+
 -- Block markers, read once per call.
 local function block_of(key)
   if blocks == nil then blocks = {} end
@@ -441,12 +467,22 @@ local function decide(KEYS, ARGV)
   local k = settle(ARGV, a, plans, settlements)
 
   out[1], o = now, 1
-  local d = 0
-  for plan_text, cost_text in string.gmatch(ARGV[first_decision + 1], '(%d+) (%d+) ') do
-    d = d + 1
-    local plan = plans[parsed[plan_text] or num(plan_text)]
-    decide_one(plan, parsed[cost_text] or num(cost_text), d, k)
-    k = k + plan.keys
+  local text, d = ARGV[first_decision + 1], 0
+  if LIBRARY then
+    local list = read_decisions(text)
+    for j = 1, list.n, 2 do
+      d = d + 1
+      local plan = plans[list[j]]
+      decide_one(plan, list[j + 1], d, k)
+      k = k + plan.keys
+    end
+  else
+    for plan_text, cost_text in string.gmatch(text, '(%d+) (%d+) ') do
+      d = d + 1
+      local plan = plans[parsed[plan_text] or num(plan_text)]
+      decide_one(plan, parsed[cost_text] or num(cost_text), d, k)
+      k = k + plan.keys
+    end
   end
 
   if not dry then
