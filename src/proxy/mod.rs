@@ -9,6 +9,7 @@
 
 mod connect;
 pub mod headers;
+mod joined_body;
 mod sent_body;
 mod upstream;
 

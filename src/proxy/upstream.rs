@@ -7,7 +7,8 @@
 //! ([`DrivenBody`]), and when the body ends the connection goes back to the idle list. So a
 //! request costs no hop to another task and back, no wake-up of another thread, and the idle list
 //! is touched twice per request. Idle connections are polled by nobody; a connection the
-//! upstream closed meanwhile is noticed and dropped when it is taken.
+//! upstream closed meanwhile is noticed and dropped when it is taken. The body's small chunks
+//! that are ready together go on to the client as one ([`JoinedBody`]).
 //!
 //! Bodies are streamed both ways. Only the response head is bounded by the upstream's `timeout`,
 //! counted from the moment the request body has been sent ([`SentBody`]): neither a long upload
@@ -36,6 +37,7 @@ use tower::ServiceExt;
 
 use super::connect::RetryConnect;
 use super::headers::{remove_hop_by_hop, set_forwarded};
+use super::joined_body::JoinedBody;
 use super::sent_body::{BodyProgress, SentBody};
 use crate::config::UpstreamConfig;
 use crate::error::GatewayError;
@@ -272,7 +274,7 @@ impl Upstream {
             // Nothing to stream (204, 304, HEAD, an empty body): the connection is free now.
             driven.release();
         }
-        Response::from_parts(parts, Body::new(driven))
+        Response::from_parts(parts, Body::new(JoinedBody::new(driven)))
     }
 
     /// The most recently used idle connection that is still open.
