@@ -20,6 +20,8 @@ use hyper::body::{Body, Frame, SizeHint};
 pub const JOINED_BELOW: usize = 4096;
 /// The most bytes one joined chunk holds.
 pub const JOINED_MAX: usize = 16 * 1024;
+/// The most chunks joined into one (empty chunks join too, and must not keep a poll going).
+pub const JOINED_CHUNKS: usize = 128;
 
 /// What a poll of the inner body gave.
 type Polled<E> = Option<Result<Frame<Bytes>, E>>;
@@ -97,12 +99,15 @@ where
     B: Body<Data = Bytes> + Unpin,
     B::Error: Unpin,
 {
-    /// `first` and the small chunks that follow it at once, up to [`JOINED_MAX`] bytes; the
-    /// first frame that does not join is held for the next poll.
+    /// `first` and the small chunks that follow it at once, up to [`JOINED_MAX`] bytes and
+    /// [`JOINED_CHUNKS`] chunks; the first frame that does not join is held for the next poll.
     fn join_ready(&mut self, first: Bytes, cx: &mut Context<'_>) -> Bytes {
         let mut joined: Option<BytesMut> = None;
         let mut len = first.len();
-        while !self.inner.is_end_stream() {
+        for _ in 1..JOINED_CHUNKS {
+            if self.inner.is_end_stream() {
+                break;
+            }
             let next = match Pin::new(&mut self.inner).poll_frame(cx) {
                 Poll::Pending => break,
                 Poll::Ready(Some(Ok(frame))) => frame.into_data(),
@@ -259,6 +264,18 @@ mod tests {
         assert!(sizes.iter().all(|&n| n <= JOINED_MAX), "{sizes:?}");
         assert_eq!(sizes.iter().sum::<usize>(), 10 * (JOINED_BELOW - 1));
         assert_eq!(sizes.len(), 3, "{sizes:?}");
+    }
+
+    #[test]
+    fn a_joined_chunk_holds_at_most_its_count_of_chunks() {
+        let steps = (0..JOINED_CHUNKS + 2).map(|_| data(b"")).collect();
+        let seen = polls(steps);
+        assert_eq!(
+            seen.len(),
+            3,
+            "two joined chunks, then the end: {}",
+            seen.len()
+        );
     }
 
     #[test]
