@@ -65,9 +65,10 @@ where
             },
             other => return Poll::Ready(other),
         };
-        if data.len() >= JOINED_BELOW || this.inner.is_end_stream() {
+        if data.len() >= JOINED_BELOW {
             return Poll::Ready(Some(Ok(Frame::data(data))));
         }
+        // the join looks at the end itself: a body that has ended joins nothing
         Poll::Ready(Some(Ok(Frame::data(this.join_ready(data, cx)))))
     }
 
