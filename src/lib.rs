@@ -44,7 +44,7 @@
 //! algorithm, cost, tier,    leaves: the counting algorithms, answer costs, segments and
 //!   path, host, request_id,   plans, path normalisation, Host checks, request ids,
 //!   connection, peer,         Connection headers, the TCP peer of a request, per-worker
-//!   workers                   values
+//!   workers, allocator        values, the process's allocator
 //! ```
 //!
 //! # Embedding
@@ -110,6 +110,7 @@
 pub mod access_log;
 pub mod admin;
 pub mod algorithm;
+pub mod allocator;
 pub mod app;
 pub mod campaign;
 pub mod config;

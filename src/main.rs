@@ -16,7 +16,7 @@ use slidegate::workers::Workers;
 // The proxy path allocates small, short-lived buffers on every request; mimalloc's thread-local
 // free lists make that noticeably cheaper than glibc malloc under load (see bench/).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: slidegate::allocator::Allocator = slidegate::allocator::Allocator;
 
 /// Exact, fleet-wide sliding-window rate limits in front of your APIs.
 #[derive(Parser)]
