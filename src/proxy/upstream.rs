@@ -145,23 +145,19 @@ impl Upstream {
             sent: sent.clone(),
         });
         let mut send = std::pin::pin!(self.send(req, attempt));
-        // Armed (its deadline set, from now) once the body has been sent.
+        // Made (its deadline set, from now) once the body has been sent.
         let timeout = self.config.timeout;
-        let mut deadline = std::pin::pin!(tokio::time::sleep(timeout));
-        let mut armed = false;
+        let mut deadline = std::pin::pin!(None::<tokio::time::Sleep>);
         let answer = poll_fn(|cx| {
             if let Poll::Ready(result) = send.as_mut().poll(cx) {
                 return Poll::Ready(Some(result));
             }
-            if !armed && sent.as_ref().is_none_or(|s| s.sent.load(Ordering::Relaxed)) {
-                deadline
-                    .as_mut()
-                    .reset(tokio::time::Instant::now() + timeout);
-                armed = true;
+            if deadline.is_none() && sent.as_ref().is_none_or(|s| s.sent.load(Ordering::Relaxed)) {
+                deadline.set(Some(tokio::time::sleep(timeout)));
             }
-            match armed {
-                true => deadline.as_mut().poll(cx).map(|()| None),
-                false => Poll::Pending,
+            match deadline.as_mut().as_pin_mut() {
+                Some(deadline) => deadline.poll(cx).map(|()| None),
+                None => Poll::Pending,
             }
         })
         .await;
