@@ -18,9 +18,10 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tower::Service;
 
-use super::activity::{Activity, Due};
+use super::activity::Activity;
 use super::refusals::Refusals;
 use super::resets::StreamResets;
+use super::watchdog::{watch, Bounds};
 use crate::config::ServerConfig;
 use crate::layer::BoxError;
 
@@ -29,8 +30,7 @@ use crate::layer::BoxError;
 pub struct Builders {
     http1: hyper::server::conn::http1::Builder,
     http2: hyper::server::conn::http2::Builder<TokioExecutor>,
-    header_read_timeout: Duration,
-    idle_timeout: Duration,
+    bounds: Bounds,
 }
 
 /// Most streams one HTTP/2 connection may have open at once.
@@ -38,8 +38,6 @@ pub const MAX_CONCURRENT_STREAMS: u32 = 128;
 /// Streams a client may reset before the server has accepted them; beyond, the connection is
 /// closed (rapid-reset protection; resets of accepted streams: [`StreamResets`]).
 pub const MAX_PENDING_RESETS: usize = 20;
-/// How long a connection told GOAWAY for rapid resets has to close before it is cut.
-const RESET_CUT_GRACE: Duration = Duration::from_secs(1);
 
 impl Builders {
     /// The builders for `settings`.
@@ -66,8 +64,10 @@ impl Builders {
         Builders {
             http1,
             http2,
-            header_read_timeout: settings.header_read_timeout,
-            idle_timeout: settings.idle_timeout,
+            bounds: Bounds {
+                header_read_timeout: settings.header_read_timeout,
+                idle_timeout: settings.idle_timeout,
+            },
         }
     }
 }
@@ -111,7 +111,7 @@ pub async fn run<S: Served>(
     S::Future: Send + 'static,
 {
     let protocol = tokio::select! {
-        protocol = sniff(&stream, builders.header_read_timeout) => protocol,
+        protocol = sniff(&stream, builders.bounds.header_read_timeout) => protocol,
         // A connection that has sent nothing when the drain starts has no request to finish
         // (a client's spare pooled connection): the drain does not wait for it.
         _ = stopping.wait_for(|stop| *stop) => None,
@@ -129,7 +129,7 @@ pub async fn run<S: Served>(
             let conn = builders.http1.serve_connection(io, service);
             let shut_down =
                 |c: Pin<&mut _>| hyper::server::conn::http1::Connection::graceful_shutdown(c);
-            watch(conn, shut_down, &activity, None, &builders, stopping).await
+            watch(conn, shut_down, &activity, None, builders.bounds, stopping).await
         }
         Protocol::Http2 => {
             let resets = Arc::new(StreamResets::default());
@@ -148,7 +148,7 @@ pub async fn run<S: Served>(
                 shut_down,
                 &activity,
                 Some(&resets),
-                &builders,
+                builders.bounds,
                 stopping,
             )
             .await
@@ -156,83 +156,6 @@ pub async fn run<S: Served>(
     };
     if let Err(e) = served {
         tracing::debug!(error = %e, "connection ended with an error");
-    }
-}
-
-/// Drives `conn` while watching it: a head past `header_read_timeout` closes it, `idle_timeout`
-/// with nothing in flight or the drain shut it down gracefully, and a connection still idle a
-/// whole period after that (a client that ignores HTTP/2's GOAWAY and PING) is closed. HTTP/2
-/// rapid resets (`resets` tripped) shut it down at once and close it [`RESET_CUT_GRACE`] later.
-///
-/// The watchdog is one timer, re-armed only when it fires: at the next instant `activity`
-/// says something is due, and never more than `header_read_timeout` (or `idle_timeout`) ahead,
-/// so a head that starts arriving while it sleeps is still cut on time without the socket
-/// having to wake it. A request costs the watchdog nothing.
-async fn watch<C: Future<Output = Result<(), hyper::Error>>>(
-    conn: C,
-    shut_down: impl Fn(Pin<&mut C>),
-    activity: &Activity,
-    resets: Option<&StreamResets>,
-    builders: &Builders,
-    mut stopping: watch::Receiver<bool>,
-) -> Result<(), hyper::Error> {
-    // HTTP/1 connections time request heads; HTTP/2 ones count stream resets.
-    let heads = resets.is_none();
-    let period = match heads {
-        true => builders.header_read_timeout.min(builders.idle_timeout),
-        false => builders.idle_timeout,
-    };
-    let mut conn = std::pin::pin!(conn);
-    let timer = tokio::time::sleep(Duration::ZERO);
-    let mut timer = std::pin::pin!(timer);
-    let stop = async move {
-        let _ = stopping.wait_for(|stop| *stop).await;
-    };
-    let mut stop = std::pin::pin!(stop);
-    let rapid = async move {
-        match resets {
-            Some(resets) => resets.tripped().await,
-            None => std::future::pending().await,
-        }
-    };
-    let mut rapid = std::pin::pin!(rapid);
-    let mut shutting = false;
-    let mut cutting = false;
-    loop {
-        tokio::select! {
-            biased;
-            served = conn.as_mut() => return served,
-            () = rapid.as_mut(), if !cutting => {
-                if !shutting {
-                    shut_down(conn.as_mut());
-                    shutting = true;
-                }
-                cutting = true;
-                timer.as_mut().reset(tokio::time::Instant::now() + RESET_CUT_GRACE);
-            }
-            () = stop.as_mut(), if !shutting => {
-                shut_down(conn.as_mut());
-                shutting = true;
-            }
-            () = timer.as_mut() => {
-                if cutting {
-                    return Ok(());
-                }
-                let now = tokio::time::Instant::now();
-                let next = match activity.due(builders.header_read_timeout, builders.idle_timeout, heads) {
-                    Due::HeadTimeout => return Ok(()),
-                    Due::Idle if shutting => return Ok(()),
-                    Due::Idle => {
-                        shut_down(conn.as_mut());
-                        shutting = true;
-                        now + period
-                    }
-                    Due::At(Some(at)) => tokio::time::Instant::from_std(at).min(now + period),
-                    Due::At(None) => now + period,
-                };
-                timer.as_mut().reset(next);
-            }
-        }
     }
 }
 

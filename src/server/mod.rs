@@ -17,6 +17,7 @@ mod activity;
 mod connection;
 mod refusals;
 mod resets;
+mod watchdog;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
