@@ -93,8 +93,8 @@ enum Event<T> {
 /// The watchdog is one timer, re-armed only when it fires: at the next instant `activity`
 /// says something is due, and never more than `header_read_timeout` (or `idle_timeout`) ahead,
 /// so a head that starts arriving while it sleeps is still cut on time without the socket
-/// having to wake it. A request costs the watchdog nothing: its futures are polled only when
-/// one of them woke.
+/// having to wake it. A wake of the connection costs the watchdog one waker registration: its
+/// futures are polled only when one of them woke.
 pub async fn watch<C: Future<Output = Result<(), hyper::Error>>>(
     conn: C,
     shut_down: impl Fn(Pin<&mut C>),
