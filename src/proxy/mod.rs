@@ -8,6 +8,7 @@
 //! counted in the upstream metrics.
 
 mod connect;
+mod exchange;
 pub mod headers;
 mod joined_body;
 mod sent_body;
@@ -19,13 +20,14 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use axum::body::Body;
 use http::{Request, Response};
 use hyper::body::Incoming;
 
+use exchange::Exchange;
+pub use exchange::UpstreamOutcome;
 pub use upstream::Upstream;
 
 use crate::config::{Config, UpstreamConfig};
@@ -33,25 +35,6 @@ use crate::error::GatewayError;
 use crate::layer::{Attempt, MatchedRoute, RequestBody};
 use crate::peer::Peer;
 use crate::request_id::RequestId;
-
-/// What the upstream answered, for the access log (response extension).
-#[derive(Debug, Clone, Copy)]
-pub struct UpstreamOutcome {
-    /// Its status; `None` when it could not be reached or timed out.
-    pub status: Option<u16>,
-    /// Time until its response head.
-    pub duration: Duration,
-}
-
-impl UpstreamOutcome {
-    /// What the access log shows of it.
-    pub fn for_log(self) -> crate::access_log::Upstream {
-        crate::access_log::Upstream {
-            status: self.status,
-            duration: self.duration,
-        }
-    }
-}
 
 /// The upstreams of one config, by name; a reload keeps the pool of an upstream whose settings
 /// did not change.
@@ -86,6 +69,10 @@ impl Upstreams {
         self.get(name).map(|u| &u.config)
     }
 }
+
+/// The largest block mimalloc serves from a size class's free list without its slower,
+/// general path (`MI_SMALL_SIZE_MAX`, 128 machine words).
+const SMALL_BLOCK: usize = 1024;
 
 /// Sends each request to its route's upstream.
 #[derive(Clone)]
@@ -127,38 +114,23 @@ impl tower::Service<Request<RequestBody<Incoming>>> for ProxyService {
             upstreams.get(name).cloned()
         });
         drop(upstreams);
-        Box::pin(async move {
-            let (Some(matched), Some(upstream), Some(peer)) = (matched, upstream, peer) else {
-                let error = GatewayError::UpstreamConnect {
-                    upstream: "(none)".into(),
-                };
-                return Ok(error.into_response(&request_id));
+        let (Some(matched), Some(upstream), Some(peer)) = (matched, upstream, peer) else {
+            let error = GatewayError::UpstreamConnect {
+                upstream: "(none)".into(),
             };
-            let started = Instant::now();
-            let result = upstream
-                .forward(req, &peer, matched.client_ip, &request_id, &attempt)
-                .await;
-            let duration = started.elapsed();
-            let metrics = &matched.route.metrics;
-            metrics.upstream_duration.observe(duration.as_secs_f64());
-            let (mut response, status) = match result {
-                Ok(response) => {
-                    let status = response.status().as_u16();
-                    attempt.answered(status);
-                    metrics.upstream(Some(status));
-                    (response, Some(status))
-                }
-                // The client's body failed: the upstream neither answered nor failed.
-                Err(e @ GatewayError::BodyUnreadable(_)) => (e.into_response(&request_id), None),
-                Err(e) => {
-                    metrics.upstream(None);
-                    (e.into_response(&request_id), None)
-                }
-            };
-            response
-                .extensions_mut()
-                .insert(UpstreamOutcome { status, duration });
-            Ok(response)
-        })
+            return Box::pin(std::future::ready(Ok(error.into_response(&request_id))));
+        };
+        let (send, progress) =
+            upstream.forward(req, &peer, matched.client_ip, &request_id, attempt.clone());
+        let metrics = matched.route.metrics.clone();
+        let exchange = Exchange::new(send, progress, upstream, metrics, attempt, request_id);
+        // Boxed in one of the allocator's small blocks, served from its fast path: checked in
+        // debug builds, which every proxied request of the tests runs through.
+        debug_assert!(
+            std::mem::size_of_val(&exchange) <= SMALL_BLOCK,
+            "a request's exchange takes {} bytes",
+            std::mem::size_of_val(&exchange)
+        );
+        Box::pin(exchange)
     }
 }

@@ -11,8 +11,9 @@
 //! that are ready together go on to the client as one ([`JoinedBody`]).
 //!
 //! Bodies are streamed both ways. Only the response head is bounded by the upstream's `timeout`,
-//! counted from the moment the request body has been sent ([`SentBody`]): neither a long upload
-//! nor a long download is cut. Connects are retried within `connect_timeout` ([`RetryConnect`]).
+//! counted from the moment the request body has been sent ([`SentBody`]; the bound is the
+//! exchange's, `exchange.rs`): neither a long upload nor a long download is cut. Connects are
+//! retried within `connect_timeout` ([`RetryConnect`]).
 
 use std::future::{poll_fn, Future};
 use std::net::IpAddr;
@@ -73,6 +74,13 @@ impl Conn {
     fn drive(&mut self, cx: &mut Context<'_>) -> bool {
         Pin::new(&mut self.driver).poll(cx).is_pending()
     }
+
+    /// Whether the connection can take the next request: still open (one poll reads a close
+    /// the upstream sent meanwhile; nobody waits on it, so no waker is kept) and ready.
+    fn reusable(&mut self) -> bool {
+        let alive = self.drive(&mut Context::from_waker(std::task::Waker::noop()));
+        alive && self.sender.is_ready()
+    }
 }
 
 /// A configured upstream with its idle connections.
@@ -127,16 +135,22 @@ impl Upstream {
         }
     }
 
-    /// Sends `req` upstream and returns the response head with its body still streaming. The
-    /// upstream's `timeout` starts once the request body has been sent.
-    pub async fn forward(
-        &self,
+    /// Rewrites `req` for the upstream (see [`Upstream::prepare`]) and starts sending it: the
+    /// future returns the response head with its body still streaming. The future holds the
+    /// request once, in place, and no timer: [`super::exchange::Exchange`] bounds it by the
+    /// upstream's `timeout`, counted from when the returned [`BodyProgress`] says the body has
+    /// been sent (`None`: a request without a body, sent with its head).
+    pub fn forward(
+        self: &Arc<Self>,
         mut req: Request<RequestBody<Incoming>>,
         peer: &Peer,
         client: IpAddr,
         request_id: &RequestId,
-        attempt: &Attempt,
-    ) -> Result<Response<Body>, GatewayError> {
+        attempt: Attempt,
+    ) -> (
+        impl Future<Output = Result<Response<Body>, BoxError>> + Send + 'static,
+        Option<Arc<BodyProgress>>,
+    ) {
         self.prepare(&mut req, peer, client, request_id);
         // A request without a body is sent with its head: nothing to watch.
         let sent = (!req.body().is_end_stream()).then(|| Arc::new(BodyProgress::default()));
@@ -144,44 +158,26 @@ impl Upstream {
             inner,
             sent: sent.clone(),
         });
-        let mut send = std::pin::pin!(self.send(req, attempt));
-        // Made (its deadline set, from now) once the body has been sent.
-        let timeout = self.config.timeout;
-        let mut deadline = std::pin::pin!(None::<tokio::time::Sleep>);
-        let answer = poll_fn(|cx| {
-            if let Poll::Ready(result) = send.as_mut().poll(cx) {
-                return Poll::Ready(Some(result));
-            }
-            if deadline.is_none() && sent.as_ref().is_none_or(|s| s.sent.load(Ordering::Relaxed)) {
-                deadline.set(Some(tokio::time::sleep(timeout)));
-            }
-            match deadline.as_mut().as_pin_mut() {
-                Some(deadline) => deadline.poll(cx).map(|()| None),
-                None => Poll::Pending,
-            }
-        })
-        .await;
-        match answer {
-            Some(Ok(response)) => Ok(response),
-            // The client's body broke off or was malformed (bad chunk framing): its fault,
-            // not the upstream's.
-            Some(Err(e))
-                if sent
-                    .as_ref()
-                    .is_some_and(|s| s.failed.load(Ordering::Relaxed)) =>
-            {
-                Err(GatewayError::BodyUnreadable(error_chain(&*e)))
-            }
-            Some(Err(e)) => {
-                tracing::warn!(upstream = %self.config.name, error = %error_chain(&*e), "upstream request failed");
-                Err(GatewayError::UpstreamConnect {
-                    upstream: self.config.name.clone(),
-                })
-            }
-            None => Err(GatewayError::UpstreamTimeout {
-                upstream: self.config.name.clone(),
-                timeout_ms: self.config.timeout.as_millis(),
-            }),
+        (self.clone().send(req, attempt), sent)
+    }
+
+    /// What a failed exchange answers: the client's body broke off or was malformed (bad chunk
+    /// framing), its fault; else the upstream could not be reached or failed the request.
+    pub(super) fn failed(&self, e: BoxError, progress: Option<&BodyProgress>) -> GatewayError {
+        if progress.is_some_and(|p| p.failed.load(Ordering::Relaxed)) {
+            return GatewayError::BodyUnreadable(error_chain(&*e));
+        }
+        tracing::warn!(upstream = %self.config.name, error = %error_chain(&*e), "upstream request failed");
+        GatewayError::UpstreamConnect {
+            upstream: self.config.name.clone(),
+        }
+    }
+
+    /// No response head within the upstream's `timeout`.
+    pub(super) fn timed_out(&self) -> GatewayError {
+        GatewayError::UpstreamTimeout {
+            upstream: self.config.name.clone(),
+            timeout_ms: self.config.timeout.as_millis(),
         }
     }
 
@@ -212,47 +208,53 @@ impl Upstream {
 
     /// Sends on an idle connection (or a new one) and drives it until the response head is in.
     /// The request counts as seen by the upstream ([`Attempt::sent`]) from the moment it is
-    /// handed to an open connection, whose next poll writes its head.
-    async fn send(
-        &self,
-        mut req: Request<OutBody>,
-        attempt: &Attempt,
-    ) -> Result<Response<Body>, BoxError> {
-        let mut fresh = false;
-        loop {
-            let mut conn = match self.take_idle().await {
-                Some(conn) => conn,
-                None => {
-                    fresh = true;
-                    // Boxed: a connect's future holds the connection's I/O by value (a TLS
-                    // session included), and inline it would size, and be moved with, every
-                    // request's future, though most requests take an idle connection.
-                    Box::pin(self.connect()).await?
-                }
-            };
-            attempt.sent();
-            let mut sent = std::pin::pin!(conn.sender.try_send_request(req));
-            let result = poll_fn(|cx| {
-                // The connection does the I/O; the response future waits for its head.
-                conn.drive(cx);
-                sent.as_mut().poll(cx)
-            })
-            .await;
-            let mut e = match result {
-                Ok(response) => return Ok(self.stream_back(response, conn)),
-                Err(e) => e,
-            };
-            match e.take_message() {
-                // Closed before the request was written: not seen, and safe to send again, once
-                // on a new connection.
-                Some(message) => {
-                    attempt.unsent();
-                    if fresh {
-                        return Err(e.into_error().into());
+    /// handed to an open connection, whose next poll writes its head. The request waits in the
+    /// future's own slot (`request`), which a retry refills: moved into a local, it would be
+    /// stored twice.
+    fn send(
+        self: Arc<Self>,
+        request: Request<OutBody>,
+        attempt: Attempt,
+    ) -> impl Future<Output = Result<Response<Body>, BoxError>> + Send + 'static {
+        let mut request = Some(request);
+        async move {
+            let mut fresh = false;
+            loop {
+                let mut conn = match self.take_idle() {
+                    Some(conn) => conn,
+                    None => {
+                        fresh = true;
+                        // Boxed: a connect's future holds the connection's I/O by value (a TLS
+                        // session included), and inline it would size, and be moved with,
+                        // every request's future, though most requests take an idle connection.
+                        Box::pin(self.connect()).await?
                     }
-                    req = message;
+                };
+                attempt.sent();
+                let req = request.take().expect("a request waits to be sent");
+                let mut sent = std::pin::pin!(conn.sender.try_send_request(req));
+                let result = poll_fn(|cx| {
+                    // The connection does the I/O; the response future waits for its head.
+                    conn.drive(cx);
+                    sent.as_mut().poll(cx)
+                })
+                .await;
+                let mut e = match result {
+                    Ok(response) => return Ok(self.stream_back(response, conn)),
+                    Err(e) => e,
+                };
+                match e.take_message() {
+                    // Closed before the request was written: not seen, and safe to send again,
+                    // once on a new connection.
+                    Some(message) => {
+                        attempt.unsent();
+                        if fresh {
+                            return Err(e.into_error().into());
+                        }
+                        request = Some(message);
+                    }
+                    None => return Err(e.into_error().into()),
                 }
-                None => return Err(e.into_error().into()),
             }
         }
     }
@@ -274,7 +276,7 @@ impl Upstream {
     }
 
     /// The most recently used idle connection that is still open.
-    async fn take_idle(&self) -> Option<BoxedConn> {
+    fn take_idle(&self) -> Option<BoxedConn> {
         loop {
             let conn = self
                 .idle
@@ -283,12 +285,7 @@ impl Upstream {
                 .unwrap_or_else(|e| e.into_inner())
                 .pop();
             let mut conn = conn?;
-            if conn.idle_since.elapsed() > IDLE_TIMEOUT {
-                continue;
-            }
-            // One poll reads a pending close; a live idle connection stays pending.
-            let alive = poll_fn(|cx| Poll::Ready(conn.drive(cx))).await;
-            if alive && conn.sender.is_ready() {
+            if conn.idle_since.elapsed() <= IDLE_TIMEOUT && conn.reusable() {
                 return Some(conn);
             }
         }
@@ -317,7 +314,8 @@ impl Upstream {
     }
 }
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// What a failed exchange gives before [`Upstream::failed`] names it.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The upstream's response body, which drives its connection while the client reads it and
 /// gives the connection back when it ends (a body dropped early closes the connection).
@@ -332,10 +330,7 @@ impl DrivenBody {
         let Some(mut conn) = self.conn.take() else {
             return;
         };
-        // The connection must still be open and ready for the next request.
-        let waker = std::task::Waker::noop();
-        let alive = conn.drive(&mut Context::from_waker(waker));
-        if alive && conn.sender.is_ready() {
+        if conn.reusable() {
             conn.idle_since = Instant::now();
             let mut idle = self.idle.get().lock().unwrap_or_else(|e| e.into_inner());
             if idle.len() < MAX_IDLE {

@@ -1,0 +1,137 @@
+//! One request's exchange with its upstream, as the future [`ProxyService`](super::ProxyService)
+//! returns: the send ([`Upstream::forward`]'s future), bounded by the upstream's `timeout` from
+//! the moment the request body has been sent, and then the answer: the upstream's response, or
+//! the gateway's 502 or 504, with the route's upstream metrics, the [`Attempt`] told the status,
+//! and the [`UpstreamOutcome`] for the access log.
+//!
+//! Written by hand rather than as an `async` block around the send: such a block would store
+//! the send's future next to its own copy of everything it captured, and the boxed whole was
+//! twice the size of the small blocks the allocator serves from its fast path.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use http::Response;
+use tokio::time::Sleep;
+
+use super::sent_body::BodyProgress;
+use super::upstream::{BoxError, Upstream};
+use crate::error::GatewayError;
+use crate::layer::Attempt;
+use crate::metrics::RouteMetrics;
+use crate::request_id::RequestId;
+
+/// What the upstream answered, for the access log (response extension).
+#[derive(Debug, Clone, Copy)]
+pub struct UpstreamOutcome {
+    /// Its status; `None` when it could not be reached or timed out.
+    pub status: Option<u16>,
+    /// Time until its response head.
+    pub duration: Duration,
+}
+
+impl UpstreamOutcome {
+    /// What the access log shows of it.
+    pub fn for_log(self) -> crate::access_log::Upstream {
+        crate::access_log::Upstream {
+            status: self.status,
+            duration: self.duration,
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The exchange's future; `F` is the send's.
+    pub struct Exchange<F> {
+        #[pin]
+        send: F,
+        // Made (its deadline set, from then) once the body has been sent.
+        #[pin]
+        deadline: Option<Sleep>,
+        progress: Option<Arc<BodyProgress>>,
+        upstream: Arc<Upstream>,
+        metrics: Arc<RouteMetrics>,
+        attempt: Attempt,
+        request_id: RequestId,
+        started: Instant,
+    }
+}
+
+impl<F> Exchange<F> {
+    /// The exchange of the send `send`, whose body reports to `progress`.
+    pub fn new(
+        send: F,
+        progress: Option<Arc<BodyProgress>>,
+        upstream: Arc<Upstream>,
+        metrics: Arc<RouteMetrics>,
+        attempt: Attempt,
+        request_id: RequestId,
+    ) -> Self {
+        Exchange {
+            send,
+            deadline: None,
+            progress,
+            upstream,
+            metrics,
+            attempt,
+            request_id,
+            started: Instant::now(),
+        }
+    }
+}
+
+impl<F> Future for Exchange<F>
+where
+    F: Future<Output = Result<Response<Body>, BoxError>>,
+{
+    type Output = Result<Response<Body>, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        let progress = this.progress.as_deref();
+        let result = match this.send.poll(cx) {
+            Poll::Ready(result) => result.map_err(|e| this.upstream.failed(e, progress)),
+            Poll::Pending => {
+                let body_sent = progress.is_none_or(|p| p.sent.load(Ordering::Relaxed));
+                if this.deadline.is_none() && body_sent {
+                    let timeout = this.upstream.config.timeout;
+                    this.deadline.set(Some(tokio::time::sleep(timeout)));
+                }
+                match this.deadline.as_pin_mut() {
+                    Some(deadline) => {
+                        std::task::ready!(deadline.poll(cx));
+                        Err(this.upstream.timed_out())
+                    }
+                    None => return Poll::Pending,
+                }
+            }
+        };
+        let duration = this.started.elapsed();
+        let metrics = &**this.metrics;
+        metrics.upstream_duration.observe(duration.as_secs_f64());
+        let (mut response, status) = match result {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                this.attempt.answered(status);
+                metrics.upstream(Some(status));
+                (response, Some(status))
+            }
+            // The client's body failed: the upstream neither answered nor failed.
+            Err(e @ GatewayError::BodyUnreadable(_)) => (e.into_response(this.request_id), None),
+            Err(e) => {
+                metrics.upstream(None);
+                (e.into_response(this.request_id), None)
+            }
+        };
+        response
+            .extensions_mut()
+            .insert(UpstreamOutcome { status, duration });
+        Poll::Ready(Ok(response))
+    }
+}
