@@ -135,10 +135,10 @@ impl Upstream {
         }
     }
 
-    /// Rewrites `req` for the upstream (see [`Upstream::prepare`]) and starts sending it: the
-    /// future returns the response head with its body still streaming. The future holds the
-    /// request once, in place, and no timer: [`super::exchange::Exchange`] bounds it by the
-    /// upstream's `timeout`, counted from when the returned [`BodyProgress`] says the body has
+    /// Rewrites `req` for the upstream (see `prepare`) and starts sending it: the future
+    /// returns the response head with its body still streaming. The future holds the request
+    /// once, in place, and no timer: the proxy's exchange (`exchange.rs`) bounds it by the
+    /// upstream's `timeout`, counted from when the returned `BodyProgress` says the body has
     /// been sent (`None`: a request without a body, sent with its head).
     pub fn forward(
         self: &Arc<Self>,
