@@ -26,7 +26,7 @@ pub use body::BodyKind;
 pub use client_ip::{
     client_ip, ip_key, is_trusted, unvouched_forwarding, X_FORWARDED_FOR, X_REAL_IP,
 };
-pub use escape::escape;
+pub use escape::{escape, escape_into};
 pub use jwt::JwtVerifier;
 pub use options::hash_value;
 pub use phone::normalize_phone;
@@ -159,7 +159,7 @@ fn part_value(
         }
     };
     if let Some(sent) = sent {
-        sent.push_str(&escape(raw.trim_ascii()));
+        escape_into(sent, raw.trim_ascii());
     }
     Ok(options::apply(spec, raw, src.hash_secret))
 }

@@ -9,7 +9,7 @@ use phonenumber::country::Id;
 use sha2::Sha256;
 
 use super::email::normalize_email;
-use super::escape::escape;
+use super::escape::escape_owned;
 use super::phone::normalize_phone;
 use super::source::Absent;
 use crate::config::{HashSecret, KeyPartSpec, Normalize};
@@ -41,7 +41,7 @@ pub fn apply(
         (true, Some(secret)) => Ok(hash_value(secret, &value)),
         // The config refuses `hash = true` without a secret.
         (true, None) => Err(Absent::NotSent),
-        (false, _) => Ok(escape(&value)),
+        (false, _) => Ok(escape_owned(value)),
     }
 }
 

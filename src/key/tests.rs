@@ -6,6 +6,7 @@ use std::net::IpAddr;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use proptest::prelude::*;
 
+use super::escape::escape_owned;
 use super::*;
 use crate::config::{KeyPart, KeyPartSpec, KeySpec, Normalize};
 
@@ -64,6 +65,41 @@ fn separators_percent_controls_and_stray_bytes_are_escaped() {
     assert_eq!(escape(b"\xff\xfe"), "%FF%FE");
     assert_eq!(escape("jörg ✓".as_bytes()), "jörg ✓");
     assert_ne!(escape(b"\xff"), escape(b"\xfe"));
+}
+
+#[test]
+fn every_way_to_escape_writes_the_same_text() {
+    let mut values: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b'a', b, b'z']).collect();
+    for text in [
+        "",
+        "plain-id_7.x~",
+        "jörg ✓",
+        "a|b",
+        "100%",
+        "\u{85}",
+        "tab\tand\u{7f}",
+    ] {
+        values.push(text.as_bytes().to_vec());
+    }
+    values.push(b"\xe2\x9c".to_vec());
+    for value in values {
+        let expected = escape(&value);
+        let mut appended = String::from("before:");
+        escape_into(&mut appended, &value);
+        assert_eq!(appended, format!("before:{expected}"), "{value:?}");
+        assert_eq!(escape_owned(value.clone()), expected, "{value:?}");
+    }
+    // the slow path still escapes each byte on its own
+    assert_eq!(escape("a\u{85}b".as_bytes()), "a%C2%85b");
+}
+
+#[test]
+fn a_plain_owned_value_becomes_the_key_without_a_copy() {
+    let value = b"203.0.113.7".to_vec();
+    let buffer = value.as_ptr();
+    let key = escape_owned(value);
+    assert_eq!(key, "203.0.113.7");
+    assert_eq!(key.as_ptr(), buffer);
 }
 
 #[test]

@@ -267,7 +267,7 @@ fn key_of(d: &RateLimitDescriptor, shared: Option<&[Option<String>]>) -> String 
         let value = pattern.unwrap_or(e.value.as_str());
         match value.len() > MAX_KEPT_VALUE_BYTES {
             true => key.push_str(&sha256_of(value)),
-            false => key.push_str(&crate::key::escape(value.as_bytes())),
+            false => crate::key::escape_into(&mut key, value.as_bytes()),
         }
     }
     key
