@@ -21,6 +21,11 @@ use libmimalloc_sys as mi;
 /// The alignment every block of `mi_malloc`, `mi_zalloc` and `mi_realloc` has.
 const WORD_ALIGN: usize = std::mem::size_of::<usize>();
 
+/// The largest block mimalloc serves from a size class's free list without its general path
+/// (`MI_SMALL_SIZE_MAX`, 128 machine words): what a per-request allocation on the hot path
+/// should fit.
+pub const SMALL_BLOCK: usize = 128 * std::mem::size_of::<usize>();
+
 /// mimalloc as a global allocator (`#[global_allocator]`).
 pub struct Allocator;
 

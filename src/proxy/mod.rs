@@ -70,10 +70,6 @@ impl Upstreams {
     }
 }
 
-/// The largest block mimalloc serves from a size class's free list without its slower,
-/// general path (`MI_SMALL_SIZE_MAX`, 128 machine words).
-const SMALL_BLOCK: usize = 1024;
-
 /// Sends each request to its route's upstream.
 #[derive(Clone)]
 pub struct ProxyService {
@@ -127,7 +123,7 @@ impl tower::Service<Request<RequestBody<Incoming>>> for ProxyService {
         // Boxed in one of the allocator's small blocks, served from its fast path: checked in
         // debug builds, which every proxied request of the tests runs through.
         debug_assert!(
-            std::mem::size_of_val(&exchange) <= SMALL_BLOCK,
+            std::mem::size_of_val(&exchange) <= crate::allocator::SMALL_BLOCK,
             "a request's exchange takes {} bytes",
             std::mem::size_of_val(&exchange)
         );
