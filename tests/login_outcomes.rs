@@ -24,7 +24,7 @@ methods = ["POST"]
 upstream = "up"
 key = [{ part = "json:username", normalize = "lower" }]
 on_exceed = "block"
-block_for = "1s"
+block_for = "1m"
 block_growth = 2
 headers = false
 

@@ -46,6 +46,9 @@ async fn retry_after_is_exact() {
     assert_eq!(client.get(&gw.url("/a"), &[]).await.status, 200);
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(client.get(&gw.url("/a"), &[]).await.status, 200);
+    // the wait is counted from the decision, which is between these two instants: the early
+    // probe is timed from the first, the late one from the second
+    let sent = Instant::now();
     let rejected = client.get(&gw.url("/a"), &[]).await;
     let received = Instant::now();
     assert_eq!(rejected.status, 429);
@@ -55,7 +58,7 @@ async fn retry_after_is_exact() {
         "retry_after_ms {retry_ms}"
     );
 
-    tokio::time::sleep_until((received + Duration::from_millis(retry_ms - 300)).into()).await;
+    tokio::time::sleep_until((sent + Duration::from_millis(retry_ms - 300)).into()).await;
     assert_eq!(
         client.get(&gw.url("/a"), &[]).await.status,
         429,

@@ -136,15 +136,17 @@ async fn windows_slide_instead_of_turning_with_the_clock() {
     let gw = serve(&redis, "rls-slide", yaml, "").await;
     let mut c = client(&gw).await;
     let r = request("slide", vec![descriptor(&[("k", "v")])]);
-    // Spend the second's quota 0.3 s into a clock second ...
-    let start = at_fraction(0.3).await;
+    // Spend the second's quota 0.6 s (or later) into a clock second ...
+    let start = at_fraction(0.6).await;
     assert_eq!(overall_codes(&mut c, &r, 2).await, ["OK", "OK"]);
-    // ... then ask 0.1 s into the next clock second: a fixed window has turned, a sliding one
-    // (the last 1 s) still holds both requests.
-    sleep_until(start + std::time::Duration::from_millis(800)).await;
+    let counted = std::time::Instant::now();
+    // ... then ask just after the next clock second began (at most 0.4 s after `start`): a fixed
+    // window has turned, a sliding one (the last 1 s) still holds both requests for about half
+    // a second more.
+    sleep_until(start + std::time::Duration::from_millis(450)).await;
     assert_eq!(overall(&ask(&mut c, r.clone()).await), "OVER_LIMIT");
     // A second after they were counted, they have left the window.
-    sleep_until(start + std::time::Duration::from_millis(1150)).await;
+    sleep_until(counted + std::time::Duration::from_millis(1050)).await;
     assert_eq!(overall(&ask(&mut c, r).await), "OK");
 }
 
