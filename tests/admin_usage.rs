@@ -112,8 +112,9 @@ async fn usage_shows_and_reset_clears_on_every_instance() {
         )
         .await;
     assert_eq!(reset.status, 200);
-    // b's deny cache is cleared through pub/sub within a second.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    // b's deny cache is cleared through pub/sub (in milliseconds; the bound is for a loaded
+    // machine).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
         let status = client.get(&b.url("/send"), &user).await.status;
         if status == 200 {
@@ -121,7 +122,7 @@ async fn usage_shows_and_reset_clears_on_every_instance() {
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "reset did not reach instance b within 1 s"
+            "reset did not reach instance b within 5 s"
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }

@@ -352,7 +352,7 @@ async fn two_instances_on_one_redis_share_the_limit() {
         )
         .await;
     assert_eq!(reset.status, 200, "{}", reset.body);
-    let deadline = Instant::now() + Duration::from_secs(1);
+    let deadline = Instant::now() + Duration::from_secs(5);
     let mut heard = [false, false];
     while heard != [true, true] && Instant::now() < deadline {
         for (app, heard) in [&a, &b].into_iter().zip(&mut heard) {
@@ -364,7 +364,7 @@ async fn two_instances_on_one_redis_share_the_limit() {
     assert_eq!(
         heard,
         [true, true],
-        "the reset reached both apps within a second"
+        "the reset reached both apps within 5 s"
     );
     for app in [&a, &b] {
         let r = post(&client, &app.url("/otp/send"), "{}").await;

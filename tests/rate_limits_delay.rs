@@ -76,10 +76,11 @@ async fn delay_mode_bounds_the_waiting_room() {
     results.sort();
     let codes: Vec<u16> = results.iter().map(|r| r.0).collect();
     assert_eq!(codes, [200, 200, 429, 429, 429], "{results:?}");
+    // a request that waited for room would take about a second (the window's), at the least
     let rejected_fast = results
         .iter()
         .filter(|r| r.0 == 429)
-        .all(|r| r.1 < Duration::from_millis(500));
+        .all(|r| r.1 < Duration::from_millis(900));
     assert!(
         rejected_fast,
         "beyond max_waiting the answer is immediate: {results:?}"
