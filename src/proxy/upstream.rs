@@ -326,11 +326,16 @@ struct DrivenBody {
 }
 
 impl DrivenBody {
+    /// Gives the connection back to the idle list, if it can take the next request. It is
+    /// polled again only when not ready yet: the poll that delivered the response's end also
+    /// took the connection back to idle and made it ask for the next request (hyper's client
+    /// asks only from an idle connection, after the whole response), so a ready connection
+    /// needs no second poll to be known open.
     fn release(&mut self) {
         let Some(mut conn) = self.conn.take() else {
             return;
         };
-        if conn.reusable() {
+        if conn.sender.is_ready() || conn.reusable() {
             conn.idle_since = Instant::now();
             let mut idle = self.idle.get().lock().unwrap_or_else(|e| e.into_inner());
             if idle.len() < MAX_IDLE {
