@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use support::gateway::{self, config, redis_store};
@@ -61,14 +60,9 @@ async fn a_decision_whose_client_gave_up_is_still_counted() {
     // Freeze Redis for 600 ms from another connection, then ask while it is frozen: the
     // command is written here, before the wait (no thread to start first), and its reply read
     // when Redis wakes.
-    let mut freezing = std::net::TcpStream::connect(("127.0.0.1", redis.port)).unwrap();
-    freezing
-        .write_all(b"*3\r\n$5\r\nDEBUG\r\n$5\r\nSLEEP\r\n$3\r\n0.6\r\n")
-        .unwrap();
+    let freezing = redis.send(&["DEBUG", "SLEEP", "0.6"]).unwrap();
     let freezer = std::thread::spawn(move || {
-        let mut reply = [0u8; 5];
-        freezing.read_exact(&mut reply).unwrap();
-        assert_eq!(&reply, b"+OK\r\n");
+        assert_eq!(freezing.reply().unwrap(), Resp::Simple("OK".into()));
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     {

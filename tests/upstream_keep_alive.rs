@@ -11,12 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use support::gateway::{self, config};
+use support::hardening::{ALL, MEMORY};
 use support::http::HttpClient;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-
-const MEMORY: &str = "backend = \"memory\"";
-const ALL: &str = "[[routes]]\nname = \"all\"\npath = \"/*\"\nupstream = \"up\"\n";
 
 /// How the upstream ends a connection.
 #[derive(Clone, Copy, PartialEq)]

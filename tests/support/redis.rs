@@ -220,6 +220,13 @@ impl RedisServer {
 
     /// Runs one command.
     pub fn try_cmd(&self, args: &[&str]) -> std::io::Result<Resp> {
+        self.send(args)?.reply()
+    }
+
+    /// Writes one command on a connection of its own and returns at once; its reply is read
+    /// later ([`SentCommand::reply`]). For a command that blocks Redis (`DEBUG SLEEP`), sent
+    /// before the test goes on.
+    pub fn send(&self, args: &[&str]) -> std::io::Result<SentCommand> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
         stream.set_read_timeout(Some(Duration::from_secs(5)))?;
         let mut out = format!("*{}\r\n", args.len());
@@ -227,7 +234,17 @@ impl RedisServer {
             out.push_str(&format!("${}\r\n{}\r\n", a.len(), a));
         }
         stream.write_all(out.as_bytes())?;
-        read_reply(&mut BufReader::new(stream))
+        Ok(SentCommand(BufReader::new(stream)))
+    }
+}
+
+/// A command written to Redis ([`RedisServer::send`]), its reply still to read.
+pub struct SentCommand(BufReader<TcpStream>);
+
+impl SentCommand {
+    /// Waits for the reply (at most 5 s).
+    pub fn reply(mut self) -> std::io::Result<Resp> {
+        read_reply(&mut self.0)
     }
 }
 
