@@ -19,7 +19,6 @@ use super::extensions::{Decided, MatchedRoute};
 use super::read::Reading;
 use crate::error::GatewayError;
 use crate::key::KeySource;
-use crate::limit::headers::too_many_requests;
 use crate::limit::{Deciding, Limiter, RequestKeys, Reservation, Tier, Verdict};
 use crate::metrics::DecisionLabel;
 use crate::request_id::RequestId;
@@ -200,8 +199,8 @@ where
         let decided = self.decided(Some(&verdict));
         let response = match (&verdict.decision, &self.tier) {
             (Some(d), Some(tier)) => {
-                let config = &self.route.config;
-                too_many_requests(&config.name, tier, d, &self.request_id, config.headers)
+                let headers = self.route.config.headers;
+                tier.refusal.answer(d, &self.request_id, headers)
             }
             _ => GatewayError::StoreUnavailable.into_response(&self.request_id),
         };

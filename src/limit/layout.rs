@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::headers::policy_header;
 use super::key_slot::KeySlot;
+use super::refusal::Refusal;
 use super::tier::Tier;
 use crate::config::{ExceedMode, KeySpec, OnMissingKey, RouteConfig};
 use crate::store::layout::push_hex;
@@ -180,10 +181,12 @@ impl Layout {
         let set = LimitSet::new(block, limits, self.states.clone(), self.slots.len())
             .recording(refusals.clone());
         let policy_header = policy_header(&route.limits, &set);
+        let refusal = Refusal::new(&route.name, &set, name.as_ref(), policy_header.as_ref());
         Arc::new(Tier {
             name,
             limits: Arc::new(set),
             policy_header,
+            refusal,
         })
     }
 }

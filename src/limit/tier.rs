@@ -4,6 +4,8 @@ use std::sync::Arc;
 
 use http::HeaderValue;
 
+use super::refusal::Refusal;
+
 use crate::store::LimitSet;
 use crate::tier::TierName;
 
@@ -16,4 +18,6 @@ pub struct Tier {
     pub limits: Arc<LimitSet>,
     /// `RateLimit-Policy` for these values (`None` when the route has no limits).
     pub policy_header: Option<HeaderValue>,
+    /// The parts of its 429 that no decision changes.
+    pub refusal: Refusal,
 }
