@@ -88,7 +88,7 @@ def table(k):
             anchor="redis-keys", checks=ENTRY_PER_DECISION, goals=(Rate(0.9),), default=False),
         Row("deny", "slidegate, Redis, 1 per hour on one key: every later request a 429 from the deny cache",
             Gateway(Route(key=HOT_KEY, limits=(Limit("one", 1, "1h"),))), Wrk(), anchor="haproxy-deny",
-            answers=ONE_2XX, checks=(Decided(deny=True), EntryPerCharge(), CallsBound()), goals=(Rate(1.0),)),
+            ab=True, answers=ONE_2XX, checks=(Decided(deny=True), EntryPerCharge(), CallsBound()), goals=(Rate(1.0),)),
         Row("otp-body", "slidegate, Redis, keyed on the JSON body member json:phone (bench/otp_body.lua)",
             Gateway(Route(key=otp_key, limits=(Limit("per-phone", 10000, "1h"),), extra='methods = ["POST"]')),
             Wrk("otp_body.lua"), anchor="redis-keys", checks=ENTRY_PER_DECISION, half=Paced(),
