@@ -37,30 +37,7 @@ fn refusal(tier: Option<TierName>) -> Refusal {
 
 #[test]
 fn rejection_describes_the_rejecting_limit() {
-    let d = Decision {
-        outcome: Outcome::Rejected,
-        retry_after: Duration::from_millis(41_250),
-        limits: vec![
-            LimitUsage {
-                used: 5,
-                limit: 5,
-                reset: Duration::from_millis(41_250),
-                retry_after: Duration::from_millis(41_250),
-                in_flight: false,
-            },
-            LimitUsage {
-                used: 7,
-                limit: 20,
-                reset: Duration::from_secs(3000),
-                retry_after: Duration::ZERO,
-                in_flight: false,
-            },
-        ],
-        decided_at_us: 0,
-        block_level: 0,
-        receipt: None,
-        approximate: false,
-    };
+    let d = rejection();
     let r = refusal(None).answer(&d, &RequestId::generate(), true);
     assert_eq!(r.status(), 429);
     let h = r.headers();
@@ -111,12 +88,7 @@ fn the_429_body_is_json_with_every_member() {
     let t = refusal(Some(TierName::Plan("gold \"quoted\"\n".into())));
     let id = RequestId::generate();
     let r = t.answer(&d, &id, true);
-    let bytes =
-        futures_util::FutureExt::now_or_never(http_body_util::BodyExt::collect(r.into_body()))
-            .unwrap()
-            .unwrap()
-            .to_bytes();
-    let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let body = body_of(r);
     assert_eq!(body["type"], QUOTA_EXCEEDED_TYPE);
     assert_eq!(body["title"], "Too Many Requests");
     assert_eq!(body["status"], 429);
@@ -141,12 +113,7 @@ fn the_429_body_is_json_with_every_member() {
         ..d
     };
     let r = t.answer(&approximate, &id, true);
-    let bytes =
-        futures_util::FutureExt::now_or_never(http_body_util::BodyExt::collect(r.into_body()))
-            .unwrap()
-            .unwrap()
-            .to_bytes();
-    let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let body = body_of(r);
     assert_eq!(body["approximate"], true);
     assert_eq!(body["plan"], "gold \"quoted\"\n");
 }
@@ -245,12 +212,7 @@ fn a_decision_naming_no_limit_gets_no_rate_limit_headers() {
     let r = refusal(None).answer(&none, &id, true);
     let names: Vec<String> = sent(&r).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["content-type", "x-request-id", "retry-after"]);
-    let bytes =
-        futures_util::FutureExt::now_or_never(http_body_util::BodyExt::collect(r.into_body()))
-            .unwrap()
-            .unwrap()
-            .to_bytes();
-    let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let body = body_of(r);
     assert_eq!(body["limit"], "per-minute", "the first limit, as before");
     assert_eq!(body["violated-policies"], serde_json::json!([]));
     assert_eq!(body["block_level"], 2);
@@ -283,12 +245,7 @@ fn a_name_no_header_can_carry_drops_only_ratelimit() {
             "x-request-id",
         ]
     );
-    let bytes =
-        futures_util::FutureExt::now_or_never(http_body_util::BodyExt::collect(r.into_body()))
-            .unwrap()
-            .unwrap()
-            .to_bytes();
-    let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let body = body_of(r);
     assert_eq!(body["route"], "r\"oute");
     assert_eq!(body["limit"], "bad\u{7f}name");
     assert_eq!(
@@ -299,4 +256,14 @@ fn a_name_no_header_can_carry_drops_only_ratelimit() {
         body["violated-policies"],
         serde_json::json!(["bad\u{7f}name"])
     );
+}
+
+/// The JSON body of `r`.
+fn body_of(r: Response<Body>) -> serde_json::Value {
+    let collected = http_body_util::BodyExt::collect(r.into_body());
+    let bytes = futures_util::FutureExt::now_or_never(collected)
+        .expect("a body in memory is there at once")
+        .expect("a body in memory cannot fail")
+        .to_bytes();
+    serde_json::from_slice(&bytes).expect("the body is JSON")
 }
