@@ -1,0 +1,153 @@
+//! `POST /admin/reload`: a good file applies and the counts survive, a bad one is refused with its
+//! location while the running config stays, and a changed setting read only at start
+//! (`server.listen`, `server.shutdown_grace`) is named as pending a restart.
+
+use crate::support;
+
+use http::Method;
+use support::admin::{auth, ROUTES};
+use support::gateway::{self, config, redis_store};
+use support::http::HttpClient;
+use support::redis::RedisServer;
+use support::{unique_prefix, upstream};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_applies_good_files_and_refuses_bad_ones() {
+    let redis = RedisServer::start();
+    let up = upstream::start().await;
+    let store = redis_store(&redis.url(), &unique_prefix("reload"));
+    let gw = gateway::start(&config(&store, &up.url(), ROUTES)).await;
+    // A reload reads the file with the environment the gateway started with.
+    let client = HttpClient::default();
+    let (k, v) = auth();
+    let user = [("x-user", "u1")];
+    client.get(&gw.url("/x"), &user).await;
+    client.get(&gw.url("/x"), &user).await;
+    assert_eq!(client.status(&gw.url("/x"), &user).await, 429);
+
+    gw.rewrite(&config(
+        &store,
+        &up.url(),
+        &ROUTES.replace("limit = 2", "limit = 3"),
+    ));
+    let r = client
+        .send(Method::POST, &gw.admin("/admin/reload"), &[(k, &v)], "")
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        client.status(&gw.url("/x"), &user).await,
+        200,
+        "counts survive, the new limit applies"
+    );
+    assert_eq!(client.status(&gw.url("/x"), &user).await, 429);
+
+    gw.rewrite("[[routes]]\nname = 1\n");
+    let r = client
+        .send(Method::POST, &gw.admin("/admin/reload"), &[(k, &v)], "")
+        .await;
+    assert_eq!(r.status, 422);
+    assert!(
+        r.json()["detail"]
+            .as_str()
+            .unwrap()
+            .contains("config.toml:2:8"),
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        client.status(&gw.url("/x"), &[("x-user", "u2")]).await,
+        200,
+        "the running config stays"
+    );
+    let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
+    assert!(metrics.contains("slidegate_config_reloads_total{result=\"success\"} 1"));
+    assert!(metrics.contains("slidegate_config_reloads_total{result=\"failure\"} 1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_changes_server_listen_names_it_as_pending_a_restart() {
+    let up = upstream::start().await;
+    let cfg = config("backend = \"memory\"", &up.url(), ROUTES);
+    let gw = gateway::start(&cfg).await;
+    // A reload reads the file with the environment the gateway started with.
+    let client = HttpClient::default();
+    let (k, v) = auth();
+    let reload = || {
+        let (client, url, auth) = (client.clone(), gw.admin("/admin/reload"), v.clone());
+        async move {
+            let r = client
+                .send(Method::POST, &url, &[("authorization", &auth)], "")
+                .await;
+            assert_eq!(r.status, 200, "{}", r.body);
+            r.json()
+        }
+    };
+    let shown = |json: serde_json::Value| {
+        (
+            json["server"]["listen"].clone(),
+            json["pending_restart"].clone(),
+        )
+    };
+
+    let elsewhere = format!("127.0.0.1:{}", support::free_port());
+    let moved = cfg.replacen(
+        "listen = \"127.0.0.1:0\"",
+        &format!("listen = \"{elsewhere}\""),
+        1,
+    );
+    assert_ne!(moved, cfg);
+    gw.rewrite(&moved);
+    let pending = serde_json::json!([
+        {"setting": "server.listen", "running": "127.0.0.1:0", "configured": elsewhere}
+    ]);
+    let answer = reload().await;
+    assert_eq!(answer["result"], "success");
+    assert_eq!(answer["pending_restart"], pending);
+    let config = client
+        .get(&gw.admin("/admin/config"), &[(k, &v)])
+        .await
+        .json();
+    assert_eq!(shown(config), (serde_json::json!("127.0.0.1:0"), pending));
+    // Still served where it runs; nothing listens where the file now says.
+    assert_eq!(
+        client.get(&gw.url("/x"), &[("x-user", "u1")]).await.status,
+        200
+    );
+    assert!(tokio::net::TcpStream::connect(&elsewhere).await.is_err());
+
+    // The drain's bound is handed to the listener at start: also pending.
+    let graced = moved
+        .replacen("[server]", "[server]\nshutdown_grace = \"3s\"", 1)
+        .replacen("[store]", "[store]\non_error = \"deny\"", 1);
+    assert_eq!(graced.matches("shutdown_grace").count(), 1);
+    assert_eq!(graced.matches("on_error = \"deny\"").count(), 1);
+    gw.rewrite(&graced);
+    let pending = reload().await["pending_restart"].clone();
+    let settings: Vec<&str> = pending
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["setting"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        settings,
+        ["server.listen", "server.shutdown_grace", "store.on_error"],
+        "{pending}"
+    );
+    assert_eq!(pending[1]["configured"], "3s");
+    // Values as the file writes them.
+    assert_eq!(pending[2]["running"], "allow", "{pending}");
+    assert_eq!(pending[2]["configured"], "deny", "{pending}");
+
+    // Back to the running value: nothing is pending any more.
+    gw.rewrite(&cfg);
+    assert_eq!(reload().await["pending_restart"], serde_json::json!([]));
+    let config = client
+        .get(&gw.admin("/admin/config"), &[(k, &v)])
+        .await
+        .json();
+    assert_eq!(
+        shown(config),
+        (serde_json::json!("127.0.0.1:0"), serde_json::json!([]))
+    );
+}

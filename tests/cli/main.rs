@@ -1,0 +1,12 @@
+//! The command line's suites as one test binary: `check`, `key`, `campaign` and `segment`.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod cli;
+mod cli_campaign;
+mod cli_check;
+mod cli_check_layer;
+mod cli_check_warnings;
+mod cli_key;
+mod cli_segment_build;

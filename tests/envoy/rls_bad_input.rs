@@ -1,0 +1,125 @@
+//! Bad input to the rate-limit service: a gRPC request naming no domain or no descriptor gets a
+//! status naming what is wrong (never a panic, never a decision; everything else is decided:
+//! tests/rls_never_unlimited.rs), and limit files that are not what envoyproxy/ratelimit's
+//! format allows are refused with FILE:LINE:COLUMN.
+
+use crate::support;
+
+use support::redis::RedisServer;
+use support::rls::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_request_naming_no_domain_or_no_descriptor_is_an_error() {
+    let yaml = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 5 }\n";
+    let redis = RedisServer::start();
+    let gw = serve(&redis, "rls-bad", yaml, "").await;
+    let mut c = client(&gw).await;
+    let k = || descriptor(&[("k", "v")]);
+    let cases: Vec<(&str, _)> = vec![
+        ("domain", request("", vec![k()])),
+        ("descriptors", request("d", vec![])),
+    ];
+    for (says, bad) in cases {
+        let status = try_ask(&mut c, bad).await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        assert!(status.message().contains(says), "{says}: {status:?}");
+    }
+    // Nothing of the above was charged: hits_addend 0 on the request is 1.
+    let r = ask(&mut c, request("d", vec![k()])).await;
+    assert_eq!(r.statuses[0].limit_remaining, 4);
+}
+
+/// Loads a gateway config whose `[rls]` reads `limits/` holding `files`; the error's text.
+fn refused(files: &[(&str, &str)]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("limits")).unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.path().join("limits").join(name), text).unwrap();
+    }
+    let toml = "[rls]\nconfig = \"limits\"\n";
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, toml).unwrap();
+    let e = slidegate::config::Config::load_with_env(&path, |_: &str| None)
+        .expect_err("the limit files are refused");
+    let text = e.to_string();
+    // The file's name as written, not the temp dir's.
+    text.replace(&format!("{}/", dir.path().join("limits").display()), "")
+}
+
+#[test]
+fn bad_limit_files_are_refused_at_their_place() {
+    let limit = "    rate_limit: { unit: minute, requests_per_unit: 1 }\n";
+    let cases: Vec<(Vec<(&str, String)>, &str)> = vec![
+        (
+            vec![
+                ("a.yaml", format!("domain: d\ndescriptors:\n  - key: k\n{limit}")),
+                ("b.yaml", "domain: d\n".into()),
+            ],
+            "b.yaml:1:9: domain: duplicate domain `d` (also at",
+        ),
+        (
+            vec![("a.yaml", format!("domain: d\ndescriptors:\n  - key: k\n{limit}  - key: k\n{limit}"))],
+            "a.yaml:5:10: descriptor: duplicate `k` at this level",
+        ),
+        (
+            vec![("a.yaml", "domain: d\ndomain: e\n".into())],
+            "a.yaml:2:1: not valid YAML: duplicated key in mapping",
+        ),
+        (
+            vec![(
+                "a.yaml",
+                "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: minute\n      requests_per_unit: 1\n      replaces: [{ name: nobody }]\n".into(),
+            )],
+            "a.yaml:7:26: replaces: no rate_limit of this domain is named `nobody`",
+        ),
+        (
+            vec![("a.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: fortnight, requests_per_unit: 1 }\n".into())],
+            "a.yaml:4:25: unit: unknown unit `fortnight`",
+        ),
+        (
+            vec![("a.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, window: 10m, requests_per_unit: 1 }\n".into())],
+            "a.yaml:4:41: window: give either `unit` or `window`, not both",
+        ),
+        (
+            vec![("a.yaml", "domain: d\ndescriptors:\n\t- key: k\n".into())],
+            "a.yaml:3:2: not valid YAML: tabs disallowed",
+        ),
+        (
+            vec![("a.yaml", "{ this is: [not yaml\n".into())],
+            "a.yaml:2:1: not valid YAML:",
+        ),
+        (
+            vec![("a.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 20000 }\n".into())],
+            "a.yaml:4:52: requests_per_unit: a sliding_log limit holds at most 10000 (it stores one entry per counted unit); for more, use algorithm: sliding_window_counter or gcra",
+        ),
+        (
+            vec![("a.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limits: {}\n".into())],
+            "a.yaml:4:5: a descriptor: unknown key `rate_limits`",
+        ),
+    ];
+    let wrong: Vec<String> = cases
+        .iter()
+        .filter_map(|(files, expected)| {
+            let files: Vec<(&str, &str)> = files.iter().map(|(n, t)| (*n, t.as_str())).collect();
+            let error = refused(&files);
+            (!error.starts_with(expected))
+                .then(|| format!("expected `{expected}...`, got `{error}`"))
+        })
+        .collect();
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn a_domain_is_named_apart_from_every_route() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("limits.yaml"), "domain: otp\n").unwrap();
+    let toml = "[rls]\nconfig = \"limits.yaml\"\n\n[[routes]]\nname = \"otp\"\npath = \"/otp\"\nupstream = \"up\"\n\n[upstreams.up]\nurl = \"http://127.0.0.1:9\"\n";
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, toml).unwrap();
+    let e = slidegate::config::Config::load_with_env(&path, |_: &str| None).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("config.toml:2:10: rls.config: domain `otp` is also a route's name"),
+        "{e}"
+    );
+}

@@ -1,0 +1,172 @@
+//! Nothing an Envoy request carries turns a limit off: Envoy reads an error from the
+//! rate-limit service as "no limit" under its default `failure_mode_deny: false`, so every
+//! request that names a domain and a descriptor is decided. A value of any length is counted
+//! (keyed by its SHA-256 past 256 bytes), a cost above a limit is OVER_LIMIT for its descriptor
+//! and charges nothing, descriptors of different costs are each charged their own, a request
+//! with more descriptors than are decided at once is refused, and giving units back
+//! (`is_negative_hits`) only reads.
+
+use crate::support;
+
+use support::redis::RedisServer;
+use support::rls::*;
+
+const LIMITS: &str = r#"
+domain: d
+descriptors:
+  - key: header
+    rate_limit: { unit: minute, requests_per_unit: 2, name: per-header }
+  - key: tenant
+    rate_limit: { unit: minute, requests_per_unit: 10, name: per-tenant }
+  - key: ip
+    rate_limit: { unit: minute, requests_per_unit: 5, name: per-ip }
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_of_any_length_is_counted_as_its_own_key() {
+    let redis = RedisServer::start();
+    let gw = serve(&redis, "rls-long", LIMITS, "").await;
+    let mut c = client(&gw).await;
+    // Two values of 64 KiB that share their first 60,000 bytes.
+    let common = "v".repeat(60_000);
+    let (a, b) = (
+        format!("{common}{}", "a".repeat(5536)),
+        format!("{common}{}", "b".repeat(5536)),
+    );
+    let one = request("d", vec![descriptor(&[("header", &a)])]);
+    assert_eq!(codes(&ask(&mut c, one.clone()).await), ["OK"]);
+    assert_eq!(codes(&ask(&mut c, one.clone()).await), ["OK"]);
+    assert_eq!(overall(&ask(&mut c, one).await), "OVER_LIMIT");
+    let other = request("d", vec![descriptor(&[("header", &b)])]);
+    assert_eq!(ask(&mut c, other).await.statuses[0].limit_remaining, 1);
+    // The key is the value's SHA-256, as /admin/usage takes it.
+    let hex: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(a.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let (name, token) = support::admin::auth();
+    let url = gw.admin(&format!(
+        "/admin/usage?route=d&limit=per-header&key=%25sha256:{hex}"
+    ));
+    let usage = support::http::HttpClient::default()
+        .get(&url, &[(name, &token)])
+        .await;
+    assert_eq!(usage.json()["limits"][0]["used"], 2, "{}", usage.body);
+    // No raw value of that length reaches Redis.
+    let keys = format!("{:?}", redis.cmd(&["KEYS", "*"]));
+    assert!(
+        !keys.contains(&"v".repeat(300)),
+        "{}",
+        &keys[..200.min(keys.len())]
+    );
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cost_above_a_limit_is_over_limit_and_charges_nothing() {
+    let redis = RedisServer::start();
+    let gw = serve(&redis, "rls-cost", LIMITS, "").await;
+    let mut c = client(&gw).await;
+    // 11 units against a limit of 10, beside a descriptor that has room.
+    let r = ask(
+        &mut c,
+        request(
+            "d",
+            vec![
+                with_hits(descriptor(&[("tenant", "t1")]), 11),
+                with_hits(descriptor(&[("ip", "203.0.113.1")]), 11),
+            ],
+        ),
+    )
+    .await;
+    assert_eq!(overall(&r), "OVER_LIMIT");
+    assert_eq!(codes(&r), ["OVER_LIMIT", "OVER_LIMIT"]);
+    let fresh = request(
+        "d",
+        vec![descriptor(&[("tenant", "t1")]), ip("203.0.113.1")],
+    );
+    let r = ask(&mut c, fresh).await;
+    assert_eq!(r.statuses[0].limit_remaining, 9, "nothing was charged");
+    assert_eq!(r.statuses[1].limit_remaining, 4, "nothing was charged");
+    gw.stop().await;
+}
+
+fn ip(
+    address: &str,
+) -> envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor {
+    descriptor(&[("ip", address)])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn descriptors_of_different_costs_are_each_charged_their_own() {
+    let redis = RedisServer::start();
+    let gw = serve(&redis, "rls-mixed", LIMITS, "").await;
+    let mut c = client(&gw).await;
+    // Tokens for the tenant, one request for the address.
+    let mixed = || {
+        request(
+            "d",
+            vec![
+                with_hits(descriptor(&[("tenant", "t2")]), 4),
+                with_hits(ip("203.0.113.2"), 1),
+            ],
+        )
+    };
+    let r = ask(&mut c, mixed()).await;
+    assert_eq!(overall(&r), "OK");
+    assert_eq!(r.statuses[0].limit_remaining, 6);
+    assert_eq!(r.statuses[1].limit_remaining, 4);
+    let r = ask(&mut c, mixed()).await;
+    assert_eq!(r.statuses[0].limit_remaining, 2);
+    assert_eq!(r.statuses[1].limit_remaining, 3);
+    // The tenant has 2 left: 4 more are refused, and the address is not charged for it.
+    let r = ask(&mut c, mixed()).await;
+    assert_eq!(overall(&r), "OVER_LIMIT");
+    let after = ask(&mut c, request("d", vec![with_hits(ip("203.0.113.2"), 0)])).await;
+    assert_eq!(after.statuses[0].limit_remaining, 3);
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_requests_are_decided_never_an_error() {
+    let redis = RedisServer::start();
+    let gw = serve(&redis, "rls-odd", LIMITS, "").await;
+    let mut c = client(&gw).await;
+    // More descriptors than one decision takes: refused whole.
+    let many = request("d", vec![ip("203.0.113.3"); 65]);
+    let r = ask(&mut c, many).await;
+    assert_eq!(overall(&r), "OVER_LIMIT");
+    assert_eq!(r.statuses.len(), 65);
+    // An override whose unit does not exist, or a limit sliding_log cannot hold exactly.
+    for (limit, unit) in [(1, 0), (1, 9), (20_000, 2)] {
+        let bad = request("d", vec![with_override(ip("203.0.113.3"), limit, unit)]);
+        assert_eq!(
+            overall(&ask(&mut c, bad).await),
+            "OVER_LIMIT",
+            "{limit}/{unit}"
+        );
+    }
+    // Descriptors without entries, with an empty key, with more entries than a tree is deep:
+    // they match no limit (OK, no current_limit), beside one that does.
+    let loose = request(
+        "d",
+        vec![
+            descriptor(&[]),
+            descriptor(&[("", "x")]),
+            descriptor(&[("ip", "x"); 20]),
+            ip("203.0.113.3"),
+        ],
+    );
+    let r = ask(&mut c, loose).await;
+    assert_eq!(codes(&r), ["OK", "OK", "OK", "OK"]);
+    assert_eq!(r.statuses[3].limit_remaining, 4);
+    // Giving units back is not done: such a descriptor is only read.
+    let mut negative = ip("203.0.113.3");
+    negative.is_negative_hits = true;
+    let r = ask(&mut c, request("d", vec![negative])).await;
+    assert_eq!(r.statuses[0].limit_remaining, 4);
+    gw.stop().await;
+}

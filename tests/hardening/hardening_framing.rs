@@ -1,0 +1,70 @@
+//! Conflicting framing never reaches the upstream: a request smuggled behind both
+//! `Content-Length` and `Transfer-Encoding` (CL.TE) is never served, and the upstream never gets
+//! both framing headers.
+
+use crate::support;
+
+use support::gateway::{self, config};
+use support::hardening::{ALL, MEMORY};
+use support::{metrics, raw, upstream};
+
+/// The classic CL.TE smuggle: a front end that believed `Content-Length` would pass the second
+/// request along inside the first one's body. Here `Transfer-Encoding` wins, the body is the
+/// empty chunked one, and the connection is closed after the answer, so the smuggled request is
+/// never served and the upstream never sees both framing headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_smuggled_behind_conflicting_framing_never_reaches_the_upstream() {
+    let up = upstream::start().await;
+    let gw = gateway::start(&config(MEMORY, &up.url(), ALL)).await;
+    let smuggled = "0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n";
+    let request = format!(
+        "POST /front HTTP/1.1\r\nHost: gw\r\nContent-Length: {}\r\nTransfer-Encoding: chunked\r\n\r\n{smuggled}",
+        smuggled.len()
+    );
+    let r = raw::send(gw.running().proxy_addr, request.as_bytes()).await;
+    assert!(
+        !r.head.contains("/smuggled") && !r.body.contains("/smuggled"),
+        "{r:?}"
+    );
+    let seen = up.seen();
+    assert!(
+        !seen.iter().any(|t| t.contains("smuggled")),
+        "the smuggled request reached the upstream: {seen:?}"
+    );
+    if r.status == 200 {
+        let headers = &r.json()["headers"];
+        assert!(
+            headers.get("content-length").is_none() || headers.get("transfer-encoding").is_none(),
+            "the upstream got both framing headers: {headers}"
+        );
+    }
+}
+
+/// A body whose chunk framing breaks on a route that streams it unread is the client's fault:
+/// 400 `body_unreadable`, not a 502 that blames the upstream, and the upstream's error count
+/// does not move.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_chunked_body_is_the_clients_error_not_the_upstreams() {
+    let up = upstream::start().await;
+    let gw = gateway::start(&config(MEMORY, &up.url(), ALL)).await;
+    let addr = gw.running().proxy_addr;
+    for body in ["zz\r\nhello\r\n0\r\n\r\n", "5\r\nhelloXX0\r\n\r\n"] {
+        let request = format!(
+            // The upstream holds its answer back (`/slow`), so the body's failure comes first.
+            "POST /slow?ms=5000 HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{body}"
+        );
+        let r = raw::send(addr, request.as_bytes()).await;
+        assert_eq!(r.status, 400, "{body:?}: {r:?}");
+        assert_eq!(r.json()["error"], "body_unreadable", "{body:?}");
+    }
+    let text = support::http::HttpClient::default()
+        .get(&gw.admin("/metrics"), &[])
+        .await
+        .body;
+    let errors = metrics::value(
+        &text,
+        "slidegate_upstream_requests_total",
+        &[("route", "all"), ("status", "error")],
+    );
+    assert_eq!(errors.unwrap_or(0.0), 0.0, "blamed on the upstream");
+}

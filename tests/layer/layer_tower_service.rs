@@ -1,0 +1,99 @@
+//! `slidegate::RateLimitLayer` wraps any `Service<Request<RequestBody<B>>>`, not only axum's
+//! (README, "Embedding: the tower layer"): a plain `tower::service_fn` with a body type of its own, called with
+//! `oneshot`, each client address given as a `ClientAddr` extension its own key.
+
+use crate::support;
+
+use std::convert::Infallible;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Bytes;
+use http_body_util::{BodyExt, Full};
+use slidegate::layer::{ClientAddr, RequestBody, RouteBuilder};
+use slidegate::RateLimitLayer;
+use support::layer::decisions;
+
+/// The layer wraps any `Service<Request<RequestBody<B>>>`, not only axum's: a `tower::service_fn`
+/// taking `http_body_util::Full<Bytes>` bodies, called with `oneshot`, the client's address
+/// given as a `ClientAddr` extension (as a server that is not axum would set it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_layer_wraps_a_plain_tower_service() {
+    use tower::{Layer, ServiceExt};
+    let layer = RateLimitLayer::builder()
+        .memory()
+        .route(RouteBuilder::new("ping", "/ping").limit("per-minute", 2, "1m"))
+        .build()
+        .await
+        .unwrap();
+    let seen: Arc<Mutex<Vec<(IpAddr, Bytes)>>> = Arc::default();
+    let log = seen.clone();
+    let inner = tower::service_fn(move |req: http::Request<RequestBody<Full<Bytes>>>| {
+        let log = log.clone();
+        async move {
+            let route = req
+                .extensions()
+                .get::<slidegate::layer::MatchedRoute>()
+                .map(|m| m.client_ip);
+            let body = req.into_body().collect().await.unwrap().to_bytes();
+            log.lock().unwrap().push((route.unwrap(), body));
+            Ok::<_, Infallible>(http::Response::new(Full::new(Bytes::from_static(b"pong"))))
+        }
+    });
+    let service = layer.layer(inner);
+    let call = |client: [u8; 4], n: u32| {
+        let service = service.clone();
+        async move {
+            let mut req = http::Request::post("/ping")
+                .body(Full::new(Bytes::from(format!("ping {n}"))))
+                .unwrap();
+            req.extensions_mut()
+                .insert(ClientAddr(IpAddr::from(client)));
+            let response = service.oneshot(req).await.unwrap();
+            let status = response.status().as_u16();
+            let limit = response
+                .headers()
+                .get("x-ratelimit-remaining")
+                .map(|v| v.to_str().unwrap().to_string());
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            (status, limit, body)
+        }
+    };
+    let one = [192, 0, 2, 1];
+    let two = [192, 0, 2, 2];
+    let mut answers = Vec::new();
+    for (n, client) in [one, one, one, two].into_iter().enumerate() {
+        answers.push(call(client, n as u32).await);
+    }
+    let statuses: Vec<(u16, Option<&str>)> =
+        answers.iter().map(|(s, r, _)| (*s, r.as_deref())).collect();
+    assert_eq!(
+        statuses,
+        [
+            (200, Some("1")),
+            (200, Some("0")),
+            (429, Some("0")),
+            (200, Some("1"))
+        ],
+        "each ClientAddr is its own key"
+    );
+    assert_eq!(answers[0].2, Bytes::from_static(b"pong"));
+    let problem: serde_json::Value = serde_json::from_slice(&answers[2].2).unwrap();
+    assert_eq!(
+        (problem["error"].as_str(), problem["limit"].as_str()),
+        (Some("rate_limited"), Some("per-minute"))
+    );
+    let seen = seen.lock().unwrap().clone();
+    let expected: Vec<(IpAddr, Bytes)> = vec![
+        (IpAddr::from(one), Bytes::from("ping 0")),
+        (IpAddr::from(one), Bytes::from("ping 1")),
+        (IpAddr::from(two), Bytes::from("ping 3")),
+    ];
+    assert_eq!(
+        seen, expected,
+        "the inner service got the allowed requests, bodies whole"
+    );
+    let m = layer.metrics().encode();
+    assert_eq!(decisions(&m, "ping", "allowed"), 3.0);
+    assert_eq!(decisions(&m, "ping", "rejected"), 1.0);
+}

@@ -1,0 +1,247 @@
+//! Attempts in flight through the gateway (README, "Limits on what is in flight"), over real
+//! sockets with a real Redis shared by two gateways and an upstream that holds its answers
+//! open: a key's slots are taken across instances, a full key gets 429 with `Retry-After: 1`
+//! and `RateLimit-Policy: "inflight";q=N`, a slot is held until the answer's body has been sent
+//! (not its head), a client that leaves frees its slot once the upstream answered, an attempt
+//! the window refuses holds nothing, and `/admin/usage` shows `in_flight` (`DELETE` frees).
+
+use crate::support;
+
+use http::Method;
+use http_body_util::BodyExt;
+use support::admin::auth;
+use support::gateway::{config, redis_store, start, Gateway};
+use support::http::HttpClient;
+use support::leaving::eventually;
+use support::llm::{self, LlmUpstream};
+use support::redis::RedisServer;
+use support::unique_prefix;
+
+const ROUTE: &str = r#"
+[[routes]]
+name = "chat"
+path = "/v1/*"
+upstream = "up"
+key = ["header:x-api-key"]
+  [[routes.limits]]
+  name = "inflight"
+  limit = 2
+  algorithm = "concurrency"
+  [[routes.limits]]
+  name = "per-minute"
+  limit = 6
+  window = "1m"
+"#;
+
+const STREAM: &str = r#"{"stream":true,"reply_tokens":2}"#;
+
+async fn gateways(redis: &RedisServer, up: &LlmUpstream, n: usize) -> Vec<Gateway> {
+    let store = redis_store(&redis.url(), &unique_prefix("inflight"));
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(start(&config(&store, &up.url(), ROUTE)).await);
+    }
+    out
+}
+
+/// Opens a streamed answer that the upstream holds after its first event.
+async fn held(gw: &Gateway, key: &str) -> hyper::Response<hyper::body::Incoming> {
+    let headers = [
+        ("x-api-key", key),
+        ("x-hold", "1"),
+        ("content-type", "application/json"),
+    ];
+    HttpClient::default()
+        .open(
+            Method::POST,
+            &gw.url("/v1/chat/completions"),
+            &headers,
+            STREAM,
+        )
+        .await
+}
+
+async fn post(gw: &Gateway, key: &str) -> support::http::Reply {
+    let headers = [("x-api-key", key), ("content-type", "application/json")];
+    HttpClient::default()
+        .send(
+            Method::POST,
+            &gw.url("/v1/chat/completions"),
+            &headers,
+            STREAM,
+        )
+        .await
+}
+
+/// The key's `in_flight` as `/admin/usage` shows it.
+async fn in_flight(gw: &Gateway, key: &str) -> u64 {
+    let (name, token) = auth();
+    let url = gw.admin(&format!("/admin/usage?route=chat&key={key}&limit=inflight"));
+    let usage = HttpClient::default()
+        .get(&url, &[(name, &token)])
+        .await
+        .json();
+    usage["limits"][0]["in_flight"]
+        .as_u64()
+        .expect("in_flight shown")
+}
+
+#[tokio::test]
+async fn a_full_key_is_refused_across_gateways_until_a_body_ends() {
+    let redis = RedisServer::start();
+    let up = llm::start().await;
+    let gws = gateways(&redis, &up, 2).await;
+    let mut first = held(&gws[0], "ann").await;
+    let mut second = held(&gws[1], "ann").await;
+    assert_eq!(
+        (first.status().as_u16(), second.status().as_u16()),
+        (200, 200)
+    );
+    assert_eq!(
+        first.headers()["ratelimit-policy"],
+        "\"inflight\";q=2, \"per-minute\";q=6;w=60"
+    );
+    // the head has arrived; the bodies have not ended: both slots are taken, on both gateways
+    first
+        .body_mut()
+        .frame()
+        .await
+        .expect("a first event")
+        .unwrap();
+    assert_eq!(in_flight(&gws[1], "ann").await, 2);
+    for gw in &gws {
+        let refused = post(gw, "ann").await;
+        assert_eq!(refused.status, 429);
+        assert_eq!(refused.header("retry-after"), Some("1"));
+        assert_eq!(refused.header("ratelimit"), Some("\"inflight\";r=0;t=1"));
+        let body = refused.json();
+        assert_eq!(body["limit"], "inflight");
+        assert_eq!(body["violated-policies"], serde_json::json!(["inflight"]));
+    }
+    // another key has slots of its own
+    assert_eq!(post(&gws[0], "bob").await.status, 200);
+    // one answer ends: its slot is free, on every gateway
+    up.release(1);
+    let mut rest = Vec::new();
+    while let Some(frame) = first.body_mut().frame().await {
+        rest.extend_from_slice(frame.unwrap().data_ref().map_or(&[][..], |d| d));
+    }
+    assert!(rest.ends_with(b"data: [DONE]\n\n"));
+    // the gateway that sent the answer queued the release before the answer's end: its own
+    // read rides behind it on its lane; another gateway's read is ordered after that one
+    assert_eq!(in_flight(&gws[0], "ann").await, 1);
+    assert_eq!(in_flight(&gws[1], "ann").await, 1);
+    // the gateway that freed the slot forgets its refusal at once (the other one's deny cache
+    // holds the key for the 1 s its 429 said)
+    let allowed = post(&gws[0], "ann").await;
+    assert_eq!(allowed.status, 200);
+    assert_eq!(allowed.header("ratelimit"), Some("\"inflight\";r=0;t=1"));
+    up.release(1);
+    second.body_mut().collect().await.unwrap();
+    assert_eq!(in_flight(&gws[1], "ann").await, 0);
+    assert_eq!(in_flight(&gws[0], "ann").await, 0);
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_frees_its_slot_once_the_upstream_answered() {
+    let redis = RedisServer::start();
+    let up = llm::start().await;
+    let gws = gateways(&redis, &up, 1).await;
+    let gw = &gws[0];
+    // leaves mid-body: the upstream has answered, the slot goes at once
+    let mut response = held(gw, "ann").await;
+    response.body_mut().frame().await.unwrap().unwrap();
+    assert_eq!(in_flight(gw, "ann").await, 1);
+    drop(response);
+    eventually(|| async { (in_flight(gw, "ann").await == 0).then_some(()) }).await;
+    // leaves before the head: the slot stays until the upstream answers
+    let headers = [
+        ("x-api-key", "ann"),
+        ("x-hold", "1"),
+        ("content-type", "application/json"),
+    ];
+    let url = gw.url("/v1/chat/completions");
+    let whole = r#"{"reply_tokens":2}"#;
+    let leaving = tokio::spawn(async move {
+        HttpClient::default()
+            .open(Method::POST, &url, &headers, whole)
+            .await
+    });
+    eventually(|| async { (up.heads().len() == 2).then_some(()) }).await;
+    leaving.abort();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert_eq!(
+        in_flight(gw, "ann").await,
+        1,
+        "the upstream has not answered yet"
+    );
+    up.release(1);
+    eventually(|| async { (in_flight(gw, "ann").await == 0).then_some(()) }).await;
+}
+
+#[tokio::test]
+async fn a_refused_attempt_holds_nothing_and_delete_frees_the_slots() {
+    let redis = RedisServer::start();
+    let up = llm::start().await;
+    let gws = gateways(&redis, &up, 1).await;
+    let gw = &gws[0];
+    // six answers use up the window; the seventh is refused by it and takes no slot
+    for _ in 0..6 {
+        assert_eq!(post(gw, "cat").await.status, 200);
+    }
+    let refused = post(gw, "cat").await;
+    assert_eq!(refused.status, 429);
+    assert_eq!(refused.json()["limit"], "per-minute");
+    assert_eq!(in_flight(gw, "cat").await, 0);
+    // two held, then an operator frees them
+    let _a = held(gw, "dan").await;
+    let _b = held(gw, "dan").await;
+    assert_eq!(post(gw, "dan").await.status, 429);
+    let (name, token) = auth();
+    let url = gw.admin("/admin/usage?route=chat&key=dan");
+    let reset = HttpClient::default()
+        .send(Method::DELETE, &url, &[(name, &token)], "")
+        .await;
+    assert_eq!(reset.json()["reset"], true, "{}", reset.body);
+    assert_eq!(in_flight(gw, "dan").await, 0);
+    assert_eq!(post(gw, "dan").await.status, 200);
+    up.release(2);
+}
+
+/// With the store down and `on_error = "local"`, the in-process fallback takes the slot and
+/// frees it there when the answer ends: a key with one slot admits one attempt after another
+/// (the slot is not left to its lease, which would refuse the second for seconds).
+#[tokio::test]
+async fn a_slot_the_local_fallback_took_is_freed_there() {
+    let up = llm::start().await;
+    // nothing listens here: every store call fails
+    let dead = format!("redis://127.0.0.1:{}", support::free_port());
+    let store = redis_store(&dead, &unique_prefix("inflight-local"));
+    let route = ROUTE
+        .replace(
+            "upstream = \"up\"",
+            "upstream = \"up\"\non_error = \"local\"",
+        )
+        .replace("limit = 2\n", "limit = 1\n");
+    let gw = start(&config(&store, &up.url(), &route)).await;
+    for attempt in 0..3 {
+        let reply = post(&gw, "ann").await;
+        assert_eq!(reply.status, 200, "attempt {attempt}: {}", reply.body);
+        assert_eq!(
+            reply.header("ratelimit"),
+            Some("\"inflight\";r=0;t=1"),
+            "attempt {attempt} held the only slot while its answer was sent"
+        );
+    }
+    // and while one is held, the next is refused: the fallback does count the slot
+    let mut open = held(&gw, "ann").await;
+    open.body_mut()
+        .frame()
+        .await
+        .expect("a first event")
+        .unwrap();
+    assert_eq!(post(&gw, "ann").await.status, 429);
+    up.release(1);
+    open.body_mut().collect().await.unwrap();
+    eventually(|| async { (post(&gw, "ann").await.status == 200).then_some(()) }).await;
+}

@@ -1,0 +1,106 @@
+//! The deny cache end to end: after a key's first rejection, a flood on it costs Redis nothing
+//! (no decision call, `EVALSHA` or `FCALL`, runs), and every refusal still gets its headers and is counted.
+
+use crate::support;
+
+use support::http::HttpClient;
+use support::rate_limits::{on_redis, route};
+use support::redis::RedisServer;
+use support::{unique_prefix, upstream};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_on_one_key_costs_redis_nothing_after_the_first_rejection() {
+    let redis = RedisServer::start();
+    let up = upstream::start().await;
+    let routes = route("login", "\"ip\"", "", &[("per-minute", 3, "1m")]);
+    let gw = on_redis(&redis, &unique_prefix("deny"), &up.url(), &routes).await;
+    let client = HttpClient::default();
+    for _ in 0..4 {
+        client.get(&gw.url("/login"), &[]).await;
+    }
+    let before = redis.decision_calls();
+    for _ in 0..200 {
+        let r = client.get(&gw.url("/login"), &[]).await;
+        assert_eq!(r.status, 429);
+        assert!(r.header("retry-after").is_some() && r.header("ratelimit").is_some());
+    }
+    assert_eq!(
+        redis.decision_calls(),
+        before,
+        "the deny cache answered every one of them"
+    );
+    let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
+    assert!(
+        metrics.contains("slidegate_deny_cache_hits_total{route=\"login\"} 200"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("slidegate_requests_total{decision=\"rejected\",route=\"login\"} 201"),
+        "{metrics}"
+    );
+    assert!(
+        metrics
+            .contains("slidegate_limit_exceeded_total{limit=\"per-minute\",mode=\"enforced\",route=\"login\"} 201"),
+        "{metrics}"
+    );
+}
+
+const PER_USER_AND_DEVICE: &str = r#"
+[[routes]]
+name = "two"
+path = "/two"
+upstream = "up"
+  [[routes.limits]]
+  name = "per-user"
+  key = ["header:X-User"]
+  limit = 1
+  window = "1s"
+  [[routes.limits]]
+  name = "per-device"
+  key = ["header:X-Device"]
+  limit = 1
+  window = "1m"
+"#;
+
+/// With a key per limit, each key is remembered with its own wait, not the request's: a user
+/// refused alongside a device that must wait a minute is held back for its own second only,
+/// and a request with another device is answered for the user's limit alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_key_is_remembered_with_its_own_wait() {
+    let redis = RedisServer::start();
+    let up = upstream::start().await;
+    let gw = on_redis(
+        &redis,
+        &unique_prefix("deny-keys"),
+        &up.url(),
+        PER_USER_AND_DEVICE,
+    )
+    .await;
+    let client = HttpClient::default();
+    let send = |device: &'static str| {
+        let client = client.clone();
+        let url = gw.url("/two");
+        async move {
+            client
+                .get(&url, &[("x-user", "ann"), ("x-device", device)])
+                .await
+        }
+    };
+    assert_eq!(send("d1").await.status, 200);
+    let both = send("d1").await;
+    assert_eq!(both.status, 429);
+    assert_eq!(
+        both.json()["limit"],
+        "per-device",
+        "the longest wait is named"
+    );
+    // Another device: the user's own second, not the first device's minute.
+    let user_only = send("d2").await;
+    assert_eq!(user_only.status, 429);
+    let body = user_only.json();
+    assert_eq!(body["limit"], "per-user", "{body}");
+    assert!(body["retry_after_ms"].as_u64().unwrap() <= 1_000, "{body}");
+    // Once the user's second is over, the user is let through with a fresh device.
+    tokio::time::sleep(std::time::Duration::from_millis(1_200)).await;
+    assert_eq!(send("d3").await.status, 200);
+}

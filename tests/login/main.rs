@@ -1,0 +1,12 @@
+//! The OTP and login guard as one test binary: keys from bodies, rotating IPs, outcomes counted
+//! per account, and clients that leave.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod login_no_lockout_without_failure;
+mod login_outcomes;
+mod login_success_forgives_only_its_account;
+mod otp_key_bodies;
+mod otp_rotating_ips;
+mod outcomes_client_leaves;

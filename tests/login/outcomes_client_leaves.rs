@@ -1,0 +1,293 @@
+//! An attempt the upstream saw always counts (SPEC section 9, "Counting outcomes"), through the
+//! real binary with a real Redis and an upstream that answers late: a client that leaves after
+//! its request reached the upstream (HTTP/1.1 close, HTTP/2 RST_STREAM after DATA) does not end
+//! the attempt. The gateway reads the upstream's answer anyway and settles by its status (a 401
+//! stays counted, a 200 is refunded), keeps the attempt counted when no status arrives within the
+//! upstream's `timeout`, and refunds at once only an attempt the upstream never saw. Each such
+//! request leaves an access line with status 499 and the upstream's status, and counts in
+//! `slidegate_upstream_requests_total`.
+
+use crate::support;
+
+use std::time::Duration;
+
+use support::http::HttpClient;
+use support::leaving::{eventually, post_and_close, post_and_reset, LeavingGateway};
+use support::metrics::value;
+use support::otp_login::{login_route, post, AuthUpstream};
+use support::redis::RedisServer;
+use support::{unique_prefix, upstream};
+
+/// The login route: 5 failures (401, 403) per account per 10 minutes.
+fn login() -> String {
+    login_route("limit = 5\nwindow = \"10m\"\ncount_status = [401, 403]")
+}
+
+/// The upstream answers within 1 s or the attempt has no status.
+const UPSTREAM: &str = "connect_timeout = \"500ms\"\ntimeout = \"1s\"";
+
+fn store(redis: &RedisServer) -> String {
+    format!(
+        "backend = \"redis\"\nurl = \"{}\"\nkey_prefix = \"{}\"\ntimeout = \"500ms\"",
+        redis.url(),
+        unique_prefix("leaves")
+    )
+}
+
+/// The routes of `examples/login.toml`, in front of the upstream `up`.
+fn login_recipe_routes() -> String {
+    let text = std::fs::read_to_string(support::recipes::recipe_path("login.toml")).unwrap();
+    let routes = &text[text.find("[[routes]]").expect("the recipe has routes")..];
+    assert!(routes.contains("upstream = \"auth\""));
+    routes.replace("upstream = \"auth\"", "upstream = \"up\"")
+}
+
+fn attempt(user: &str, password: &str) -> String {
+    format!("{{\"username\":\"{user}\",\"password\":\"{password}\"}}")
+}
+
+fn counter(metrics: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    value(metrics, name, labels).unwrap_or(0.0)
+}
+
+fn upstream_answers(metrics: &str, status: &str) -> f64 {
+    counter(
+        metrics,
+        "slidegate_upstream_requests_total",
+        &[("route", "login"), ("status", status)],
+    )
+}
+
+fn refunds(metrics: &str) -> f64 {
+    counter(
+        metrics,
+        "slidegate_outcome_refunds_total",
+        &[("route", "login"), ("limit", "failed-logins")],
+    )
+}
+
+/// The access line of a request whose client left: 499, allowed, the upstream's status. It is
+/// written once the attempt is settled: its refund, if any, is counted by then (and reaches
+/// Redis with the next call of its lane).
+fn assert_left(gw: &LeavingGateway, id: &str, upstream_status: u64) {
+    let line = gw.access(id);
+    assert_eq!(line["status"], 499, "{line}");
+    assert_eq!(line["decision"], "allowed", "{line}");
+    assert_eq!(line["route"], "login", "{line}");
+    assert_eq!(line["upstream_status"], upstream_status, "{line}");
+}
+
+/// HTTP/1.1: five attempts that close their socket once the upstream has them, answered 401
+/// 100 ms later, stay counted: `used` is 5, the sixth attempt is refused without reaching the
+/// upstream, each left a 499 line with the upstream's 401, and the 401s count upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempts_that_leave_after_the_upstream_got_them_stay_counted() {
+    let redis = RedisServer::start_async().await;
+    let auth = AuthUpstream::start().await;
+    let gw = LeavingGateway::start(&store(&redis), &auth.url(), UPSTREAM, &login());
+    for i in 0..5 {
+        let id = format!("h1-leaves-{i}");
+        let seen = auth.bodies("/api/login").len();
+        let body = attempt("ann", "wrong");
+        post_and_close(gw.proxy, "/api/login?ms=100", &id, &body, || {
+            auth.bodies("/api/login").len() > seen
+        })
+        .await;
+        assert_left(&gw, &id, 401);
+    }
+    assert_eq!(
+        gw.used("login", "ann").await,
+        5,
+        "every attempt stayed counted"
+    );
+    let sixth = post(
+        &HttpClient::default(),
+        &format!("http://{}/api/login", gw.proxy),
+        &[],
+        &attempt("ann", "right"),
+    )
+    .await;
+    assert_eq!(sixth.status, 429, "the limit refuses the sixth attempt");
+    assert_eq!(auth.bodies("/api/login").len(), 5);
+    let metrics = gw.metrics().await;
+    assert_eq!(upstream_answers(&metrics, "4xx"), 5.0, "{metrics}");
+    assert_eq!(refunds(&metrics), 0.0);
+}
+
+/// HTTP/1.1: an answer the limit does not count (200) that arrives after the client left is
+/// refunded; an answer that never arrives within the upstream's timeout keeps the attempt
+/// counted (and counts as an upstream error).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_the_client_left_the_status_decides_and_no_status_keeps_the_count() {
+    let redis = RedisServer::start_async().await;
+    let auth = AuthUpstream::start().await;
+    let gw = LeavingGateway::start(&store(&redis), &auth.url(), UPSTREAM, &login());
+    let seen = || auth.bodies("/api/login").len();
+    let before = seen();
+    let body = attempt("bob", "right");
+    post_and_close(gw.proxy, "/api/login?ms=100", "h1-success", &body, || {
+        seen() > before
+    })
+    .await;
+    assert_left(&gw, "h1-success", 200);
+    // the refund is counted before the line is written; Redis applies it in the next call
+    assert_eq!(refunds(&gw.metrics().await), 1.0, "a 200 is not counted");
+    let refunded = || async { (gw.used("login", "bob").await == 0).then_some(()) };
+    eventually(refunded).await;
+
+    let before = seen();
+    let body = attempt("cid", "wrong");
+    post_and_close(gw.proxy, "/api/login?ms=3000", "h1-silent", &body, || {
+        seen() > before
+    })
+    .await;
+    // the access line is written once the upstream's timeout (1 s) has run out
+    assert_left(&gw, "h1-silent", 0);
+    assert_eq!(
+        gw.used("login", "cid").await,
+        1,
+        "no status arrived: the attempt stays counted"
+    );
+    let metrics = gw.metrics().await;
+    assert_eq!(upstream_answers(&metrics, "error"), 1.0, "{metrics}");
+    assert_eq!(upstream_answers(&metrics, "2xx"), 1.0, "{metrics}");
+    assert_eq!(refunds(&metrics), 1.0, "only the 200 was refunded");
+}
+
+/// An attempt whose client leaves while the gateway is still connecting to the upstream
+/// (nothing of it has gone out) is refunded at once, and never sent: the upstream that starts
+/// listening afterwards never receives it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_the_upstream_never_saw_is_refunded_at_once() {
+    let redis = RedisServer::start_async().await;
+    // The upstream's port is held but not listened on: every connect is refused and retried
+    // within connect_timeout.
+    let (socket, port) = support::reserved_port();
+    let gw = LeavingGateway::start(
+        &store(&redis),
+        &format!("http://127.0.0.1:{port}"),
+        "connect_timeout = \"5s\"\ntimeout = \"1s\"",
+        &login(),
+    );
+    let body = attempt("dee", "wrong");
+    // the client leaves once the attempt is charged: the gateway is connecting by then
+    let charged = std::sync::atomic::AtomicBool::new(false);
+    let leave = post_and_close(gw.proxy, "/api/login", "h1-unseen", &body, || {
+        charged.load(std::sync::atomic::Ordering::Relaxed)
+    });
+    let watch = async {
+        eventually(|| async { (gw.used("login", "dee").await == 1).then_some(()) }).await;
+        charged.store(true, std::sync::atomic::Ordering::Relaxed);
+    };
+    tokio::join!(leave, watch);
+    // at once: long before the connect timeout (5 s) could have ended the attempt
+    let refunded = tokio::time::timeout(
+        Duration::from_secs(2),
+        eventually(|| async { (gw.used("login", "dee").await == 0).then_some(()) }),
+    )
+    .await;
+    assert!(refunded.is_ok(), "the reservation stayed while connecting");
+    assert_eq!(refunds(&gw.metrics().await), 1.0);
+    // the upstream listens now, while the connect timeout still runs: nothing comes
+    let up = upstream::serve(socket.listen(64).unwrap(), Duration::ZERO);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(
+        up.seen().is_empty(),
+        "the abandoned attempt was sent: {:?}",
+        up.seen()
+    );
+    assert_left(&gw, "h1-unseen", 0);
+    assert_eq!(gw.used("login", "dee").await, 0);
+}
+
+/// HTTP/2: five streams reset (RST_STREAM) after their DATA reached the upstream, answered 401
+/// later, stay counted, exactly as over HTTP/1.1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_streams_reset_after_their_data_reached_the_upstream_stay_counted() {
+    let redis = RedisServer::start_async().await;
+    let auth = AuthUpstream::start().await;
+    let gw = LeavingGateway::start(&store(&redis), &auth.url(), UPSTREAM, &login());
+    let mut h2 = gw.h2().await;
+    for i in 0..5 {
+        let id = format!("h2-resets-{i}");
+        let seen = auth.bodies("/api/login").len();
+        let body = attempt("eve", "wrong");
+        let answer = post_and_reset(&mut h2, "/api/login?ms=100", &id, &body, || {
+            auth.bodies("/api/login").len() > seen
+        })
+        .await;
+        assert_eq!(answer, None, "left before the answer");
+        assert_left(&gw, &id, 401);
+    }
+    assert_eq!(gw.used("login", "eve").await, 5);
+    let sixth = post_and_reset(
+        &mut h2,
+        "/api/login",
+        "h2-sixth",
+        &attempt("eve", "x"),
+        || false,
+    )
+    .await;
+    assert_eq!(sixth, Some(429));
+    assert_eq!(auth.bodies("/api/login").len(), 5);
+    let metrics = gw.metrics().await;
+    assert_eq!(upstream_answers(&metrics, "4xx"), 5.0, "{metrics}");
+    assert_eq!(refunds(&metrics), 0.0);
+}
+
+/// The login recipe (a blocking route) against 30 attempts on one account over HTTP/2, each
+/// reset as soon as the upstream has it (or its 429 came back): exactly 5 password checks
+/// reach the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_login_recipe_lets_five_checks_through_for_thirty_attempts_that_leave() {
+    let redis = RedisServer::start_async().await;
+    let auth = AuthUpstream::start().await;
+    let recipe = login_recipe_routes();
+    let gw = LeavingGateway::start(&store(&redis), &auth.url(), UPSTREAM, &recipe);
+    let mut h2 = gw.h2().await;
+    let mut refused = 0;
+    for i in 0..30 {
+        let seen = auth.bodies("/api/login").len();
+        let body = attempt("fay", "guess");
+        let answer = post_and_reset(
+            &mut h2,
+            "/api/login?ms=300",
+            &format!("recipe-{i}"),
+            &body,
+            || auth.bodies("/api/login").len() > seen,
+        )
+        .await;
+        refused += usize::from(answer == Some(429));
+    }
+    assert_eq!(
+        auth.bodies("/api/login").len(),
+        5,
+        "password checks upstream"
+    );
+    assert_eq!(refused, 25);
+    // the five are answered 401 after the clients left: counted. A block starts only from
+    // answered attempts, so the next attempt once they are answered (and no longer held back
+    // by the deny cache) starts it, if a refusal had not already come after the answers.
+    eventually(|| async {
+        let u = gw.usage("login", "fay").await;
+        (u["limits"][0]["used"] == 5 && u["deny_cached_ms"] == 0).then_some(u)
+    })
+    .await;
+    let seen = auth.bodies("/api/login").len();
+    let answer = post_and_reset(
+        &mut h2,
+        "/api/login?ms=300",
+        "recipe-after",
+        &attempt("fay", "guess"),
+        || auth.bodies("/api/login").len() > seen,
+    )
+    .await;
+    assert_eq!(answer, Some(429));
+    let usage = gw.usage("login", "fay").await;
+    assert!(usage["blocked_ms"].as_u64().unwrap() > 0, "{usage}");
+    assert_eq!(
+        auth.bodies("/api/login").len(),
+        5,
+        "password checks upstream"
+    );
+}

@@ -1,0 +1,272 @@
+//! Limits on what the answer says it cost (README, "Limits on what the answer says it cost"),
+//! through the gateway with a real Redis and an upstream that answers like OpenAI's chat
+//! completions: an attempt is admitted against its reservation (`cost`, or the request's
+//! `max_tokens`) and charged what its answer states, from a header, a whole JSON answer or the
+//! last server-sent event carrying the member; an answer that states nothing keeps its
+//! reservation; more than reserved is charged at once, and the next attempt waits until the
+//! window slides back under; a client that leaves mid-stream still pays what the stream
+//! states; the counters `slidegate_cost_settled_total` and `slidegate_cost_overage_total` say
+//! it; the upstream is asked for answers the gateway can read (`Accept-Encoding: identity`).
+
+use crate::support;
+
+use http::Method;
+use http_body_util::BodyExt;
+use support::admin::auth;
+use support::gateway::{config, redis_store, start, Gateway};
+use support::http::{HttpClient, Reply};
+use support::leaving::eventually;
+use support::llm::{self, PROMPT_TOKENS};
+use support::metrics::value;
+use support::redis::RedisServer;
+use support::unique_prefix;
+
+const ROUTES: &str = r#"
+[[routes]]
+name = "chat"
+path = "/v1/*"
+upstream = "up"
+key = ["header:x-api-key"]
+  [[routes.limits]]
+  name = "tokens"
+  limit = 40
+  window = "1h"
+  algorithm = "sliding_window_counter"
+  cost_from = "sse:usage.total_tokens"
+  cost = "json:max_tokens"
+  [[routes.limits]]
+  name = "requests"
+  limit = 100
+  window = "1h"
+
+[[routes]]
+name = "metered"
+path = "/header"
+upstream = "up"
+key = ["header:x-api-key"]
+  [[routes.limits]]
+  name = "units"
+  limit = 50
+  window = "1h"
+  cost_from = "header:x-usage-tokens"
+  cost = 3
+"#;
+
+async fn gateway(redis: &RedisServer, up: &llm::LlmUpstream) -> Gateway {
+    let store = redis_store(&redis.url(), &unique_prefix("costs"));
+    start(&config(&store, &up.url(), ROUTES)).await
+}
+
+async fn chat(gw: &Gateway, key: &str, body: &str) -> Reply {
+    let headers = [("x-api-key", key), ("content-type", "application/json")];
+    HttpClient::default()
+        .send(
+            Method::POST,
+            &gw.url("/v1/chat/completions"),
+            &headers,
+            body,
+        )
+        .await
+}
+
+/// `used` of a limit for a key, as `/admin/usage` shows it.
+async fn used(gw: &Gateway, route: &str, limit: &str, key: &str) -> u64 {
+    let (name, token) = auth();
+    let url = gw.admin(&format!(
+        "/admin/usage?route={route}&key={key}&limit={limit}"
+    ));
+    let usage = HttpClient::default()
+        .get(&url, &[(name, &token)])
+        .await
+        .json();
+    usage["limits"][0]["used"].as_u64().expect("used shown")
+}
+
+async fn counter(gw: &Gateway, name: &str, limit: &str) -> f64 {
+    let metrics = HttpClient::default()
+        .get(&gw.admin("/metrics"), &[])
+        .await
+        .body;
+    value(&metrics, name, &[("limit", limit)]).unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn answers_are_charged_what_they_state_streamed_or_whole() {
+    let redis = RedisServer::start();
+    let up = llm::start().await;
+    let gw = gateway(&redis, &up).await;
+    // streamed with usage: 5 prompt + 4 reply tokens, read from the last event carrying it
+    let streamed = r#"{"stream":true,"stream_options":{"include_usage":true},"reply_tokens":4}"#;
+    let reply = chat(&gw, "ann", streamed).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(
+        reply.body.as_bytes(),
+        up.sent()[0].as_slice(),
+        "the client gets the upstream's bytes"
+    );
+    assert_eq!(used(&gw, "chat", "tokens", "ann").await, PROMPT_TOKENS + 4);
+    assert_eq!(
+        used(&gw, "chat", "requests", "ann").await,
+        1,
+        "one unit per attempt"
+    );
+    // whole: 5 + 7
+    assert_eq!(chat(&gw, "ann", r#"{"reply_tokens":7}"#).await.status, 200);
+    assert_eq!(used(&gw, "chat", "tokens", "ann").await, 9 + 12);
+    // a stream without usage states nothing: its reservation (max_tokens) stands
+    let silent = r#"{"stream":true,"max_tokens":6,"reply_tokens":2}"#;
+    assert_eq!(chat(&gw, "ann", silent).await.status, 200);
+    assert_eq!(used(&gw, "chat", "tokens", "ann").await, 21 + 6);
+    assert_eq!(
+        counter(&gw, "slidegate_cost_settled_total", "tokens").await,
+        27.0
+    );
+    // the upstream was asked for an answer the gateway can read as it passes
+    assert!(up
+        .heads()
+        .iter()
+        .all(|h| h["accept-encoding"] == "identity"));
+    // a header states the cost of another route: 3 reserved, 11 charged, 8 of them overage
+    let headers = [("x-api-key", "ann")];
+    let url = gw.url("/header?tokens=11");
+    assert_eq!(HttpClient::default().get(&url, &headers).await.status, 200);
+    assert_eq!(used(&gw, "metered", "units", "ann").await, 11);
+    assert_eq!(
+        counter(&gw, "slidegate_cost_overage_total", "units").await,
+        8.0
+    );
+}
+
+#[tokio::test]
+async fn an_answer_over_the_reservation_is_charged_at_once_and_the_next_waits() {
+    let redis = RedisServer::start();
+    let up = llm::start().await;
+    let gw = gateway(&redis, &up).await;
+    // reserves 2, states 5 + 30 = 35 of 40
+    let big = r#"{"max_tokens":2,"reply_tokens":30}"#;
+    let reply = chat(&gw, "bob", big).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(used(&gw, "chat", "tokens", "bob").await, 35);
+    assert_eq!(
+        counter(&gw, "slidegate_cost_overage_total", "tokens").await,
+        33.0
+    );
+    // the window goes over by one answer's overage: 35 + 2 reserved, then 5 + 30 more
+    assert_eq!(chat(&gw, "bob", big).await.status, 200);
+    assert_eq!(
+        used(&gw, "chat", "tokens", "bob").await,
+        70,
+        "over the limit by one overage"
+    );
+    let refused = chat(&gw, "bob", r#"{"max_tokens":1}"#).await;
+    assert_eq!(refused.status, 429);
+    assert_eq!(refused.json()["limit"], "tokens");
+    let wait: u64 = refused.header("retry-after").unwrap().parse().unwrap();
+    assert!(
+        wait > 60,
+        "waits until the window slides back under, not a moment: {wait}"
+    );
+    // a reservation larger than the limit is held at the limit: never refused for its size alone
+    assert_eq!(
+        chat(&gw, "eve", r#"{"max_tokens":1000,"reply_tokens":1}"#)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(used(&gw, "chat", "tokens", "eve").await, 6);
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_mid_stream_still_pays_what_the_stream_states() {
+    let redis = RedisServer::start();
+    let up = llm::start().await;
+    let gw = gateway(&redis, &up).await;
+    let headers = [
+        ("x-api-key", "cat"),
+        ("x-hold", "1"),
+        ("content-type", "application/json"),
+    ];
+    let body = r#"{"stream":true,"stream_options":{"include_usage":true},"max_tokens":1,"reply_tokens":20}"#;
+    let mut response = HttpClient::default()
+        .open(
+            Method::POST,
+            &gw.url("/v1/chat/completions"),
+            &headers,
+            body,
+        )
+        .await;
+    response.body_mut().frame().await.unwrap().unwrap();
+    assert_eq!(
+        used(&gw, "chat", "tokens", "cat").await,
+        1,
+        "the reservation, while in flight"
+    );
+    drop(response);
+    // the gateway reads the rest of the answer after the client left
+    up.release(1);
+    eventually(|| async { (used(&gw, "chat", "tokens", "cat").await == 25).then_some(()) }).await;
+}
+
+/// On a blocking route, a cost limit that counts only some statuses blocks as soon as its
+/// answered costs fill it: a settled cost is an answered charge, not a reservation in flight
+/// (which would answer a plain 429 until the upstream's timeout, and never block).
+#[tokio::test]
+async fn a_settled_cost_on_a_blocking_route_starts_a_block_on_redis() {
+    let redis = RedisServer::start();
+    let store = redis_store(&redis.url(), &unique_prefix("costs-block"));
+    a_settled_cost_on_a_blocking_route_starts_a_block(&store).await;
+}
+
+#[tokio::test]
+async fn a_settled_cost_on_a_blocking_route_starts_a_block_in_memory() {
+    a_settled_cost_on_a_blocking_route_starts_a_block("backend = \"memory\"").await;
+}
+
+async fn a_settled_cost_on_a_blocking_route_starts_a_block(store: &str) {
+    let up = llm::start().await;
+    let route = r#"
+[[routes]]
+name = "metered"
+path = "/header"
+upstream = "up"
+key = ["header:x-api-key"]
+on_exceed = "block"
+block_for = "1m"
+  [[routes.limits]]
+  name = "units"
+  limit = 10
+  window = "1h"
+  cost_from = "header:x-usage-tokens"
+  cost = 3
+  count_status = [200]
+"#;
+    let gw = start(&config(store, &up.url(), route)).await;
+    let headers = [("x-api-key", "ann")];
+    let get = |tokens: u64| {
+        let url = gw.url(&format!("/header?tokens={tokens}"));
+        async move { HttpClient::default().get(&url, &headers).await }
+    };
+    // 3 reserved, 10 charged and answered: the limit is full
+    assert_eq!(get(10).await.status, 200);
+    assert_eq!(used(&gw, "metered", "units", "ann").await, 10);
+    let refused = get(1).await;
+    assert_eq!(refused.status, 429);
+    let wait: u64 = refused.header("retry-after").unwrap().parse().unwrap();
+    assert!(wait >= 59, "a block of a minute starts: Retry-After {wait}");
+    let blocked = get(1).await;
+    assert_eq!(blocked.status, 429);
+    let metrics = HttpClient::default()
+        .get(&gw.admin("/metrics"), &[])
+        .await
+        .body;
+    let blocked = value(
+        &metrics,
+        "slidegate_requests_total",
+        &[("route", "metered"), ("decision", "blocked")],
+    );
+    assert_eq!(
+        blocked,
+        Some(1.0),
+        "the attempt after the refusal is blocked"
+    );
+}

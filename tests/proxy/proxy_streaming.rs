@@ -1,0 +1,121 @@
+//! Bodies stream through the proxy both ways, nothing buffered: a response's first chunk arrives
+//! long before its last one is sent, and a request body reaches the upstream while the client is
+//! still sending it.
+
+use crate::support;
+
+use std::time::{Duration, Instant};
+
+use http::Method;
+use support::gateway::{self, config};
+use support::http::HttpClient;
+use support::upstream;
+
+const MEMORY: &str = "backend = \"memory\"";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_stream_both_ways() {
+    let up = upstream::start().await;
+    let routes = "[[routes]]\nname = \"all\"\npath = \"/*\"\nupstream = \"up\"\n";
+    let gw = gateway::start(&config(MEMORY, &up.url(), routes)).await;
+    let client = HttpClient::default();
+    let big = "x".repeat(3 * 1024 * 1024);
+    let echoed = client.send(Method::POST, &gw.url("/echo"), &[], &big).await;
+    assert_eq!(echoed.body.len(), big.len());
+
+    // The first chunk must arrive long before the last one is sent: nothing is buffered.
+    let stream = tokio::net::TcpStream::connect(gw.running().proxy_addr)
+        .await
+        .unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake::<
+        _,
+        http_body_util::Empty<bytes::Bytes>,
+    >(hyper_util::rt::TokioIo::new(stream))
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let started = Instant::now();
+    let req = http::Request::get("/drip?chunks=3&ms=400")
+        .header("host", "x")
+        .body(http_body_util::Empty::new())
+        .unwrap();
+    let mut resp = sender.send_request(req).await.unwrap();
+    use http_body_util::BodyExt;
+    let first = resp.body_mut().frame().await.unwrap().unwrap();
+    assert!(first.is_data());
+    assert!(
+        started.elapsed() < Duration::from_millis(600),
+        "first chunk after {:?}",
+        started.elapsed()
+    );
+    while resp.body_mut().frame().await.is_some() {}
+    assert!(started.elapsed() >= Duration::from_millis(800));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_bodies_reach_the_upstream_while_the_client_is_still_sending() {
+    use http_body_util::{BodyExt, StreamBody};
+    let up = upstream::start().await;
+    let routes = "[[routes]]\nname = \"all\"\npath = \"/*\"\nupstream = \"up\"\n";
+    let gw = gateway::start(&config(MEMORY, &up.url(), routes)).await;
+    let stream = tokio::net::TcpStream::connect(gw.running().proxy_addr)
+        .await
+        .unwrap();
+    let (chunks, body) =
+        tokio::sync::mpsc::channel::<Result<hyper::body::Frame<bytes::Bytes>, std::io::Error>>(1);
+    let body = StreamBody::new(tokio_stream_of(body));
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::post("/echo")
+        .header("host", "x")
+        .header("transfer-encoding", "chunked")
+        .body(body)
+        .unwrap();
+    let response = tokio::spawn(async move { sender.send_request(req).await });
+    chunks
+        .send(Ok(hyper::body::Frame::data(bytes::Bytes::from_static(
+            b"first;",
+        ))))
+        .await
+        .unwrap();
+    // The upstream echoes what it receives: the first chunk comes back through the gateway
+    // while the request body is still open. A gateway that buffered the request would hold it
+    // until the body ended, and nothing would come back.
+    let mut resp = tokio::time::timeout(Duration::from_secs(5), response)
+        .await
+        .expect("the response head comes while the request is still being sent")
+        .unwrap()
+        .unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), resp.body_mut().frame())
+        .await
+        .expect("the first chunk is echoed before the second is sent")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        first.into_data().unwrap(),
+        bytes::Bytes::from_static(b"first;")
+    );
+    chunks
+        .send(Ok(hyper::body::Frame::data(bytes::Bytes::from_static(
+            b"second",
+        ))))
+        .await
+        .unwrap();
+    drop(chunks);
+    let rest = tokio::time::timeout(Duration::from_secs(5), resp.into_body().collect())
+        .await
+        .unwrap()
+        .unwrap()
+        .to_bytes();
+    assert_eq!(rest, bytes::Bytes::from_static(b"second"));
+}
+
+/// A channel's receiving end as a stream of body frames.
+fn tokio_stream_of<T>(
+    mut rx: tokio::sync::mpsc::Receiver<T>,
+) -> impl futures_util::Stream<Item = T> {
+    futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}

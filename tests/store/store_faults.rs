@@ -1,0 +1,284 @@
+//! A dead or slow Redis never hangs a request (README, "The traffic path"): `on_error` decides within
+//! `store.timeout`, every failure is counted, `/readyz` tells, and decisions resume (the script
+//! loaded again) after a restart. A Redis slower than the timeout is a paused one (`CLIENT PAUSE
+//! WRITE`), so the test knows that Redis had not answered when the gateway did, without a clock.
+
+use crate::support;
+
+use std::time::{Duration, Instant};
+
+use support::gateway::{self, config};
+use support::http::HttpClient;
+use support::observe::{decision_calls, metric};
+use support::redis::{RedisServer, Resp};
+use support::{unique_prefix, upstream};
+
+fn routes(on_error: &str) -> String {
+    format!(
+        "[[routes]]\nname = \"r\"\npath = \"/*\"\nupstream = \"up\"\nkey = [\"ip\"]\non_error = \"{on_error}\"\n  [[routes.limits]]\n  name = \"m\"\n  limit = 3\n  window = \"1m\"\n"
+    )
+}
+
+fn store(url: &str, test: &str) -> String {
+    format!(
+        "backend = \"redis\"\nurl = \"{url}\"\ntimeout = \"{}ms\"\nkey_prefix = \"{}\"",
+        TIMEOUT.as_millis(),
+        unique_prefix(test)
+    )
+}
+
+/// `store.timeout` of [`store`].
+const TIMEOUT: Duration = Duration::from_millis(100);
+
+/// How long a request may take at most when Redis is dead: `store.timeout` and a generous
+/// margin for a loaded machine. A liveness bound: a request that waited for Redis would hang.
+const BOUND: Duration = Duration::from_millis(100 + 1000);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_redis_fails_open_within_the_timeout_and_recovers() {
+    let mut redis = RedisServer::start_async().await;
+    let up = upstream::start().await;
+    let gw = gateway::start(&config(
+        &store(&redis.url(), "open"),
+        &up.url(),
+        &routes("allow"),
+    ))
+    .await;
+    let client = HttpClient::default();
+    assert_eq!(client.status(&gw.url("/x"), &[]).await, 200);
+    redis.kill();
+    for _ in 0..5 {
+        let started = Instant::now();
+        let r = client.get(&gw.url("/x"), &[]).await;
+        assert_eq!(r.status, 200);
+        assert!(started.elapsed() < BOUND, "took {:?}", started.elapsed());
+    }
+    let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
+    assert!(
+        metrics
+            .contains("slidegate_requests_total{decision=\"store_error_allowed\",route=\"r\"} 5"),
+        "{metrics}"
+    );
+    let ready = client.get(&gw.admin("/readyz"), &[]).await;
+    assert_eq!(
+        ready.status, 200,
+        "no route fails closed: degraded but ready"
+    );
+    assert_eq!(ready.json()["status"], "degraded");
+
+    // Back: a fresh, empty Redis (no scripts loaded) decides again.
+    redis.restart();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut codes = Vec::new();
+    while Instant::now() < deadline {
+        codes.push(client.get(&gw.url("/x"), &[]).await.status.as_u16());
+        if codes.ends_with(&[429]) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        codes.last(),
+        Some(&429),
+        "limits apply again after the restart: {codes:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_redis_fails_closed_with_503_and_retry_after() {
+    let mut redis = RedisServer::start_async().await;
+    let up = upstream::start().await;
+    let gw = gateway::start(&config(
+        &store(&redis.url(), "closed"),
+        &up.url(),
+        &routes("deny"),
+    ))
+    .await;
+    let client = HttpClient::default();
+    assert_eq!(client.status(&gw.admin("/readyz"), &[]).await, 200);
+    redis.kill();
+    let started = Instant::now();
+    let r = client.get(&gw.url("/x"), &[]).await;
+    assert!(started.elapsed() < BOUND, "took {:?}", started.elapsed());
+    assert_eq!(r.status, 503);
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(r.json()["error"], "store_unavailable");
+    assert_eq!(client.status(&gw.admin("/readyz"), &[]).await, 503);
+    let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
+    assert!(
+        metrics.contains("slidegate_requests_total{decision=\"store_error_denied\",route=\"r\"} 1"),
+        "{metrics}"
+    );
+    let errors: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("slidegate_store_errors_total{"))
+        .collect();
+    // A command in flight when the server dies times out; later ones fail to connect.
+    let failures: u64 = errors
+        .iter()
+        .filter(|l| l.contains("connection") || l.contains("timeout"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(failures, 1, "{errors:?}");
+}
+
+/// A Redis that holds the call past `store.timeout`: the request gets the route's `on_error`
+/// (deny: 503) while Redis still holds its call, and the failure counts as a timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_slower_than_the_timeout_is_a_timeout() {
+    let redis = RedisServer::start_async().await;
+    let up = upstream::start().await;
+    let gw = gateway::start(&config(
+        &store(&redis.url(), "slow"),
+        &up.url(),
+        &routes("deny"),
+    ))
+    .await;
+    let client = HttpClient::default();
+    assert_eq!(client.status(&gw.url("/x"), &[]).await, 200);
+    // From now on Redis runs no script until it is resumed (60 s at most).
+    assert_eq!(
+        redis.cmd(&["CLIENT", "PAUSE", "60000", "WRITE"]),
+        Resp::Simple("OK".into())
+    );
+    let ran = decision_calls(&redis);
+    let r = client.get(&gw.url("/x"), &[]).await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(r.json()["error"], "store_unavailable");
+    assert_eq!(
+        decision_calls(&redis),
+        ran,
+        "answered while Redis still held the call"
+    );
+    redis.cmd(&["CLIENT", "UNPAUSE"]);
+    let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
+    assert_eq!(
+        metric(
+            &metrics,
+            "slidegate_store_errors_total",
+            &[("kind", "timeout")]
+        ),
+        1.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        metric(
+            &metrics,
+            "slidegate_requests_total",
+            &[("route", "r"), ("decision", "store_error_denied")]
+        ),
+        1.0,
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_fallback_keeps_limiting_while_redis_is_down() {
+    let mut redis = RedisServer::start_async().await;
+    let up = upstream::start().await;
+    let gw = gateway::start(&config(
+        &store(&redis.url(), "local"),
+        &up.url(),
+        &routes("local"),
+    ))
+    .await;
+    let client = HttpClient::default();
+    redis.kill();
+    let mut codes = Vec::new();
+    for _ in 0..5 {
+        codes.push(client.get(&gw.url("/x"), &[]).await.status.as_u16());
+    }
+    assert_eq!(codes, [200, 200, 200, 429, 429]);
+    // The batch API says the fallback decided: the store failed, whatever answered.
+    let (name, value) = support::admin::auth();
+    let r = client
+        .send(
+            http::Method::POST,
+            &gw.admin("/v1/decisions"),
+            &[(name, &value), ("content-type", "application/json")],
+            r#"{"route":"r","keys":["203.0.113.9"]}"#,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let result = &r.json()["results"][0];
+    assert_eq!(result["allowed"], true, "{result}");
+    assert_eq!(result["decision"], "allowed", "{result}");
+    assert_eq!(result["remaining"], 2, "the fallback counted it: {result}");
+    assert_eq!(result["error"], "store_unavailable", "{result}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_starts_while_redis_is_down() {
+    // The port is held (bound, not listening: connects are refused) until Redis starts there.
+    let (hold, port) = support::reserved_port();
+    let up = upstream::start().await;
+    let url = format!("redis://127.0.0.1:{port}");
+    let started = Instant::now();
+    let gw = gateway::start(&config(&store(&url, "down"), &up.url(), &routes("allow"))).await;
+    // The store waits at most 2 s for Redis; nothing else waits for a Redis that never answered
+    // (the reset subscription used to add 2 s more, a port accepting what it did not serve).
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "the gateway waited for the dead Redis to start: {:?}",
+        started.elapsed()
+    );
+    let client = HttpClient::default();
+    assert_eq!(client.status(&gw.url("/x"), &[]).await, 200);
+    drop(hold);
+    let redis = tokio::task::spawn_blocking(move || RedisServer::start_on(port))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut codes = Vec::new();
+        for _ in 0..4 {
+            codes.push(client.get(&gw.url("/x"), &[]).await.status.as_u16());
+        }
+        if codes.contains(&429) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Redis never took over: {codes:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop(redis);
+}
+
+/// A Redis client whose connection task ends (fred ends it for good on some errors) is started
+/// again: decisions come back from the store instead of failing until a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_whose_connection_task_ended_is_started_again() {
+    use fred::interfaces::ClientLike;
+    let redis = RedisServer::start_async().await;
+    let up = upstream::start().await;
+    let gw = gateway::start(&config(
+        &store(&redis.url(), "keeper"),
+        &up.url(),
+        &routes("deny"),
+    ))
+    .await;
+    let client = HttpClient::default();
+    assert_eq!(client.get(&gw.url("/x"), &[]).await.status, 200);
+    let slidegate::store::Store::Redis(store) = gw.running().state.limiter().store().clone() else {
+        panic!("a Redis store");
+    };
+    store.client().quit().await.expect("the client quits");
+    // Its connection task has ended: the route fails closed until the keeper starts it again.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut statuses = Vec::new();
+    loop {
+        let status = client.get(&gw.url("/x"), &[]).await.status.as_u16();
+        statuses.push(status);
+        if status == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "decisions never came back from the store: {statuses:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    gw.stop().await;
+}
