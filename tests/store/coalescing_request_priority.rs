@@ -27,7 +27,8 @@ use support::{unique_prefix, upstream};
 
 /// A decision submitted after a batch of 40 calls was queued on the same lane goes in the
 /// lane's next call, ahead of the batch's remaining decisions: at most the calls already out
-/// (two) are decided before it. Every 64th decision of the batch is on the request's key, so
+/// (two) are decided before it. Redis is paused from before the batch until the request is
+/// queued, so a slow test thread cannot let more calls out first. Every 64th decision of the batch is on the request's key, so
 /// the request's `used` says how many of them came first; queued behind the batch it would come
 /// after all 160.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -54,14 +55,19 @@ async fn a_request_goes_ahead_of_a_batch_queued_before_it() {
         .collect();
     let shared = bases(&prefix, "r", "shared");
 
+    // Redis answers nothing until the request is queued, so the lane cannot get past its first
+    // calls however long this thread waits for a core: the test asserts an order, not a race.
+    let mut watcher = RespConn::connect(server.port).await;
+    pause(&mut watcher).await;
     // The first poll of the batch queues all of its decisions on the lane; the request is
-    // queued right after it, before anything else can happen on this task.
+    // queued right after it.
     let mut batch = Box::pin(store.decide_many(&requests, None));
     assert!(
         (&mut batch).now_or_never().is_none(),
-        "Redis answered at once"
+        "Redis answered while paused"
     );
     let request = store.submit(DecisionRequest::charge(&sets[0], &shared, 1));
+    resume(&mut watcher).await;
 
     let request_used = used(request.await);
     let answers = batch.await;
