@@ -80,8 +80,4 @@ cargo test --quiet -- --test-threads=4
 # reference models, the coalesced calls, the cluster, outcomes, blocks, slots in flight and
 # settled costs hold on both paths.
 echo "==> the store's suites again with store.scripts = \"eval\""
-SLIDEGATE_TEST_SCRIPTS=eval cargo test --quiet --test accuracy --test store_equivalence \
-  --test coalescing_batch_equivalence --test coalescing_exact_per_key --test cluster \
-  --test outcomes --test outcomes_reset_in_flight --test rate_limits_blocks \
-  --test rate_limits_exact --test rate_limits_all_or_none --test inflight_model --test cost_model \
-  -- --test-threads=4
+SLIDEGATE_TEST_SCRIPTS=eval cargo test --quiet --test decisions -- --test-threads=4

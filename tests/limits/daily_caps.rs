@@ -1,7 +1,7 @@
 //! What each algorithm does to a small daily cap, as README's table says: a client that spends
 //! its whole cap at once and then comes back exactly at each Retry-After, under `limit` per
 //! `1d` for 1, 3 and 100. Decided by the memory store at chosen instants (both stores decide
-//! alike: `tests/store_equivalence.rs`).
+//! alike: `tests/decisions/store_equivalence.rs`).
 
 use crate::support;
 

@@ -7,7 +7,7 @@
 //! decision matches. The counter and gcra give the memory store and Redis identical answers
 //! for the same traces.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -7,7 +7,7 @@
 //! in flight, an attempt the window refuses holds no slot, and in the end every lease has been
 //! freed or has expired.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! room; `Retry-After` is the remaining block time, or the window's wait if later (README, "The traffic path");
 //! and blocks grow by `block_growth` up to `block_max` and are forgotten after `block_forget`.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -10,7 +10,7 @@
 //! `coalescing_lone_call.rs`, `coalescing_request_priority.rs` and `coalescing_killed_redis.rs`,
 //! asserted through the order in which Redis decides.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 

@@ -5,7 +5,7 @@
 //! leaves no charge on any node, an allowed request is charged under both keys, and each limit
 //! stays exact for its own key.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

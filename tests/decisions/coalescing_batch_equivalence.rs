@@ -3,7 +3,7 @@
 //! call each, on Redis (one script call deciding many requests) and on the memory store, which
 //! must also agree with each other.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! `<prefix>:{<route>|<key>}#log` for a route's `sliding_log` limits that count the same key (a
 //! limit with a key of its own has its own, `{<route>~<hex>|<key>}`).
 
-mod support;
+use crate::support;
 
 use support::gateway::TOKEN;
 use support::http::HttpClient;

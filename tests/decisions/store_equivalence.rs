@@ -4,7 +4,7 @@
 //! promise that a client that waits exactly Retry-After is allowed and one that comes back 1 µs
 //! earlier is not. `tests/accuracy.rs` holds both stores to the models of both algorithms.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -3,7 +3,7 @@
 //! exactly the limit between them, and `retry_after_ms` is exact: 300 ms early is still refused,
 //! 100 ms after it is allowed.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

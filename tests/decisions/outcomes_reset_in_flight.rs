@@ -4,7 +4,7 @@
 //! answered. Checked on the store (every algorithm, the memory store and Redis) and through the
 //! gateway (one success while four failures are in flight lets one more in, not five).
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -9,7 +9,7 @@
 //! the test cannot choose instants, so it sleeps between requests and asks the model about the
 //! instant each reply says the script decided at.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

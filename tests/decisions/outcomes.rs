@@ -14,7 +14,7 @@
 //! refusal that stands on reservations in flight starts no block, and no key is ever blocked
 //! without `limit` answered failures in its window.
 
-mod support;
+use crate::support;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -34,7 +34,6 @@ const T0: u64 = 1_700_000_000_000_000;
 const LIMIT: u64 = 3;
 const WINDOW: u64 = 2_000_000;
 
-#[path = "outcomes/through_the_layer.rs"]
 mod through_the_layer;
 
 /// What happens to an admitted attempt when it is settled.
