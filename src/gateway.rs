@@ -27,7 +27,7 @@ use tower::Service;
 use crate::access_log::{self, Answered};
 use crate::error::GatewayError;
 use crate::key::is_trusted;
-use crate::layer::{Decided, Departed, RateLimit, ResponseBody, Shared};
+use crate::layer::{Arrival, Decided, Departed, RateLimit, ResponseBody, Shared};
 use crate::peer::Peer;
 use crate::proxy::{ProxyService, UpstreamOutcome, Upstreams};
 use crate::request_id::{RequestId, X_REQUEST_ID};
@@ -96,10 +96,12 @@ impl Service<Request<Incoming>> for GatewayService {
         });
         let future = match crate::route::check_host(&req) {
             Ok(()) => {
-                let extensions = req.extensions_mut();
-                extensions.insert(request_id.clone());
-                // the client's address for the layer, and the forwarding facts for the proxy
-                extensions.insert(self.peer[usize::from(trusted)].clone());
+                // the id and the client's address for the layer, the forwarding facts for the
+                // proxy
+                req.extensions_mut().insert(Arrival {
+                    request_id: request_id.clone(),
+                    peer: self.peer[usize::from(trusted)].clone(),
+                });
                 Either::Left(self.inner.call(req))
             }
             Err(e) => {

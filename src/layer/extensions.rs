@@ -1,6 +1,6 @@
-//! What travels with a request or its response as extensions: the client's address, the
-//! route it matched, what the layer decided (for an access log), and the marks an inner service
-//! or a proxy in front sets.
+//! What travels with a request or its response as extensions: how the request arrived (its id
+//! and the client's address), the route it matched, what the layer decided (for an access log),
+//! and the marks an inner service or a proxy in front sets.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -8,7 +8,20 @@ use std::sync::Arc;
 use crate::access_log;
 use crate::metrics::DecisionLabel;
 use crate::peer::Peer;
+use crate::request_id::RequestId;
 use crate::route::Route;
+
+/// How a request reached the gateway's proxy listener: the id it is answered with and its TCP
+/// peer. The gateway hands both over as this one request extension, read by the layer and by
+/// the proxy: each extension costs an allocation and an insert into a map that grows past its
+/// first three entries, on every request.
+#[derive(Clone)]
+pub struct Arrival {
+    /// The request's id.
+    pub request_id: RequestId,
+    /// Who sent it.
+    pub peer: Arc<Peer>,
+}
 
 /// The client's address, as the server that accepted the connection saw it. The gateway's
 /// other listeners (forward auth, ext_authz) and an embedding server set it; when it is absent,
@@ -77,13 +90,25 @@ pub fn answered<B>(response: &http::Response<B>) -> access_log::Answered<'_> {
     }
 }
 
-/// The client's address from the request's extensions: the gateway's [`Peer`], else a
+/// The request's id from its extensions: its [`Arrival`]'s, else a [`RequestId`] (another
+/// listener's), else a new one.
+pub fn request_id(extensions: &http::Extensions) -> RequestId {
+    if let Some(arrival) = extensions.get::<Arrival>() {
+        return arrival.request_id.clone();
+    }
+    extensions
+        .get::<RequestId>()
+        .cloned()
+        .unwrap_or_else(RequestId::generate)
+}
+
+/// The client's address from the request's extensions: the gateway's [`Arrival`], else a
 /// [`ClientAddr`] (another listener's, or an embedding server's), else axum's `ConnectInfo`,
 /// else the `TcpConnectInfo` a tonic server gives every request, else unspecified (every client
 /// one key).
 pub(super) fn client_addr(extensions: &http::Extensions) -> IpAddr {
-    if let Some(peer) = extensions.get::<Arc<Peer>>() {
-        return peer.ip;
+    if let Some(arrival) = extensions.get::<Arrival>() {
+        return arrival.peer.ip;
     }
     if let Some(ClientAddr(ip)) = extensions.get::<ClientAddr>() {
         return *ip;

@@ -15,7 +15,7 @@ use tower::Service;
 
 use super::attempt::{Departed, OnDeparted};
 use super::body::{BoxError, RequestBody, ResponseBody};
-use super::extensions::{client_addr, BodyCutShort, Decided};
+use super::extensions::{client_addr, request_id, BodyCutShort, Decided};
 use super::read::{start_reading, Reading};
 use super::shared::{Shared, Unmatched};
 use super::state::{State, StateProj, Step};
@@ -23,7 +23,6 @@ use crate::connection::removes_meaning;
 use crate::error::GatewayError;
 use crate::key::client_ip;
 use crate::metrics::DecisionLabel;
-use crate::request_id::RequestId;
 use crate::route::{admit, RouteError};
 
 pin_project_lite::pin_project! {
@@ -60,11 +59,7 @@ where
     /// The route and the client first; then the body, the keys and the decision.
     pub(super) fn start(shared: &Shared, mut inner: S, req: Request<B>) -> Self {
         let (mut head, body) = req.into_parts();
-        let request_id = head
-            .extensions
-            .get::<RequestId>()
-            .cloned()
-            .unwrap_or_else(RequestId::generate);
+        let request_id = request_id(&head.extensions);
         let table = shared.table.load();
         let proxied_only = shared.unmatched == Unmatched::NotFound;
         let route = match admit(&table, &mut head, proxied_only) {

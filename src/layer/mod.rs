@@ -40,6 +40,7 @@ pub use attempt::{Attempt, Departed, OnDeparted};
 pub use body::{BoxError, RequestBody, ResponseBody};
 pub use builder::{Builder, RouteBuilder};
 pub use extensions::{answered, BodyCutShort, ClientAddr, Decided, MatchedRoute, OutcomeUnseen};
+pub(crate) use extensions::{request_id, Arrival};
 pub use future::ResponseFuture;
 pub use meter::MeteredBody;
 pub use rate_limit_layer::{LayerError, RateLimitLayer};

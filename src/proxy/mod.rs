@@ -32,9 +32,7 @@ pub use upstream::Upstream;
 
 use crate::config::{Config, UpstreamConfig};
 use crate::error::GatewayError;
-use crate::layer::{Attempt, MatchedRoute, RequestBody};
-use crate::peer::Peer;
-use crate::request_id::RequestId;
+use crate::layer::{request_id, Arrival, Attempt, MatchedRoute, RequestBody};
 
 /// The upstreams of one config, by name; a reload keeps the pool of an upstream whose settings
 /// did not change.
@@ -95,15 +93,12 @@ impl tower::Service<Request<RequestBody<Incoming>>> for ProxyService {
     fn call(&mut self, req: Request<RequestBody<Incoming>>) -> Self::Future {
         let extensions = req.extensions();
         let matched = extensions.get::<MatchedRoute>().cloned();
-        let peer = extensions.get::<Arc<Peer>>().cloned();
+        let peer = extensions.get::<Arrival>().map(|a| a.peer.clone());
         // Told when the request goes out and what the upstream answered, so that the layer can
         // settle an attempt whose client leaves (see `crate::layer::Attempt`).
         let attempt = extensions.get::<Attempt>().cloned().unwrap_or_default();
         attempt.track();
-        let request_id = extensions
-            .get::<RequestId>()
-            .cloned()
-            .unwrap_or_else(RequestId::generate);
+        let request_id = request_id(extensions);
         let upstreams = self.upstreams.load();
         let upstream = matched.as_ref().and_then(|m| {
             let name = m.route.config.upstream.as_deref()?;
