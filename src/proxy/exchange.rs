@@ -2,7 +2,7 @@
 //! returns: the send ([`Upstream::forward`]'s future), bounded by the upstream's `timeout` from
 //! the moment the request body has been sent, and then the answer: the upstream's response, or
 //! the gateway's 502 or 504, with the route's upstream metrics, the [`Attempt`] told the status,
-//! and the [`UpstreamOutcome`] for the access log.
+//! and the [`UpstreamOutcome`] for the access log when it is on.
 //!
 //! Written by hand rather than as an `async` block around the send: such a block would store
 //! the send's future next to its own copy of everything it captured, and the boxed whole was
@@ -129,9 +129,13 @@ where
                 (e.into_response(this.request_id), None)
             }
         };
-        response
-            .extensions_mut()
-            .insert(UpstreamOutcome { status, duration });
+        // Only the access log reads it: unlogged, it would cost an allocation and a map of its
+        // own on every answer.
+        if crate::access_log::enabled() {
+            response
+                .extensions_mut()
+                .insert(UpstreamOutcome { status, duration });
+        }
         Poll::Ready(Ok(response))
     }
 }
