@@ -1,7 +1,8 @@
 //! The TCP peer of a request as the gateway's server accepted it: its address (what the
 //! rate-limit layer takes for the client's when no trusted proxy names another), the address
 //! rendered once per connection for `X-Forwarded-For`, and whether it is a trusted proxy. The
-//! gateway hands it over as one request extension, read by the layer and by the proxy.
+//! gateway hands it over with the request's id, as one request extension (the layer's
+//! `Arrival`), read by the layer and by the proxy.
 
 use std::net::IpAddr;
 
