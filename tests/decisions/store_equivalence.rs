@@ -2,7 +2,8 @@
 //! embedded memory store and a real Redis must give the same answers, and the memory store must
 //! match the plain reference model of the sliding log (`support/reference.rs`), including the
 //! promise that a client that waits exactly Retry-After is allowed and one that comes back 1 µs
-//! earlier is not. `tests/accuracy.rs` holds both stores to the models of both algorithms.
+//! earlier is not. `tests/decisions/accuracy.rs` holds both stores to the models of both
+//! algorithms.
 
 use crate::support;
 

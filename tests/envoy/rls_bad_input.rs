@@ -1,6 +1,6 @@
 //! Bad input to the rate-limit service: a gRPC request naming no domain or no descriptor gets a
 //! status naming what is wrong (never a panic, never a decision; everything else is decided:
-//! tests/rls_never_unlimited.rs), and limit files that are not what envoyproxy/ratelimit's
+//! tests/envoy/rls_never_unlimited.rs), and limit files that are not what envoyproxy/ratelimit's
 //! format allows are refused with FILE:LINE:COLUMN.
 
 use crate::support;
