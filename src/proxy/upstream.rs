@@ -6,9 +6,11 @@
 //! the response future; once the head is back, the response body polls it while the client reads
 //! ([`DrivenBody`]), and when the body ends the connection goes back to the idle list. So a
 //! request costs no hop to another task and back, no wake-up of another thread, and the idle list
-//! is touched twice per request. Idle connections are polled by nobody; a connection the
-//! upstream closed meanwhile is noticed and dropped when it is taken. The body's small chunks
-//! that are ready together go on to the client as one ([`JoinedBody`]).
+//! is touched twice per request. Idle connections are polled by nobody, nor when taken: a
+//! connection the upstream closed meanwhile is noticed by the first poll after a request was
+//! handed to it, which reads the close before it writes, and the request, not written, is sent
+//! again on another connection. The body's small chunks that are ready together go on to the
+//! client as one ([`JoinedBody`]).
 //!
 //! Bodies are streamed both ways. Only the response head is bounded by the upstream's `timeout`,
 //! counted from the moment the request body has been sent ([`SentBody`]; the bound is the
@@ -76,7 +78,8 @@ impl Conn {
     }
 
     /// Whether the connection can take the next request: still open (one poll reads a close
-    /// the upstream sent meanwhile; nobody waits on it, so no waker is kept) and ready.
+    /// the upstream sent meanwhile; nobody waits on it, so no waker is kept) and ready. Asked
+    /// when a response ends and its connection was not ready yet ([`DrivenBody::release`]).
     fn reusable(&mut self) -> bool {
         let alive = self.drive(&mut Context::from_waker(std::task::Waker::noop()));
         alive && self.sender.is_ready()
@@ -208,7 +211,8 @@ impl Upstream {
 
     /// Sends on an idle connection (or a new one) and drives it until the response head is in.
     /// The request counts as seen by the upstream ([`Attempt::sent`]) from the moment it is
-    /// handed to an open connection, whose next poll writes its head. The request waits in the
+    /// handed to a connection, whose next poll writes its head; a connection found closed by
+    /// that poll hands it back unwritten, unseen ([`Attempt::unsent`]). The request waits in the
     /// future's own slot (`request`), which a retry refills: moved into a local, it would be
     /// stored twice.
     fn send(
@@ -233,9 +237,14 @@ impl Upstream {
                 attempt.sent();
                 let req = request.take().expect("a request waits to be sent");
                 let mut sent = std::pin::pin!(conn.sender.try_send_request(req));
+                let mut conn = Some(conn);
                 let result = poll_fn(|cx| {
-                    // The connection does the I/O; the response future waits for its head.
-                    conn.drive(cx);
+                    // The connection does the I/O; the response future waits for its head. One
+                    // that ended is dropped at once: ended before writing the request (a close
+                    // read first), it hands the request back.
+                    if conn.as_mut().is_some_and(|c| !c.drive(cx)) {
+                        conn = None;
+                    }
                     sent.as_mut().poll(cx)
                 })
                 .await;
@@ -245,7 +254,7 @@ impl Upstream {
                 };
                 match e.take_message() {
                     // Closed before the request was written: not seen, and safe to send again,
-                    // once on a new connection.
+                    // on the next idle connection or, once, on a new one.
                     Some(message) => {
                         attempt.unsent();
                         if fresh {
@@ -259,13 +268,14 @@ impl Upstream {
         }
     }
 
-    /// The response with a body that drives `conn` and returns it to the idle list at its end.
-    fn stream_back(&self, response: Response<Incoming>, conn: BoxedConn) -> Response<Body> {
+    /// The response with a body that drives `conn` (if it has not ended) and returns it to the
+    /// idle list at its end.
+    fn stream_back(&self, response: Response<Incoming>, conn: Option<BoxedConn>) -> Response<Body> {
         let (mut parts, body) = response.into_parts();
         remove_hop_by_hop(&mut parts.headers);
         let mut driven = DrivenBody {
             inner: body,
-            conn: Some(conn),
+            conn,
             idle: self.idle.clone(),
         };
         if driven.inner.is_end_stream() {
@@ -284,8 +294,10 @@ impl Upstream {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .pop();
-            let mut conn = conn?;
-            if conn.idle_since.elapsed() <= IDLE_TIMEOUT && conn.reusable() {
+            let conn = conn?;
+            // Not polled: a close the upstream sent meanwhile is read by the request's first
+            // poll, before its head is written (see `send`).
+            if conn.idle_since.elapsed() <= IDLE_TIMEOUT && conn.sender.is_ready() {
                 return Some(conn);
             }
         }
