@@ -81,6 +81,12 @@ impl Attempt {
         self.0.status.store(status, Ordering::Release);
     }
 
+    /// Whether the request is out: handed to an upstream connection ([`Attempt::sent`]) and not
+    /// handed back. The forwarding service's own clock for the upstream's answer starts here.
+    pub(crate) fn is_out(&self) -> bool {
+        self.0.stage.load(Ordering::Acquire) == SENT
+    }
+
     /// Whether the upstream may have seen any of the request.
     fn seen(&self) -> bool {
         self.0.stage.load(Ordering::Acquire) != TRACKED

@@ -1,6 +1,8 @@
 //! One request's exchange with its upstream, as the future [`ProxyService`](super::ProxyService)
 //! returns: the send ([`Upstream::forward`]'s future), bounded by the upstream's `timeout` from
-//! the moment the request body has been sent, and then the answer: the upstream's response, or
+//! the moment the request body has been sent (a request without one: its head handed to a
+//! connection, so a connect is bounded by `connect_timeout` alone), and then the answer: the
+//! upstream's response, or
 //! the gateway's 502 or 504, with the route's upstream metrics, the [`Attempt`] told the status,
 //! and the [`UpstreamOutcome`] for the access log when it is on.
 //!
@@ -98,8 +100,13 @@ where
         let result = match this.send.poll(cx) {
             Poll::Ready(result) => result.map_err(|e| this.upstream.failed(e, progress)),
             Poll::Pending => {
-                let body_sent = progress.is_none_or(|p| p.sent.load(Ordering::Relaxed));
-                if this.deadline.is_none() && body_sent {
+                // Sent: its body's end polled, or (no body) its head handed to a connection. A
+                // connect, retried within `connect_timeout`, is not the upstream's answer.
+                let sent = match progress {
+                    Some(p) => p.sent.load(Ordering::Relaxed),
+                    None => this.attempt.is_out(),
+                };
+                if this.deadline.is_none() && sent {
                     let timeout = this.upstream.config.timeout;
                     this.deadline.set(Some(tokio::time::sleep(timeout)));
                 }
