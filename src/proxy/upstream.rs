@@ -295,8 +295,7 @@ impl Upstream {
                 .unwrap_or_else(|e| e.into_inner())
                 .pop();
             let conn = conn?;
-            // Not polled: a close the upstream sent meanwhile is read by the request's first
-            // poll, before its head is written (see `send`).
+            // Not polled: `send`'s first poll reads a close before it writes.
             if conn.idle_since.elapsed() <= IDLE_TIMEOUT && conn.sender.is_ready() {
                 return Some(conn);
             }
