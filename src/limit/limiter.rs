@@ -55,15 +55,41 @@ impl Limiter {
     /// Settles a decision's charge where it was made: in the store, or in the in-process
     /// fallback for a decision the fallback made (`local`: the store had failed). The
     /// settlement's instant is that store's (`at_us` is set here). Applied or queued before it
-    /// returns (a decision asked for afterwards sees it); no one waits for it, and a failure is
-    /// logged where it is applied (no task per settlement).
-    pub fn settle(&self, local: bool, mut settlement: Settlement) {
+    /// returns (a decision asked for afterwards on the same lane sees it); no one waits for it,
+    /// and a failure is logged where it is applied (no task per settlement).
+    pub fn settle(&self, local: bool, settlement: Settlement) {
+        if let Some(settlement) = self.settle_in_fallback_or_stamp(local, settlement) {
+            self.store.settle_detached(settlement)
+        }
+    }
+
+    /// Settles as [`Limiter::settle`] does and waits until the store has applied it (within
+    /// the store's deadline for it): a decision asked for afterwards, on any connection, sees it.
+    pub async fn settle_applied(
+        &self,
+        local: bool,
+        settlement: Settlement,
+    ) -> Result<(), StoreError> {
+        match self.settle_in_fallback_or_stamp(local, settlement) {
+            Some(settlement) => self.store.settle(settlement).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Applies a settlement of the fallback's decision at once (`None` back); a store's is
+    /// given its instant and handed back to be applied there.
+    fn settle_in_fallback_or_stamp(
+        &self,
+        local: bool,
+        mut settlement: Settlement,
+    ) -> Option<Settlement> {
         if local {
             settlement.at_us = Some(local_now_us());
-            return self.fallback.settle(&settlement);
+            self.fallback.settle(&settlement);
+            return None;
         }
         settlement.at_us = self.store.settlement_instant();
-        self.store.settle_detached(settlement)
+        Some(settlement)
     }
 
     /// The deny cache.

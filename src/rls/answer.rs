@@ -118,7 +118,8 @@ fn status(set: &Decided, index: usize) -> DescriptorStatus {
         limit_remaining: if over {
             0
         } else {
-            u32::try_from(usage.remaining()).unwrap_or(u32::MAX)
+            let remaining = (usage.remaining() + set.taken_back).min(usage.limit);
+            u32::try_from(remaining).unwrap_or(u32::MAX)
         },
         duration_until_reset: Some(proto_duration(if over {
             usage.retry_after

@@ -2,8 +2,11 @@
 //! atomic decision through the limiter (a request refused by one descriptor of a group is
 //! charged to none of it, and the groups after a refusal are only read), the read set
 //! (`hits_addend` 0) beside them at cost 0. When a request has several charged groups, each
-//! asks for a receipt, and a refusal by a later group takes back what the earlier ones charged:
-//! a request refused by one descriptor is charged to none.
+//! asks for a receipt, and a refusal by a later group takes back what the earlier ones charged
+//! before the request is answered: a request refused by one descriptor is charged to none, and
+//! a call made after its answer sees none of the charge. Between the charge and its take-back,
+//! another request may meet it; the deny-cache entries of those keys are dropped with it, so
+//! such a refusal is not served after the room is back.
 //!
 //! Shadow mode and quota mode are per descriptor here, where a route's mode is per route. A
 //! set with such limits is decided with every limit first; when only shadow-mode or quota-mode
@@ -29,6 +32,9 @@ pub struct Decided {
     pub combo: Arc<Combo>,
     /// What the limiter concluded.
     pub verdict: Verdict,
+    /// Units its decision charged to each of its limits and a later group's refusal took
+    /// back (0: none): its statuses show the limits without them.
+    pub taken_back: u64,
 }
 
 /// The charged groups' verdicts and the read set's.
@@ -55,7 +61,7 @@ impl Outcome {
 pub async fn decide(limiter: &Arc<Limiter>, domain: &Domain, plan: &Plan) -> Outcome {
     let unseen_refusal = plan.refused_unseen();
     let mut refused = unseen_refusal;
-    let mut charged = Vec::with_capacity(plan.charged.len());
+    let mut charged: Vec<Decided> = Vec::with_capacity(plan.charged.len());
     // Receipts to take back when a later group refuses: only with more than one group.
     let mut taken = (plan.charged.len() > 1).then(Vec::new);
     for group in &plan.charged {
@@ -67,7 +73,11 @@ pub async fn decide(limiter: &Arc<Limiter>, domain: &Domain, plan: &Plan) -> Out
             continue;
         };
         if !refused && !decided.verdict.forwards() {
-            take_back(limiter, taken.take().unwrap_or_default());
+            take_back(limiter, taken.take().unwrap_or_default()).await;
+            // every group before this one was allowed and charged its cost
+            for (earlier, group) in charged.iter_mut().zip(&plan.charged) {
+                earlier.taken_back = group.cost;
+            }
         }
         refused |= !decided.verdict.forwards();
         charged.push(decided);
@@ -129,9 +139,12 @@ async fn decide_keys(
     verdict
 }
 
-/// Gives back, in the background, what earlier groups of a refused request charged.
-fn take_back(limiter: &Arc<Limiter>, taken: Vec<Taken>) {
-    for t in taken {
+/// Gives back what earlier groups of a refused request charged, and waits until the store has
+/// applied it (a call made after the answer sees the room, on any connection); then drops the
+/// deny-cache entries of those keys, which a refusal met while the charge stood may have made.
+async fn take_back(limiter: &Arc<Limiter>, taken: Vec<Taken>) {
+    let refunds = taken.into_iter().map(|t| async move {
+        let bases = t.bases.clone();
         let settlement = Settlement {
             refund: (0..t.limits.limits.len()).collect(),
             confirm: Vec::new(),
@@ -143,8 +156,14 @@ fn take_back(limiter: &Arc<Limiter>, taken: Vec<Taken>) {
             receipt: t.receipt,
             tags: Vec::new(),
         };
-        limiter.settle(t.local, settlement);
-    }
+        if let Err(e) = limiter.settle_applied(t.local, settlement).await {
+            tracing::warn!(error = %e, "taking back a refused request's charge failed");
+        }
+        for base in &bases {
+            limiter.deny_cache().remove(base);
+        }
+    });
+    futures_util::future::join_all(refunds).await;
 }
 
 /// Decides one set at `cost` (0: only read), uncounted; with `taken`, what it charged is noted
@@ -166,7 +185,11 @@ async fn decide_set(
         None if !combo.shadow.iter().chain(&combo.quota).any(|&s| s) => first,
         _ => without_soft(limiter, domain, &combo, set, cost, first, taken).await,
     };
-    Some(Decided { combo, verdict })
+    Some(Decided {
+        combo,
+        verdict,
+        taken_back: 0,
+    })
 }
 
 /// The verdict of a set with shadow-mode or quota-mode limits, from its decision with every
