@@ -19,7 +19,7 @@
 use std::fmt;
 
 use http::header::CONTENT_TYPE;
-use http::HeaderMap;
+use http::{HeaderMap, HeaderValue};
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -36,9 +36,23 @@ pub enum BodyKind {
     Form,
 }
 
-/// The kind of body `Content-Type` names, if it is one key parts read.
-pub fn kind(headers: &HeaderMap) -> Option<BodyKind> {
-    let value = headers.get(CONTENT_TYPE)?.to_str().ok()?;
+/// The kind of body `Content-Type` names, if it is one key parts read. Sent on two lines that
+/// differ, it is ambiguous: frameworks take the first line or the last, and a body that parses
+/// both as JSON and as a form would be counted as one and acted on as the other.
+pub fn kind(headers: &HeaderMap) -> Result<Option<BodyKind>, ReadError> {
+    let mut lines = headers.get_all(CONTENT_TYPE).iter();
+    let Some(first) = lines.next() else {
+        return Ok(None);
+    };
+    if lines.any(|other| other != first) {
+        return Err(ReadError::Ambiguous);
+    }
+    Ok(kind_of(first))
+}
+
+/// The kind of body one `Content-Type` value names.
+fn kind_of(value: &HeaderValue) -> Option<BodyKind> {
+    let value = value.to_str().ok()?;
     let media = value.split(';').next()?.trim().to_ascii_lowercase();
     let (kind, subtype) = media.split_once('/')?;
     match (kind, subtype) {

@@ -266,7 +266,7 @@ pub fn key_of_values(
 /// The value at `path` of a JSON request body (one a JSON `Content-Type` names), read as a key
 /// part reads it (a number gives its digits); `None` when it is missing, ambiguous or not JSON.
 pub fn json_body_value(headers: &HeaderMap, body: &[u8], path: &[String]) -> Option<Vec<u8>> {
-    if body::kind(headers) != Some(BodyKind::Json) {
+    if body::kind(headers) != Ok(Some(BodyKind::Json)) {
         return None;
     }
     body::json_value(body, path).ok().flatten()

@@ -50,14 +50,14 @@ pub fn read(
         KeyPart::Path => Some(path_value(src.path, src.path_case).into_bytes()),
         KeyPart::Json(path) => {
             refuse_query_copy(src, &path[0])?;
-            match (body::kind(src.headers), src.body) {
+            match (body::kind(src.headers)?, src.body) {
                 (Some(body::BodyKind::Json), Some(b)) => body::json_value(b, path)?,
                 _ => None,
             }
         }
         KeyPart::Form(name) => {
             refuse_query_copy(src, name)?;
-            match (body::kind(src.headers), src.body) {
+            match (body::kind(src.headers)?, src.body) {
                 (Some(body::BodyKind::Form), Some(b)) => form::field(b, name)?,
                 _ => None,
             }

@@ -1,6 +1,6 @@
 //! Bodies the gateway reads for a key (README, "Protecting OTP and login endpoints"), through the gateway over real sockets:
-//! bodies that cannot key a limit (a duplicate member, a compressed body, a body over the bound, a
-//! body that is not the JSON it says) get clear answers, are counted as `bad_request` and never
+//! bodies that cannot key a limit (a duplicate member, two `Content-Type` lines, a compressed
+//! body, a body over the bound, a body that is not the JSON it says) get clear answers, are counted as `bad_request` and never
 //! reach the upstream; a body read for a key goes upstream byte for byte, and one that arrives too
 //! slowly is cut with 408.
 
@@ -15,7 +15,8 @@ use support::raw;
 use support::redis::RedisServer;
 
 /// Bodies that cannot key a limit get clear answers, counted as `bad_request`, and never reach
-/// the upstream: a duplicate member (400 ambiguous_key), a compressed body (415), a body over
+/// the upstream: a duplicate member or two `Content-Type` lines that differ (400
+/// ambiguous_key), a compressed body (415), a body over
 /// the bound (413, announced or chunked), a body that is not the JSON it says (400 missing_key).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_that_cannot_key_a_limit_are_refused_and_counted() {
@@ -32,6 +33,14 @@ async fn bodies_that_cannot_key_a_limit_are_refused_and_counted() {
             "duplicate",
             vec![],
             r#"{"phone":"081234567890","phone":"081299999999"}"#.into(),
+            400,
+            "ambiguous_key",
+        ),
+        (
+            // a body both JSON and a form, read by the first line, acted on by the last
+            "two content types",
+            vec![("content-type", "application/x-www-form-urlencoded")],
+            r#"{"phone":"081234567890","x":"&phone=081299999999&"}"#.into(),
             400,
             "ambiguous_key",
         ),
