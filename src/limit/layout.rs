@@ -34,6 +34,9 @@ pub(super) struct Layout {
     states: Vec<StateSpec>,
     /// The longest a reservation stays in flight (µs): the route's upstream timeouts.
     pub(super) settle_us: u64,
+    /// The longest wait a refusal on reservations in flight tells (µs): the upstream's
+    /// `timeout` (0: no bound but `settle_us`).
+    pub(super) flight_wait_us: u64,
 }
 
 impl Layout {
@@ -64,6 +67,7 @@ impl Layout {
             state_of: (0..route.limits.len()).collect(),
             states,
             settle_us: 0,
+            flight_wait_us: 0,
         }
     }
 
@@ -136,6 +140,7 @@ impl Layout {
             state_of,
             states,
             settle_us: 0,
+            flight_wait_us: 0,
         }
     }
 
@@ -174,6 +179,10 @@ impl Layout {
                 starts_blocks: l.algorithm.get().starts_blocks(),
                 settle_us: match block {
                     Some(_) if l.counts_outcomes() => self.settle_us,
+                    _ => 0,
+                },
+                flight_wait_us: match block {
+                    Some(_) if l.counts_outcomes() => self.flight_wait_us,
                     _ => 0,
                 },
             })

@@ -78,6 +78,7 @@ impl RoutePolicy {
     ) -> RoutePolicy {
         let mut layout = Layout::of(&route);
         layout.settle_us = settle_us(&route, config);
+        layout.flight_wait_us = flight_wait_us(&route, config);
         // A route's 429s are refusals on `reject` and `block` routes; a delay route's waits and
         // a shadow route's breaches refuse no one.
         let enforcing = matches!(route.on_exceed, ExceedMode::Reject | ExceedMode::Block(_));
@@ -370,6 +371,17 @@ fn settle_us(route: &RouteConfig, config: &Config) -> u64 {
         None => EMBEDDED_SETTLE,
     };
     settle.as_micros() as u64
+}
+
+/// The longest wait a refusal on reservations of `route` still in flight tells, in µs: its
+/// upstream's `timeout`, within which an attempt that went out is answered (0 without an
+/// upstream: `settle_us` alone bounds it).
+fn flight_wait_us(route: &RouteConfig, config: &Config) -> u64 {
+    let upstream = route
+        .upstream
+        .as_ref()
+        .and_then(|u| config.upstreams.get(u));
+    upstream.map_or(0, |u| u.timeout.as_micros() as u64)
 }
 
 /// How long an embedded layer's reservation is taken to stay in flight at most.

@@ -114,22 +114,35 @@ impl Decision {
             code => return Err(StoreError::Script(format!("unknown decision code {code}"))),
         };
         let micros = |v: i64| Duration::from_micros(v.max(0) as u64);
-        let usage = limits
+        let usage: Vec<LimitUsage> = limits
             .limits
             .iter()
             .zip(reply[3..].chunks_exact(3))
-            .map(|(l, v)| LimitUsage {
-                used: v[0].max(0) as u64,
-                limit: l.limit,
-                reset: micros(v[1]),
-                // negative: a refusal that stands on reservations in flight
-                retry_after: micros(v[2].abs()),
-                in_flight: v[2] < 0,
+            .map(|(l, v)| {
+                // negative: a refusal that stands on reservations in flight, whose wait is
+                // told as at most the upstream's `timeout`
+                let in_flight = v[2] < 0;
+                let mut retry_after = micros(v[2].abs());
+                if in_flight && l.flight_wait_us > 0 {
+                    retry_after = retry_after.min(Duration::from_micros(l.flight_wait_us));
+                }
+                LimitUsage {
+                    used: v[0].max(0) as u64,
+                    limit: l.limit,
+                    reset: micros(v[1]),
+                    retry_after,
+                    in_flight,
+                }
             })
             .collect();
+        let mut retry_after = micros(reply[1]);
+        if outcome == Outcome::Rejected && usage.iter().any(|u| u.in_flight) {
+            // the longest of the refusing limits' waits, those in flight bounded
+            retry_after = (usage.iter().map(|u| u.retry_after).max()).unwrap_or(retry_after);
+        }
         Ok(Decision {
             outcome,
-            retry_after: micros(reply[1]),
+            retry_after,
             limits: usage,
             decided_at_us,
             block_level: reply[2].max(0) as u64,

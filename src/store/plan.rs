@@ -32,6 +32,10 @@ pub struct Limit {
     /// flight starts no block and waits until the soonest is settled. 0: every charge counts
     /// at once.
     pub settle_us: u64,
+    /// For a limit with `settle_us`, the longest wait a refusal standing on its reservations in
+    /// flight tells (µs, the upstream's `timeout`; 0: `settle_us` alone bounds it): that
+    /// refusal's `Retry-After`, and how long the deny cache keeps it. Not sent to the store.
+    pub flight_wait_us: u64,
 }
 
 impl Limit {
@@ -177,6 +181,7 @@ impl LimitSet {
                     per_attempt: algorithm.get().per_attempt(),
                     starts_blocks: algorithm.get().starts_blocks(),
                     settle_us: 0,
+                    flight_wait_us: 0,
                 }
             })
             .collect();
