@@ -25,7 +25,10 @@ RUN mkdir -p src/bin \
     && cargo build --release --locked --bins \
     && rm -rf src
 
-# The real sources (lua/ is embedded into the binary with include_str!).
+# The real sources (lua/ is embedded into the binary with include_str!; build.rs compiles
+# proto/ into the descriptor set gRPC reflection serves, with no protoc).
+COPY build.rs ./
+COPY proto ./proto
 COPY src ./src
 COPY lua ./lua
 # Make sure cargo rebuilds the crate itself rather than trusting the stub's timestamps.

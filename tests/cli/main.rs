@@ -1,4 +1,5 @@
-//! The command line's suites as one test binary: `check`, `key`, `campaign` and `segment`.
+//! The command line's suites as one test binary: `check`, `key`, `campaign` and `segment`, and
+//! the image's build inputs.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -10,3 +11,4 @@ mod cli_check_layer;
 mod cli_check_warnings;
 mod cli_key;
 mod cli_segment_build;
+mod image_inputs;
