@@ -190,6 +190,7 @@ fn view(c: &Config) -> Value {
             "max_keys": c.store.max_keys,
             "key_prefix": c.store.key_prefix,
             "clock": c.store.clock.name(),
+            "scripts": c.store.scripts.name(),
             "replica_acks": c.store.replica_acks,
         },
         "upstreams": upstreams,

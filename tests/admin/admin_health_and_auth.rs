@@ -91,6 +91,14 @@ async fn health_metrics_and_auth() {
     assert_eq!(route["limits"][1]["name"], "per-week");
     assert_eq!(route["limits"][1]["window"], "7d");
     assert_eq!(route["limits"][1]["algorithm"], "sliding_log");
+    // every store setting, defaults included
+    let store = &shown.json()["store"];
+    for setting in ["backend", "url", "timeout", "on_error", "max_keys", "key_prefix"] {
+        assert!(!store[setting].is_null(), "store.{setting}: {store}");
+    }
+    assert_eq!(store["clock"], "redis", "{store}");
+    assert_eq!(store["scripts"], "auto", "{store}");
+    assert_eq!(store["replica_acks"], 0, "{store}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
