@@ -1,6 +1,6 @@
 //! Files that reload themselves: the gateway watches every file its config was read from (the
-//! config, `[rls] config`, the members and plans files) and reloads as `SIGHUP` does when
-//! what they hold changes.
+//! config, `[rls] config`, the members and plans files, the JWT public key) and reloads as
+//! `SIGHUP` does when what they hold changes.
 //!
 //! Differences from a watch on each file: the directories are watched, not the files. An
 //! editor's save and Kubernetes' ConfigMap update both replace a file rather than write it (an

@@ -236,6 +236,8 @@ pub struct JwtConfig {
     /// Whether a token must carry `exp` (default false: checked when present, as Envoy and Kong
     /// do); `nbf` is honoured when present.
     pub require_exp: bool,
+    /// The file the public key was read from (watched with the config), if it came from one.
+    pub key_file: Option<std::path::PathBuf>,
 }
 
 /// The HMAC secret of `hash = true` key parts (`[keys] hash_secret_env`).

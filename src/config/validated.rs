@@ -69,10 +69,11 @@ pub struct TierFiles {
 
 impl Config {
     /// What the config names as its sources: this file, `[rls] config` (a file or a
-    /// directory), each segment's and the plans' members file.
+    /// directory), each segment's and the plans' members file, the JWT public key file.
     pub fn sources(&self) -> Vec<PathBuf> {
         let mut sources = vec![self.source.clone()];
         sources.extend(self.rls.as_ref().map(|r| r.source.clone()));
+        sources.extend(self.jwt.as_ref().and_then(|j| j.key_file.clone()));
         sources.extend(self.tier_files.segments.iter().map(|(_, p)| p.clone()));
         sources.extend(self.tier_files.plans.clone());
         sources

@@ -93,7 +93,14 @@ async fn health_metrics_and_auth() {
     assert_eq!(route["limits"][1]["algorithm"], "sliding_log");
     // every store setting, defaults included
     let store = &shown.json()["store"];
-    for setting in ["backend", "url", "timeout", "on_error", "max_keys", "key_prefix"] {
+    for setting in [
+        "backend",
+        "url",
+        "timeout",
+        "on_error",
+        "max_keys",
+        "key_prefix",
+    ] {
         assert!(!store[setting].is_null(), "store.{setting}: {store}");
     }
     assert_eq!(store["clock"], "redis", "{store}");

@@ -1,7 +1,8 @@
 //! Files that reload themselves: the running binary reloads within 2 s of a Kubernetes
 //! ConfigMap's `..data` symlink swap and of an atomic rename over its config file, as `SIGHUP`
 //! would (counts survive); a file that does not validate is refused and counted as a failed
-//! reload while the running config stays; `server.watch_files = false` turns it off.
+//! reload while the running config stays; `server.watch_files = false` turns it off; the JWT
+//! public key file is watched too.
 
 use crate::support;
 
@@ -284,4 +285,41 @@ async fn a_rate_limit_configmap_swap_reloads_within_2_s() {
     .await;
     assert_eq!(reloads(&client, admin, "success").await, 1);
     drop(process);
+}
+
+/// The JWT public key file is watched with the config: a key rotated by replacing the file
+/// reloads within 2 s, with no signal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_jwt_key_file_reloads_within_2_s() {
+    let up = upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("jwt.pem");
+    let pem = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/jwt/es256-public.pem"
+    );
+    std::fs::copy(pem, &key).unwrap();
+    let path = dir.path().join("c.toml");
+    let text = config(&up.url(), 5, "") + "\n[jwt]\npublic_key_file = \"jwt.pem\"\n";
+    std::fs::write(&path, text).unwrap();
+    let gw = start(&path);
+    let client = HttpClient::default();
+    assert_eq!(client.status(&gw.url, &[]).await, 200);
+    assert_eq!(reloads(&client, gw.admin, "success").await, 0);
+
+    let rotated = Instant::now();
+    let tmp = dir.path().join("jwt.pem.tmp");
+    std::fs::copy(pem.replace("public", "public-rotated"), &tmp).unwrap();
+    std::fs::rename(&tmp, &key).unwrap();
+    within(
+        rotated,
+        Duration::from_secs(2),
+        "the key file reloaded",
+        || {
+            let (client, admin) = (client.clone(), gw.admin);
+            async move { reloads(&client, admin, "success").await == 1 }
+        },
+    )
+    .await;
+    drop(gw.process);
 }

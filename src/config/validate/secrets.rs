@@ -44,6 +44,10 @@ impl Validator<'_> {
 
     fn jwt(&self, raw: &Spanned<RawJwt>) -> Result<JwtConfig> {
         let j = raw.get_ref();
+        let key_file = j
+            .public_key_file
+            .as_ref()
+            .map(|f| self.dir.join(f.get_ref()));
         let key = match (&j.hs256_secret_env, &j.public_key_file) {
             (Some(_), Some(f)) => {
                 return self.error(
@@ -73,6 +77,7 @@ impl Validator<'_> {
             issuer: j.issuer.as_ref().map(|s| s.get_ref().clone()),
             audience: j.audience.as_ref().map(|s| s.get_ref().clone()),
             require_exp: j.require_exp.unwrap_or(false),
+            key_file,
         })
     }
 
