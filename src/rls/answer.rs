@@ -7,8 +7,11 @@
 //! OK with no `current_limit`; an `unlimited` one is OK with `limit_remaining` 2^32-1, as
 //! envoyproxy/ratelimit answers. A shadow-mode limit's status is OK whatever it counts; a
 //! quota-mode limit's is OVER_LIMIT when it is over, though the request may be OK. A
-//! descriptor refused before any decision (a cost above its limit, too many descriptors) is
-//! OVER_LIMIT with no `current_limit`.
+//! descriptor refused before any decision (a cost above its limit, too many limits matched)
+//! is OVER_LIMIT with its limit, nothing remaining and its window until reset; one whose
+//! Envoy override cannot be counted has no limit to show. An OVER_LIMIT answer with the
+//! headers always carries `Retry-After`: the refusing set's, else the longest wait its
+//! statuses give.
 
 use std::time::Duration;
 
@@ -23,6 +26,7 @@ use http::HeaderMap;
 use super::decide::{Decided, Outcome};
 use super::request::{Plan, Status};
 use super::unit::code_of_window;
+use crate::config::LimitConfig;
 use crate::limit::headers::{add_headers, ceil_secs};
 use crate::limit::STORE_UNAVAILABLE_RETRY_SECS;
 
@@ -40,18 +44,20 @@ pub fn response(plan: &Plan, outcome: &Outcome, headers: bool) -> RateLimitRespo
     let statuses: Vec<DescriptorStatus> = plan
         .statuses
         .iter()
-        .map(|s| match *s {
+        .map(|s| match s {
             Status::Free => free(),
             Status::Unlimited => DescriptorStatus {
                 code: Code::Ok as i32,
                 limit_remaining: u32::MAX,
                 ..DescriptorStatus::default()
             },
-            Status::Refused => DescriptorStatus {
+            Status::Refused(limit) => DescriptorStatus {
                 code: Code::OverLimit as i32,
+                current_limit: limit.as_deref().map(rate_limit),
+                duration_until_reset: limit.as_deref().map(|l| proto_duration(l.window)),
                 ..DescriptorStatus::default()
             },
-            Status::Counted { group, index } => {
+            &Status::Counted { group, index } => {
                 let set = match group {
                     Some(g) => outcome.charged.get(g),
                     None => outcome.read.as_ref(),
@@ -66,10 +72,18 @@ pub fn response(plan: &Plan, outcome: &Outcome, headers: bool) -> RateLimitRespo
         })
     });
     let refused = outcome.refused || read_over;
-    let response_headers_to_add = match (outcome.shown(), headers) {
+    let mut response_headers_to_add = match (outcome.shown(), headers) {
         (Some(shown), true) => rate_limit_headers(shown),
         _ => Vec::new(),
     };
+    if headers
+        && refused
+        && !response_headers_to_add
+            .iter()
+            .any(|h| h.key == "retry-after")
+    {
+        response_headers_to_add.push(retry_after_of(&statuses));
+    }
     RateLimitResponse {
         overall_code: if refused { Code::OverLimit } else { Code::Ok } as i32,
         statuses,
@@ -85,16 +99,38 @@ fn free() -> DescriptorStatus {
     }
 }
 
+/// A limit as a status shows it.
+fn rate_limit(config: &LimitConfig) -> RateLimit {
+    RateLimit {
+        name: config.name.clone(),
+        requests_per_unit: u32::try_from(config.limit).unwrap_or(u32::MAX),
+        unit: code_of_window(config.window),
+    }
+}
+
+/// `Retry-After` of a refused request no refusing set's headers carry (a descriptor refused
+/// before any decision, a read-only limit over): the longest wait of its OVER_LIMIT statuses,
+/// in whole seconds, at least 1.
+fn retry_after_of(statuses: &[DescriptorStatus]) -> HeaderValue {
+    let longest = (statuses.iter())
+        .filter(|s| s.code == Code::OverLimit as i32)
+        .filter_map(|s| s.duration_until_reset.as_ref())
+        .map(|d| Duration::new(d.seconds.max(0) as u64, d.nanos.max(0) as u32))
+        .max()
+        .unwrap_or(Duration::from_secs(STORE_UNAVAILABLE_RETRY_SECS));
+    HeaderValue {
+        key: http::header::RETRY_AFTER.as_str().to_string(),
+        value: ceil_secs(longest).max(1).to_string(),
+        ..HeaderValue::default()
+    }
+}
+
 /// The status of limit `index` of a decided set.
 fn status(set: &Decided, index: usize) -> DescriptorStatus {
     let config = &set.combo.all.config.limits[index];
     // A quota-mode limit over says so, whatever the request's answer.
     let enforced = !set.combo.shadow[index];
-    let current_limit = Some(RateLimit {
-        name: config.name.clone(),
-        requests_per_unit: u32::try_from(config.limit).unwrap_or(u32::MAX),
-        unit: code_of_window(config.window),
-    });
+    let current_limit = Some(rate_limit(config));
     let Some(decision) = &set.verdict.decision else {
         // The store could not say: the route's on_error decided, usage is unknown.
         let over = enforced && !set.verdict.forwards();

@@ -116,6 +116,11 @@ impl Domain {
         }
     }
 
+    /// Limit `part` as a route's limit: its name (the `limit` label), value and window.
+    pub fn limit_config(&self, part: &Part) -> LimitConfig {
+        self.spec(part).config
+    }
+
     /// Whether Envoy's own limit is one the algorithm counting it keeps exact.
     pub fn check_override(&self, part: &Part) -> Result<(), String> {
         let spec = self.spec(part);

@@ -5,17 +5,18 @@
 //!
 //! Nothing a request carries turns a limit off: only a request that names no domain or no
 //! descriptor is an error. A value of any length is decided (keyed by its SHA-256 past 256
-//! bytes); a cost above a limit makes that descriptor OVER_LIMIT; a request with more than
-//! [`MAX_DESCRIPTORS`] descriptors is refused whole, decided by nothing (the bound keeps one
-//! store call short); an Envoy override with a unit or a value the limit's algorithm cannot
+//! bytes); a cost above a limit makes that descriptor OVER_LIMIT; a request whose descriptors
+//! match more than [`MAX_DESCRIPTORS`] limits is refused, decided by nothing (the bound keeps
+//! one store call short): each matched descriptor OVER_LIMIT, the others OK; an Envoy override with a unit or a value the limit's algorithm cannot
 //! take is OVER_LIMIT for its descriptor; `is_negative_hits` descriptors are only read.
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 
 use super::limits::{Domain, Part};
+use crate::config::LimitConfig;
 
-/// Most descriptors decided in one request; a request with more is refused whole (one store
+/// Most matched descriptors decided in one request; a request with more is refused (one store
 /// call stays short).
 pub const MAX_DESCRIPTORS: usize = 64;
 
@@ -28,16 +29,16 @@ pub enum RlsError {
 }
 
 /// What one descriptor gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Status {
     /// No rate limit applies (nothing matched, or its limit was replaced).
     Free,
     /// `unlimited: true`.
     Unlimited,
     /// Refused before any decision: its cost is above its limit, Envoy's override for it is
-    /// one its algorithm cannot count, or the request carries more descriptors than are
-    /// decided at once.
-    Refused,
+    /// one its algorithm cannot count (no limit to show), or the request's descriptors match
+    /// more limits than are decided at once. With the limit its status shows.
+    Refused(Option<Box<LimitConfig>>),
     /// Counted: limit `index` of charged group `group`, or of the read set (`group` `None`:
     /// `hits_addend` 0).
     Counted {
@@ -95,7 +96,9 @@ pub struct Plan {
 impl Plan {
     /// Whether a descriptor was refused before any decision (so is the request).
     pub fn refused_unseen(&self) -> bool {
-        self.statuses.contains(&Status::Refused)
+        self.statuses
+            .iter()
+            .any(|s| matches!(s, Status::Refused(_)))
     }
 }
 
@@ -122,12 +125,6 @@ pub fn check(request: &RateLimitRequest) -> Result<(), RlsError> {
 /// Reads a checked request of a known domain.
 pub fn plan(domain: &Domain, request: &RateLimitRequest) -> Plan {
     let n = request.descriptors.len();
-    if n > MAX_DESCRIPTORS {
-        return Plan {
-            statuses: vec![Status::Refused; n],
-            ..Plan::default()
-        };
-    }
     let request_cost = u64::from(request.hits_addend.max(1));
     let mut found: Vec<Option<Result<Found, ()>>> = Vec::with_capacity(n);
     let mut unlimited = vec![false; n];
@@ -157,6 +154,17 @@ pub fn plan(domain: &Domain, request: &RateLimitRequest) -> Plan {
                 .map(|(part, key)| Ok(Found { part, key, cost })),
         );
     }
+    let is_replaced = |part: &Part| {
+        let Part::Rule(r) = part else { return false };
+        let name = domain.rule(*r).name.as_deref();
+        name.is_some_and(|n| replaced.contains(&n))
+    };
+    let matched = (found.iter())
+        .filter(|f| matches!(f, Some(Ok(f)) if !is_replaced(&f.part)))
+        .count();
+    if matched > MAX_DESCRIPTORS {
+        return too_many(domain, found, &unlimited, is_replaced);
+    }
     let mut plan = Plan {
         statuses: Vec::with_capacity(n),
         ..Plan::default()
@@ -181,16 +189,12 @@ pub fn plan(domain: &Domain, request: &RateLimitRequest) -> Plan {
         let f = match f {
             Some(Ok(f)) => Some(f),
             Some(Err(())) => {
-                plan.statuses.push(Status::Refused);
+                plan.statuses.push(Status::Refused(None));
                 continue;
             }
             None => None,
         };
-        let f = f.filter(|f| {
-            let Part::Rule(r) = f.part else { return true };
-            let name = domain.rule(r).name.as_deref();
-            !name.is_some_and(|n| replaced.contains(&n))
-        });
+        let f = f.filter(|f| !is_replaced(&f.part));
         let status = match f {
             _ if unlimited[i] => Status::Unlimited,
             None => Status::Free,
@@ -200,7 +204,7 @@ pub fn plan(domain: &Domain, request: &RateLimitRequest) -> Plan {
             },
             // A limit of 0 refuses every request whatever its cost.
             Some(f) if domain.limit_of(&f.part) > 0 && f.cost > domain.limit_of(&f.part) => {
-                Status::Refused
+                Status::Refused(Some(Box::new(domain.limit_config(&f.part))))
             }
             Some(f) => {
                 let group = costs.iter().position(|&c| c == f.cost).expect("its cost");
@@ -216,6 +220,30 @@ pub fn plan(domain: &Domain, request: &RateLimitRequest) -> Plan {
     // Group indexes shift if a group lost every descriptor to a refusal: number them again.
     renumber(&mut plan, &costs);
     plan
+}
+
+/// The plan of a request whose descriptors match more limits than one decision takes: each
+/// matched descriptor refused, showing its limit; the others as they are (OK).
+fn too_many(
+    domain: &Domain,
+    found: Vec<Option<Result<Found, ()>>>,
+    unlimited: &[bool],
+    is_replaced: impl Fn(&Part) -> bool,
+) -> Plan {
+    let statuses = (found.into_iter().enumerate())
+        .map(|(i, f)| match f {
+            _ if unlimited[i] => Status::Unlimited,
+            Some(Err(())) => Status::Refused(None),
+            Some(Ok(f)) if !is_replaced(&f.part) => {
+                Status::Refused(Some(Box::new(domain.limit_config(&f.part))))
+            }
+            _ => Status::Free,
+        })
+        .collect();
+    Plan {
+        statuses,
+        ..Plan::default()
+    }
 }
 
 /// Points each counted descriptor at its group's place once empty groups are gone.

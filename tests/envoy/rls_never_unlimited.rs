@@ -2,9 +2,10 @@
 //! rate-limit service as "no limit" under its default `failure_mode_deny: false`, so every
 //! request that names a domain and a descriptor is decided. A value of any length is counted
 //! (keyed by its SHA-256 past 256 bytes), a cost above a limit is OVER_LIMIT for its descriptor
-//! and charges nothing, descriptors of different costs are each charged their own, a request
-//! with more descriptors than are decided at once is refused, and giving units back
-//! (`is_negative_hits`) only reads.
+//! and charges nothing (its status naming the limit, and the answer's headers a
+//! `Retry-After`), descriptors of different costs are each charged their own, a request whose
+//! descriptors match more limits than are decided at once is refused (those matching none stay
+//! OK), and giving units back (`is_negative_hits`) only reads.
 
 use crate::support;
 
@@ -68,7 +69,7 @@ async fn a_value_of_any_length_is_counted_as_its_own_key() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cost_above_a_limit_is_over_limit_and_charges_nothing() {
     let redis = RedisServer::start();
-    let gw = serve(&redis, "rls-cost", LIMITS, "").await;
+    let gw = serve(&redis, "rls-cost", LIMITS, "headers = true").await;
     let mut c = client(&gw).await;
     // 11 units against a limit of 10, beside a descriptor that has room.
     let r = ask(
@@ -84,6 +85,19 @@ async fn a_cost_above_a_limit_is_over_limit_and_charges_nothing() {
     .await;
     assert_eq!(overall(&r), "OVER_LIMIT");
     assert_eq!(codes(&r), ["OVER_LIMIT", "OVER_LIMIT"]);
+    // each status names its limit, with nothing left until its window has passed
+    let named: Vec<_> = r.statuses.iter().map(current_limit).collect();
+    assert_eq!(named, [Some(10), Some(5)]);
+    assert_eq!(
+        r.statuses[0].current_limit.as_ref().unwrap().name,
+        "per-tenant"
+    );
+    assert_eq!(r.statuses[1].limit_remaining, 0);
+    assert_eq!(
+        r.statuses[1].duration_until_reset.as_ref().unwrap().seconds,
+        60
+    );
+    assert_eq!(header(&r, "retry-after"), Some("60"), "{r:?}");
     let fresh = request(
         "d",
         vec![descriptor(&[("tenant", "t1")]), ip("203.0.113.1")],
@@ -135,11 +149,20 @@ async fn odd_requests_are_decided_never_an_error() {
     let redis = RedisServer::start();
     let gw = serve(&redis, "rls-odd", LIMITS, "").await;
     let mut c = client(&gw).await;
-    // More descriptors than one decision takes: refused whole.
-    let many = request("d", vec![ip("203.0.113.3"); 65]);
-    let r = ask(&mut c, many).await;
+    // More matched descriptors than one decision takes: refused, each naming its limit; a
+    // descriptor that matches nothing is still OK with no limit.
+    let mut many = vec![ip("203.0.113.3"); 65];
+    many.push(descriptor(&[("unknown", "x")]));
+    let r = ask(&mut c, request("d", many)).await;
     assert_eq!(overall(&r), "OVER_LIMIT");
-    assert_eq!(r.statuses.len(), 65);
+    assert_eq!(r.statuses.len(), 66);
+    assert_eq!(codes(&r)[..65], ["OVER_LIMIT"; 65]);
+    assert_eq!(current_limit(&r.statuses[0]), Some(5));
+    assert_eq!(codes(&r)[65], "OK");
+    assert_eq!(current_limit(&r.statuses[65]), None);
+    let unmatched = request("d", vec![descriptor(&[("unknown", "x")]); 65]);
+    let r = ask(&mut c, unmatched).await;
+    assert_eq!(overall(&r), "OK", "{r:?}");
     // An override whose unit does not exist, or a limit sliding_log cannot hold exactly.
     for (limit, unit) in [(1, 0), (1, 9), (20_000, 2)] {
         let bad = request("d", vec![with_override(ip("203.0.113.3"), limit, unit)]);
