@@ -294,7 +294,7 @@ impl RouteConfig {
         } else if any(|l| !l.algorithm.get().has_window()) {
             Some((
                 "limits attempts in flight (algorithm = \"concurrency\")",
-                "an attempt's slot is freed only when its lease expires",
+                "an attempt's slot is freed once the proxy's question is answered, before the attempt itself ends, so it bounds only the questions in flight",
             ))
         } else if any(|l| l.cost_from.is_some()) {
             Some((

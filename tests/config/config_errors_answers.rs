@@ -105,6 +105,6 @@ fn settings_nothing_reads_are_warned_about() {
     let forward = "[forward_auth]\nlisten = \"127.0.0.1:0\"\n[[routes]]\nname = \"chat\"\npath = \"/v1/*\"\n[[routes.limits]]\nname = \"inflight\"\nlimit = 4\nalgorithm = \"concurrency\"\n";
     assert_eq!(
         warnings(forward),
-        ["routes[0] `chat` limits attempts in flight (algorithm = \"concurrency\"): forward auth never sees the answer, so through it an attempt's slot is freed only when its lease expires; the proxy listener or the tower layer sees it"]
+        ["routes[0] `chat` limits attempts in flight (algorithm = \"concurrency\"): forward auth never sees the answer, so through it an attempt's slot is freed once the proxy's question is answered, before the attempt itself ends, so it bounds only the questions in flight; the proxy listener or the tower layer sees it"]
     );
 }

@@ -278,3 +278,36 @@ key = ["header:x-user"]
     assert_eq!(c.get(&url(&gw), &h).await.status, 200);
     assert_eq!(c.get(&url(&gw), &h).await.status, 429);
 }
+
+/// A concurrency limit asked about through forward auth holds its slot only while the question
+/// is answered (as `check` warns): the attempt itself goes on without slidegate, so a limit of
+/// one lets one question after another through, and nothing stays in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrency_limit_through_forward_auth_bounds_only_the_questions_in_flight() {
+    let redis = RedisServer::start();
+    let inflight = r#"
+[[routes]]
+name = "chat"
+path = "/chat"
+key = ["header:x-user"]
+
+  [[routes.limits]]
+  name = "inflight"
+  limit = 1
+  algorithm = "concurrency"
+"#;
+    let gw = gateway(&redis, TRUSTED, "", inflight).await;
+    let c = HttpClient::default();
+    let h = [("x-forwarded-uri", "/chat"), ("x-user", "ann")];
+    for _ in 0..3 {
+        assert_eq!(c.get(&url(&gw), &h).await.status, 200);
+    }
+    let (k, v) = support::admin::auth();
+    let usage = c
+        .get(
+            &gw.admin("/admin/usage?route=chat&limit=inflight&key=ann"),
+            &[(k, &v)],
+        )
+        .await;
+    assert_eq!(usage.json()["limits"][0]["in_flight"], 0, "{}", usage.body);
+}
