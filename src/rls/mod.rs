@@ -20,6 +20,7 @@ mod service;
 mod table;
 mod tree;
 mod unit;
+mod wire;
 
 pub use limits::{tag_of, Domain, Part, OVERRIDE_LABEL};
 pub use request::{RlsError, MAX_DESCRIPTORS, MAX_KEPT_VALUE_BYTES};

@@ -193,3 +193,67 @@ async fn odd_requests_are_decided_never_an_error() {
     assert_eq!(r.statuses[0].limit_remaining, 4);
     gw.stop().await;
 }
+
+/// `ShouldRateLimit` sent as raw bytes over HTTP/2 (a request a strict client could not
+/// encode); the answer, or the gRPC status when there is none.
+async fn raw_call(
+    gw: &support::gateway::Gateway,
+    message: &[u8],
+) -> Result<envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse, String> {
+    use prost::Message;
+    let addr = gw.running().rls_addr.unwrap();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut h2, conn) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(conn);
+    let request = http::Request::post(format!(
+        "http://{addr}/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .body(())
+    .unwrap();
+    let (response, mut body) = h2.send_request(request, false).unwrap();
+    let mut frame = vec![0u8];
+    frame.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    frame.extend_from_slice(message);
+    body.send_data(frame.into(), true).unwrap();
+    let response = response.await.unwrap();
+    let status_in_head = response.headers().get("grpc-status").cloned();
+    let mut stream = response.into_body();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.data().await {
+        let chunk = chunk.unwrap();
+        stream.flow_control().release_capacity(chunk.len()).unwrap();
+        bytes.extend_from_slice(&chunk);
+    }
+    let trailers = stream.trailers().await.unwrap().unwrap_or_default();
+    let status = status_in_head.or_else(|| trailers.get("grpc-status").cloned());
+    match status.as_ref().map(|s| s.to_str().unwrap()) {
+        Some("0") if bytes.len() >= 5 => {
+            Ok(Message::decode(&bytes[5..]).expect("a RateLimitResponse"))
+        }
+        other => Err(format!("grpc-status {other:?}, {trailers:?}")),
+    }
+}
+
+/// A descriptor value that is not UTF-8 (Envoy copies a header's bytes as they came, and HTTP
+/// allows bytes above 0x7f in a header) is decided like any other, never an error status that
+/// Envoy would read as "no limit".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_that_is_not_utf8_is_decided() {
+    use prost::Message;
+    let redis = RedisServer::start();
+    let gw = serve(&redis, "rls-bytes", LIMITS, "").await;
+    let mut encoded = request("d", vec![descriptor(&[("header", "bad~~")])]).encode_to_vec();
+    let at = encoded.windows(2).position(|w| w == b"~~").unwrap();
+    encoded[at..at + 2].copy_from_slice(b"\xff\xfe");
+    let mut overall_codes = Vec::new();
+    for _ in 0..3 {
+        let answer = raw_call(&gw, &encoded)
+            .await
+            .expect("an answer, not an error");
+        overall_codes.push(overall(&answer));
+    }
+    assert_eq!(overall_codes, ["OK", "OK", "OVER_LIMIT"], "2 a minute");
+    gw.stop().await;
+}
