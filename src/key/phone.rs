@@ -9,8 +9,9 @@
 //! says so but strips national prefixes with the region's rules from foreign numbers, and
 //! matches number patterns by prefix; libphonenumber does none of these. And what
 //! libphonenumber itself reads loosely is refused here: any letter (it maps three or more to
-//! keypad digits and drops fewer), an extension, a second `+`, any character but digits, spaces
-//! and `- . ( ) /`.
+//! keypad digits and drops fewer), an extension, a second `+`, any character but digits and
+//! the punctuation it skips ([`is_punctuation`]; its tildes, which it reads as more than
+//! punctuation, are refused too).
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -55,10 +56,10 @@ pub fn normalize_phone(text: &str, region: Option<Id>) -> Option<String> {
     agrees.then(|| format!("+{cc}{national}"))
 }
 
-/// The spelling's digits (other scripts' digits as ASCII) and whether a `+` leads them; `None`
-/// for anything libphonenumber would read loosely: a letter, an extension mark, a `+` after a
-/// digit or twice, any character but digits, spaces and `- . ( ) /` (a tab inside is not a
-/// number to libphonenumber).
+/// The spelling's digits (other scripts' digits as ASCII) and whether a `+` (or a full-width
+/// `＋`) leads them; `None` for anything libphonenumber would read loosely: a letter, an
+/// extension mark, a `+` after a digit or twice, any character but digits and punctuation (a
+/// tab inside is not a number to libphonenumber).
 fn screen(text: &str) -> Option<(bool, String)> {
     let text = text.trim();
     if text.chars().count() > MAX_INPUT {
@@ -68,12 +69,32 @@ fn screen(text: &str) -> Option<(bool, String)> {
     for c in text.chars() {
         match c {
             '0'..='9' => digits.push(c),
-            '+' if !plus && digits.is_empty() => plus = true,
-            '-' | '.' | '(' | ')' | '/' | ' ' | '\u{00A0}' => {}
+            '+' | '\u{FF0B}' if !plus && digits.is_empty() => plus = true,
+            c if is_punctuation(c) => {}
             c => digits.push(other_script_digit(c)?),
         }
     }
     (!digits.is_empty()).then_some((plus, digits))
+}
+
+/// libphonenumber's `VALID_PUNCTUATION` but its tildes and `x` (an extension mark): dashes
+/// (ASCII, Unicode's, the minus sign, full-width, the katakana long mark), dots, slashes,
+/// brackets and parentheses (ASCII and full-width), spaces (ASCII, no-break, ideographic),
+/// the soft hyphen, the zero-width space and the word joiner, which it skips between digits.
+fn is_punctuation(c: char) -> bool {
+    matches!(
+        c,
+        '-' | '\u{2010}'..='\u{2015}'
+            | '\u{2212}'
+            | '\u{30FC}'
+            | '\u{FF0D}'..='\u{FF0F}'
+            | '.'
+            | '/'
+            | '(' | ')' | '[' | ']'
+            | '\u{FF08}' | '\u{FF09}' | '\u{FF3B}' | '\u{FF3D}'
+            | ' ' | '\u{00A0}' | '\u{3000}'
+            | '\u{00AD}' | '\u{200B}' | '\u{2060}'
+    )
 }
 
 /// A decimal digit of another script as its ASCII digit (the blocks where `0`-`9` are

@@ -27,6 +27,19 @@ fn spellings_read_as_libphonenumber_reads_them() {
         ("US", "011 62 812 3456 7890", "+6281234567890"),
         ("US", "(202) 555-0143", "+12025550143"),
         ("DE", "030 123456", "+4930123456"),
+        // full-width plus, dashes and digits, Unicode dashes and spaces, brackets
+        ("ID", "\u{FF0B}6281234567890", "+6281234567890"),
+        ("ID", "0812\u{FF0D}3456\u{FF0D}7890", "+6281234567890"),
+        ("ID", "0812\u{2010}3456\u{2212}7890", "+6281234567890"),
+        (
+            "ID",
+            "\u{FF10}\u{FF18}\u{FF11}\u{FF12} 3456 7890",
+            "+6281234567890",
+        ),
+        ("ID", "0812\u{3000}3456\u{30FC}7890", "+6281234567890"),
+        ("ID", "[0812] 3456\u{00AD}78\u{200B}90", "+6281234567890"),
+        ("ID", "0812\u{FF0F}3456\u{FF0E}7890", "+6281234567890"),
+        ("ID", "0812\u{FF3B}3456\u{FF3D}7890", "+6281234567890"),
     ] {
         assert_eq!(read(region, text).as_deref(), Some(e164), "{region} {text}");
     }
@@ -51,6 +64,11 @@ fn letters_foreign_prefixes_and_junk_are_no_number() {
         ("ID", "0812+3456+7890"),
         ("ID", "++6281234567890"),
         ("ID", "0812#34567890"),
+        // libphonenumber reads a tilde as more than punctuation (`~7890` is dropped)
+        ("ID", "0812~3456~7890"),
+        ("ID", "0812\u{FF5E}3456\u{FF5E}7890"),
+        // a katakana middle dot is no punctuation to it
+        ("ID", "0812\u{30FB}3456 7890"),
         ("ID", ""),
         ("ID", "hello"),
         ("ID", "123"),
