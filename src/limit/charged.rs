@@ -161,7 +161,8 @@ impl Charged {
     }
 
     /// Counts the settlement in the metrics and, where it gives room back, drops the deny-cache
-    /// entries of its keys; whether the store has anything to apply.
+    /// entries of its keys (where it confirms an answered attempt, those of refusals that stood
+    /// on attempts in flight); whether the store has anything to apply.
     fn count(&self, settled: &Settled) -> bool {
         let metrics = &self.policy.metrics;
         // A reset gives the attempt's own charge back too: a refund as well as a reset.
@@ -193,6 +194,12 @@ impl Charged {
         for &i in freed {
             let slot = self.limits.slot_of(i);
             self.limiter.deny_cache.remove(&self.bases[slot]);
+        }
+        // An attempt answered: a refusal the cache keeps only for attempts in flight may now be
+        // a block, which the store starts at the key's next attempt.
+        for &i in &settled.confirmed {
+            let slot = self.limits.slot_of(i);
+            self.limiter.deny_cache.remove_in_flight(&self.bases[slot]);
         }
         true
     }

@@ -149,6 +149,19 @@ impl DenyCache {
         self.shard(base).remove(base);
     }
 
+    /// Forgets `base` if what it holds is a refusal that stood only on reservations in flight:
+    /// once one of them is answered, the store may answer otherwise (the block the answered
+    /// attempts start, the window's own wait).
+    pub fn remove_in_flight(&self, base: &str) {
+        let mut shard = self.shard(base);
+        let in_flight = shard.get(base).is_some_and(|d| {
+            d.decision.outcome == Outcome::Rejected && !d.decision.refused_on_answers()
+        });
+        if in_flight {
+            shard.remove(base);
+        }
+    }
+
     /// Entries still in force (expired ones are dropped on the way): the
     /// `slidegate_deny_cache_entries` gauge, read at scrape time.
     pub fn live_entries(&self, now: Instant) -> usize {

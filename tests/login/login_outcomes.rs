@@ -2,7 +2,8 @@
 //! with a real Redis: only failures count and a success forgives them; failures block the account
 //! with escalating blocks whose level shows in the 429, `/admin/usage` and `/admin/blocked` and is
 //! cleared by a reset; the quiet route's 429s keep `Retry-After` only; a reset answer's own
-//! reservation counts as a refund too; a refund lifts a refusal the deny cache remembered.
+//! reservation counts as a refund too; a refund lifts a refusal the deny cache remembered, and an
+//! answered attempt one that stood on attempts in flight.
 //! (Clients that leave: `outcomes_client_leaves.rs`.)
 
 use crate::support;
@@ -202,4 +203,37 @@ async fn a_refund_lifts_the_refusal_the_deny_cache_remembered() {
     );
     assert_eq!(upstream.bodies("/api/login").len(), 3);
     gw.stop().await;
+}
+
+/// A refusal that stood on attempts still in flight is kept by the deny cache only until one of
+/// them is answered: the answered failures then block the account at its next attempt, not
+/// once the cached refusal lapses (a client told to come back in 2 s would otherwise meet a
+/// block it was not told about).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answered_attempt_ends_a_cached_refusal_in_flight() {
+    let redis = RedisServer::start_async().await;
+    let upstream = AuthUpstream::start().await;
+    let route = LOGIN_ROUTE.replace("limit = 3", "limit = 2");
+    let gw = gateway_on(&redis, &upstream, &route).await;
+    let client = HttpClient::default();
+    let (slow, url) = (gw.url("/api/login?ms=600"), gw.url("/api/login"));
+    let body = login("bob", "x");
+    let in_flight = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        post(&client, &url, &[], &body).await
+    };
+    let (a, b, refused) = tokio::join!(
+        post(&client, &slow, &[], &body),
+        post(&client, &slow, &[], &body),
+        in_flight
+    );
+    assert_eq!((a.status.as_u16(), b.status.as_u16()), (401, 401));
+    assert_eq!(refused.status, 429, "two attempts in flight fill the limit");
+    let told: u64 = refused.header("retry-after").unwrap().parse().unwrap();
+    assert!(told <= 2, "at most the upstream's timeout: {told}");
+    // the two answers' confirmations reach the store within a call
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let next = post(&client, &url, &[], &body).await;
+    assert_eq!(next.status, 429);
+    assert_eq!(next.json()["block_level"], 1, "{}", next.body);
 }
