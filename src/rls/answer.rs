@@ -7,10 +7,10 @@
 //! OK with no `current_limit`; an `unlimited` one is OK with `limit_remaining` 2^32-1, as
 //! envoyproxy/ratelimit answers. A shadow-mode limit's status is OK whatever it counts; a
 //! quota-mode limit's is OVER_LIMIT when it is over, though the request may be OK. A
-//! descriptor refused before any decision (a cost above its limit, too many limits matched)
-//! is OVER_LIMIT with its limit, nothing remaining and its window until reset; one whose
-//! Envoy override cannot be counted has no limit to show. An OVER_LIMIT answer with the
-//! headers always carries `Retry-After`: the refusing set's, else the longest wait its
+//! descriptor refused before any decision (a cost above its limit, too many descriptors
+//! matching a limit) is OVER_LIMIT with its limit, nothing remaining and its window until
+//! reset; one whose Envoy override cannot be counted has no limit to show. An OVER_LIMIT answer
+//! with the headers always carries `Retry-After`: the refusing set's, else the longest wait its
 //! statuses give.
 
 use std::time::Duration;

@@ -5,10 +5,11 @@
 //!
 //! Nothing a request carries turns a limit off: only a request that names no domain or no
 //! descriptor is an error. A value of any length is decided (keyed by its SHA-256 past 256
-//! bytes); a cost above a limit makes that descriptor OVER_LIMIT; a request whose descriptors
-//! match more than [`MAX_DESCRIPTORS`] limits is refused, decided by nothing (the bound keeps
-//! one store call short): each matched descriptor OVER_LIMIT, the others OK; an Envoy override with a unit or a value the limit's algorithm cannot
-//! take is OVER_LIMIT for its descriptor; `is_negative_hits` descriptors are only read.
+//! bytes); a cost above a limit makes that descriptor OVER_LIMIT; a request with more than
+//! [`MAX_DESCRIPTORS`] descriptors that match a limit is refused, decided by nothing (the bound
+//! keeps one store call short): each matching descriptor OVER_LIMIT, the others OK; an Envoy
+//! override with a unit or a value the limit's algorithm cannot take is OVER_LIMIT for its
+//! descriptor; `is_negative_hits` descriptors are only read.
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
@@ -16,8 +17,8 @@ use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use super::limits::{Domain, Part};
 use crate::config::LimitConfig;
 
-/// Most matched descriptors decided in one request; a request with more is refused (one store
-/// call stays short).
+/// Most descriptors that match a limit decided in one request; a request with more is refused
+/// (one store call stays short).
 pub const MAX_DESCRIPTORS: usize = 64;
 
 /// Why a request gets no answer but a gRPC error.
@@ -36,8 +37,8 @@ pub enum Status {
     /// `unlimited: true`.
     Unlimited,
     /// Refused before any decision: its cost is above its limit, Envoy's override for it is
-    /// one its algorithm cannot count (no limit to show), or the request's descriptors match
-    /// more limits than are decided at once. With the limit its status shows.
+    /// one its algorithm cannot count (no limit to show), or the request has more descriptors
+    /// that match a limit than are decided at once. With the limit its status shows.
     Refused(Option<Box<LimitConfig>>),
     /// Counted: limit `index` of charged group `group`, or of the read set (`group` `None`:
     /// `hits_addend` 0).
@@ -222,8 +223,8 @@ pub fn plan(domain: &Domain, request: &RateLimitRequest) -> Plan {
     plan
 }
 
-/// The plan of a request whose descriptors match more limits than one decision takes: each
-/// matched descriptor refused, showing its limit; the others as they are (OK).
+/// The plan of a request with more descriptors that match a limit than one decision takes:
+/// each of them refused, showing its limit; the others as they are (OK).
 fn too_many(
     domain: &Domain,
     found: Vec<Option<Result<Found, ()>>>,

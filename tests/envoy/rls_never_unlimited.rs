@@ -3,9 +3,9 @@
 //! request that names a domain and a descriptor is decided. A value of any length is counted
 //! (keyed by its SHA-256 past 256 bytes), a cost above a limit is OVER_LIMIT for its descriptor
 //! and charges nothing (its status naming the limit, and the answer's headers a
-//! `Retry-After`), descriptors of different costs are each charged their own, a request whose
-//! descriptors match more limits than are decided at once is refused (those matching none stay
-//! OK), and giving units back (`is_negative_hits`) only reads.
+//! `Retry-After`), descriptors of different costs are each charged their own, a request with
+//! more descriptors matching a limit than are decided at once is refused (those matching none
+//! stay OK), and giving units back (`is_negative_hits`) only reads.
 
 use crate::support;
 
