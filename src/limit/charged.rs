@@ -196,8 +196,11 @@ impl Charged {
             self.limiter.deny_cache.remove(&self.bases[slot]);
         }
         // An attempt answered: a refusal the cache keeps only for attempts in flight may now be
-        // a block, which the store starts at the key's next attempt.
-        for &i in &settled.confirmed {
+        // a block, which the store starts at the key's next attempt. Only limits whose
+        // reservations stay in flight (a blocking route's) have such refusals: the others'
+        // confirmations touch no cache.
+        let in_flight = |i: &&usize| self.limits.limits[**i].settle_us > 0;
+        for &i in settled.confirmed.iter().filter(in_flight) {
             let slot = self.limits.slot_of(i);
             self.limiter.deny_cache.remove_in_flight(&self.bases[slot]);
         }
