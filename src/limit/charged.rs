@@ -182,19 +182,18 @@ impl Charged {
         if settled.is_empty() {
             return false;
         }
-        // Room given back: the key is decided by the store again here at once (which still
-        // holds any block); other instances' deny-cache entries lapse at their own time.
+        // Room given back: refunds, resets, slots released and costs settled below the charge.
         let lower = settled
             .settled_to
             .iter()
             .filter(|(i, to)| *to < settled.units[*i]);
-        let freed = (settled.refunded.iter().chain(&settled.reset))
+        let freed: Vec<usize> = (settled.refunded.iter().chain(&settled.reset))
             .chain(&settled.released)
-            .chain(lower.map(|(i, _)| i));
-        for &i in freed {
-            let slot = self.limits.slot_of(i);
-            self.limiter.deny_cache.remove(&self.bases[slot]);
-        }
+            .chain(lower.map(|(i, _)| i))
+            .copied()
+            .collect();
+        self.limiter
+            .room_given_back(&self.limits, &self.bases, &freed);
         // An attempt answered: a refusal the cache keeps only for attempts in flight may now be
         // a block, which the store starts at the key's next attempt. Only limits whose
         // reservations stay in flight (a blocking route's) have such refusals: the others'

@@ -13,8 +13,8 @@ use super::verdict::Verdict;
 use crate::config::{ExceedMode, OnError};
 use crate::metrics::{DecisionLabel, Metrics};
 use crate::store::{
-    local_now_us, Decision, DecisionRequest, EvictionTally, MemoryStore, NodeEviction, Outcome,
-    Settlement, Store, StoreError,
+    local_now_us, Decision, DecisionRequest, EvictionTally, LimitSet, MemoryStore, NodeEviction,
+    Outcome, Settlement, Store, StoreError,
 };
 
 /// The limiter shared by the request path and the admin listener.
@@ -90,6 +90,17 @@ impl Limiter {
         }
         settlement.at_us = self.store.settlement_instant();
         Some(settlement)
+    }
+
+    /// Room given back to `freed` limits of `limits` (indexes) for the keys `bases`: drops
+    /// the deny-cache entries of their key slots here, so the store decides those keys again at
+    /// once (it still holds any block); other instances' entries lapse at their own time.
+    pub fn room_given_back(&self, limits: &LimitSet, bases: &[String], freed: &[usize]) {
+        for &i in freed {
+            if let Some(base) = bases.get(limits.slot_of(i)) {
+                self.deny_cache.remove(base);
+            }
+        }
     }
 
     /// The deny cache.

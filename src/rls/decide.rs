@@ -144,9 +144,10 @@ async fn decide_keys(
 /// deny-cache entries of those keys, which a refusal met while the charge stood may have made.
 async fn take_back(limiter: &Arc<Limiter>, taken: Vec<Taken>) {
     let refunds = taken.into_iter().map(|t| async move {
-        let bases = t.bases.clone();
+        let (limits, bases) = (t.limits.clone(), t.bases.clone());
+        let every: Vec<usize> = (0..t.limits.limits.len()).collect();
         let settlement = Settlement {
-            refund: (0..t.limits.limits.len()).collect(),
+            refund: every.clone(),
             confirm: Vec::new(),
             reset: Vec::new(),
             settle_to: Vec::new(),
@@ -159,9 +160,7 @@ async fn take_back(limiter: &Arc<Limiter>, taken: Vec<Taken>) {
         if let Err(e) = limiter.settle_applied(t.local, settlement).await {
             tracing::warn!(error = %e, "taking back a refused request's charge failed");
         }
-        for base in &bases {
-            limiter.deny_cache().remove(base);
-        }
+        limiter.room_given_back(&limits, &bases, &every);
     });
     futures_util::future::join_all(refunds).await;
 }

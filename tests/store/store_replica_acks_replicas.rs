@@ -193,3 +193,48 @@ async fn the_gauge_drops_to_zero_on_promotion_and_recovers_when_a_replica_attach
     assert!(command_calls(&replica, "wait") > waits, "WAIT is back");
     gw.stop().await;
 }
+
+/// A replica that dies with no failover leaves its master without replicas: the `WAIT` that
+/// comes back short has the master's replicas read again, and the store decides at once from
+/// then on (the gauge reads 0). Asking on for the dead replica would send every allowed
+/// decision to `on_error` until the gateway reconnected, a lasting outage for a fault that is
+/// over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_dies_without_a_failover_is_no_longer_waited_for() {
+    let master = RedisServer::start_async().await;
+    let mut replica = replica_of(master.port).await;
+    let (gw, _up, _prefix) = gateway_on(&master.url(), "acks-replica-died").await;
+    await_replicas(&gw, master.port, Some(1.0)).await;
+    allowed(&gw, "before").await;
+
+    replica.kill();
+    wait_until(
+        Duration::from_secs(10),
+        "the master dropped its replica",
+        || info(&master, "replication").contains("connected_slaves:0"),
+    )
+    .await;
+    // The first decisions may still wait for it, and fail closed; within a few of them the
+    // master's replicas are read again.
+    let deadline = Instant::now() + SEEN_WITHIN;
+    let mut refused = 0;
+    for i in 0.. {
+        let r = HttpClient::default()
+            .get(&gw.url("/deny/x"), &[("x-user", &format!("after{i}"))])
+            .await;
+        if r.status == 200 {
+            break;
+        }
+        assert_eq!(r.status, 503, "{}", r.body);
+        refused += 1;
+        assert!(
+            Instant::now() < deadline,
+            "{refused} decisions failed closed {SEEN_WITHIN:?} after the replica died"
+        );
+    }
+    await_replicas(&gw, master.port, Some(0.0)).await;
+    let waits = command_calls(&master, "wait");
+    allowed(&gw, "settled").await;
+    assert_eq!(command_calls(&master, "wait"), waits, "no replica: no WAIT");
+    gw.stop().await;
+}

@@ -5,7 +5,9 @@
 //! Its reply is awaited apart from the call's: the lane sends its next call meanwhile, on the
 //! same connection, behind the `WAIT` ([`super::lane`]). Fewer in time is a store error
 //! ([`StoreError::Unreplicated`], `kind="timeout"`): the route's `on_error` decides, and the
-//! charge stays where it is (over-counted if that master survives, never under-counted).
+//! charge stays where it is (over-counted if that master survives, never under-counted); the
+//! master's replicas are then read again, and a replica it no longer has is no longer asked
+//! for.
 //!
 //! What it promises: a failover that promotes a replica which acknowledged keeps every
 //! allowed decision. Redis does not promise that the promoted replica is one that acknowledged
@@ -98,9 +100,14 @@ impl Acks {
     pub async fn confirm(self) -> Result<(), StoreError> {
         let within = self.wait.policy.timeout + REPLY_GRACE;
         let reply = tokio::time::timeout(within, self.reply).await;
-        let acknowledged = self.wait.judge(reply.ok())?;
-        self.wait.replicas.acknowledged(acknowledged);
-        Ok(())
+        let judged = self.wait.judge(reply.ok());
+        match &judged {
+            Ok(acknowledged) => self.wait.replicas.acknowledged(*acknowledged),
+            // Fewer in time: a replica may be gone, which only `ROLE` tells.
+            Err(StoreError::Unreplicated { .. }) => self.wait.replicas.short(),
+            Err(_) => {}
+        }
+        judged.map(drop)
     }
 }
 

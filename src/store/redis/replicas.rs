@@ -6,11 +6,15 @@
 //! to, so waiting for one would only send every decision to `on_error`.
 //!
 //! Differences from asking `ROLE` before each wait: the count is learned when the topology may
-//! have changed (each connection the client makes, [`watch`]) and, while the master has fewer
-//! replicas than asked for, once every [`DEGRADED_POLL`] (how a replica that attaches is seen:
-//! a `WAIT` that asks for fewer cannot count it), never on a decision's path. A `WAIT` that
-//! times out lowers nothing: a replica that lags or lost its link may still be the one a
-//! failover promotes, so the wait keeps asking for it until the next (re)connection.
+//! have changed (each connection the client makes, [`watch`]), after a `WAIT` that came back
+//! short ([`Replicas::short`]), and, while the master has fewer replicas than asked for, once
+//! every [`DEGRADED_POLL`] (how a replica that attaches is seen: a `WAIT` that asks for fewer
+//! cannot count it), never on a decision's path. A short `WAIT` lowers nothing by itself: a
+//! replica that lags is still the master's (`ROLE` lists it) and may be the one a failover
+//! promotes, so the wait keeps asking for it; a replica that died or was detached is gone from
+//! `ROLE`, and the wait stops asking for it once `ROLE` says so (without that, a replica lost
+//! with no failover would send every allowed decision to `on_error` until the next
+//! reconnection).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,6 +23,7 @@ use std::time::Duration;
 use fred::clients::Client;
 use fred::interfaces::{ClientLike, EventInterface};
 use fred::types::{ClusterHash, CustomCommand, Value};
+use tokio::sync::Notify;
 
 /// How often `ROLE` is read while the master has fewer replicas than the wait asks for.
 pub const DEGRADED_POLL: Duration = Duration::from_secs(1);
@@ -33,6 +38,8 @@ pub struct Replicas {
     seen: AtomicU32,
     /// The master's address, as the connection reached it.
     server: Mutex<Option<String>>,
+    /// Wakes the watch to read `ROLE` again (a `WAIT` came back short).
+    recheck: Arc<Notify>,
 }
 
 impl Default for Replicas {
@@ -40,6 +47,7 @@ impl Default for Replicas {
         Replicas {
             seen: AtomicU32::new(UNKNOWN),
             server: Mutex::new(None),
+            recheck: Arc::new(Notify::new()),
         }
     }
 }
@@ -75,6 +83,12 @@ impl Replicas {
             });
     }
 
+    /// Notes a `WAIT` that came back with fewer acknowledgements than it asked for: the watch
+    /// reads `ROLE` again soon, apart from any decision (several such waits, one read).
+    pub fn short(&self) {
+        self.recheck.notify_one();
+    }
+
     /// A new connection, to `server`: nothing is known of its replicas until `ROLE` answers.
     fn connected(&self, server: String) {
         *self.server.lock().unwrap_or_else(|e| e.into_inner()) = Some(server);
@@ -87,26 +101,39 @@ impl Replicas {
     }
 }
 
+/// Why the watch reads `ROLE`.
+enum Reason {
+    /// A (re)connection, to this server.
+    Connected(String),
+    /// The degraded poll's tick (or connections missed).
+    Poll,
+    /// A `WAIT` came back short.
+    Short,
+}
+
 /// Keeps `replicas` up to date for `client`'s connection while `retired` is not set: `ROLE` at
-/// each connection (the first included), then every [`DEGRADED_POLL`] while the master has
-/// fewer replicas than `configured`. Call before the client connects, or its first connection
-/// goes unseen. The watch ends once `replicas` is dropped (the store with it).
+/// each connection (the first included), after each short `WAIT`, and every [`DEGRADED_POLL`]
+/// while the master has fewer replicas than `configured`. Call before the client connects, or
+/// its first connection goes unseen. The watch ends once `replicas` is dropped (the store with
+/// it).
 pub fn watch(client: &Client, replicas: &Arc<Replicas>, configured: u32, retired: Arc<AtomicBool>) {
     let mut connections = client.reconnect_rx();
     let client = client.clone();
+    let recheck = replicas.recheck.clone();
     let replicas = Arc::downgrade(replicas);
     tokio::spawn(async move {
         let mut poll = tokio::time::interval(DEGRADED_POLL);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let event = tokio::select! {
+            let reason = tokio::select! {
                 connection = connections.recv() => match connection {
-                    Ok(server) => Some(server.to_string()),
+                    Ok(server) => Reason::Connected(server.to_string()),
                     // Connections missed: the last one's server is the one already noted.
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => None,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => Reason::Poll,
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                 },
-                _ = poll.tick() => None,
+                _ = recheck.notified() => Reason::Short,
+                _ = poll.tick() => Reason::Poll,
             };
             let Some(replicas) = replicas
                 .upgrade()
@@ -114,12 +141,11 @@ pub fn watch(client: &Client, replicas: &Arc<Replicas>, configured: u32, retired
             else {
                 return;
             };
-            match event {
-                Some(server) => replicas.connected(server),
-                None if replicas.wanted(configured) >= configured || !client.is_connected() => {
-                    continue
-                }
-                None => {}
+            match reason {
+                Reason::Connected(server) => replicas.connected(server),
+                _ if !client.is_connected() => continue,
+                Reason::Poll if replicas.wanted(configured) >= configured => continue,
+                Reason::Poll | Reason::Short => {}
             }
             if let Some(count) = role(&client).await {
                 replicas.counted(count);
