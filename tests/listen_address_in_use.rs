@@ -106,3 +106,79 @@ async fn a_second_gateway_on_a_held_port_exits_with_address_in_use() {
     assert!(up.seen().len() >= 20);
     drop(first);
 }
+
+/// Answers every connection made to `listener` with a 418 until `stop`, and counts them.
+fn intruder(
+    listener: std::net::TcpListener,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<usize> {
+    use std::io::Write;
+    use std::sync::atomic::Ordering;
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let mut taken = 0;
+        while !stop.load(Ordering::Relaxed) {
+            match listener.accept() {
+                Ok((mut stream, _)) => {
+                    taken += 1;
+                    let _ = stream.write_all(
+                        b"HTTP/1.1 418 stolen\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                    );
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(2)),
+            }
+        }
+        taken
+    })
+}
+
+/// One request on a new connection: its status line's code.
+fn status_on_new_connection(addr: SocketAddr) -> u16 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    stream
+        .write_all(b"GET /x HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n")
+        .unwrap();
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).unwrap();
+    std::str::from_utf8(&head[9..12]).unwrap().parse().unwrap()
+}
+
+/// Another program of the same user that joins the proxy port's `SO_REUSEPORT` group after the
+/// gateway (an older build, a proxy started with `reuseport`) is never handed a connection: the
+/// kernel's own choice would give it about half of them, each client then talking to the wrong
+/// server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_socket_that_joins_the_ports_group_later_takes_no_connection() {
+    let up = upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "first.toml", &up.url(), 0, 0, 0);
+    let gateway = Process::spawn(command(&config, &[("TOKIO_WORKER_THREADS", "2")]));
+    let line = gateway.wait_for("listening on");
+    let proxy = address_after(&line, "listening on ");
+
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_reuse_port(true).unwrap();
+    socket
+        .bind(&proxy.into())
+        .expect("the same user may join the group");
+    socket.listen(128).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stealing = intruder(socket.into(), stop.clone());
+
+    let statuses = tokio::task::spawn_blocking(move || {
+        (0..40)
+            .map(|_| status_on_new_connection(proxy))
+            .collect::<Vec<u16>>()
+    })
+    .await
+    .unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let taken = stealing.join().unwrap();
+    assert_eq!(taken, 0, "the other program took {taken} of 40 connections");
+    assert!(statuses.iter().all(|&s| s == 200), "{statuses:?}");
+    drop(gateway);
+}

@@ -17,6 +17,7 @@ mod activity;
 mod connection;
 mod refusals;
 mod resets;
+mod steering;
 mod watchdog;
 
 use std::net::{IpAddr, SocketAddr};
@@ -39,7 +40,8 @@ use crate::config::ServerConfig;
 /// included, and the kernel would then split traffic between two processes without a word. So
 /// the first socket binds without it: a port that any other process holds (with or without the
 /// option) is refused there, `address in use`. Only once it holds the port does the first
-/// socket take the option, so that this process's other workers can join it.
+/// socket take the option, so that this process's other workers can join it. A process that
+/// joins the group later is never handed a connection ([`steering`]).
 pub fn bind_listeners(addr: SocketAddr, n: usize) -> std::io::Result<Vec<std::net::TcpListener>> {
     let first = bind_socket(addr, false).map_err(in_use)?;
     #[cfg(unix)]
@@ -47,16 +49,18 @@ pub fn bind_listeners(addr: SocketAddr, n: usize) -> std::io::Result<Vec<std::ne
         first.set_reuse_port(true)?;
     }
     first.listen(1024)?;
-    let first: std::net::TcpListener = first.into();
     // Port 0 picks a port once; the other workers share it.
-    let addr = first.local_addr()?;
-    let mut listeners = vec![first];
+    let addr = first.local_addr()?.as_socket().unwrap_or(addr);
+    let mut sockets = vec![first];
     for _ in 1..n {
         let socket = bind_socket(addr, true)?;
         socket.listen(1024)?;
-        listeners.push(socket.into());
+        sockets.push(socket);
     }
-    Ok(listeners)
+    if n > 1 {
+        steering::over_first(&sockets[0], n)?;
+    }
+    Ok(sockets.into_iter().map(Into::into).collect())
 }
 
 /// Binds one socket on `addr` (not yet listening), joining the port's `SO_REUSEPORT` group
