@@ -2,7 +2,8 @@
 //! most 1,000: keys in a block (`"reason":"block"`) and keys whose window refuses them
 //! (`"window"`: on a `reject` route, or after a block ended), each with the wait a client is
 //! told now. `R` may be an `[rls]` domain. `key=K` or `value=V` (once per key part, `limit=L`
-//! to pick a limit's key; a domain's rate limit by its name) asks about one key instead.
+//! to pick a limit's key; a domain's rate limit by its name) asks about one key instead; on a
+//! domain without `limit`, every rate limit of the domain is asked about it.
 
 use std::sync::Arc;
 
@@ -39,6 +40,9 @@ async fn refused(
             .map_err(|e| AdminError::StoreUnavailable(e.to_string()))?;
         return Ok(json!({"route": domain, "blocked": listed(&refused)}));
     }
+    if let Some(labels) = domain_without_limit(state, query) {
+        return refused_in_domain(state, query.unwrap_or(""), &labels).await;
+    }
     let q = KeyQuery::parse(state, query)?;
     let targets = match &q.named {
         Some(named) => Some(q.targets(named)?),
@@ -72,6 +76,63 @@ fn whole_domain(state: &GatewayState, query: Option<&str>) -> Option<String> {
     let is_domain =
         state.table().route(&route).is_none() && state.rls.load().domain(&route).is_some();
     is_domain.then_some(route)
+}
+
+/// The rate limits of the `[rls]` domain a query names with a key but no `limit`: each of
+/// them is asked about that key.
+fn domain_without_limit(state: &GatewayState, query: Option<&str>) -> Option<Vec<String>> {
+    let (mut route, mut limit) = (None, false);
+    for (name, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        match name.as_ref() {
+            "route" => route = Some(value.into_owned()),
+            "limit" => limit = true,
+            _ => {}
+        }
+    }
+    let route = route.filter(|r| !limit && state.table().route(r).is_none())?;
+    let rls = state.rls.load();
+    let labels = rls.domain(&route)?.rules().iter().map(|r| r.label.clone());
+    Some(labels.collect())
+}
+
+/// One key's refusals by every rate limit of a domain (`labels`), latest-ending first: the
+/// query asked of each limit in turn. A limit the given values make no key for is passed
+/// over; when none takes them, the first one's error is the answer.
+async fn refused_in_domain(
+    state: &GatewayState,
+    query: &str,
+    labels: &[String],
+) -> Result<serde_json::Value, AdminError> {
+    let (mut found, mut first_error, mut domain) = (Vec::new(), None, None);
+    for label in labels {
+        let picked = format!("{query}&limit={}", urlencoding_of(label));
+        let q = KeyQuery::parse(state, Some(&picked))?;
+        let targets = match q.targets(q.required()?) {
+            Ok(targets) => targets,
+            Err(e) => {
+                first_error.get_or_insert(e);
+                continue;
+            }
+        };
+        let refused = (state.limiter())
+            .refused(&q.route.policy, Some(&targets))
+            .await
+            .map_err(|e| AdminError::StoreUnavailable(e.to_string()))?;
+        found.extend(refused);
+        domain.get_or_insert(q.route.config.name.clone());
+    }
+    let Some(domain) = domain else {
+        return Err(first_error.unwrap_or_else(|| {
+            AdminError::BadRequest("the domain has no rate limit to ask".into())
+        }));
+    };
+    found.sort_by(|a, b| b.retry_after.cmp(&a.retry_after));
+    Ok(json!({"route": domain, "blocked": listed(&found)}))
+}
+
+/// `text` as a query value.
+fn urlencoding_of(text: &str) -> String {
+    form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
 /// The answer's list.

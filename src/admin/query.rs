@@ -53,7 +53,7 @@ impl KeyQuery {
             ));
         };
         let Some(route) = state.route_or_domain(&route, limit.as_deref()) else {
-            return Err(AdminError::UnknownRoute(route));
+            return Err(unknown(state, route, limit.is_some()));
         };
         let limit = limit
             .map(|name| {
@@ -107,6 +107,24 @@ impl KeyQuery {
                 .map_or(serde_json::Value::Null, Into::into),
         }
     }
+}
+
+/// Why `route` names nothing to ask: an `[rls]` domain needs `limit` to name one of its rate
+/// limits (`limited`: it named none of them), anything else is no route.
+fn unknown(state: &GatewayState, route: String, limited: bool) -> AdminError {
+    let rls = state.rls.load();
+    let Some(domain) = rls.domain(&route) else {
+        return AdminError::UnknownRoute(route);
+    };
+    let labels: Vec<&str> = domain.rules().iter().map(|r| r.label.as_str()).collect();
+    let what = match limited {
+        true => "has no rate limit by that name",
+        false => "is an `[rls]` domain: `limit` names which of its rate limits to ask",
+    };
+    AdminError::BadRequest(format!(
+        "`{route}` {what} (its rate limits: {})",
+        labels.join(", ")
+    ))
 }
 
 /// The answer of a key endpoint: its JSON body, or its error as a problem body.

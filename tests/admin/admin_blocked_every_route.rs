@@ -176,6 +176,25 @@ async fn two_gateways_list_the_same_refused_keys_on_every_kind_of_route() {
             assert_eq!((l.as_str(), reason.as_str()), (limit, "window"), "{route}");
         }
     }
+    // One key of a domain, asked of every rate limit of it (no `limit` named).
+    let (k, v) = auth();
+    for (key, expected) in [("carol", vec!["user"]), ("nobody", vec![])] {
+        let url = gw2.admin(&format!("/admin/blocked?route=edge&key={key}"));
+        let r = client.get(&url, &[(k, &v)]).await;
+        assert_eq!(r.status, 200, "{key}: {}", r.body);
+        let answer = r.json();
+        assert_eq!(answer["route"], "edge");
+        let limits: Vec<&str> = (answer["blocked"].as_array().unwrap().iter())
+            .map(|e| e["limit"].as_str().unwrap())
+            .collect();
+        assert_eq!(limits, expected, "{key}: {answer}");
+    }
+    // A domain's usage needs `limit`: the answer says so, not "no route".
+    let url = gw2.admin("/admin/usage?route=edge&key=carol");
+    let r = client.get(&url, &[(k, &v)]).await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("`limit` names which"), "{}", r.body);
+
     // Latest-ending first: 0822 was refused after 0811.
     assert_eq!(listed(&gw1, "otp").await[0].0, "0822");
 
