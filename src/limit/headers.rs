@@ -25,18 +25,38 @@ pub fn policy_header(configs: &[LimitConfig], set: &LimitSet) -> Option<HeaderVa
     let text = configs
         .iter()
         .zip(&set.limits)
-        .map(|(c, l)| match c.algorithm.get().has_window() {
-            true => format!(
-                "\"{}\";q={};w={}",
-                policy_name(c),
-                l.limit,
-                ceil_secs(c.window).max(1)
-            ),
-            false => format!("\"{}\";q={}", policy_name(c), l.limit),
-        })
+        .map(|(c, l)| policy_entry(c, l.limit))
         .collect::<Vec<_>>()
         .join(", ");
     HeaderValue::from_str(&text).ok()
+}
+
+/// One limit's entry of `RateLimit-Policy`, with `limit` its value in force.
+fn policy_entry(c: &LimitConfig, limit: u64) -> String {
+    match c.algorithm.get().has_window() {
+        true => format!(
+            "\"{}\";q={limit};w={}",
+            policy_name(c),
+            ceil_secs(c.window).max(1)
+        ),
+        false => format!("\"{}\";q={limit}", policy_name(c)),
+    }
+}
+
+/// Adds the rate-limit headers of a refusal by `config` alone made before any decision (a cost
+/// above the limit): its policy, nothing remaining, and its window to wait.
+pub fn add_unseen_refusal_headers(headers: &mut HeaderMap, config: &LimitConfig) {
+    let wait = ceil_secs(config.window).max(1);
+    if let Ok(policy) = HeaderValue::from_str(&policy_entry(config, config.limit)) {
+        headers.insert(RATELIMIT_POLICY.clone(), policy);
+    }
+    if let Some(v) = ratelimit_value(policy_name(config), 0, wait) {
+        headers.insert(RATELIMIT.clone(), v);
+    }
+    headers.insert(X_RATELIMIT_LIMIT.clone(), number_value(config.limit));
+    headers.insert(X_RATELIMIT_REMAINING.clone(), number_value(0));
+    headers.insert(X_RATELIMIT_RESET.clone(), number_value(wait));
+    headers.insert(http::header::RETRY_AFTER, number_value(wait));
 }
 
 /// Adds the rate-limit headers describing `decision` to `headers`. On an allowed response they

@@ -11,7 +11,8 @@
 //! matching a limit) is OVER_LIMIT with its limit, nothing remaining and its window until
 //! reset; one whose Envoy override cannot be counted has no limit to show. An OVER_LIMIT answer
 //! with the headers always carries `Retry-After`: the refusing set's, else the longest wait its
-//! statuses give.
+//! statuses give. A request refused only before any decision shows, in its headers, the limit
+//! of the longest window that refused it, with nothing remaining.
 
 use std::time::Duration;
 
@@ -27,7 +28,7 @@ use super::decide::{Decided, Outcome};
 use super::request::{Plan, Status};
 use super::unit::code_of_window;
 use crate::config::LimitConfig;
-use crate::limit::headers::{add_headers, ceil_secs};
+use crate::limit::headers::{add_headers, add_unseen_refusal_headers, ceil_secs};
 use crate::limit::STORE_UNAVAILABLE_RETRY_SECS;
 
 /// The answer for a request of an unknown domain: every descriptor OK, nothing applied.
@@ -72,9 +73,15 @@ pub fn response(plan: &Plan, outcome: &Outcome, headers: bool) -> RateLimitRespo
         })
     });
     let refused = outcome.refused || read_over;
-    let mut response_headers_to_add = match (outcome.shown(), headers) {
-        (Some(shown), true) => rate_limit_headers(shown),
-        _ => Vec::new(),
+    let refused_unseen = (refused && !read_over)
+        .then(|| longest_refused_unseen(plan))
+        .flatten()
+        .filter(|_| outcome.charged.iter().all(|d| d.verdict.forwards()));
+    let mut response_headers_to_add = match (refused_unseen, outcome.shown(), headers) {
+        (_, _, false) => Vec::new(),
+        (Some(limit), _, true) => unseen_refusal_headers(limit),
+        (None, Some(shown), true) => rate_limit_headers(shown),
+        (None, None, true) => Vec::new(),
     };
     if headers
         && refused
@@ -123,6 +130,24 @@ fn retry_after_of(statuses: &[DescriptorStatus]) -> HeaderValue {
         value: ceil_secs(longest).max(1).to_string(),
         ..HeaderValue::default()
     }
+}
+
+/// Of the limits of descriptors refused before any decision, the one with the longest window
+/// (the refusal a client waits longest for; the first of them on a tie).
+fn longest_refused_unseen(plan: &Plan) -> Option<&LimitConfig> {
+    (plan.statuses.iter())
+        .filter_map(|s| match s {
+            Status::Refused(Some(limit)) => Some(&**limit),
+            _ => None,
+        })
+        .reduce(|a, b| if b.window > a.window { b } else { a })
+}
+
+/// The headers of a request refused before any decision by `limit` (a cost above it).
+fn unseen_refusal_headers(limit: &LimitConfig) -> Vec<HeaderValue> {
+    let mut headers = HeaderMap::new();
+    add_unseen_refusal_headers(&mut headers, limit);
+    proto_headers(&headers)
 }
 
 /// The status of limit `index` of a decided set.
@@ -181,6 +206,11 @@ fn rate_limit_headers(set: &Decided) -> Vec<HeaderValue> {
             http::HeaderValue::from(ceil_secs(wait).max(1)),
         );
     }
+    proto_headers(&headers)
+}
+
+/// `headers` as Envoy's header values.
+fn proto_headers(headers: &HeaderMap) -> Vec<HeaderValue> {
     headers
         .iter()
         .map(|(k, v)| HeaderValue {

@@ -98,6 +98,12 @@ async fn a_cost_above_a_limit_is_over_limit_and_charges_nothing() {
         60
     );
     assert_eq!(header(&r, "retry-after"), Some("60"), "{r:?}");
+    // the headers name the refusing limit, as a refusal by it on the traffic path does
+    let policy = header(&r, "ratelimit-policy");
+    assert_eq!(policy, Some("\"per-tenant\";q=10;w=60"), "{r:?}");
+    let ratelimit = header(&r, "ratelimit");
+    assert_eq!(ratelimit, Some("\"per-tenant\";r=0;t=60"), "{r:?}");
+    assert_eq!(header(&r, "x-ratelimit-remaining"), Some("0"), "{r:?}");
     let fresh = request(
         "d",
         vec![descriptor(&[("tenant", "t1")]), ip("203.0.113.1")],
