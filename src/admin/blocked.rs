@@ -126,7 +126,7 @@ async fn refused_in_domain(
             AdminError::BadRequest("the domain has no rate limit to ask".into())
         }));
     };
-    found.sort_by(|a, b| b.retry_after.cmp(&a.retry_after));
+    found.sort_by_key(|r| std::cmp::Reverse(r.retry_after));
     Ok(json!({"route": domain, "blocked": listed(&found)}))
 }
 
