@@ -44,7 +44,8 @@
 //! algorithm, cost, tier,    leaves: the counting algorithms, answer costs, segments and
 //!   path, host, request_id,   plans, path normalisation, Host checks, request ids,
 //!   connection, peer,         Connection headers, the TCP peer of a request, per-worker
-//!   workers, allocator        values, the process's allocator
+//!   workers, allocator,       values, the process's allocator, one gRPC method served with
+//!   grpc_unary                its request read leniently
 //! ```
 //!
 //! # Embedding
@@ -121,6 +122,7 @@ pub mod ext_authz;
 pub mod forward_auth;
 pub mod gateway;
 pub mod grpc;
+pub mod grpc_unary;
 pub mod host;
 pub mod key;
 pub mod layer;

@@ -14,19 +14,19 @@
 mod answer;
 mod repeats;
 mod request;
+mod wire;
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use envoy_types::pb::envoy::service::auth::v3::authorization_server::{
-    Authorization, AuthorizationServer,
-};
 use envoy_types::pb::envoy::service::auth::v3::{CheckRequest, CheckResponse};
 
 pub use repeats::{FirstDecisions, RequestIdentity, KEPT_FOR, MAX_KEPT};
 pub use request::PARTIAL_BODY;
+pub use wire::ReadCheck;
 
 use crate::error::GatewayError;
+use crate::grpc_unary::{BoxFuture, UnaryMethod, UnaryServer};
 use crate::layer::{Asker, ClientAddr, ResponseBody, Shared};
 use crate::request_id::{RequestId, X_REQUEST_ID};
 
@@ -51,21 +51,22 @@ impl ExtAuthzService {
         }
     }
 
-    /// The service as a gRPC server (a tower service a connection serves).
-    pub fn server(self) -> AuthorizationServer<ExtAuthzService> {
-        AuthorizationServer::new(self).max_decoding_message_size(MAX_MESSAGE_BYTES)
+    /// The service as a gRPC server (a tower service a connection serves), its requests read
+    /// with their strings as bytes ([`ReadCheck`]).
+    pub fn server(self) -> UnaryServer<ExtAuthzService> {
+        UnaryServer::new(self)
     }
 
-    /// The answer to `check`: the first decision's when the request was asked about already.
-    pub async fn answer(&self, check: &CheckRequest) -> CheckResponse {
-        match RequestIdentity::of(check) {
+    /// The answer to `read`: the first decision's when the request was asked about already.
+    pub async fn answer(&self, read: &ReadCheck) -> CheckResponse {
+        match RequestIdentity::of(read) {
             // boxed: the repeats' cell holds the decision's future, which is then moved by
             // pointer, not copied whole at each await it passes through
             Some(identity) => {
-                let decide = Box::pin(self.decide(check));
+                let decide = Box::pin(self.decide(&read.check));
                 self.first.answer(identity, decide).await
             }
-            None => self.decide(check).await,
+            None => self.decide(&read.check).await,
         }
     }
 
@@ -113,13 +114,17 @@ impl ExtAuthzService {
     }
 }
 
-#[tonic::async_trait]
-impl Authorization for ExtAuthzService {
-    async fn check(
-        &self,
-        request: tonic::Request<CheckRequest>,
-    ) -> Result<tonic::Response<CheckResponse>, tonic::Status> {
-        let check = request.into_inner();
-        Ok(tonic::Response::new(self.answer(&check).await))
+impl UnaryMethod for ExtAuthzService {
+    const SERVICE: &'static str = "envoy.service.auth.v3.Authorization";
+    const PATH: &'static str = "/envoy.service.auth.v3.Authorization/Check";
+    const MAX_MESSAGE_BYTES: usize = MAX_MESSAGE_BYTES;
+    type Request = ReadCheck;
+    type Response = CheckResponse;
+
+    fn respond(
+        self: Arc<Self>,
+        read: ReadCheck,
+    ) -> BoxFuture<Result<CheckResponse, tonic::Status>> {
+        Box::pin(async move { Ok(self.answer(&read).await) })
     }
 }

@@ -1,14 +1,16 @@
 //! One request, one charge: a `Check` repeated for the same request (the same
-//! `attributes.request.http.id`, with the same method, path, host, source and the instant
-//! Envoy took the request, `attributes.request.time`) is answered from the first one's
-//! decision, never decided and charged again. Envoy fills the id with its own stream id and
-//! the instant with the stream's start; a retried `Check` is the same message. The instant
-//! guards against another caller of `Check` that fills the id from what the client sends (its
-//! `X-Request-Id`): a client repeating one id would otherwise have every attempt answered from
-//! its first, uncounted. Envoy can send a request's
-//! `Check` twice when the gRPC call is retried (`retry_policy` on the ext_authz `grpc_service`:
-//! the first call may have been decided and its answer lost) or when an older Envoy called
-//! `Check` once per body buffer past `max_request_bytes` (envoyproxy/envoy#13260).
+//! `attributes.request.http.id`, and the same request: method, path, host, headers in any
+//! order, body, source, and the instant Envoy took it, `attributes.request.time`, all in one
+//! fingerprint) is answered from the first one's decision, never decided and charged again.
+//! Envoy fills the id with its own stream id and the instant with the stream's start, and
+//! sends a request's `Check` twice when the gRPC call is retried (`retry_policy` on the
+//! ext_authz `grpc_service`: the first call may have been decided and its answer lost): the
+//! same message again. The rest of the request guards against another caller of `Check` that
+//! fills the id from what the client sends (its `X-Request-Id`) and the instant coarsely or not
+//! at all: a client repeating one id would otherwise have each attempt (another phone number in
+//! the body, another user in a header) answered from its first, uncounted. An older Envoy that
+//! called `Check` once per body buffer past `max_request_bytes` (envoyproxy/envoy#13260) sent
+//! a longer body each time: each is decided (over-counted, never under-counted).
 //!
 //! The first decisions are kept in process in two generations, at most [`MAX_KEPT`] at once:
 //! new ones go to the young generation, which becomes the old one (the old one dropped) once it
@@ -23,52 +25,31 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use envoy_types::pb::envoy::service::auth::v3::{CheckRequest, CheckResponse};
+use envoy_types::pb::envoy::service::auth::v3::CheckResponse;
 use tokio::sync::OnceCell;
+
+use super::wire::ReadCheck;
 
 /// How long a first decision answers repeats.
 pub const KEPT_FOR: Duration = Duration::from_secs(10);
 /// Most first decisions kept at once.
 pub const MAX_KEPT: usize = 65_536;
 
-/// What tells one request from another: Envoy's stream id and what the request is.
+/// What tells one request from another: its id, and the fingerprint of the whole request.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RequestIdentity {
     id: String,
-    method: String,
-    path: String,
-    host: String,
-    /// The source address as Envoy encoded it (protobuf bytes: cheaper than any text of it).
-    source: Vec<u8>,
-    /// When Envoy took the request (seconds, nanoseconds; zero when not sent).
-    time: (i64, i32),
+    fingerprint: u64,
 }
 
 impl RequestIdentity {
-    /// The identity of the request `check` asks about; `None` without an id.
-    pub fn of(check: &CheckRequest) -> Option<RequestIdentity> {
-        let attributes = check.attributes.as_ref()?;
-        let request = attributes.request.as_ref()?;
-        let http = request.http.as_ref()?;
-        if http.id.is_empty() {
-            return None;
-        }
-        let source = attributes
-            .source
-            .as_ref()
-            .and_then(|p| p.address.as_ref())
-            .map(prost::Message::encode_to_vec)
-            .unwrap_or_default();
-        Some(RequestIdentity {
+    /// The identity of the request `read` asks about; `None` without an id.
+    pub fn of(read: &ReadCheck) -> Option<RequestIdentity> {
+        let attributes = read.check.attributes.as_ref()?;
+        let http = attributes.request.as_ref()?.http.as_ref()?;
+        (!http.id.is_empty()).then(|| RequestIdentity {
             id: http.id.clone(),
-            method: http.method.clone(),
-            path: http.path.clone(),
-            host: http.host.clone(),
-            source,
-            time: request
-                .time
-                .as_ref()
-                .map_or((0, 0), |t| (t.seconds, t.nanos)),
+            fingerprint: read.fingerprint,
         })
     }
 }
@@ -168,11 +149,7 @@ mod tests {
     fn identity(n: usize) -> RequestIdentity {
         RequestIdentity {
             id: n.to_string(),
-            method: "POST".into(),
-            path: "/otp/send".into(),
-            host: "api.example.com".into(),
-            source: Vec::new(),
-            time: (0, 0),
+            fingerprint: 7,
         }
     }
 

@@ -15,15 +15,18 @@ use tonic::service::Routes;
 pub use deadline::{Deadline, TooSlow, WithDeadline};
 
 use crate::ext_authz::ExtAuthzService;
+use crate::grpc_unary::UnaryMethod;
 use crate::rls::RlsService;
 
 /// The descriptor set of the services served, for reflection (built from `proto/`).
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/services.bin"));
 
 /// The gRPC service names, as health checks and reflection name them.
-pub const RLS_SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
+pub const RLS_SERVICE: &str = <RlsService as UnaryMethod>::SERVICE;
 /// See [`RLS_SERVICE`].
-pub const EXT_AUTHZ_SERVICE: &str = "envoy.service.auth.v3.Authorization";
+pub const EXT_AUTHZ_SERVICE: &str = <ExtAuthzService as UnaryMethod>::SERVICE;
+/// See [`RLS_SERVICE`].
+pub const HEALTH_SERVICE: &str = "grpc.health.v1.Health";
 
 /// One gRPC listener: its address and the services it serves.
 pub struct Listener {
@@ -82,10 +85,15 @@ impl Listener {
                 .set_service_status(*name, tonic_health::ServingStatus::Serving)
                 .await;
         }
+        // Reflection lists what this listener serves: its services and health.
         let reflection = |builder: tonic_reflection::server::Builder<'static>| {
-            builder
+            let builder = builder
                 .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
                 .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+                .with_service_name(HEALTH_SERVICE);
+            names
+                .iter()
+                .fold(builder, |b, name| b.with_service_name(*name))
         };
         let v1 = reflection(tonic_reflection::server::Builder::configure()).build_v1();
         let v1alpha = reflection(tonic_reflection::server::Builder::configure()).build_v1alpha();

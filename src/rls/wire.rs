@@ -7,17 +7,19 @@
 //! value escapes its count).
 //!
 //! Differences from the generated codec: only the request's decoding differs (the answer is
-//! encoded as protobuf encodes it); the message types are Envoy's once read.
+//! encoded as protobuf encodes it, by `crate::grpc_unary`); the message types are Envoy's
+//! once read.
 
+use bytes::Bytes;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
     Entry, RateLimitOverride,
 };
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use envoy_types::pb::google::protobuf::UInt64Value;
 use prost::Message;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
-use tonic::Status;
+
+use crate::grpc_unary::{text, ReadRequest};
 
 /// `RateLimitRequest` with its strings as bytes (the same fields and tags).
 #[derive(Clone, PartialEq, Message)]
@@ -52,11 +54,6 @@ struct WireEntry {
     value: Vec<u8>,
 }
 
-/// Text of `bytes`, each sequence that is not UTF-8 replaced by U+FFFD (no copy when it is).
-fn text(bytes: Vec<u8>) -> String {
-    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
-}
-
 impl From<WireRequest> for RateLimitRequest {
     fn from(w: WireRequest) -> RateLimitRequest {
         RateLimitRequest {
@@ -83,42 +80,10 @@ impl From<WireDescriptor> for RateLimitDescriptor {
     }
 }
 
-/// The rate-limit service's codec: requests read with [`WireRequest`], answers as protobuf.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RequestCodec;
-
-impl Codec for RequestCodec {
-    type Encode = RateLimitResponse;
-    type Decode = RateLimitRequest;
-    type Encoder = RequestCodec;
-    type Decoder = RequestCodec;
-
-    fn encoder(&mut self) -> RequestCodec {
-        RequestCodec
-    }
-
-    fn decoder(&mut self) -> RequestCodec {
-        RequestCodec
-    }
-}
-
-impl Encoder for RequestCodec {
-    type Item = RateLimitResponse;
-    type Error = Status;
-
-    fn encode(&mut self, item: RateLimitResponse, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        item.encode(dst)
-            .map_err(|e| Status::internal(format!("encoding the answer: {e}")))
-    }
-}
-
-impl Decoder for RequestCodec {
-    type Item = RateLimitRequest;
-    type Error = Status;
-
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<RateLimitRequest>, Status> {
-        let wire = WireRequest::decode(src)
-            .map_err(|e| Status::invalid_argument(format!("not a RateLimitRequest: {e}")))?;
-        Ok(Some(wire.into()))
+impl ReadRequest for RateLimitRequest {
+    fn read(bytes: Bytes) -> Result<RateLimitRequest, String> {
+        let wire =
+            WireRequest::decode(bytes).map_err(|e| format!("not a RateLimitRequest: {e}"))?;
+        Ok(wire.into())
     }
 }

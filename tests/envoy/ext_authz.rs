@@ -5,7 +5,7 @@
 
 use crate::support;
 
-use support::ext_authz::{self, check, Described, PERMISSION_DENIED};
+use support::ext_authz::{self, check, Answer, Described, PERMISSION_DENIED};
 use support::gateway::{self, redis_store, Gateway};
 use support::http::HttpClient;
 use support::redis::RedisServer;
@@ -316,6 +316,13 @@ async fn a_client_repeating_one_request_id_is_charged_for_every_attempt() {
     // Envoy retrying the third attempt's Check: no new charge
     assert!(check(&mut client, &attempt(3)).await.allowed());
     assert_eq!(used(&gw, "per-ip", "203.0.113.40").await, 3);
+    // The same id and instant for another number (a caller that fills both coarsely) is
+    // another request, charged.
+    let other = otp(r#"{"phone":"0812-5555-0003"}"#, "203.0.113.40")
+        .id("chosen-by-the-client")
+        .arrived_at(1_790_000_000, 3);
+    assert!(check(&mut client, &other).await.allowed());
+    assert_eq!(used(&gw, "per-ip", "203.0.113.40").await, 4);
     gw.stop().await;
 }
 
@@ -330,5 +337,65 @@ async fn a_request_no_route_takes_is_allowed_uncounted() {
     let answer = check(&mut client, &d).await;
     assert!(answer.allowed(), "{answer:?}");
     assert!(answer.headers.is_empty(), "{answer:?}");
+    gw.stop().await;
+}
+
+/// A `Check` whose `body` (a protobuf `string`, where Envoy puts the body without
+/// `pack_as_bytes`) or header value holds bytes that are not UTF-8 is decided, never ended with
+/// an error status that an Envoy with `failure_mode_allow: true` would let through unlimited:
+/// the per-IP limit counts each, and the body's phone number is read from its bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_with_bytes_that_are_not_utf8_is_decided() {
+    use prost::Message;
+    let redis = RedisServer::start();
+    let gw = gateway(&redis, "http://127.0.0.1:9", "").await;
+    let addr = gw.running().ext_authz_addr.unwrap();
+    let path = "/envoy.service.auth.v3.Authorization/Check";
+    // {"phone":"0812-5555-0009","x":"~~"}: the body in `body`, with two bytes that are no UTF-8
+    let described =
+        otp(r#"{"phone":"0812-5555-0009","x":"~~"}"#, "203.0.113.50").header("x-note", "~!");
+    let mut check = described.check();
+    let http = (check
+        .attributes
+        .as_mut()
+        .unwrap()
+        .request
+        .as_mut()
+        .unwrap()
+        .http
+        .as_mut())
+    .unwrap();
+    http.body = String::from_utf8(std::mem::take(&mut http.raw_body)).unwrap();
+    let mut encoded = check.encode_to_vec();
+    let at = encoded.windows(2).position(|w| w == b"~~").unwrap();
+    encoded[at..at + 2].copy_from_slice(b"\xff\xfe");
+    let at = encoded.windows(2).position(|w| w == b"~!").unwrap();
+    encoded[at..at + 2].copy_from_slice(b"\xc3\x28");
+    let mut answers = Vec::new();
+    for _ in 0..4 {
+        let bytes = support::grpc::raw_unary(addr, path, &encoded)
+            .await
+            .expect("an answer, not an error status");
+        let answer = Answer::of(Message::decode(&bytes[..]).unwrap());
+        answers.push((answer.code, answer.http_status));
+    }
+    let denied = (ext_authz::PERMISSION_DENIED, 429);
+    assert_eq!(
+        answers,
+        [
+            (ext_authz::OK, 0),
+            (ext_authz::OK, 0),
+            (ext_authz::OK, 0),
+            denied
+        ],
+        "3 codes per number"
+    );
+    // the number was read from the body's bytes: its key holds the three charges
+    let (name, value) = support::admin::auth();
+    let url = "/admin/usage?route=otp-send&limit=per-phone&value=0812-5555-0009";
+    let reply = HttpClient::default()
+        .get(&gw.admin(url), &[(name, &value)])
+        .await;
+    assert_eq!(reply.json()["limits"][0]["used"], 3, "{}", reply.body);
     gw.stop().await;
 }

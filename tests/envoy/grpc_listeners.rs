@@ -86,22 +86,13 @@ async fn one_address_serves_both_services_with_health_and_reflection() {
             message_request: Some(request),
         })
     };
-    let mut answers = reflection
-        .server_reflection_info(ask(MessageRequest::ListServices(String::new())))
-        .await
-        .unwrap()
-        .into_inner();
-    let listed = match answers.message().await.unwrap().unwrap().message_response {
-        Some(MessageResponse::ListServicesResponse(l)) => l.service,
-        other => panic!("{other:?}"),
-    };
-    let names: Vec<&str> = listed.iter().map(|s| s.name.as_str()).collect();
+    let names = listed_services(&mut reflection).await;
     for service in [
         "envoy.service.ratelimit.v3.RateLimitService",
         "envoy.service.auth.v3.Authorization",
         "grpc.health.v1.Health",
     ] {
-        assert!(names.contains(&service), "{service} in {names:?}");
+        assert!(names.iter().any(|n| n == service), "{service} in {names:?}");
     }
     // As grpcurl does: the file of the symbol, then each file it imports, by name.
     let mut files = std::collections::BTreeMap::new();
@@ -132,6 +123,59 @@ async fn one_address_serves_both_services_with_health_and_reflection() {
     }
     assert!(files.contains_key("envoy/service/auth/v3/external_auth.proto"));
     assert!(files.contains_key("envoy/service/auth/v3/attribute_context.proto"));
+    gw.stop().await;
+}
+
+/// The services reflection lists.
+async fn listed_services(
+    reflection: &mut ServerReflectionClient<tonic::transport::Channel>,
+) -> Vec<String> {
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut answers = reflection
+        .server_reflection_info(tokio_stream::once(request))
+        .await
+        .unwrap()
+        .into_inner();
+    match answers.message().await.unwrap().unwrap().message_response {
+        Some(MessageResponse::ListServicesResponse(l)) => {
+            l.service.into_iter().map(|s| s.name).collect()
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// On two addresses, each listener's reflection lists the service it serves, not the other's
+/// (a client that picks a listed service gets an answer, not `UNIMPLEMENTED`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_listener_lists_only_what_it_serves() {
+    let redis = RedisServer::start();
+    let apart = format!("127.0.0.1:{}", support::free_port());
+    let gw = gateway(&redis, &apart, "").await;
+    let running = gw.running();
+    let (rls_addr, ext_authz_addr) = (running.rls_addr.unwrap(), running.ext_authz_addr.unwrap());
+    assert_ne!(rls_addr, ext_authz_addr);
+    let rls = "envoy.service.ratelimit.v3.RateLimitService";
+    let authz = "envoy.service.auth.v3.Authorization";
+    for (addr, served, other) in [(rls_addr, rls, authz), (ext_authz_addr, authz, rls)] {
+        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let names = listed_services(&mut ServerReflectionClient::new(channel)).await;
+        assert!(names.iter().any(|n| n == served), "{served} in {names:?}");
+        assert!(
+            names.iter().any(|n| n == "grpc.health.v1.Health"),
+            "{names:?}"
+        );
+        assert!(
+            !names.iter().any(|n| n == other),
+            "{other} not in {names:?}"
+        );
+    }
     gw.stop().await;
 }
 

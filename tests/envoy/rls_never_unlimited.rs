@@ -200,46 +200,15 @@ async fn odd_requests_are_decided_never_an_error() {
     gw.stop().await;
 }
 
-/// `ShouldRateLimit` sent as raw bytes over HTTP/2 (a request a strict client could not
-/// encode); the answer, or the gRPC status when there is none.
+/// `ShouldRateLimit` sent as raw bytes; the answer, or the gRPC status when there is none.
 async fn raw_call(
     gw: &support::gateway::Gateway,
     message: &[u8],
 ) -> Result<envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse, String> {
-    use prost::Message;
     let addr = gw.running().rls_addr.unwrap();
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut h2, conn) = h2::client::handshake(tcp).await.unwrap();
-    tokio::spawn(conn);
-    let request = http::Request::post(format!(
-        "http://{addr}/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
-    ))
-    .header("content-type", "application/grpc")
-    .header("te", "trailers")
-    .body(())
-    .unwrap();
-    let (response, mut body) = h2.send_request(request, false).unwrap();
-    let mut frame = vec![0u8];
-    frame.extend_from_slice(&(message.len() as u32).to_be_bytes());
-    frame.extend_from_slice(message);
-    body.send_data(frame.into(), true).unwrap();
-    let response = response.await.unwrap();
-    let status_in_head = response.headers().get("grpc-status").cloned();
-    let mut stream = response.into_body();
-    let mut bytes = Vec::new();
-    while let Some(chunk) = stream.data().await {
-        let chunk = chunk.unwrap();
-        stream.flow_control().release_capacity(chunk.len()).unwrap();
-        bytes.extend_from_slice(&chunk);
-    }
-    let trailers = stream.trailers().await.unwrap().unwrap_or_default();
-    let status = status_in_head.or_else(|| trailers.get("grpc-status").cloned());
-    match status.as_ref().map(|s| s.to_str().unwrap()) {
-        Some("0") if bytes.len() >= 5 => {
-            Ok(Message::decode(&bytes[5..]).expect("a RateLimitResponse"))
-        }
-        other => Err(format!("grpc-status {other:?}, {trailers:?}")),
-    }
+    let path = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+    let bytes = support::grpc::raw_unary(addr, path, message).await?;
+    Ok(prost::Message::decode(&bytes[..]).expect("a RateLimitResponse"))
 }
 
 /// A descriptor value that is not UTF-8 (Envoy copies a header's bytes as they came, and HTTP

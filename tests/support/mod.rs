@@ -13,6 +13,7 @@ pub mod coalescing;
 pub mod config;
 pub mod ext_authz;
 pub mod gateway;
+pub mod grpc;
 pub mod hardening;
 pub mod http;
 pub mod layer;
