@@ -25,6 +25,10 @@ pub struct ReceiptPart {
     pub member: String,
     /// The instant it was charged at, in microseconds of the deciding clock.
     pub decided_at_us: u64,
+    /// Limits (indexes) the memory store counted in its overflow sketch, each with the fixed
+    /// window it added the charge to, so a settlement can take back there what it gives back
+    /// (empty elsewhere).
+    pub sketched: Vec<(usize, u64)>,
 }
 
 /// How one decision came out.

@@ -234,3 +234,75 @@ async fn a_key_flood_on_the_embedded_layer_opens_no_limit() {
     );
     assert!(full.unwrap_or(0.0) >= (FLOOD - MAX_KEYS) as f64, "{full:?}");
 }
+
+/// A login route beside the flood's, both on one full memory store: only failures count.
+const LOGIN_BESIDE_FLOOD: &str = r#"
+[[routes]]
+name = "flood"
+path = "/flood"
+upstream = "up"
+key = ["header:x-user"]
+  [[routes.limits]]
+  name = "per-hour"
+  limit = 5
+  window = "1h"
+
+[[routes]]
+name = "login"
+path = "/api/login"
+methods = ["POST"]
+upstream = "up"
+key = ["json:username"]
+  [[routes.limits]]
+  name = "failed-logins"
+  limit = 5
+  window = "15m"
+  count_status = [401, 403]
+  reset_status = [200]
+"#;
+
+/// Under a flood that filled the table, an account the table does not hold is counted in the
+/// sketch, and what the answer gives back reaches the sketch too: a user who logs in often is
+/// never locked out by successes (each reservation given back), while failures still count
+/// there and refuse the sixth attempt. Without it, every admitted attempt stayed charged:
+/// five successful logins locked the account for up to two windows, no failure needed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_store_counts_only_failed_logins_too() {
+    let up = support::auth::AuthUpstream::start().await;
+    let store = format!("backend = \"memory\"\nmax_keys = {MAX_KEYS}");
+    let gw = gateway::start(&config(&store, &up.url(), LOGIN_BESIDE_FLOOD)).await;
+    let client = HttpClient::default();
+    for i in 0..FLOOD {
+        let user = format!("flood{i}");
+        client.status(&gw.url("/flood"), &[("x-user", &user)]).await;
+    }
+    let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
+    let full = value(
+        &metrics,
+        "slidegate_store_errors_total",
+        &[("kind", "full")],
+    );
+    assert!(full.unwrap_or(0.0) > 0.0, "the flood filled the table");
+
+    let login = |password: &str| format!("{{\"username\":\"victim\",\"password\":\"{password}\"}}");
+    let post = |body: String| {
+        let client = client.clone();
+        let url = gw.url("/api/login");
+        async move {
+            let headers = [("content-type", "application/json")];
+            client.send(http::Method::POST, &url, &headers, &body).await
+        }
+    };
+    for i in 0..10 {
+        let r = post(login("right")).await;
+        assert_eq!(r.status, 200, "success {i}: {}", r.body);
+    }
+    for i in 0..5 {
+        let r = post(login("wrong")).await;
+        assert_eq!(r.status, 401, "failure {i}: {}", r.body);
+    }
+    let r = post(login("right")).await;
+    assert_eq!(r.status, 429, "five failures still count: {}", r.body);
+    assert_eq!(r.json()["approximate"], true, "{}", r.body);
+    gw.stop().await;
+}

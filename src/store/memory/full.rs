@@ -10,7 +10,7 @@
 
 use super::call::{self, Keys};
 use super::overflow::{Cells, Overflow};
-use crate::store::LimitSet;
+use crate::store::{LimitSet, Settlement};
 
 /// One limit counted in the sketch: its index in the set, its sketch and its key's cells.
 struct Counted {
@@ -63,9 +63,18 @@ pub fn counts_any(
     })
 }
 
+/// What a decision did in the sketch.
+#[derive(Debug, Default)]
+pub struct InSketch {
+    /// Whether some limit was counted there (its answer is approximate).
+    pub counted: bool,
+    /// The limits charged there, each with the fixed window the charge went to.
+    pub charged: Vec<(usize, u64)>,
+}
+
 /// One decision of `cost` (> 0) at `now` on `keys` as taken from the table, in the script's
-/// reply layout, and whether some limit was counted in the sketch. Keys the table did not hold
-/// are `None` in `keys` afterwards, so putting them back adds nothing.
+/// reply layout, and what it did in the sketch. Keys the table did not hold are `None` in
+/// `keys` afterwards, so putting them back adds nothing.
 pub fn decide(
     overflow: &Overflow,
     keys: &mut Keys,
@@ -74,7 +83,7 @@ pub fn decide(
     cost: u64,
     member: &str,
     now: u64,
-) -> (Vec<i64>, bool) {
+) -> (Vec<i64>, InSketch) {
     let absent: Vec<String> = keys
         .iter()
         .filter(|(_, slot)| slot.is_none())
@@ -96,11 +105,12 @@ pub fn decide(
         false => refused(keys, set, keys_of, cost, member, &waits, now),
     };
     let allowed = reply[0] == 1;
+    let mut charged = Vec::new();
     for (c, &wait) in counted.iter().zip(&waits) {
         let l = &set.limits[c.limit];
         let sketch = sketches.get(c.scope, l.window_us, now);
         if allowed {
-            sketch.add(c.cells, l.cost_of(cost), now);
+            charged.push((c.limit, sketch.add(c.cells, l.cost_of(cost), now)));
         }
         let used = sketch.count(c.cells, now);
         let at = 3 + 3 * c.limit;
@@ -112,7 +122,46 @@ pub fn decide(
     for key in absent {
         keys.insert(key, None);
     }
-    (reply, !counted.is_empty())
+    let in_sketch = InSketch {
+        counted: !counted.is_empty(),
+        charged,
+    };
+    (reply, in_sketch)
+}
+
+/// Applies to the sketch what `settlement` does to a charge it counted there (`sketched`, as
+/// [`decide`] noted it): a refund or reset gives the charge back, a cost settled lower gives
+/// back the difference and one settled higher charges it. A reset cannot forget the key's
+/// other units there (the sketch cannot tell them from other keys'): they pass with their
+/// windows.
+pub fn settle(
+    overflow: &Overflow,
+    set: &LimitSet,
+    keys_of: &[String],
+    sketched: &[(usize, u64)],
+    settlement: &Settlement,
+    now: u64,
+) {
+    let mut sketches = overflow.lock(now);
+    for &(i, epoch) in sketched {
+        let l = &set.limits[i];
+        let charged = l.cost_of(settlement.receipt.cost);
+        let given_back = settlement.refund.contains(&i) || settlement.reset.contains(&i);
+        let settled_to = (settlement.settle_to.iter()).find_map(|&(s, to)| (s == i).then_some(to));
+        let key = &keys_of[l.state];
+        let Some(sketch) = sketches.find(overflow.scope(key, &l.name, l.window_us)) else {
+            continue;
+        };
+        let cells = overflow.cells(key);
+        match (given_back, settled_to) {
+            (true, _) => sketch.take_back(cells, charged, epoch, now),
+            (false, Some(to)) if to < charged => sketch.take_back(cells, charged - to, epoch, now),
+            (false, Some(to)) if to > charged => {
+                sketch.add(cells, to - charged, now);
+            }
+            _ => {}
+        }
+    }
 }
 
 /// The reply when some sketch has no room: the table's keys decided on copies (so nothing of

@@ -199,7 +199,7 @@ impl MemoryStore {
         let commits = request.cost > 0;
         let member = held.member();
         let overflows = commits && self.overflows(&keys, set, &keys_of, &held.guards, now);
-        let (reply, approximate) = if overflows {
+        let (reply, in_sketch) = if overflows {
             let overflow = &self.inner.overflow;
             full::decide(
                 overflow,
@@ -212,12 +212,12 @@ impl MemoryStore {
             )
         } else {
             let reply = call::decide(&mut keys, set, &keys_of, request.cost, &member, 1, now);
-            (reply, false)
+            (reply, full::InSketch::default())
         };
         self.put_back(&mut held, keys);
         drop(held);
         let mut decision = Decision::from_reply(set, &reply, now)?;
-        decision.approximate = approximate;
+        decision.approximate = in_sketch.counted;
         if let Some(refusals) = &set.refusals {
             let entries = refused_entries(set, request.bases, request.cost, &decision);
             self.inner.refused.note(&refusals.index, &entries, now);
@@ -228,6 +228,7 @@ impl MemoryStore {
                     slot: None,
                     member,
                     decided_at_us: now,
+                    sketched: in_sketch.charged,
                 }],
                 cost: request.cost,
             });
@@ -334,6 +335,10 @@ impl MemoryStore {
                 }
             }
             apply(&mut keys, SettleKind::Reset, &settlement.reset);
+            if !part.sketched.is_empty() {
+                let overflow = &self.inner.overflow;
+                full::settle(overflow, set, &keys_of, &part.sketched, settlement, now);
+            }
         }
         self.put_back(&mut held, keys);
     }

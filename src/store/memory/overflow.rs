@@ -110,14 +110,36 @@ impl Sketch {
         })
     }
 
-    /// Adds `units` to a key's cells at `now`.
-    pub fn add(&mut self, cells: Cells, units: u64, now: u64) {
+    /// Adds `units` to a key's cells at `now`; answers the fixed window they were added to.
+    pub fn add(&mut self, cells: Cells, units: u64, now: u64) -> u64 {
         self.roll(now);
         self.last_added = self.epoch;
         let units = u32::try_from(units).unwrap_or(u32::MAX);
         for row in 0..ROWS {
             let i = self.index(row, cells);
             self.current[i] = self.current[i].saturating_add(units);
+        }
+        self.epoch
+    }
+
+    /// Takes back `units` a key added to fixed window `epoch` (what [`Sketch::add`] answered),
+    /// at `now`: from that window while it is still counted, never below zero; a saturated
+    /// counter stays saturated (it may hold any number). Only units the key added are taken
+    /// back, so every other key's count stays at or above its own units.
+    pub fn take_back(&mut self, cells: Cells, units: u64, epoch: u64, now: u64) {
+        self.roll(now);
+        let counters = match self.epoch.checked_sub(epoch) {
+            Some(0) => &mut self.current,
+            Some(1) => &mut self.previous,
+            _ => return,
+        };
+        let units = u32::try_from(units).unwrap_or(u32::MAX);
+        let width = counters.len() / ROWS;
+        for row in 0..ROWS {
+            let i = row * width + cells.0[row];
+            if counters[i] != u32::MAX {
+                counters[i] = counters[i].saturating_sub(units);
+            }
         }
     }
 
@@ -295,6 +317,28 @@ mod tests {
         sketch.add(cells, 5, 12 * SEC);
         assert_eq!(sketch.wait_us(cells, 1, 5, 15 * SEC), 15 * SEC);
         assert_eq!(sketch.reset_us(15 * SEC), 5 * SEC);
+    }
+
+    #[test]
+    fn a_charge_is_taken_back_from_the_window_it_went_to() {
+        let overflow = Overflow::new(1000);
+        let cells = overflow.cells("k");
+        let mut sketch = Sketch::new(overflow.width, 10 * SEC, 0);
+        let first = sketch.add(cells, 2, SEC);
+        let second = sketch.add(cells, 3, 12 * SEC);
+        assert_eq!(sketch.count(cells, 12 * SEC), 5);
+        // the first charge now sits in the previous window, and comes back from there
+        sketch.take_back(cells, 2, first, 13 * SEC);
+        assert_eq!(sketch.count(cells, 13 * SEC), 3);
+        // never below zero, whatever is given back
+        sketch.take_back(cells, 9, second, 13 * SEC);
+        assert_eq!(sketch.count(cells, 13 * SEC), 0);
+        // taking back more than a window holds leaves the next window alone
+        let third = sketch.add(cells, 4, 21 * SEC);
+        sketch.take_back(cells, 3, second, 25 * SEC);
+        assert_eq!(sketch.count(cells, 25 * SEC), 4);
+        sketch.take_back(cells, 4, third, 25 * SEC);
+        assert_eq!(sketch.count(cells, 25 * SEC), 0);
     }
 
     #[test]

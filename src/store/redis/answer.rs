@@ -60,6 +60,7 @@ fn decode(
                         slot: None,
                         member,
                         decided_at_us: a.decided_at_us,
+                        sketched: Vec::new(),
                     }],
                     cost,
                 });
