@@ -136,12 +136,15 @@ pub fn decide(
 /// windows.
 pub fn settle(
     overflow: &Overflow,
-    set: &LimitSet,
+    settlement: &Settlement,
     keys_of: &[String],
     sketched: &[(usize, u64)],
-    settlement: &Settlement,
     now: u64,
 ) {
+    if sketched.is_empty() {
+        return;
+    }
+    let set = &settlement.limits;
     let mut sketches = overflow.lock(now);
     for &(i, epoch) in sketched {
         let l = &set.limits[i];

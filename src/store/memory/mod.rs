@@ -316,29 +316,23 @@ impl MemoryStore {
                 apply(&mut keys, SettleKind::To(amount), &[i]);
             }
             // (a settled cost is confirmed as the amount it came to)
-            for &i in &settlement.confirm {
+            for &i in settlement.confirm.iter().filter(|i| only(i)) {
                 let cost = settlement.settle_to.iter().find(|(l, _)| *l == i);
                 let charge = settle::Charge {
                     cost: cost.map_or(charge.cost, |(_, amount)| *amount),
                     ..charge
                 };
-                if only(&i) {
-                    settle::settle(
-                        &mut keys,
-                        set,
-                        &keys_of,
-                        SettleKind::Confirm,
-                        &[i],
-                        &charge,
-                        now,
-                    );
-                }
+                let confirm = SettleKind::Confirm;
+                settle::settle(&mut keys, set, &keys_of, confirm, &[i], &charge, now);
             }
             apply(&mut keys, SettleKind::Reset, &settlement.reset);
-            if !part.sketched.is_empty() {
-                let overflow = &self.inner.overflow;
-                full::settle(overflow, set, &keys_of, &part.sketched, settlement, now);
-            }
+            full::settle(
+                &self.inner.overflow,
+                settlement,
+                &keys_of,
+                &part.sketched,
+                now,
+            );
         }
         self.put_back(&mut held, keys);
     }
