@@ -32,6 +32,7 @@
 //! app, campaign             wiring of the binary; the load campaign
 //! admin, watch              admin listener; config files watched, reload
 //! gateway, grpc, state      the proxy listener's service; the gRPC listeners; swapped state
+//! reload                    what a reload may not do
 //! server, proxy,            connections and their bounds; the upstream proxy; the forward-auth
 //!   forward_auth, ext_authz   and ext_authz listeners
 //! layer                     RateLimitLayer: route -> key -> limiter, one future per request
@@ -132,6 +133,7 @@ pub mod metrics;
 pub mod path;
 pub mod peer;
 pub mod proxy;
+pub mod reload;
 pub mod request_id;
 pub mod rls;
 pub mod route;

@@ -13,11 +13,13 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 
-use crate::config::{redact_url, Config, ConfigError};
+use crate::config::{redact_url, Config};
 use crate::layer::{Shared, Unmatched};
 use crate::limit::{Limiter, RoutePolicy};
 use crate::metrics::Metrics;
 use crate::proxy::Upstreams;
+pub use crate::reload::ReloadError;
+use crate::reload::{refuse_empty, refuse_lockout};
 use crate::rls::RlsTable;
 use crate::route::{Carried, CompileError, Route, RouteTable};
 use crate::store::Store;
@@ -194,17 +196,6 @@ impl PendingSetting {
     }
 }
 
-/// Why a reload was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum ReloadError {
-    /// The new file does not validate.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// The new file validates but cannot be compiled.
-    #[error(transparent)]
-    Compile(#[from] CompileError),
-}
-
 impl GatewayState {
     /// Compiles `config` and wraps everything in one `Arc`.
     pub fn new(
@@ -266,8 +257,9 @@ impl GatewayState {
     /// that did not apply.
     pub fn reload(self: &Arc<Self>) -> Result<Vec<PendingSetting>, ReloadError> {
         let env = self.running.env.clone();
-        let result = Config::load_with_env(&self.config_path, env)
-            .map_err(ReloadError::from)
+        let result = refuse_empty(&self.config_path)
+            .and_then(|()| Ok(Config::load_with_env(&self.config_path, env)?))
+            .and_then(|c| refuse_lockout(&self.running, &c).map(|()| c))
             .and_then(|c| self.apply(c));
         let label = if result.is_ok() { "success" } else { "failure" };
         self.metrics

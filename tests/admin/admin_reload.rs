@@ -62,6 +62,34 @@ async fn reload_applies_good_files_and_refuses_bad_ones() {
     let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
     assert!(metrics.contains("slidegate_config_reloads_total{result=\"success\"} 1"));
     assert!(metrics.contains("slidegate_config_reloads_total{result=\"failure\"} 1"));
+
+    // Two files that validate but are refused: an empty one (a write under way would drop
+    // every route) and one whose admin token variable the gateway's environment lacks (every
+    // admin call refused from then on, the next reload's included).
+    let good = config(&store, &up.url(), ROUTES);
+    let unset = good.replacen(
+        "[admin]\n",
+        "[admin]\ntoken_env = \"SLIDEGATE_NO_SUCH_TOKEN\"\n",
+        1,
+    );
+    for (file, says) in [
+        ("", "is empty"),
+        (unset.as_str(), "SLIDEGATE_NO_SUCH_TOKEN"),
+    ] {
+        gw.rewrite(file);
+        let r = client
+            .send(Method::POST, &gw.admin("/admin/reload"), &[(k, &v)], "")
+            .await;
+        assert_eq!(r.status, 422, "{}", r.body);
+        assert!(r.body.contains(says), "{}", r.body);
+        assert_eq!(
+            client.status(&gw.url("/x"), &[("x-user", "u3")]).await,
+            200,
+            "the running routes stay"
+        );
+    }
+    let metrics = client.get(&gw.admin("/metrics"), &[(k, &v)]).await.body;
+    assert!(metrics.contains("slidegate_config_reloads_total{result=\"failure\"} 3"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
