@@ -86,19 +86,20 @@ impl DenyCache {
     }
 
     /// Remembers that `base` must wait `decision.retry_after` from `decided_at` (a decision
-    /// made with `limits`). The wait is counted from before the store was asked, so the entry
-    /// lapses no later than the truth.
-    pub fn insert(
+    /// made with `limits`), for at most `lasts` of it. The wait is counted from before the
+    /// store was asked, so the entry lapses no later than the truth.
+    fn insert(
         &self,
         base: &str,
         decided_at: Instant,
         decision: Decision,
         limits: &Arc<LimitSet>,
+        lasts: Duration,
     ) {
-        if decision.retry_after < Duration::from_millis(1) {
+        if lasts < Duration::from_millis(1) {
             return;
         }
-        let until = decided_at + decision.retry_after;
+        let until = decided_at + lasts;
         let mut shard = self.shard(base);
         if shard.len() >= self.max_per_shard && !shard.contains_key(base) {
             let now = Instant::now();
@@ -141,7 +142,17 @@ impl DenyCache {
             receipt: None,
             ..decision.clone()
         };
-        self.insert(base, decided_at, cached, limits);
+        let lasts = match (&limits.block, cached.outcome) {
+            // A block's refusal is kept until the block ends, not until the windows let the
+            // key in: an attempt after the block meets the store, which starts the next one,
+            // as every other instance's would.
+            (Some(block), Outcome::Blocked) => {
+                let block_ends = Duration::from_millis(block.length_ms(cached.block_level));
+                cached.retry_after.min(block_ends)
+            }
+            _ => cached.retry_after,
+        };
+        self.insert(base, decided_at, cached, limits, lasts);
     }
 
     /// Forgets `base` (an admin reset).

@@ -72,6 +72,19 @@ pub struct BlockSpec {
     pub forget_ms: u64,
 }
 
+impl BlockSpec {
+    /// How long the block of `level` (the n-th within `block_forget` of the last) lasts (ms):
+    /// `min(block_for * growth^(n-1), block_max)`, as `lua/decide.lua`'s `start_block` has it.
+    pub fn length_ms(&self, level: u64) -> u64 {
+        let exponent = i32::try_from(level.max(1) - 1).unwrap_or(i32::MAX);
+        let grown = (self.block_ms as f64 * self.growth.powi(exponent)).floor();
+        match grown.is_nan() || grown > self.max_ms as f64 {
+            true => self.max_ms,
+            false => grown as u64,
+        }
+    }
+}
+
 /// Where a limit set's refusals are recorded, and which of its limits record theirs (a shadow
 /// or delay route's limits, a shadow-mode rate limit, refuse no one).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -104,3 +104,43 @@ async fn each_key_is_remembered_with_its_own_wait() {
     tokio::time::sleep(std::time::Duration::from_millis(1_200)).await;
     assert_eq!(send("d3").await.status, 200);
 }
+
+/// On a blocking route, a block's refusal is cached until the block ends, not until the window
+/// lets the key in: the attempt after the block meets the store, which starts the next, longer
+/// block (as any other instance would), rather than a cached 429 of the old one. The first
+/// block lasts 1 s, the window a minute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_block_lasts_until_the_block_ends() {
+    let redis = RedisServer::start();
+    let up = upstream::start().await;
+    let extra = "on_exceed = \"block\"\nblock_for = \"1s\"\nblock_growth = 4";
+    let routes = route("login", "\"ip\"", extra, &[("per-minute", 2, "1m")]);
+    let gw = on_redis(&redis, &unique_prefix("deny-block"), &up.url(), &routes).await;
+    let client = HttpClient::default();
+    for _ in 0..2 {
+        assert_eq!(client.status(&gw.url("/login"), &[]).await, 200);
+    }
+    let level = |r: &support::http::Reply| r.json()["block_level"].as_u64();
+    let first = client.get(&gw.url("/login"), &[]).await;
+    assert_eq!(
+        (first.status.as_u16(), level(&first)),
+        (429, Some(1)),
+        "{}",
+        first.body
+    );
+    // within the block: answered from the cache
+    let calls = redis.decision_calls();
+    assert_eq!(client.status(&gw.url("/login"), &[]).await, 429);
+    assert_eq!(redis.decision_calls(), calls, "the cache answered");
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let next = client.get(&gw.url("/login"), &[]).await;
+    assert_eq!(
+        (next.status.as_u16(), level(&next)),
+        (429, Some(2)),
+        "{}",
+        next.body
+    );
+    let seconds: u64 = next.header("retry-after").unwrap().parse().unwrap();
+    assert!(seconds > 1, "the window's wait is told: {seconds}");
+    gw.stop().await;
+}

@@ -278,13 +278,7 @@ pub fn decide(
 /// `min(block_for * growth^(n-1), block_max)`.
 fn start_block(keys: &mut Keys, key: &str, block: &BlockSpec, name: &str, now: u64) -> (i64, u64) {
     let level = marker(keys, key).map_or(1, |m| m.level + 1);
-    let grown = (block.block_ms as f64 * block.growth.powi((level - 1) as i32)).floor();
-    let ms = if grown.is_nan() || grown > block.max_ms as f64 {
-        block.max_ms
-    } else {
-        grown as u64
-    };
-    let length = ms as i64 * 1000;
+    let length = block.length_ms(level) as i64 * 1000;
     let until = now + length as u64;
     let ttl_ms = (length as u64).div_ceil(1000) + block.forget_ms;
     keys.insert(
