@@ -58,7 +58,10 @@ pub fn bind_listeners(addr: SocketAddr, n: usize) -> std::io::Result<Vec<std::ne
         sockets.push(socket);
     }
     if n > 1 {
-        steering::over_first(&sockets[0], n)?;
+        if let Err(e) = steering::over_first(&sockets[0], n) {
+            // the kernel's own choice then: a socket another program adds may take a share
+            tracing::warn!(error = %e, %addr, "cannot keep the port's SO_REUSEPORT group to this gateway's sockets");
+        }
     }
     Ok(sockets.into_iter().map(Into::into).collect())
 }
