@@ -32,9 +32,6 @@ pub struct Settled {
     pub refunded: Vec<usize>,
     /// Limits whose answered count was cleared (the attempt's own charge going back with it).
     pub reset: Vec<usize>,
-    /// Of those, the limits whose key merges spellings: their reset forgives only the answered
-    /// attempts of the attempt's own spelling, which the headers cannot count.
-    pub reset_own_spelling: Vec<usize>,
     /// Limits whose charge stays, confirmed as answered (a status may reset them later).
     pub confirmed: Vec<usize>,
     /// Limits whose slot in flight was freed.
@@ -71,8 +68,7 @@ impl Settled {
     }
 
     /// Shows the settlement in the decision the headers describe: a refunded limit has the
-    /// charge back, a reset one counts nothing (only its own charge back where its key merges
-    /// spellings), a settled one counts what the answer stated.
+    /// charge back, a reset one counts nothing, a settled one counts what the answer stated.
     pub fn apply(&self, decision: &mut Decision) {
         let units = |i: usize| self.units.get(i).copied().unwrap_or(0);
         let back = |decision: &mut Decision, i: usize, less: u64, more: u64| {
@@ -89,17 +85,8 @@ impl Settled {
         for &(i, to) in &self.settled_to {
             back(decision, i, units(i), to);
         }
-        // A reset on a key that merges spellings shows only its own attempt given back: the
-        // store forgives that spelling's answered attempts, not the others', and the answer goes
-        // out before the store says how many those were.
         for &i in &self.reset {
-            let own_spelling = self.reset_own_spelling.contains(&i);
-            back(
-                decision,
-                i,
-                if own_spelling { units(i) } else { u64::MAX },
-                0,
-            );
+            back(decision, i, u64::MAX, 0);
         }
     }
 }
@@ -133,13 +120,7 @@ impl Charged {
             let Some(rule) = rule else { continue };
             let limit = self.limits.limits.get(i).map_or(0, |l| l.limit);
             match fate(rule) {
-                Fate::Reset => {
-                    settled.reset.push(i);
-                    let slot = self.limits.slot_of(i);
-                    if self.tags.get(slot).is_some_and(|t| !t.is_empty()) {
-                        settled.reset_own_spelling.push(i);
-                    }
-                }
+                Fate::Reset => settled.reset.push(i),
                 Fate::Refund => settled.refunded.push(i),
                 Fate::Release => settled.released.push(i),
                 Fate::To(amount) => settled.cost(rule, i, Some(amount.min(limit))),
