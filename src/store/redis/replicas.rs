@@ -11,14 +11,16 @@
 //! every [`DEGRADED_POLL`] (how a replica that attaches is seen: a `WAIT` that asks for fewer
 //! cannot count it), never on a decision's path. A short `WAIT` lowers nothing by itself: a
 //! replica that lags is still the master's (`ROLE` lists it) and may be the one a failover
-//! promotes, so the wait keeps asking for it; a replica that died or was detached is gone from
-//! `ROLE`, and the wait stops asking for it once `ROLE` says so (without that, a replica lost
-//! with no failover would send every allowed decision to `on_error` until the next
-//! reconnection).
+//! promotes, so the wait keeps asking for it. A replica whose link broke is gone from `ROLE`
+//! but may still be promoted (a master that dies right after cutting its replicas off is the
+//! case acknowledgements exist for), so the wait keeps asking for it for [`LOST_AFTER`]; once
+//! `ROLE` has not listed it for that long with no failover, it is taken as lost and no longer
+//! asked for (without that, a replica that died with no failover would send every allowed
+//! decision to `on_error` until the next reconnection).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fred::clients::Client;
 use fred::interfaces::{ClientLike, EventInterface};
@@ -27,6 +29,9 @@ use tokio::sync::Notify;
 
 /// How often `ROLE` is read while the master has fewer replicas than the wait asks for.
 pub const DEGRADED_POLL: Duration = Duration::from_secs(1);
+/// How long a replica may be missing from `ROLE`, with no failover, before the wait stops
+/// asking for it.
+pub const LOST_AFTER: Duration = Duration::from_secs(5);
 /// The most one `ROLE` read may take.
 const ROLE_TIMEOUT: Duration = Duration::from_secs(1);
 /// `seen` before the first `ROLE` reply of a connection.
@@ -40,6 +45,8 @@ pub struct Replicas {
     server: Mutex<Option<String>>,
     /// Wakes the watch to read `ROLE` again (a `WAIT` came back short).
     recheck: Arc<Notify>,
+    /// Since when `ROLE` has listed fewer replicas than `seen` (not yet taken as lost).
+    fewer_since: Mutex<Option<Instant>>,
 }
 
 impl Default for Replicas {
@@ -48,6 +55,7 @@ impl Default for Replicas {
             seen: AtomicU32::new(UNKNOWN),
             server: Mutex::new(None),
             recheck: Arc::new(Notify::new()),
+            fewer_since: Mutex::new(None),
         }
     }
 }
@@ -95,8 +103,26 @@ impl Replicas {
         self.seen.store(UNKNOWN, Ordering::Relaxed);
     }
 
-    /// Notes a `ROLE` reply's count.
+    /// Notes a `ROLE` reply's count at `now`, on a connection `ROLE` was read on before: more
+    /// replicas count at once, fewer only once `ROLE` has listed fewer for [`LOST_AFTER`].
+    fn listed(&self, replicas: u32, now: Instant) {
+        let mut fewer_since = self.fewer_since.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = self.seen.load(Ordering::Relaxed);
+        if seen == UNKNOWN || replicas >= seen {
+            *fewer_since = None;
+            self.seen.store(replicas, Ordering::Relaxed);
+            return;
+        }
+        let since = *fewer_since.get_or_insert(now);
+        if now.duration_since(since) >= LOST_AFTER {
+            *fewer_since = None;
+            self.seen.store(replicas, Ordering::Relaxed);
+        }
+    }
+
+    /// Notes a `ROLE` reply's count on a new connection (taken as it is).
     fn counted(&self, replicas: u32) {
+        *self.fewer_since.lock().unwrap_or_else(|e| e.into_inner()) = None;
         self.seen.store(replicas, Ordering::Relaxed);
     }
 }
@@ -141,14 +167,19 @@ pub fn watch(client: &Client, replicas: &Arc<Replicas>, configured: u32, retired
             else {
                 return;
             };
-            match reason {
-                Reason::Connected(server) => replicas.connected(server),
+            let connected = match reason {
+                Reason::Connected(server) => {
+                    replicas.connected(server);
+                    true
+                }
                 _ if !client.is_connected() => continue,
                 Reason::Poll if replicas.wanted(configured) >= configured => continue,
-                Reason::Poll | Reason::Short => {}
-            }
-            if let Some(count) = role(&client).await {
-                replicas.counted(count);
+                Reason::Poll | Reason::Short => false,
+            };
+            match (role(&client).await, connected) {
+                (Some(count), true) => replicas.counted(count),
+                (Some(count), false) => replicas.listed(count, Instant::now()),
+                (None, _) => {}
             }
         }
     });
@@ -221,6 +252,21 @@ mod tests {
         );
         replicas.counted(3);
         assert_eq!(replicas.wanted(2), 2);
+        // fewer listed: taken only once they have been missing for LOST_AFTER
+        let t0 = Instant::now();
+        replicas.listed(1, t0);
+        assert_eq!(replicas.wanted(2), 2, "a link that broke may come back");
+        replicas.listed(1, t0 + LOST_AFTER / 2);
+        assert_eq!(replicas.wanted(2), 2);
+        replicas.listed(3, t0 + LOST_AFTER / 2);
+        replicas.listed(1, t0 + LOST_AFTER);
+        assert_eq!(
+            replicas.wanted(2),
+            2,
+            "back in between: the wait starts again"
+        );
+        replicas.listed(1, t0 + 2 * LOST_AFTER);
+        assert_eq!(replicas.wanted(2), 1, "missing for LOST_AFTER: lost");
         replicas.connected("127.0.0.1:7001".into());
         assert_eq!(
             replicas.wanted(2),
