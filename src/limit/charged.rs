@@ -187,13 +187,12 @@ impl Charged {
             .settled_to
             .iter()
             .filter(|(i, to)| *to < settled.units[*i]);
-        let freed: Vec<usize> = (settled.refunded.iter().chain(&settled.reset))
+        let freed = (settled.refunded.iter().chain(&settled.reset))
             .chain(&settled.released)
             .chain(lower.map(|(i, _)| i))
-            .copied()
-            .collect();
+            .copied();
         self.limiter
-            .room_given_back(&self.limits, &self.bases, &freed);
+            .room_given_back(&self.limits, &self.bases, freed);
         // An attempt answered: a refusal the cache keeps only for attempts in flight may now be
         // a block, which the store starts at the key's next attempt. Only limits whose
         // reservations stay in flight (a blocking route's) have such refusals: the others'

@@ -95,8 +95,13 @@ impl Limiter {
     /// Room given back to `freed` limits of `limits` (indexes) for the keys `bases`: drops
     /// the deny-cache entries of their key slots here, so the store decides those keys again at
     /// once (it still holds any block); other instances' entries lapse at their own time.
-    pub fn room_given_back(&self, limits: &LimitSet, bases: &[String], freed: &[usize]) {
-        for &i in freed {
+    pub fn room_given_back(
+        &self,
+        limits: &LimitSet,
+        bases: &[String],
+        freed: impl IntoIterator<Item = usize>,
+    ) {
+        for i in freed {
             if let Some(base) = bases.get(limits.slot_of(i)) {
                 self.deny_cache.remove(base);
             }

@@ -145,9 +145,9 @@ async fn decide_keys(
 async fn take_back(limiter: &Arc<Limiter>, taken: Vec<Taken>) {
     let refunds = taken.into_iter().map(|t| async move {
         let (limits, bases) = (t.limits.clone(), t.bases.clone());
-        let every: Vec<usize> = (0..t.limits.limits.len()).collect();
+        let every = 0..t.limits.limits.len();
         let settlement = Settlement {
-            refund: every.clone(),
+            refund: every.clone().collect(),
             confirm: Vec::new(),
             reset: Vec::new(),
             settle_to: Vec::new(),
@@ -160,7 +160,7 @@ async fn take_back(limiter: &Arc<Limiter>, taken: Vec<Taken>) {
         if let Err(e) = limiter.settle_applied(t.local, settlement).await {
             tracing::warn!(error = %e, "taking back a refused request's charge failed");
         }
-        limiter.room_given_back(&limits, &bases, &every);
+        limiter.room_given_back(&limits, &bases, every);
     });
     futures_util::future::join_all(refunds).await;
 }
