@@ -31,17 +31,20 @@ async fn refused(
     state: &GatewayState,
     query: Option<&str>,
 ) -> Result<serde_json::Value, AdminError> {
-    if let Some(domain) = whole_domain(state, query) {
-        let index = layout::blocked_index(&state.running.store.key_prefix, &domain);
-        let refused = state
-            .limiter()
-            .refused_as_recorded(&index)
-            .await
-            .map_err(|e| AdminError::StoreUnavailable(e.to_string()))?;
-        return Ok(json!({"route": domain, "blocked": listed(&refused)}));
-    }
-    if let Some(labels) = domain_without_limit(state, query) {
-        return refused_in_domain(state, query.unwrap_or(""), &labels).await;
+    match domain_asked(state, query) {
+        Some(DomainAsked::Whole(domain)) => {
+            let index = layout::blocked_index(&state.running.store.key_prefix, &domain);
+            let refused = state
+                .limiter()
+                .refused_as_recorded(&index)
+                .await
+                .map_err(|e| AdminError::StoreUnavailable(e.to_string()))?;
+            return Ok(json!({"route": domain, "blocked": listed(&refused)}));
+        }
+        Some(DomainAsked::Key(labels)) => {
+            return refused_in_domain(state, query.unwrap_or(""), &labels).await;
+        }
+        None => {}
     }
     let q = KeyQuery::parse(state, query)?;
     let targets = match &q.named {
@@ -61,38 +64,34 @@ async fn refused(
     Ok(json!({"route": q.route.config.name, "blocked": listed(&refused)}))
 }
 
-/// The `[rls]` domain a query names when it asks for the whole domain (`route=DOMAIN` alone,
-/// naming no route): its refusals are listed as recorded.
-fn whole_domain(state: &GatewayState, query: Option<&str>) -> Option<String> {
-    let mut route = None;
+/// What a query asks of an `[rls]` domain it names (once, as no route is named), when it
+/// names no `limit`: the whole domain, or one key of it by every rate limit.
+enum DomainAsked {
+    /// `route=DOMAIN` alone: its refusals as recorded.
+    Whole(String),
+    /// With `key` or `value`: the domain's rate limits, each asked about that key.
+    Key(Vec<String>),
+}
+
+/// What `query` asks of a domain, if it names one without a `limit`; anything else (a route,
+/// a `limit`, a repeated `route`) is read as a key query.
+fn domain_asked(state: &GatewayState, query: Option<&str>) -> Option<DomainAsked> {
+    let (mut route, mut keyed) = (None, false);
     for (name, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
         match name.as_ref() {
             "route" if route.is_none() => route = Some(value.into_owned()),
-            "route" | "key" | "value" | "limit" => return None,
+            "route" | "limit" => return None,
+            "key" | "value" => keyed = true,
             _ => {}
         }
     }
-    let route = route?;
-    let is_domain =
-        state.table().route(&route).is_none() && state.rls.load().domain(&route).is_some();
-    is_domain.then_some(route)
-}
-
-/// The rate limits of the `[rls]` domain a query names with a key but no `limit`: each of
-/// them is asked about that key.
-fn domain_without_limit(state: &GatewayState, query: Option<&str>) -> Option<Vec<String>> {
-    let (mut route, mut limit) = (None, false);
-    for (name, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
-        match name.as_ref() {
-            "route" => route = Some(value.into_owned()),
-            "limit" => limit = true,
-            _ => {}
-        }
-    }
-    let route = route.filter(|r| !limit && state.table().route(r).is_none())?;
+    let route = route.filter(|r| state.table().route(r).is_none())?;
     let rls = state.rls.load();
-    let labels = rls.domain(&route)?.rules().iter().map(|r| r.label.clone());
-    Some(labels.collect())
+    let domain = rls.domain(&route)?;
+    Some(match keyed {
+        false => DomainAsked::Whole(route),
+        true => DomainAsked::Key(domain.rules().iter().map(|r| r.label.clone()).collect()),
+    })
 }
 
 /// One key's refusals by every rate limit of a domain (`labels`), latest-ending first: the
