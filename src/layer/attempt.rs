@@ -251,7 +251,8 @@ pub(super) fn leave<ResB, E>(
         }
         let decided = settling.decided;
         tell(then, Departed { decided, answer });
-        // the upstream answered: slots are free; a cost its body states is still read
+        // the upstream answered: a cost its body states is still read, its slots held until
+        // then (an ending with nothing to read frees them at once)
         if let (Some(ending), Some(body)) = (ending, body) {
             read_on(boxed(body), ending).await;
         }

@@ -1,9 +1,11 @@
 //! [`MeteredBody`]: an answer's body on its way to the client, watched for what its attempt
 //! still owes the store ([`Ending`]): each chunk is handed to the cost readers as it passes,
 //! never held and never delayed, and the attempt is settled when the body ends. A body dropped
-//! before its end (the client left) frees the attempt's slots at once and, when a cost may
-//! still come, is read on to its end in a task of its own ([`read_on`]), within the upstream's
-//! `timeout`, passing nothing on: leaving early does not dodge what the answer states.
+//! before its end (the client left) frees the attempt's slots at once, unless a cost may still
+//! come: then it is read on to its end in a task of its own ([`read_on`]), within the
+//! upstream's `timeout`, passing nothing on, and its slots are held until that end, since the
+//! upstream is still answering: leaving early dodges neither what the answer states nor the
+//! limit on answers in flight.
 //!
 //! Differences from a plain pass-through body: the inner body is boxed, so that it can move
 //! into that task; only answers with something to settle at their end take this path.
@@ -82,7 +84,7 @@ impl Body for MeteredBody {
 
 impl Drop for MeteredBody {
     fn drop(&mut self) {
-        let Some(mut ending) = self.ending.take() else {
+        let Some(ending) = self.ending.take() else {
             return;
         };
         if self.body.is_end_stream() {
@@ -90,8 +92,8 @@ impl Drop for MeteredBody {
             ending.finish();
             return;
         }
-        ending.depart();
         if !ending.reading() {
+            // dropped unfinished: its slots are freed, its reservations kept
             return;
         }
         let body = std::mem::take(&mut self.body);
@@ -102,10 +104,9 @@ impl Drop for MeteredBody {
 }
 
 /// Reads the rest of an answer whose client left, for the costs it states, within the
-/// upstream's `timeout` (a reservation stays where none is stated by then); frees its slots
-/// first.
+/// upstream's `timeout` (a reservation stays where none is stated by then); its slots are held
+/// until then, since the upstream is still answering.
 pub async fn read_on(mut body: BoxBody, mut ending: Ending) {
-    ending.depart();
     let within = ending.read_within();
     let read = async {
         while ending.reading() {

@@ -1,11 +1,11 @@
 //! [`Ending`]: what an attempt still owes the store once its answer's head has gone out: the
 //! slots it holds in flight (`algorithm = "concurrency"`), freed when the answer has been sent
 //! whole, and the costs its body states (`cost_from = "json:..."`, `"sse:..."`), read as the
-//! body streams past ([`Ending::feed`]) and settled at its end. A client that leaves before the
-//! end frees its slots at once (the upstream answered); the body is still read for its costs
-//! (by whoever holds it: the layer, within the upstream's `timeout`), so leaving early does not
-//! dodge a cost the answer states. An ending dropped unfinished frees its slots and keeps its
-//! reservations.
+//! body streams past ([`Ending::feed`]) and settled at its end. When a client leaves before the
+//! end, the body is still read for its costs (by whoever holds it: the layer, within the
+//! upstream's `timeout`), and the slots stay held until that read ends, so leaving early dodges
+//! neither a cost the answer states nor the limit on answers in flight. An ending dropped
+//! unfinished (nothing left to read) frees its slots and keeps its reservations.
 
 use std::time::Duration;
 
@@ -57,15 +57,6 @@ impl Ending {
         self.charged
             .as_ref()
             .map_or(Duration::ZERO, |c| c.policy.config.answer_timeout)
-    }
-
-    /// The client left before the answer's end: the upstream answered, so the slots are free
-    /// now; the costs wait for the rest of the body.
-    pub fn depart(&mut self) {
-        if let (true, Some(charged)) = (self.slots, &self.charged) {
-            self.slots = false;
-            charged.send(&charged.at_end(true, &[]));
-        }
     }
 
     /// The answer ended (sent whole, or broken off): slots freed, each cost the body stated

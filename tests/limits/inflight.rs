@@ -245,3 +245,53 @@ async fn a_slot_the_local_fallback_took_is_freed_there() {
     open.body_mut().collect().await.unwrap();
     eventually(|| async { (post(&gw, "ann").await.status == 200).then_some(()) }).await;
 }
+
+/// A route that reads each answer's cost keeps reading an answer after its client left (the
+/// cost it states is still charged), so the answer is still being produced upstream: its slot
+/// stays held until that read ends. A client that opens streams and drops them at once gets no
+/// more of them running upstream than its slots.
+#[tokio::test]
+async fn a_client_that_leaves_a_costed_answer_holds_its_slot_until_the_answer_ends() {
+    let redis = RedisServer::start();
+    let up = llm::start().await;
+    let store = redis_store(&redis.url(), &unique_prefix("inflight-cost"));
+    let route = ROUTE.replace("limit = 2\n", "limit = 1\n").replace(
+        "  name = \"per-minute\"\n  limit = 6\n",
+        "  name = \"per-minute\"\n  limit = 1000\n  cost_from = \"sse:usage.total_tokens\"\n",
+    );
+    let gw = start(&config(&store, &up.url(), &route)).await;
+    let stream = r#"{"stream":true,"stream_options":{"include_usage":true},"reply_tokens":2}"#;
+    let headers = [
+        ("x-api-key", "eve"),
+        ("x-hold", "1"),
+        ("content-type", "application/json"),
+    ];
+    let url = gw.url("/v1/chat/completions");
+    let mut response = HttpClient::default()
+        .open(Method::POST, &url, &headers, stream)
+        .await;
+    assert_eq!(response.status().as_u16(), 200);
+    response.body_mut().frame().await.unwrap().unwrap();
+    drop(response);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(
+        in_flight(&gw, "eve").await,
+        1,
+        "the gateway still reads the answer for its cost: the upstream is still answering"
+    );
+    let refused = post(&gw, "eve").await;
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert_eq!(refused.json()["limit"], "inflight");
+    up.release(1);
+    eventually(|| async { (in_flight(&gw, "eve").await == 0).then_some(()) }).await;
+    // the answer stated its cost, and it was charged though its client had left
+    let (name, token) = auth();
+    let usage = HttpClient::default()
+        .get(
+            &gw.admin("/admin/usage?route=chat&key=eve&limit=per-minute"),
+            &[(name, &token)],
+        )
+        .await
+        .json();
+    assert_eq!(usage["limits"][0]["used"], llm::PROMPT_TOKENS + 2);
+}
