@@ -105,13 +105,13 @@ pub fn method_value(method: &str) -> String {
     }
 }
 
-/// The value a `path` part counts: the (normalised) path as routing reads it (without `;`
-/// parameters), without a trailing `/` (an exact route takes both, as most frameworks serve
-/// both alike), in lower case unless `server.path_case` is sensitive. (A request whose path
-/// has no such form was refused before its route; a value given to `slidegate key` is then
-/// taken as it is.)
+/// The value a `path` part counts: the (normalised) path in its routing form (without `;`
+/// parameters, one spelling of each escape: [`crate::path::routing_form`]), without a trailing
+/// `/` (an exact route takes both, as most frameworks serve both alike), in lower case unless
+/// `server.path_case` is sensitive. (A request whose path has no such form was refused before
+/// its route; a value given to `slidegate key` is then taken as it is.)
 pub fn path_value(path: &str, case: PathCase) -> String {
-    let routed = crate::path::without_parameters(path).unwrap_or(Cow::Borrowed(path));
+    let routed = crate::path::routing_form(path).unwrap_or(Cow::Borrowed(path));
     let routed = match routed.strip_suffix('/') {
         Some(cut) if !cut.is_empty() => Cow::Borrowed(cut),
         _ => routed,

@@ -1,13 +1,14 @@
 //! Routing, the first step of the request path: [`admit`] refuses what must not go further (a
 //! head over the bounds, a path without one safe spelling), normalises the path
 //! ([`normalize`]) and matches it against the routes of the [`RouteTable`] in file order (paths
-//! ignoring ASCII case unless `server.path_case = "sensitive"`, segments' `;` parameters
-//! ignored, methods ignoring case, `HEAD` by a route that takes `GET`). Everything after this
-//! step (keys, limits, the forwarded request) sees only the normalised path.
+//! ignoring ASCII case unless `server.path_case = "sensitive"`, in their routing form: segments'
+//! `;` parameters ignored, escapes read as frameworks read them, [`routing_form`]; methods
+//! ignoring case, `HEAD` by a route that takes `GET`). Everything after this step (keys,
+//! limits, the forwarded request) sees only the normalised path.
 
 mod table;
 
-pub use crate::path::{normalize, without_parameters, PathError};
+pub use crate::path::{normalize, routing_form, PathError};
 pub use table::{Carried, CompileError, Route, RouteTable};
 
 use std::borrow::Cow;
@@ -62,7 +63,8 @@ pub fn normalize_uri(uri: &mut Uri) -> Result<(), PathError> {
 }
 
 /// The checks before routing, then the route: the head within bounds, a path with one safe
-/// spelling (which replaces the one sent), matched without its `;` parameters. With
+/// spelling (which replaces the one sent), matched in its routing form (without its `;`
+/// parameters, one spelling of each escape). With
 /// `proxied_only`, routes without an upstream (forward auth's alone) are passed over.
 /// (Conflicting framing never gets this far: hyper
 /// decodes a request with both `Content-Length` and `Transfer-Encoding` by the latter alone,
@@ -92,7 +94,7 @@ pub fn admit<'t>(
         });
     }
     normalize_uri(&mut head.uri)?;
-    let routed = without_parameters(head.uri.path())?;
+    let routed = routing_form(head.uri.path())?;
     table
         .find(&head.method, &routed, proxied_only)
         .ok_or_else(|| RouteError::NoRoute {

@@ -129,3 +129,73 @@ async fn spellings_share_one_quota_through_the_path_key_part() {
     assert_eq!(up.seen(), vec!["/api/otp/a", "/api/otp/a"]);
     gw.stop().await;
 }
+
+/// Spellings that frameworks decode before routing (`%3A` for `:`) and the escapes browsers
+/// send for a path beyond ASCII (`/caf%C3%A9` for `/café`) match the route written either way,
+/// and share its `path` key part: no spelling reaches the catch-all route uncounted (the
+/// first route is written with the escape, the second with the character).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spelling_the_upstream_routes_alike_is_counted_by_the_route() {
+    const ROUTES: &str = r#"
+[[routes]]
+name = "colon"
+path = "/api/users%3Asend"
+upstream = "up"
+key = ["path"]
+  [[routes.limits]]
+  name = "per-minute"
+  limit = 2
+  window = "1m"
+
+[[routes]]
+name = "cafe"
+path = "/café/*"
+upstream = "up"
+key = ["path"]
+  [[routes.limits]]
+  name = "per-minute"
+  limit = 2
+  window = "1m"
+
+[[routes]]
+name = "rest"
+path = "/*"
+upstream = "up"
+"#;
+    let up = upstream::start().await;
+    let gw = gateway::start(&config("backend = \"memory\"", &up.url(), ROUTES)).await;
+    let addr = gw.running().proxy_addr;
+    let cases = [
+        (
+            "colon",
+            "/api/users:send",
+            "/api/users%3Asend",
+            "/api/users%3asend",
+        ),
+        ("cafe", "/caf%C3%A9/x", "/caf%c3%a9/x", "/café/x"),
+    ];
+    for (route, first, second, third) in cases {
+        for target in [first, second] {
+            let r = raw::request(addr, "GET", target, &[]).await;
+            assert_eq!(r.status, 200, "{target}: {}", r.head);
+            assert_eq!(
+                r.header("ratelimit-policy"),
+                Some("\"per-minute\";q=2;w=60")
+            );
+        }
+        let r = raw::request(addr, "GET", third, &[]).await;
+        assert_eq!(r.status, 429, "{third}: {}", r.head);
+        assert_eq!(r.json()["route"], route, "{third}");
+    }
+    // what reached the upstream went as the client spelled it
+    assert_eq!(
+        up.seen(),
+        vec![
+            "/api/users:send",
+            "/api/users%3Asend",
+            "/caf%C3%A9/x",
+            "/caf%C3%A9/x"
+        ]
+    );
+    gw.stop().await;
+}

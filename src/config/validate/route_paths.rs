@@ -1,12 +1,11 @@
-//! `routes[].path`: a pattern (exact, or a prefix with a trailing `/*`) in the normal form
+//! `routes[].path`: a pattern (exact, or a prefix with a trailing `/*`) in the routing form
 //! requests are matched in, since a path no normalised request can have would never match.
-
-use std::borrow::Cow;
 
 use toml::Spanned;
 
 use super::{Result, Validator};
 use crate::config::PathPattern;
+use crate::path::{normalize, routing_form, PathError};
 
 impl Validator<'_> {
     /// A route's `path`: exact, or a prefix when it ends in `/*` (the only `*` allowed).
@@ -26,9 +25,8 @@ impl Validator<'_> {
                 );
             }
             let base = if base.is_empty() { "/" } else { base };
-            self.normal_path(v, key, base, "/*")?;
             return Ok(PathPattern {
-                path: base.to_string(),
+                path: self.normal_path(v, key, base, "/*")?,
                 prefix: true,
             });
         }
@@ -38,17 +36,24 @@ impl Validator<'_> {
                 format!("{key}: `{p}`: `*` is only allowed as a trailing `/*`"),
             );
         }
-        self.normal_path(v, key, p, "")?;
         Ok(PathPattern {
-            path: p.clone(),
+            path: self.normal_path(v, key, p, "")?,
             prefix: false,
         })
     }
 
-    /// A route's path (before its `suffix`, `/*` or none) must be in the form requests are
-    /// matched in (README, "The traffic path"): normalised and without `;` parameters, since
-    /// `/a/../b`, `/a//b` or `/a;v=1` would never match anything.
-    fn normal_path(&self, v: &Spanned<String>, key: &str, path: &str, suffix: &str) -> Result<()> {
+    /// A route's path (before its `suffix`, `/*` or none) in the form requests are routed in
+    /// (README, "The traffic path"): a path whose normal form differs other than in how its
+    /// escapes are spelled (`/a/../b`, `/a//b`), or that has `;` parameters, would never match
+    /// anything and is refused; a spelling of an escape (`%3A`, `%c3%a9`, `é`) is taken as its
+    /// routing form, as requests are.
+    fn normal_path(
+        &self,
+        v: &Spanned<String>,
+        key: &str,
+        path: &str,
+        suffix: &str,
+    ) -> Result<String> {
         let written = v.get_ref();
         let never = |why: &str, wanted: &str| {
             let wanted = if suffix.is_empty() {
@@ -61,28 +66,23 @@ impl Validator<'_> {
                 format!("{key}: `{written}` would never match: {why}, so write `{wanted}{suffix}`"),
             )
         };
-        match crate::path::normalize(path) {
-            Ok(Cow::Borrowed(_)) => {}
-            Ok(Cow::Owned(normal)) => {
-                return never("requests are matched by their normalised path", &normal)
-            }
-            Err(e) => {
-                return self.error(
-                    v.span(),
-                    format!("{key}: `{written}` would never match: {e}"),
-                )
-            }
-        }
-        match crate::path::without_parameters(path) {
-            Ok(Cow::Borrowed(_)) => Ok(()),
-            Ok(Cow::Owned(routed)) => never(
-                "routes match a request's path without its `;` parameters",
-                &routed,
-            ),
-            Err(e) => self.error(
+        let unmatchable = |e: PathError| {
+            self.error(
                 v.span(),
                 format!("{key}: `{written}` would never match: {e}"),
-            ),
+            )
+        };
+        let normal = normalize(path).or_else(&unmatchable)?;
+        let routed = routing_form(&normal).or_else(&unmatchable)?;
+        if path.contains(';') {
+            return never(
+                "routes match a request's path without its `;` parameters",
+                &routed,
+            );
         }
+        if routing_form(path).or_else(&unmatchable)? != routed {
+            return never("requests are matched by their normalised path", &normal);
+        }
+        Ok(routed.into_owned())
     }
 }

@@ -14,9 +14,7 @@
 //! and resolve those in ways that differ from one another, so no safe single spelling exists.
 //! Slashes are merged before dot-segments are removed, so `/a//../b` is `/b`, never `/a/b`.
 //!
-//! Routing and the `path` key part read one more form ([`without_parameters`]): each segment
-//! without its `;` parameters, as servlet containers route (`/api/otp;jsessionid=1` is
-//! `/api/otp`). The request still goes upstream with them.
+//! Routing and the `path` key part read one more form of the result ([`super::routing_form`]).
 
 use std::borrow::Cow;
 
@@ -68,24 +66,6 @@ pub fn normalize(path: &str) -> Result<Cow<'_, str>, PathError> {
     let decoded = decode_unreserved(path)?;
     let merged = merge_slashes(&decoded);
     remove_dot_segments(&merged).map(Cow::Owned)
-}
-
-/// The path as routing and the `path` key part read it: the normal form without each
-/// segment's `;` parameters (`/api/otp;jsessionid=1` is `/api/otp`, `/a;x/b` is `/a/b`),
-/// normalised again, since a servlet container resolves `/a/..;/b` to `/b` once it has cut
-/// them. Borrowed when the path has no `;`.
-pub fn without_parameters(path: &str) -> Result<Cow<'_, str>, PathError> {
-    if !path.contains(';') {
-        return Ok(Cow::Borrowed(path));
-    }
-    let mut cut = String::with_capacity(path.len());
-    for (i, segment) in path.split('/').enumerate() {
-        if i > 0 {
-            cut.push('/');
-        }
-        cut.push_str(segment.split(';').next().unwrap_or_default());
-    }
-    Ok(Cow::Owned(normalize(&cut)?.into_owned()))
 }
 
 /// True for the common case that needs no work: no `%`, `\`, control byte, `//`, or dot-segment.
@@ -282,28 +262,6 @@ mod tests {
         assert_eq!(ok("/a/.b"), "/a/.b");
         assert_eq!(ok("/"), "/");
         assert_eq!(ok("///"), "/");
-    }
-
-    #[test]
-    fn routing_ignores_path_parameters() {
-        let routed = |p: &str| without_parameters(p).map(Cow::into_owned);
-        for (path, expected) in [
-            ("/api/otp;jsessionid=1", "/api/otp"),
-            ("/api/otp;a=1;b=2/send", "/api/otp/send"),
-            ("/a;x/b", "/a/b"),
-            ("/a/;x/b", "/a/b"),
-            ("/a/..;/b", "/b"),
-            ("/a/.;x/b", "/a/b"),
-            ("/;x", "/"),
-            ("/a%3Bx/b", "/a%3Bx/b"),
-        ] {
-            assert_eq!(routed(path).as_deref(), Ok(expected), "{path}");
-        }
-        assert_eq!(routed("/..;/etc"), Err(PathError::AboveRoot));
-        assert!(matches!(
-            without_parameters("/api/otp"),
-            Ok(Cow::Borrowed(_))
-        ));
     }
 
     #[test]
