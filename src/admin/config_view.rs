@@ -141,7 +141,7 @@ fn view(c: &Config) -> Value {
         .map(|(name, u)| {
             (
                 name.clone(),
-                json!({"url": u.url.to_string(), "connect_timeout": duration_text(u.connect_timeout), "timeout": duration_text(u.timeout)}),
+                json!({"url": redact_url(&u.url.to_string()), "connect_timeout": duration_text(u.connect_timeout), "timeout": duration_text(u.timeout)}),
             )
         })
         .collect();

@@ -55,6 +55,15 @@ fn upstream_url_no_scheme() {
     );
 }
 
+/// Credentials in an upstream URL are refused, and the message shows them as `***`.
+#[test]
+fn upstream_url_credentials() {
+    assert_eq!(
+        load_err("upstream_url_credentials.toml"),
+        "upstream_url_credentials.toml:3:7: upstreams.app.url: `http://***@app.internal:9000` has credentials: they would go upstream in `Host`; send them in a header the upstream reads"
+    );
+}
+
 #[test]
 fn bad_store_url_scheme() {
     assert_eq!(

@@ -350,7 +350,10 @@ impl Validator<'_> {
         if authority.host().is_empty() {
             return bad("has no host");
         }
-        let host_port = authority.as_str().rsplit('@').next().unwrap_or("");
+        if authority.as_str().contains('@') {
+            return bad("has credentials: they would go upstream in `Host`; send them in a header the upstream reads");
+        }
+        let host_port = authority.as_str();
         let after_host = host_port
             .rsplit_once(']')
             .map_or(host_port, |(_, rest)| rest);
