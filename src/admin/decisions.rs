@@ -146,7 +146,7 @@ fn smallest_limit(route: &crate::route::Route) -> u64 {
         .config
         .limits
         .iter()
-        .map(|l| l.limit.min(l.burst.unwrap_or(u64::MAX)))
+        .map(|l| l.most_at_once(l.limit))
         .min()
         .unwrap_or(i64::MAX as u64)
 }

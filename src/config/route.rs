@@ -181,6 +181,12 @@ pub struct LimitConfig {
 }
 
 impl LimitConfig {
+    /// The most units one decision can ever take of this limit when its value in force is
+    /// `limit`: the limit, or its `burst` when smaller (gcra).
+    pub fn most_at_once(&self, limit: u64) -> u64 {
+        limit.min(self.burst.unwrap_or(u64::MAX))
+    }
+
     /// A `sliding_log` limit with one value for every key, counting the route's key.
     pub fn new(name: &str, limit: u64, window: Duration) -> LimitConfig {
         LimitConfig {

@@ -76,7 +76,12 @@ fn costs_need_a_source_and_one_reservation_within_the_limit() {
     );
     assert_eq!(
         refused(&format!("{limit}cost_from = \"json:n\"\ncost = 101\n")),
-        "inline.toml:14:8: routes[0].limits[0].cost: must be between 1 and the limit (100), got 101 (a larger reservation could never be allowed)"
+        "inline.toml:14:8: routes[0].limits[0].cost: must be between 1 and 100 (the limit, or its burst when smaller), got 101 (a larger reservation could never be allowed)"
+    );
+    // a gcra limit takes at most its burst at once: a larger reservation would never pass
+    assert_eq!(
+        refused(&format!("{limit}algorithm = \"gcra\"\nburst = 10\ncost_from = \"json:n\"\ncost = 50\n")),
+        "inline.toml:16:8: routes[0].limits[0].cost: must be between 1 and 10 (the limit, or its burst when smaller), got 50 (a larger reservation could never be allowed)"
     );
     assert_eq!(
         refused(&format!("{limit}cost_from = \"json:n\"\nreset_status = [200]\n")),

@@ -270,3 +270,27 @@ block_for = "1m"
         "the attempt after the refusal is blocked"
     );
 }
+
+/// A gcra limit takes at most its `burst` at once, so a reservation read from the body is held
+/// at the burst, not at the limit: a `max_tokens` between the two is admitted (held at the
+/// burst) and then charged what its answer states, where a reservation above the burst would
+/// be refused forever, each 429 telling a wait after which it is refused again.
+#[tokio::test]
+async fn a_reservation_is_held_at_a_gcra_limits_burst() {
+    let redis = RedisServer::start();
+    let up = llm::start().await;
+    let store = redis_store(&redis.url(), &unique_prefix("costs-burst"));
+    let route = ROUTES.replace(
+        "  limit = 40\n  window = \"1h\"\n  algorithm = \"sliding_window_counter\"\n",
+        "  limit = 100\n  window = \"1h\"\n  algorithm = \"gcra\"\n  burst = 10\n",
+    );
+    let gw = start(&config(&store, &up.url(), &route)).await;
+    let reply = chat(&gw, "ann", r#"{"max_tokens":50,"reply_tokens":1}"#).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    // charged what it stated, not its reservation: gcra shows `used` as the limit less what
+    // its burst has left
+    assert_eq!(
+        used(&gw, "chat", "tokens", "ann").await,
+        100 - (10 - (PROMPT_TOKENS + 1))
+    );
+}

@@ -92,7 +92,8 @@ impl Validator<'_> {
         Ok(())
     }
 
-    /// `cost_from` and `cost` of a limit of `limit` units.
+    /// `cost_from` and `cost` of a limit that takes at most `limit` units at once (its `limit`,
+    /// or its `burst` when smaller).
     pub(super) fn cost_settings(
         &self,
         l: &RawLimit,
@@ -121,7 +122,7 @@ impl Validator<'_> {
             Some((c, RawCost::Units(n))) if *n < 1 || *n as u64 > limit => {
                 return self.error(
                     c.span(),
-                    format!("{key}.cost: must be between 1 and the limit ({limit}), got {n} (a larger reservation could never be allowed)"),
+                    format!("{key}.cost: must be between 1 and {limit} (the limit, or its burst when smaller), got {n} (a larger reservation could never be allowed)"),
                 )
             }
             Some((_, RawCost::Units(n))) => Reserve::Units(*n as u64),

@@ -132,7 +132,8 @@ impl Validator<'_> {
                 format!("{key}.count_status: cannot be used on a \"delay\" route (a delayed request would hold its reservation while it waits; use \"reject\" or \"block\")"),
             );
         }
-        let (cost_from, cost) = self.cost_settings(l, key, limit as u64)?;
+        let most_at_once = (limit as u64).min(burst.unwrap_or(u64::MAX));
+        let (cost_from, cost) = self.cost_settings(l, key, most_at_once)?;
         Ok(LimitConfig {
             name,
             limit: limit as u64,
