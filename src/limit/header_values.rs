@@ -45,16 +45,47 @@ pub fn ratelimit_value(name: &str, remaining: u64, t: u64) -> Option<HeaderValue
     HeaderValue::from_maybe_shared(bytes::Bytes::from(value)).ok()
 }
 
-/// The name a limit goes by in `RateLimit-Policy`, `RateLimit` and the 429 body's
-/// `violated-policies`: its own, or its algorithm's policy name (`inflight`).
-pub fn policy_name(c: &LimitConfig) -> &str {
-    c.algorithm.get().policy_name().unwrap_or(&c.name)
+/// The name limit `i` of `configs` goes by in `RateLimit-Policy`, `RateLimit` and the 429
+/// body's `violated-policies` ([`shown_name`]).
+pub fn policy_name(configs: &[LimitConfig], i: usize) -> &str {
+    shown_name(
+        configs.len(),
+        i,
+        |j| &configs[j].name,
+        |j| configs[j].algorithm.get().policy_name(),
+    )
 }
 
 /// [`policy_name`] of limit `i` of a set.
 pub fn set_policy_name(set: &LimitSet, i: usize) -> &str {
-    let name = &set.limits[i].name;
-    set.algorithm_of(i).get().policy_name().unwrap_or(name)
+    shown_name(
+        set.limits.len(),
+        i,
+        |j| &set.limits[j].name,
+        |j| set.algorithm_of(j).get().policy_name(),
+    )
+}
+
+/// The name limit `i` of `n` goes by: its algorithm's policy name (`inflight`) when no other
+/// limit of the set goes by that name, else its own, so that two concurrency limits of a route,
+/// or one beside a limit named `inflight`, stay apart in the headers.
+fn shown_name<'a>(
+    n: usize,
+    i: usize,
+    own: impl Fn(usize) -> &'a str,
+    algorithm_name: impl Fn(usize) -> Option<&'static str>,
+) -> &'a str {
+    let Some(generic) = algorithm_name(i) else {
+        return own(i);
+    };
+    let taken = (0..n)
+        .filter(|&j| j != i)
+        .any(|j| algorithm_name(j).unwrap_or(own(j)) == generic);
+    if taken {
+        own(i)
+    } else {
+        generic
+    }
 }
 
 /// What the rate-limit headers say of a decision: on an allowed answer the tightest limit, what

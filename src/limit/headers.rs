@@ -17,7 +17,8 @@ use crate::store::{Decision, LimitSet};
 
 /// `"per-minute";q=5;w=60, "per-hour";q=20;w=3600`, built once per loaded route and tier: the
 /// names and windows of `configs`, the values in force of `set`. A limit of attempts in flight
-/// has no window and shows under its algorithm's policy name: `"inflight";q=4`.
+/// has no window and shows under its algorithm's policy name, `"inflight";q=4`, unless another
+/// limit of the route goes by that name.
 pub fn policy_header(configs: &[LimitConfig], set: &LimitSet) -> Option<HeaderValue> {
     if configs.is_empty() {
         return None;
@@ -25,21 +26,19 @@ pub fn policy_header(configs: &[LimitConfig], set: &LimitSet) -> Option<HeaderVa
     let text = configs
         .iter()
         .zip(&set.limits)
-        .map(|(c, l)| policy_entry(c, l.limit))
+        .enumerate()
+        .map(|(i, (_, l))| policy_entry(configs, i, l.limit))
         .collect::<Vec<_>>()
         .join(", ");
     HeaderValue::from_str(&text).ok()
 }
 
-/// One limit's entry of `RateLimit-Policy`, with `limit` its value in force.
-fn policy_entry(c: &LimitConfig, limit: u64) -> String {
+/// Limit `i`'s entry of `RateLimit-Policy`, with `limit` its value in force.
+fn policy_entry(configs: &[LimitConfig], i: usize, limit: u64) -> String {
+    let (c, name) = (&configs[i], policy_name(configs, i));
     match c.algorithm.get().has_window() {
-        true => format!(
-            "\"{}\";q={limit};w={}",
-            policy_name(c),
-            ceil_secs(c.window).max(1)
-        ),
-        false => format!("\"{}\";q={limit}", policy_name(c)),
+        true => format!("\"{name}\";q={limit};w={}", ceil_secs(c.window).max(1)),
+        false => format!("\"{name}\";q={limit}"),
     }
 }
 
@@ -47,10 +46,11 @@ fn policy_entry(c: &LimitConfig, limit: u64) -> String {
 /// above the limit): its policy, nothing remaining, and its window to wait.
 pub fn add_unseen_refusal_headers(headers: &mut HeaderMap, config: &LimitConfig) {
     let wait = ceil_secs(config.window).max(1);
-    if let Ok(policy) = HeaderValue::from_str(&policy_entry(config, config.limit)) {
+    let alone = std::slice::from_ref(config);
+    if let Ok(policy) = HeaderValue::from_str(&policy_entry(alone, 0, config.limit)) {
         headers.insert(RATELIMIT_POLICY.clone(), policy);
     }
-    if let Some(v) = ratelimit_value(policy_name(config), 0, wait) {
+    if let Some(v) = ratelimit_value(policy_name(alone, 0), 0, wait) {
         headers.insert(RATELIMIT.clone(), v);
     }
     headers.insert(X_RATELIMIT_LIMIT.clone(), number_value(config.limit));

@@ -295,3 +295,34 @@ async fn a_client_that_leaves_a_costed_answer_holds_its_slot_until_the_answer_en
         .json();
     assert_eq!(usage["limits"][0]["used"], llm::PROMPT_TOKENS + 2);
 }
+
+/// Two concurrency limits of one route (per key and per IP) go by their own names in the
+/// headers and the 429's body, so a client can tell which one `RateLimit` describes; a route
+/// with one goes by `inflight` (the tests above).
+#[tokio::test]
+async fn two_concurrency_limits_of_a_route_go_by_their_own_names() {
+    let up = llm::start().await;
+    let route = ROUTE.replace(
+        "  [[routes.limits]]\n  name = \"per-minute\"\n",
+        "  [[routes.limits]]\n  name = \"per-ip\"\n  key = [\"ip\"]\n  limit = 3\n  algorithm = \"concurrency\"\n  [[routes.limits]]\n  name = \"per-minute\"\n",
+    );
+    let route = route.replace(
+        "name = \"inflight\"\n  limit = 2",
+        "name = \"per-key\"\n  limit = 1",
+    );
+    let gw = start(&config("backend = \"memory\"", &up.url(), &route)).await;
+    let mut open = held(&gw, "ann").await;
+    assert_eq!(
+        open.headers()["ratelimit-policy"],
+        "\"per-key\";q=1, \"per-ip\";q=3, \"per-minute\";q=6;w=60"
+    );
+    open.body_mut().frame().await.unwrap().unwrap();
+    let refused = post(&gw, "ann").await;
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert_eq!(refused.header("ratelimit"), Some("\"per-key\";r=0;t=1"));
+    assert_eq!(
+        refused.json()["violated-policies"],
+        serde_json::json!(["per-key"])
+    );
+    up.release(1);
+}
