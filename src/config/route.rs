@@ -182,9 +182,15 @@ pub struct LimitConfig {
 
 impl LimitConfig {
     /// The most units one decision can ever take of this limit when its value in force is
-    /// `limit`: the limit, or its `burst` when smaller (gcra).
+    /// `limit`: [`LimitConfig::most_of`] with its `burst`.
     pub fn most_at_once(&self, limit: u64) -> u64 {
-        limit.min(self.burst.unwrap_or(u64::MAX))
+        LimitConfig::most_of(limit, self.burst)
+    }
+
+    /// The most units one decision can take of a limit of `limit` with `burst`: the limit, or
+    /// the burst when smaller (gcra).
+    pub fn most_of(limit: u64, burst: Option<u64>) -> u64 {
+        limit.min(burst.unwrap_or(u64::MAX))
     }
 
     /// A `sliding_log` limit with one value for every key, counting the route's key.

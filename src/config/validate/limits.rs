@@ -132,8 +132,8 @@ impl Validator<'_> {
                 format!("{key}.count_status: cannot be used on a \"delay\" route (a delayed request would hold its reservation while it waits; use \"reject\" or \"block\")"),
             );
         }
-        let most_at_once = (limit as u64).min(burst.unwrap_or(u64::MAX));
-        let (cost_from, cost) = self.cost_settings(l, key, most_at_once)?;
+        let most = LimitConfig::most_of(limit as u64, burst);
+        let (cost_from, cost) = self.cost_settings(l, key, most)?;
         Ok(LimitConfig {
             name,
             limit: limit as u64,
