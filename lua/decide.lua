@@ -61,9 +61,11 @@
 -- Refusal index (a plan with one): a charging decision that refuses (code 0 or 2) records, per
 -- key slot, its recording limit with the longest wait (the first of equals): ZADD of member
 -- "<limit name>|<material>" (the key as stored, read from the slot's state key) scored by when
--- the refusal ends (µs); a new member trims the index to its MAX_REFUSED latest-ending entries
--- (ZREMRANGEBYRANK), and the index's TTL is raised to the refusal's end when shorter (PTTL,
--- PEXPIRE). Allowed decisions, reads and dry runs write nothing here.
+-- the refusal ends (µs), and HSET of the member to the refusal's instant (µs) in the hash
+-- "<index>:at" (same hash tag), which lists it newest first; a new member trims the index to its
+-- MAX_REFUSED latest-ending entries (ZREMRANGEBYRANK) and drops the trimmed ones' instants
+-- (HDEL), and the TTL of each is raised to the refusal's end when shorter (PTTL, PEXPIRE).
+-- Allowed decisions, reads and dry runs write nothing here.
 
 -- The call's own state, set by `decide` (library-level so that the helpers below are made once
 -- per load, not once per call). `blocks` is made when a call first needs it; `out` (the reply)
@@ -305,12 +307,18 @@ local function record_refusal(plan, k, per_limit)
     end
     if named then
       local material = string.match(keys[k + lstate[named]], '{[^|]*|([^}]*)}')
-      local member = plan.names[named] .. '|' .. material
+      local member, at = plan.names[named] .. '|' .. material, index .. ':at'
+      call('HSET', at, member, format('%d', now))
       if call('ZADD', index, format('%d', now + longest), member) == 1 then
-        call('ZREMRANGEBYRANK', index, 0, -(MAX_REFUSED + 1))
+        local over = call('ZCARD', index) - MAX_REFUSED
+        if over > 0 then
+          call('HDEL', at, unpack(call('ZRANGE', index, 0, over - 1)))
+          call('ZREMRANGEBYRANK', index, 0, over - 1)
+        end
       end
       local ms = ceil(longest / 1000)
       if call('PTTL', index) < ms then call('PEXPIRE', index, format('%d', ms)) end
+      if call('PTTL', at) < ms then call('PEXPIRE', at, format('%d', ms)) end
     end
   end
 end

@@ -1,5 +1,5 @@
-//! `GET /admin/blocked?route=R` lists the keys the route refuses now, latest-ending first, at
-//! most 1,000: keys in a block (`"reason":"block"`) and keys whose window refuses them
+//! `GET /admin/blocked?route=R` lists the keys the route refuses now, newest first, at most
+//! 1,000: keys in a block (`"reason":"block"`) and keys whose window refuses them
 //! (`"window"`: on a `reject` route, or after a block ended), each with the wait a client is
 //! told now. `R` may be an `[rls]` domain. `key=K` or `value=V` (once per key part, `limit=L`
 //! to pick a limit's key; a domain's rate limit by its name) asks about one key instead; on a
@@ -94,7 +94,7 @@ fn domain_asked(state: &GatewayState, query: Option<&str>) -> Option<DomainAsked
     })
 }
 
-/// One key's refusals by every rate limit of a domain (`labels`), latest-ending first: the
+/// One key's refusals by every rate limit of a domain (`labels`), the longest wait first: the
 /// query asked of each limit in turn. A limit the given values make no key for is passed
 /// over; when none takes them, the first one's error is the answer.
 async fn refused_in_domain(

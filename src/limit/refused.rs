@@ -22,7 +22,7 @@ use super::policy::RoutePolicy;
 use super::verdict::Verdict;
 use crate::config::ExceedMode;
 use crate::metrics::DecisionLabel;
-use crate::store::refused::{refused_entries, split_member};
+use crate::store::refused::{newest_first, refused_entries, split_member};
 use crate::store::{layout, Decision, DecisionRequest, LimitSet, Marker, StoreError};
 
 /// Most keys `/admin/blocked` lists (every entry a route's index keeps).
@@ -101,7 +101,7 @@ impl Limiter {
     }
 
     /// The keys of `policy`'s route refused now: among `targets` when given (keys an operator
-    /// names), else among the route's recorded refusals, latest-ending first; at most
+    /// names), else among the route's recorded refusals, newest first; at most
     /// [`MAX_BLOCKED_LISTED`].
     pub async fn refused(
         &self,
@@ -120,32 +120,35 @@ impl Limiter {
             .collect())
     }
 
-    /// The refusals recorded in `index` (an `[rls]` domain's), latest-ending first, as
-    /// recorded: each with its limit, and the time left by the store's clock.
+    /// The refusals recorded in `index` (an `[rls]` domain's), newest first, as recorded:
+    /// each with its limit, and the time left by the store's clock.
     pub async fn refused_as_recorded(&self, index: &str) -> Result<Vec<RefusedKey>, StoreError> {
-        let (now, entries) = self.store.refused_now(index, MAX_BLOCKED_LISTED).await?;
+        let (now, mut entries) = self.store.refused_now(index, MAX_BLOCKED_LISTED).await?;
+        newest_first(&mut entries);
         Ok(entries
             .into_iter()
-            .filter_map(|(member, until)| {
-                let (limit, key) = split_member(&member)?;
+            .filter_map(|r| {
+                let (limit, key) = split_member(&r.member)?;
                 Some(RefusedKey {
                     key: key.to_string(),
                     limit: limit.to_string(),
                     block_level: 0,
-                    retry_after: Duration::from_micros(until.saturating_sub(now)),
+                    retry_after: Duration::from_micros(r.until_us.saturating_sub(now)),
                     reason: Reason::Window,
                 })
             })
             .collect())
     }
 
-    /// The key slots of the route's recorded refusals, latest-ending first, once each.
+    /// The key slots of the route's recorded refusals, newest first, once each.
     async fn recorded(&self, policy: &RoutePolicy) -> Result<Vec<Target>, StoreError> {
         let index = layout::blocked_index(&policy.key_prefix, policy.name());
-        let (_, entries) = self.store.refused_now(&index, MAX_BLOCKED_LISTED).await?;
+        let (_, mut entries) = self.store.refused_now(&index, MAX_BLOCKED_LISTED).await?;
+        newest_first(&mut entries);
         let mut targets: Vec<Target> = Vec::new();
         let mut seen = std::collections::HashSet::new();
-        for (member, _) in entries {
+        for entry in entries {
+            let member = entry.member;
             let Some((limit, key)) = split_member(&member) else {
                 continue;
             };

@@ -213,12 +213,13 @@ impl Store {
     }
 
     /// The refusals of `index` that have not ended, latest-ending first, at most `n` (each
-    /// member and its end), and the store's clock now (µs), which they are measured on.
+    /// member, its end and its instant), and the store's clock now (µs), which they are
+    /// measured on.
     pub async fn refused_now(
         &self,
         index: &str,
         n: usize,
-    ) -> Result<(u64, Vec<(String, u64)>), StoreError> {
+    ) -> Result<(u64, Vec<refused::Recorded>), StoreError> {
         match self {
             Store::Redis(s) => s.refused_now(index, n).await,
             Store::Memory(s) => Ok((local_now_us(), s.refused_now(index, n))),

@@ -1,11 +1,12 @@
 //! Who is refused now. Each refusal a charging decision answers records its key in a bounded,
 //! expiring index of its route ([`super::layout::blocked_index`], a sorted set): per key slot,
 //! the recording limit with the longest wait names it, member `<limit>|<material>` (the key as
-//! stored: a long or unusual key hashed), scored by when the refusal ends (µs). The index keeps
-//! the [`MAX_REFUSED`] latest-ending entries and expires with the last, so a flood of short
-//! refusals cannot push out a long block, and an idle route's index vanishes. Only refusals
-//! write: an allowed request costs nothing, and the deny cache answers a key's repeats without
-//! the store.
+//! stored: a long or unusual key hashed), scored by when the refusal ends (µs), and the
+//! refusal's instant beside it (the hash [`instants_of`] the index), by which the index is
+//! listed newest first. The index keeps the [`MAX_REFUSED`] latest-ending entries and expires
+//! with the last, so a flood of short refusals cannot push out a long block, and an idle
+//! route's index vanishes. Only refusals write: an allowed request costs nothing, and the deny
+//! cache answers a key's repeats without the store.
 //!
 //! The rule runs inside the decision (`lua/decide.lua`'s `record_refusal`) wherever the index
 //! can be reached from it; it is written once more here for the memory store's twin and for a
@@ -26,6 +27,31 @@ pub struct Refused {
     pub until_us: u64,
     /// How long it lasts from the decision (the index lives at least this long).
     pub wait_us: u64,
+    /// When it was decided, in microseconds of the deciding clock.
+    pub at_us: u64,
+}
+
+/// A refusal that has not ended, as the index lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    /// `<limit>|<material>`.
+    pub member: String,
+    /// When it ends (µs).
+    pub until_us: u64,
+    /// When it was decided (µs; 0 when the index does not say).
+    pub at_us: u64,
+}
+
+/// `recorded` newest first (the latest decided; of equals, the latest-ending).
+pub fn newest_first(recorded: &mut [Recorded]) {
+    recorded
+        .sort_by(|a, b| (b.at_us, b.until_us, &b.member).cmp(&(a.at_us, a.until_us, &a.member)));
+}
+
+/// The hash beside refusal index `index` that holds each member's instant (the same hash tag,
+/// so the same node; the script names it so too).
+pub fn instants_of(index: &str) -> String {
+    format!("{index}:at")
 }
 
 /// The entries a decision records: none unless it charged (`cost` > 0) and refused; then, per
@@ -58,6 +84,7 @@ pub fn refused_entries(
                 member: member(&set.limits[i].name, material_of(base)),
                 until_us: decision.decided_at_us + wait,
                 wait_us: wait,
+                at_us: decision.decided_at_us,
             });
         }
     }

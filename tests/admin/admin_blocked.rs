@@ -321,3 +321,73 @@ async fn listed_across_the_end_of_a_block(store: &str) {
     );
     gw.stop().await;
 }
+
+/// The listing is newest first by when each key was refused, not by when its refusal ends: a
+/// key refused a moment ago for 5 s comes before one refused earlier for a minute. On Redis
+/// and on the memory store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_latest_refused_key_is_listed_first_though_it_ends_sooner() {
+    const TWO_WINDOWS: &str = r#"
+[[routes]]
+name = "api"
+path = "/api"
+upstream = "up"
+  [[routes.limits]]
+  name = "long"
+  key = ["header:X-Long"]
+  limit = 1
+  window = "1m"
+  [[routes.limits]]
+  name = "short"
+  key = ["header:X-Short"]
+  limit = 1
+  window = "5s"
+"#;
+    let redis = RedisServer::start();
+    let up = upstream::start().await;
+    let stores = [
+        redis_store(&redis.url(), &unique_prefix("blocked-order")),
+        "backend = \"memory\"".to_string(),
+    ];
+    for store in stores {
+        let gw = gateway::start(&config(&store, &up.url(), TWO_WINDOWS)).await;
+        let client = HttpClient::default();
+        let send = |long: &str, short: &str| {
+            let (client, url) = (client.clone(), gw.url("/api"));
+            let headers = [("x-long", long.to_string()), ("x-short", short.to_string())];
+            async move {
+                let headers: Vec<(&str, &str)> =
+                    headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                client.get(&url, &headers).await
+            }
+        };
+        assert_eq!(send("a", "s1").await.status, 200);
+        // `a` is refused by the minute's window first, then `s1` by the 5 s window
+        let first = send("a", "s2").await;
+        assert_eq!(first.json()["limit"], "long", "{}", first.body);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let second = send("b", "s1").await;
+        assert_eq!(second.json()["limit"], "short", "{}", second.body);
+        let (_, token) = auth();
+        let url = gw.admin("/admin/blocked?route=api");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let listed = loop {
+            let r = client.get(&url, &[("authorization", &token)]).await;
+            let blocked = r.json()["blocked"].as_array().unwrap().clone();
+            if blocked.len() == 2 || std::time::Instant::now() > deadline {
+                break blocked;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        };
+        let order: Vec<(&str, &str)> = listed
+            .iter()
+            .map(|b| (b["key"].as_str().unwrap(), b["limit"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            order,
+            [("s1", "short"), ("a", "long")],
+            "{store}: {listed:?}"
+        );
+        gw.stop().await;
+    }
+}

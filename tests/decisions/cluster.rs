@@ -92,7 +92,13 @@ async fn limits_are_exact_across_cluster_nodes() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert_eq!(cluster.nodes[index_node].cmd(&["ZCARD", &index]).int(), 20);
-    per_node[index_node] += 1;
+    // and, beside it in the same slot, each refusal's instant (which lists them newest first)
+    let instants = format!("{index}:at");
+    assert_eq!(
+        cluster.nodes[index_node].cmd(&["HLEN", &instants]).int(),
+        20
+    );
+    per_node[index_node] += 2;
     let dbsize: Vec<i64> = cluster
         .nodes
         .iter()
@@ -101,7 +107,7 @@ async fn limits_are_exact_across_cluster_nodes() {
     assert_eq!(
         dbsize.to_vec(),
         per_node.to_vec(),
-        "one sorted set per client, the refusal index, and nothing else"
+        "one sorted set per client, the refusal index and its instants, and nothing else"
     );
     assert!(
         per_node.iter().all(|&n| n > 0),

@@ -378,8 +378,8 @@ impl MemoryStore {
     }
 
     /// The refusals of `index` that have not ended, latest-ending first, at most `n`: each
-    /// member and its end (µs).
-    pub fn refused_now(&self, index: &str, n: usize) -> Vec<(String, u64)> {
+    /// member, its end and its instant (µs).
+    pub fn refused_now(&self, index: &str, n: usize) -> Vec<crate::store::refused::Recorded> {
         self.inner.refused.current(index, n, local_now_us())
     }
 

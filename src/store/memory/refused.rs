@@ -1,17 +1,20 @@
 //! The memory store's twin of the refusal index (`crate::store::refused`): per route, each
-//! refused key's member and when its refusal ends; at most `MAX_REFUSED` entries (the
-//! latest-ending), those that ended dropped as the index is read or written, as a Redis sorted
-//! set trimmed by rank and read by score would keep them.
+//! refused key's member, when its refusal ends and when it was decided; at most `MAX_REFUSED`
+//! entries (the latest-ending), those that ended dropped as the index is read or written, as a
+//! Redis sorted set trimmed by rank and read by score would keep them.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::store::refused::{Refused, MAX_REFUSED};
+use crate::store::refused::{Recorded, Refused, MAX_REFUSED};
 
-/// Every route's index: member -> end (µs).
+/// One route's index: member -> (end, instant) (µs).
+type RouteIndex = HashMap<String, (u64, u64)>;
+
+/// Every route's index.
 #[derive(Default)]
 pub struct RefusedIndex {
-    routes: Mutex<HashMap<String, HashMap<String, u64>>>,
+    routes: Mutex<HashMap<String, RouteIndex>>,
 }
 
 impl RefusedIndex {
@@ -23,14 +26,14 @@ impl RefusedIndex {
         }
         let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
         let route = routes.entry(index.to_string()).or_default();
-        route.retain(|_, until| *until > now);
+        route.retain(|_, (until, _)| *until > now);
         for e in entries {
-            route.insert(e.member.clone(), e.until_us);
+            route.insert(e.member.clone(), (e.until_us, e.at_us));
         }
         while route.len() > MAX_REFUSED {
             let soonest = route
                 .iter()
-                .min_by_key(|(member, until)| (**until, (*member).clone()))
+                .min_by_key(|(member, (until, _))| (*until, (*member).clone()))
                 .map(|(member, _)| member.clone());
             match soonest {
                 Some(member) => route.remove(&member),
@@ -41,17 +44,21 @@ impl RefusedIndex {
 
     /// The entries of `index` whose refusal has not ended at `now`, latest-ending first, at
     /// most `n`.
-    pub fn current(&self, index: &str, n: usize, now: u64) -> Vec<(String, u64)> {
+    pub fn current(&self, index: &str, n: usize, now: u64) -> Vec<Recorded> {
         let routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
         let Some(route) = routes.get(index) else {
             return Vec::new();
         };
-        let mut live: Vec<(String, u64)> = route
+        let mut live: Vec<Recorded> = route
             .iter()
-            .filter(|(_, until)| **until > now)
-            .map(|(m, u)| (m.clone(), *u))
+            .filter(|(_, (until, _))| *until > now)
+            .map(|(m, (until, at))| Recorded {
+                member: m.clone(),
+                until_us: *until,
+                at_us: *at,
+            })
             .collect();
-        live.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
+        live.sort_by(|a, b| (b.until_us, &b.member).cmp(&(a.until_us, &a.member)));
         live.truncate(n);
         live
     }

@@ -13,7 +13,7 @@ use super::fred_error::map_error;
 use super::send::{send, Route};
 use super::slots::slot_of;
 use super::{Deadline, RedisStore};
-use crate::store::refused::{Refused, MAX_REFUSED};
+use crate::store::refused::{instants_of, Recorded, Refused, MAX_REFUSED};
 use crate::store::{Marker, StoreError};
 
 impl RedisStore {
@@ -94,29 +94,41 @@ impl RedisStore {
     }
 
     /// Records refusals in the refusal index `index` as the decision code does (a cluster's
-    /// gateway, after the call): `ZADD`, `ZREMRANGEBYRANK` to the latest-ending
-    /// [`MAX_REFUSED`], and the index's TTL raised to the longest refusal's end (`PTTL`,
-    /// `PEXPIRE`).
+    /// gateway, after the call): `ZADD`, each instant `HSET` beside it, `ZREMRANGEBYRANK` to the
+    /// latest-ending [`MAX_REFUSED`] (the trimmed members' instants dropped), and the TTL of
+    /// each raised to the longest refusal's end (`PTTL`, `PEXPIRE`).
     pub async fn note_refused(&self, index: &str, entries: &[Refused]) -> Result<(), StoreError> {
         let Some(longest) = entries.iter().map(|e| e.wait_us).max() else {
             return Ok(());
         };
+        let at = instants_of(index);
         self.admin_deadline()
             .run(async {
                 let mut zadd = vec![Value::from(index)];
+                let mut hset = vec![Value::from(at.as_str())];
                 for e in entries {
                     zadd.push(Value::from(e.until_us as i64));
                     zadd.push(Value::from(e.member.as_str()));
+                    hset.push(Value::from(e.member.as_str()));
+                    hset.push(Value::from(e.at_us as i64));
                 }
+                let _: i64 = self.command("HSET", index, hset).await?;
                 let _: i64 = self.command("ZADD", index, zadd).await?;
-                let keep = -(MAX_REFUSED as i64 + 1);
-                let trim = vec![index.into(), 0.into(), Value::from(keep)];
-                let _: i64 = self.command("ZREMRANGEBYRANK", index, trim).await?;
+                let held: i64 = self.command("ZCARD", index, vec![index.into()]).await?;
+                let over = held - MAX_REFUSED as i64;
+                if over > 0 {
+                    let range = vec![index.into(), 0.into(), Value::from(over - 1)];
+                    let gone: Vec<String> = self.command("ZRANGE", index, range.clone()).await?;
+                    let _: i64 = self.command("ZREMRANGEBYRANK", index, range).await?;
+                    self.forget_instants(index, &gone).await?;
+                }
                 let ms = longest.div_ceil(1000) as i64;
-                let ttl: i64 = self.command("PTTL", index, vec![index.into()]).await?;
-                if ttl < ms {
-                    let expire = vec![index.into(), Value::from(ms)];
-                    let _: i64 = self.command("PEXPIRE", index, expire).await?;
+                for key in [index, at.as_str()] {
+                    let ttl: i64 = self.command("PTTL", index, vec![key.into()]).await?;
+                    if ttl < ms {
+                        let expire = vec![key.into(), Value::from(ms)];
+                        let _: i64 = self.command("PEXPIRE", index, expire).await?;
+                    }
                 }
                 Ok(())
             })
@@ -124,12 +136,13 @@ impl RedisStore {
     }
 
     /// The refusals of `index` that have not ended by the clock of its node (`TIME`), latest
-    /// ending first, at most `n`: each member and its end; and that clock's now (µs).
+    /// ending first, at most `n`: each member, its end and its instant; and that clock's now
+    /// (µs).
     pub async fn refused_now(
         &self,
         index: &str,
         n: usize,
-    ) -> Result<(u64, Vec<(String, u64)>), StoreError> {
+    ) -> Result<(u64, Vec<Recorded>), StoreError> {
         self.admin_deadline()
             .run(async {
                 let time: Vec<String> = self.command("TIME", index, vec![]).await?;
@@ -148,16 +161,55 @@ impl RedisStore {
                     Value::from(n as i64),
                 ];
                 let flat: Vec<String> = self.command("ZREVRANGEBYSCORE", index, args).await?;
-                let entries = flat
+                let ended: Vec<(String, u64)> = flat
                     .chunks_exact(2)
                     .filter_map(|p| Some((p[0].clone(), p[1].parse::<f64>().ok()? as u64)))
+                    .collect();
+                let instants = self.instants(index, &ended).await?;
+                let entries = ended
+                    .into_iter()
+                    .zip(instants)
+                    .map(|((member, until_us), at_us)| Recorded {
+                        member,
+                        until_us,
+                        at_us,
+                    })
                     .collect();
                 Ok((now, entries))
             })
             .await
     }
 
-    /// Removes `members` from the refusal index `index`.
+    /// The instants of `entries` of the index `index` (0 where the index does not say).
+    async fn instants(
+        &self,
+        index: &str,
+        entries: &[(String, u64)],
+    ) -> Result<Vec<u64>, StoreError> {
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut args = vec![Value::from(instants_of(index))];
+        args.extend(entries.iter().map(|(m, _)| Value::from(m.as_str())));
+        let read: Vec<Option<String>> = self.command("HMGET", index, args).await?;
+        Ok(read
+            .into_iter()
+            .map(|at| at.and_then(|t| t.parse().ok()).unwrap_or(0))
+            .collect())
+    }
+
+    /// Drops the instants of `members` of the index `index`.
+    async fn forget_instants(&self, index: &str, members: &[String]) -> Result<(), StoreError> {
+        if members.is_empty() {
+            return Ok(());
+        }
+        let mut args = vec![Value::from(instants_of(index))];
+        args.extend(members.iter().map(|m| Value::from(m.as_str())));
+        let _: i64 = self.command("HDEL", index, args).await?;
+        Ok(())
+    }
+
+    /// Removes `members` from the refusal index `index` (and their instants).
     pub async fn forget_refused(&self, index: &str, members: &[String]) -> Result<(), StoreError> {
         if members.is_empty() {
             return Ok(());
@@ -167,7 +219,7 @@ impl RedisStore {
                 let mut args = vec![Value::from(index)];
                 args.extend(members.iter().map(|m| Value::from(m.as_str())));
                 let _: i64 = self.command("ZREM", index, args).await?;
-                Ok(())
+                self.forget_instants(index, members).await
             })
             .await
     }
