@@ -65,7 +65,7 @@ pub fn add_headers(headers: &mut HeaderMap, tier: &Tier, decision: &Decision) {
     let (Some(shown), Some(policy)) = (Described::of(decision), &tier.policy_header) else {
         return;
     };
-    let name = set_policy_name(&tier.limits, shown.limit_index);
+    let name = tier.refusal.policy_name(shown.limit_index);
     headers.insert(RATELIMIT_POLICY.clone(), policy.clone());
     if let Some(v) = ratelimit_value(name, shown.remaining, shown.seconds) {
         headers.insert(RATELIMIT.clone(), v);

@@ -97,6 +97,12 @@ impl Refusal {
         response
     }
 
+    /// The name limit `i` goes by in the rate-limit headers (`super::header_values::
+    /// set_policy_name`, worked out when the tier was built); `""` out of range.
+    pub fn policy_name(&self, i: usize) -> &str {
+        self.names.get(i).map_or("", |n| n)
+    }
+
     /// The body's text for rejecting limit `i` (out of range: a decision that names none).
     fn head(&self, i: Option<usize>) -> &BodyHead {
         let last = self.heads.len() - 1;
@@ -149,7 +155,7 @@ impl Refusal {
         let (Some(shown), Some(template)) = (shown, &self.described) else {
             return filled(&self.quiet, [None, id, retry_after]);
         };
-        let name = self.names.get(shown.limit_index).map_or("", |n| n);
+        let name = self.policy_name(shown.limit_index);
         let ratelimit = ratelimit_value(name, shown.remaining, shown.seconds);
         let unsendable = ratelimit.is_none();
         let mut headers = filled(
