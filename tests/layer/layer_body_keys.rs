@@ -94,11 +94,11 @@ async fn a_built_layer_keys_by_the_body_and_the_handler_gets_it_whole() {
     let index = format!("{prefix}:blocked:{{send}}");
     let mut keys = support::observe::keys(&redis, &prefix);
     keys.sort();
-    let mut expected = [set.clone(), index.clone()];
+    let mut expected = [set.clone(), index.clone(), format!("{index}:at")];
     expected.sort();
     assert_eq!(
         keys, expected,
-        "one set, for the body's key, and the route's refusal index"
+        "one set, for the body's key, and the route's refusal index with its instants"
     );
     let Resp::Array(refused) = redis.cmd(&["ZRANGE", &index, "0", "-1"]) else {
         panic!("the refusal index is a sorted set")
