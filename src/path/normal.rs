@@ -127,9 +127,11 @@ fn decode_unreserved(path: &str) -> Result<String, PathError> {
     Ok(String::from_utf8(out).expect("decoding unreserved escapes keeps UTF-8 valid"))
 }
 
-const HEX_UPPER: [u8; 16] = *b"0123456789ABCDEF";
+/// Upper-case hex digits, by value.
+pub(super) const HEX_UPPER: [u8; 16] = *b"0123456789ABCDEF";
 
-fn hex_value(b: u8) -> Option<u8> {
+/// The value of one hex digit.
+pub(super) fn hex_value(b: u8) -> Option<u8> {
     match b {
         b'0'..=b'9' => Some(b - b'0'),
         b'a'..=b'f' => Some(b - b'a' + 10),

@@ -13,7 +13,7 @@
 
 use std::borrow::Cow;
 
-use super::normal::{normalize, PathError};
+use super::normal::{hex_value, normalize, PathError, HEX_UPPER};
 
 /// The routing form of the normal path `path`; borrowed when it has no `;`, no escape and
 /// nothing above ASCII (the common case).
@@ -52,9 +52,7 @@ fn canonical_escapes(path: &str) -> String {
     while i < bytes.len() {
         let b = bytes[i];
         let decoded = match (b, bytes.get(i + 1..i + 3)) {
-            (b'%', Some(hex)) => std::str::from_utf8(hex)
-                .ok()
-                .and_then(|h| u8::from_str_radix(h, 16).ok()),
+            (b'%', Some(&[hi, lo])) => hex_value(hi).zip(hex_value(lo)).map(|(h, l)| h << 4 | l),
             _ => None,
         };
         match decoded {
@@ -80,10 +78,9 @@ fn canonical_escapes(path: &str) -> String {
 }
 
 fn push_escape(out: &mut String, b: u8) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     out.push('%');
-    out.push(HEX[(b >> 4) as usize] as char);
-    out.push(HEX[(b & 0xf) as usize] as char);
+    out.push(HEX_UPPER[(b >> 4) as usize] as char);
+    out.push(HEX_UPPER[(b & 0xf) as usize] as char);
 }
 
 #[cfg(test)]
