@@ -116,11 +116,33 @@ fn headers_of(http: &HttpRequest) -> HeaderMap {
         }
         _ => {
             for (name, value) in &http.headers {
-                add(name, value.as_bytes());
+                for copy in merged_copies(value) {
+                    add(name, copy.as_bytes());
+                }
             }
         }
     }
     headers
+}
+
+/// The copies of a header that Envoy joined into one value of the `headers` map. It merges a
+/// header sent more than once with a bare `,`, where a list's own separator is `, `: so every
+/// `,` not followed by a space or a tab starts another copy, and a key part read from such a
+/// value is ambiguous, as two lines are on the traffic path (a bot adding a second copy of a
+/// keyed header must not make a new key of the pair, while the app reads the first copy).
+/// A single value with such a comma reads as two copies too; `header_map` (Envoy's
+/// `encode_raw_headers`) keeps copies apart and carries it whole.
+fn merged_copies(value: &str) -> Vec<&str> {
+    let mut copies = Vec::new();
+    let mut start = 0;
+    for (at, _) in value.match_indices(',') {
+        if !matches!(value.as_bytes().get(at + 1), Some(b' ' | b'\t')) {
+            copies.push(&value[start..at]);
+            start = at + 1;
+        }
+    }
+    copies.push(&value[start..]);
+    copies
 }
 
 /// The body Envoy sent: `raw_body` (`pack_as_bytes`), else `body`.
@@ -138,4 +160,22 @@ fn announces_body(headers: &HeaderMap) -> bool {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
     length.is_some_and(|n| n > 0) || headers.contains_key(TRANSFER_ENCODING)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merged_copies;
+
+    #[test]
+    fn copies_envoy_joined_are_read_apart_and_a_lists_own_commas_are_not() {
+        assert_eq!(merged_copies("victim"), ["victim"]);
+        assert_eq!(merged_copies("victim,junk"), ["victim", "junk"]);
+        assert_eq!(merged_copies("victim,"), ["victim", ""]);
+        assert_eq!(
+            merged_copies("(KHTML, like Gecko)"),
+            ["(KHTML, like Gecko)"]
+        );
+        assert_eq!(merged_copies("a, b,c"), ["a, b", "c"]);
+        assert_eq!(merged_copies(""), [""]);
+    }
 }

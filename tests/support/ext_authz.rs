@@ -80,13 +80,19 @@ impl Described {
         self
     }
 
-    /// The `CheckRequest`.
+    /// The `CheckRequest`, its `headers` map built as Envoy builds it: a header sent twice is
+    /// one entry, its copies joined with a bare `,`.
     pub fn check(&self) -> CheckRequest {
-        let mut headers: std::collections::HashMap<String, String> = self
-            .headers
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let mut headers: std::collections::HashMap<String, String> = Default::default();
+        for (name, value) in &self.headers {
+            headers
+                .entry(name.clone())
+                .and_modify(|joined| {
+                    joined.push(',');
+                    joined.push_str(value);
+                })
+                .or_insert_with(|| value.clone());
+        }
         headers.insert(":method".into(), self.method.clone());
         headers.insert(":path".into(), self.path.clone());
         headers.insert(":authority".into(), self.host.clone());
