@@ -98,7 +98,7 @@ where
             tier: None,
         });
         let policy = &step.route.policy;
-        if let Some(header) = removes_meaning(&step.head.headers, &policy.key_headers) {
+        if let Some(header) = removes_meaning(&step.head.headers, &policy.guarded_headers) {
             let header = header.to_string();
             return Self::state(step.refuse(GatewayError::ConnectionRemoves { header }));
         }

@@ -62,9 +62,10 @@ pub struct RoutePolicy {
     pub path_case: PathCase,
     /// The first segment of every storage key.
     pub key_prefix: String,
-    /// The headers the route's key parts read, which a client's `Connection` may not name
-    /// ([`crate::connection`]).
-    pub key_headers: Vec<http::HeaderName>,
+    /// The headers the route's key parts read, and `Accept-Encoding` where its answers' cost is
+    /// read from their body (the gateway asks for `identity`): a client's `Connection` may not
+    /// name them ([`crate::connection`]).
+    pub guarded_headers: Vec<http::HeaderName>,
 }
 
 impl RoutePolicy {
@@ -150,7 +151,7 @@ impl RoutePolicy {
         let plan_keys = (!plans.is_empty())
             .then(|| transformed_plan_keys(&route.key, &membership, &ctx))
             .flatten();
-        let outcomes = route
+        let outcomes: Vec<Option<OutcomeRule>> = route
             .limits
             .iter()
             .map(|l| {
@@ -171,12 +172,15 @@ impl RoutePolicy {
         let reserve = (route.limits.iter())
             .find(|l| l.cost_from.is_some())
             .map(|l| l.cost.clone());
-        let key_headers = key_headers(
+        let mut guarded_headers = key_headers(
             layout.slots.iter().map(|s| &s.spec).chain([&route.key]),
             config.server.client_ip_header,
         );
+        if reads_answer_body(&outcomes) {
+            guarded_headers.push(http::header::ACCEPT_ENCODING);
+        }
         RoutePolicy {
-            key_headers,
+            guarded_headers,
             on_error: route.on_error.unwrap_or(config.store.on_error),
             slots: layout.slots,
             route_slot: layout.route_slot,
@@ -218,8 +222,7 @@ impl RoutePolicy {
     /// Whether some limit reads its cost from the answer's body (the upstream is then asked for
     /// an answer the gateway can read as it passes: `Accept-Encoding: identity`).
     pub fn reads_answer_body(&self) -> bool {
-        (self.outcomes.iter().flatten())
-            .any(|r| matches!(&r.at_end, Some(AtEnd::Cost(from)) if from.reads_body()))
+        reads_answer_body(&self.outcomes)
     }
 
     /// What a request of this route with `tier`'s values reserves: the route's `cost` (read
@@ -332,6 +335,12 @@ fn transformed_plan_keys(
             })
             .collect(),
     )
+}
+
+/// Whether some limit's cost is read from the answer's body.
+fn reads_answer_body(outcomes: &[Option<OutcomeRule>]) -> bool {
+    (outcomes.iter().flatten())
+        .any(|r| matches!(&r.at_end, Some(AtEnd::Cost(from)) if from.reads_body()))
 }
 
 /// The headers key parts of `specs` read: a `header:` part's, `Authorization` for `jwt:`, and

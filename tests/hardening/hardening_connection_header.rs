@@ -111,6 +111,42 @@ async fn a_connection_header_naming_what_the_request_rests_on_is_refused() {
     assert_eq!(bad, Some(refused.len() as f64));
 }
 
+/// A route that reads its answers' cost from their body asks the upstream for `identity`: a
+/// `Connection` naming `Accept-Encoding` there would leave the upstream free to compress an
+/// answer whose cost the gateway then cannot read, so it is refused like the others. A route
+/// reading its cost from a header keeps RFC 9110's rule: the named header goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_header_cannot_remove_the_identity_a_cost_read_from_the_body_needs() {
+    let up = upstream::start().await;
+    let routes = "[[routes]]\nname = \"llm\"\npath = \"/llm\"\nupstream = \"up\"\n\
+                  key = [\"header:X-Api-Key\"]\n\
+                  [[routes.limits]]\nname = \"tokens\"\nlimit = 1000\nwindow = \"1h\"\n\
+                  cost_from = \"json:usage.total_tokens\"\n\
+                  [[routes]]\nname = \"dl\"\npath = \"/dl\"\nupstream = \"up\"\n\
+                  key = [\"header:X-Api-Key\"]\n\
+                  [[routes.limits]]\nname = \"bytes\"\nlimit = 1000\nwindow = \"1h\"\n\
+                  cost_from = \"header:X-Usage\"\n";
+    let gw = gateway::start(&config(MEMORY, &up.url(), routes)).await;
+    let request = |path: &str, connection: &str| {
+        format!(
+            "GET {path} HTTP/1.1\r\nHost: api.example\r\nConnection: {connection}\r\n\
+             Accept-Encoding: gzip\r\nX-Api-Key: k1\r\n\r\n"
+        )
+    };
+    let named = "close, Accept-Encoding";
+    let r = raw::send(gw.running().proxy_addr, request("/llm", named).as_bytes()).await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(r.json()["error"], "bad_request");
+    assert!(up.seen().is_empty(), "{:?}", up.seen());
+    let r = raw::send(gw.running().proxy_addr, request("/llm", "close").as_bytes()).await;
+    assert_eq!(upstream_headers(&r)["accept-encoding"], "identity");
+    let r = raw::send(gw.running().proxy_addr, request("/dl", named).as_bytes()).await;
+    assert!(
+        upstream_headers(&r).get("accept-encoding").is_none(),
+        "{r:?}"
+    );
+}
+
 async fn scrape(gw: &gateway::Gateway) -> String {
     support::http::HttpClient::default()
         .get(&gw.admin("/metrics"), &[])
