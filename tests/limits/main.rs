@@ -6,6 +6,7 @@ mod support;
 
 mod daily_caps;
 mod inflight;
+mod inflight_after_a_stall;
 mod jwt_keys;
 mod key_flood;
 mod keys;

@@ -28,7 +28,7 @@ use fred::types::config::Server;
 use fred::types::{Key, Value};
 
 use super::acks::{AckPolicy, Acks};
-use super::batch::{Answer, Batch, Pending};
+use super::batch::{Answer, Batch, Pending, PendingSettlement};
 use super::code::{Code, Shared};
 use super::deadline::Deadline;
 use super::direct::Direct;
@@ -37,11 +37,22 @@ use super::encode::{call_token, decision_member, encode, instance_id};
 use super::fred_error::{is_function_missing, is_noscript, lacks_functions, map_error};
 use super::node::Node;
 use super::nodes::Nodes;
+use super::release::fail_keeping_releases;
 use crate::config::ClockSource;
 use crate::store::{Decision, StoreError};
 
 /// The answers of a call's allowed decisions, waiting for the replicas' acknowledgement.
 pub type Acknowledging = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// What a call leaves its lane: answers still waiting for the replicas, and, when it failed,
+/// the releases of the slots it may have left behind, to send again ([`super::release`]).
+#[derive(Default)]
+pub struct Called {
+    /// The allowed decisions' answers, once the replicas acknowledged them.
+    pub acknowledging: Option<Acknowledging>,
+    /// Releases to send with the lane's next calls.
+    pub releases: Vec<PendingSettlement>,
+}
 
 /// Where a lane's calls go.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -115,12 +126,7 @@ impl Caller {
     /// Runs one call for `batch` and answers everything in it, except the allowed decisions
     /// that wait for the replicas: those are answered by what it returns. `direct` is the
     /// lane's own connection to its node, if it has one.
-    pub async fn call(
-        &self,
-        target: &Target,
-        direct: Option<&Direct>,
-        batch: Batch,
-    ) -> Option<Acknowledging> {
+    pub async fn call(&self, target: &Target, direct: Option<&Direct>, batch: Batch) -> Called {
         let deadline = batch.deadline();
         let token = self.token();
         let result = match target {
@@ -158,7 +164,7 @@ impl Caller {
     /// The cluster fallback: one call per key (what share the same keys, in arrival order),
     /// each routed by its slot. These calls run at once and may each load a flushed script
     /// again, so together they keep the contents' own deadline.
-    async fn call_per_key(&self, batch: Batch, deadline: Deadline) -> Option<Acknowledging> {
+    async fn call_per_key(&self, batch: Batch, deadline: Deadline) -> Called {
         let dry = batch.dry;
         let mut by_keys: HashMap<Vec<Key>, Batch> = HashMap::new();
         for s in batch.settlements {
@@ -179,16 +185,21 @@ impl Caller {
                 .await;
             self.answer(group, result, &token)
         });
-        let waiting: Vec<Acknowledging> = futures_util::future::join_all(calls)
-            .await
-            .into_iter()
-            .flatten()
-            .collect();
-        (!waiting.is_empty()).then(|| {
+        let mut waiting: Vec<Acknowledging> = Vec::new();
+        let mut releases = Vec::new();
+        for called in futures_util::future::join_all(calls).await {
+            waiting.extend(called.acknowledging);
+            releases.extend(called.releases);
+        }
+        let acknowledging = (!waiting.is_empty()).then(|| {
             Box::pin(async move {
                 futures_util::future::join_all(waiting).await;
             }) as Acknowledging
-        })
+        });
+        Called {
+            acknowledging,
+            releases,
+        }
     }
 
     /// Sends the call (loading the code again once when the server lost it) and returns the
@@ -270,7 +281,8 @@ impl Caller {
     }
 
     /// Hands each decision its part of the reply and tells each settlement it is done (or
-    /// gives everything the call's error, counted once). With an acknowledgement to wait for,
+    /// gives everything the call's error, counted once, and keeps the releases of the slots it
+    /// may have left behind). With an acknowledgement to wait for,
     /// the allowed decisions that charged are answered by the future returned, once it came
     /// (or with its error).
     fn answer(
@@ -278,21 +290,23 @@ impl Caller {
         batch: Batch,
         result: Result<(Vec<i64>, Option<Acks>), StoreError>,
         token: &str,
-    ) -> Option<Acknowledging> {
+    ) -> Called {
         let (reply, acks) = match result {
             Ok(done) => done,
             Err(e) => {
                 self.nodes.note_failure(&e);
                 (self.on_error)(&e);
-                batch.fail(e);
-                return None;
+                return Called {
+                    acknowledging: None,
+                    releases: fail_keeping_releases(batch, e, token),
+                };
             }
         };
         let Some((&now, mut rest)) = reply.split_first() else {
             let e = StoreError::Script("empty reply".into());
             (self.on_error)(&e);
             batch.fail(e);
-            return None;
+            return Called::default();
         };
         for s in batch.settlements {
             s.tell(Ok(()));
@@ -321,12 +335,13 @@ impl Caller {
                 let _ = p.reply.send(Ok(answer));
             }
         }
-        let acks = acks.filter(|_| !held.is_empty())?;
-        Some(Box::pin(answer_acknowledged(
-            held,
-            acks,
-            self.on_error.clone(),
-        )))
+        let acknowledging = acks.filter(|_| !held.is_empty()).map(|acks| {
+            Box::pin(answer_acknowledged(held, acks, self.on_error.clone())) as Acknowledging
+        });
+        Called {
+            acknowledging,
+            releases: Vec::new(),
+        }
     }
 }
 

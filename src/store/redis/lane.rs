@@ -30,8 +30,9 @@ use tokio::sync::{mpsc, oneshot};
 use super::batch::{
     Batch, Pending, PendingSettlement, MAX_PER_CALL, MAX_SETTLEMENTS_PER_CALL, MAX_UNITS_PER_CALL,
 };
-use super::call::{Caller, Target};
+use super::call::{Called, Caller, Target};
 use super::direct::Direct;
+use super::release::RETRY_AFTER;
 use crate::store::StoreError;
 
 /// Calls a lane keeps outstanding at once; decisions queue only while it is busy.
@@ -110,6 +111,8 @@ async fn drive(
     let mut queue = Queue::default();
     let mut in_flight = FuturesUnordered::new();
     let mut acknowledging = FuturesUnordered::new();
+    // Releases a failed call kept, each group back in the queue after a pause.
+    let mut releasing = FuturesUnordered::new();
     let mut open = true;
     loop {
         while let Ok(job) = jobs.try_recv() {
@@ -130,10 +133,22 @@ async fn drive(
         }
         tokio::select! {
             biased;
-            Some(waiting) = in_flight.next(), if !in_flight.is_empty() => {
+            Some(called) = in_flight.next(), if !in_flight.is_empty() => {
+                let Called { acknowledging: waiting, releases } = called;
                 acknowledging.extend(waiting);
+                if !releases.is_empty() {
+                    releasing.push(async move {
+                        tokio::time::sleep(RETRY_AFTER).await;
+                        releases
+                    });
+                }
             }
             Some(()) = acknowledging.next(), if !acknowledging.is_empty() => {}
+            Some(releases) = releasing.next(), if !releasing.is_empty() => {
+                for release in releases {
+                    queue.push(Job::Settle(release));
+                }
+            }
             job = jobs.recv(), if open => match job {
                 Some(job) => queue.push(job),
                 None => open = false,

@@ -14,7 +14,8 @@
 //!
 //! `store.rs` is the handle ([`RedisStore`]). `lane.rs` queues what `batch.rs` describes
 //! (`lanes.rs` picks a decision's lane), `call.rs` packs one call (`code.rs`: which code,
-//! loaded where) and `dispatch.rs` sends it: on the lane's own connection (`direct.rs`;
+//! loaded where; `release.rs` what a failed call keeps to free the slots it may have left
+//! behind) and `dispatch.rs` sends it: on the lane's own connection (`direct.rs`;
 //! `direct_io.rs` its reads and writes, `direct_dial.rs` (re)connecting, `resp.rs` the
 //! protocol) or through the client library; `answer.rs` decodes its reply, `fred_error.rs` sorts the client's errors,
 //! `nodes.rs` keeps a worker's connections (`node.rs` one of them; `topology.rs` reads a
@@ -48,6 +49,7 @@ mod node;
 mod nodes;
 mod ready;
 mod redirect;
+mod release;
 mod replicas;
 mod resp;
 mod script;

@@ -1,0 +1,106 @@
+//! Slots in flight that a failed call may leave behind, and the releases that free them. A
+//! decision call that times out may still run once its node answers again (it sits in the
+//! connection, or in the node's queue): a concurrency lease taken then would hold its key's
+//! slot for the whole `lease`, though the attempt was long answered by `on_error` and is over.
+//! So a failed call keeps, to send again, a release of each slot its decisions may have taken,
+//! and the settlements it carried that only free slots (an attempt that ended during the
+//! fault). The lane sends them with its next calls, after a pause, until one is applied or the
+//! lease it frees would have expired anyway. Freeing a lease twice, or one never taken (the
+//! decision was refused, or never ran), frees nothing: a release is safe to repeat.
+
+use std::time::Duration;
+
+use super::batch::{Batch, PendingSettlement};
+use super::deadline::Deadline;
+use super::encode::decision_member;
+use crate::store::{LimitSet, StoreError};
+
+/// How long a kept release waits before it is sent again: a node that refuses connections
+/// costs its lane one call per pause, not a loop.
+pub const RETRY_AFTER: Duration = Duration::from_millis(100);
+
+/// Fails everything in `batch` with `error` (sent under `token`), and returns the releases to
+/// send again: one per decision that may have taken a slot, and each settlement that only
+/// frees slots (whoever waits for it is told the error now).
+pub fn fail_keeping_releases(
+    mut batch: Batch,
+    error: StoreError,
+    token: &str,
+) -> Vec<PendingSettlement> {
+    let mut kept = Vec::new();
+    if !batch.dry {
+        for (d, p) in batch.decisions.iter().enumerate() {
+            let slots = slot_limits(&p.limits);
+            if p.cost > 0 && !slots.is_empty() {
+                let member = decision_member(token, d + 1);
+                kept.push(release(&p.limits, p.keys.clone(), member, slots, p.cost));
+            }
+        }
+    }
+    for s in std::mem::take(&mut batch.settlements) {
+        match frees_slots_only(&s) {
+            true => {
+                let again = release(
+                    &s.limits,
+                    s.keys.clone(),
+                    s.member.clone(),
+                    s.refund.clone(),
+                    s.cost,
+                );
+                s.tell(Err(error.clone()));
+                kept.push(again);
+            }
+            false => s.tell(Err(error.clone())),
+        }
+    }
+    batch.fail(error);
+    kept
+}
+
+/// The limits of `limits` that count slots in flight (no window).
+fn slot_limits(limits: &LimitSet) -> Vec<usize> {
+    (0..limits.limits.len())
+        .filter(|&i| !is_window(limits, i))
+        .collect()
+}
+
+fn is_window(limits: &LimitSet, i: usize) -> bool {
+    let state = limits.limits[i].state;
+    limits.states[state].algorithm.get().has_window()
+}
+
+/// Whether a settlement does nothing but free slots.
+fn frees_slots_only(s: &PendingSettlement) -> bool {
+    !s.refund.is_empty()
+        && s.confirm.is_empty()
+        && s.reset.is_empty()
+        && s.settle_to.is_empty()
+        && s.refund.iter().all(|&i| !is_window(&s.limits, i))
+}
+
+/// A release of `slots` of the decision `member` names, kept until the longest of their
+/// leases would have ended.
+fn release(
+    limits: &std::sync::Arc<LimitSet>,
+    keys: Vec<fred::types::Key>,
+    member: String,
+    slots: Vec<usize>,
+    cost: u64,
+) -> PendingSettlement {
+    let lease_us = (slots.iter()).map(|&i| limits.limits[i].window_us).max();
+    PendingSettlement {
+        limits: limits.clone(),
+        keys,
+        member,
+        at: 0,
+        cost,
+        refund: slots,
+        confirm: Vec::new(),
+        reset: Vec::new(),
+        settle_to: Vec::new(),
+        at_us: None,
+        tags: vec![String::new(); limits.limits.len()],
+        deadline: Deadline::after(Duration::from_micros(lease_us.unwrap_or(0))),
+        done: None,
+    }
+}
