@@ -202,6 +202,19 @@ impl Limiter {
         verdict
     }
 
+    /// Counts every limit of `policy` exceeded before any decision (a cost above each): an
+    /// exceedance of each, enforced for `rejected`, in shadow mode for `shadow_rejected`; and,
+    /// with `request`, the request under that label.
+    pub fn record_unseen(&self, policy: &RoutePolicy, label: DecisionLabel, request: bool) {
+        if request {
+            policy.metrics.decision(label);
+        }
+        let mode = usize::from(label == DecisionLabel::ShadowRejected);
+        for exceeded in &policy.metrics.limit_exceeded {
+            exceeded[mode].inc();
+        }
+    }
+
     /// The deny cache's answer for a request, if one of its keys is held back. A cached denial
     /// was decided for one unit: it answers requests of cost >= 1 on enforcing routes.
     pub(super) fn cached(

@@ -9,7 +9,8 @@
 //! quota-mode limit's is OVER_LIMIT when it is over, though the request may be OK. A
 //! descriptor refused before any decision (a cost above its limit, too many descriptors
 //! matching a limit) is OVER_LIMIT with its limit, nothing remaining and its window until
-//! reset; one whose Envoy override cannot be counted has no limit to show. An OVER_LIMIT answer
+//! reset; one whose Envoy override cannot be counted has no limit to show; one whose cost is
+//! above a shadow-mode limit is OK with that limit and nothing remaining. An OVER_LIMIT answer
 //! with the headers always carries `Retry-After`: the refusing set's, else the longest wait its
 //! statuses give. A request refused only before any decision shows, in its headers, the limit
 //! of the longest window that refused it, with nothing remaining.
@@ -50,6 +51,12 @@ pub fn response(plan: &Plan, outcome: &Outcome, headers: bool) -> RateLimitRespo
             Status::Unlimited => DescriptorStatus {
                 code: Code::Ok as i32,
                 limit_remaining: u32::MAX,
+                ..DescriptorStatus::default()
+            },
+            Status::ShadowOver(limit) => DescriptorStatus {
+                code: Code::Ok as i32,
+                current_limit: Some(rate_limit(limit)),
+                duration_until_reset: Some(proto_duration(limit.window)),
                 ..DescriptorStatus::default()
             },
             Status::Refused(limit) => DescriptorStatus {

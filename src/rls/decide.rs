@@ -87,7 +87,17 @@ pub async fn decide(limiter: &Arc<Limiter>, domain: &Domain, plan: &Plan) -> Out
         .find(|d| !d.verdict.forwards())
         .or(charged.last())
         .or(read.as_ref());
+    if !plan.shadow_over.is_empty() {
+        // counted as the request's decision only when nothing else counts it
+        let alone = counted.is_none() && plan.refused.is_empty();
+        let over = domain.combo(&plan.shadow_over);
+        limiter.record_unseen(&over.all, DecisionLabel::ShadowRejected, alone);
+    }
     match counted {
+        _ if !plan.refused.is_empty() => {
+            let refusing = domain.combo(&plan.refused);
+            limiter.record_unseen(&refusing.all, DecisionLabel::Rejected, true);
+        }
         Some(d) if unseen_refusal => {
             limiter.uncounted(&d.combo.all, DecisionLabel::Rejected);
         }

@@ -116,6 +116,11 @@ impl Domain {
         }
     }
 
+    /// Whether `part` is a rule in shadow mode (Envoy's own limits never are).
+    pub fn is_shadow(&self, part: &Part) -> bool {
+        matches!(part, Part::Rule(r) if self.rule(*r).shadow)
+    }
+
     /// Limit `part` as a route's limit: its name (the `limit` label), value and window.
     pub fn limit_config(&self, part: &Part) -> LimitConfig {
         self.spec(part).config

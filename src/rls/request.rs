@@ -5,7 +5,8 @@
 //!
 //! Nothing a request carries turns a limit off: only a request that names no domain or no
 //! descriptor is an error. A value of any length is decided (keyed by its SHA-256 past 256
-//! bytes); a cost above a limit makes that descriptor OVER_LIMIT; a request with more than
+//! bytes); a cost above a limit makes that descriptor OVER_LIMIT (a shadow-mode limit's: over,
+//! yet OK, as shadow mode always answers); a request with more than
 //! [`MAX_DESCRIPTORS`] descriptors that match a limit is refused, decided by nothing (the bound
 //! keeps one store call short): each matching descriptor OVER_LIMIT, the others OK; an Envoy
 //! override with a unit or a value the limit's algorithm cannot take is OVER_LIMIT for its
@@ -40,6 +41,9 @@ pub enum Status {
     /// one its algorithm cannot count (no limit to show), or the request has more descriptors
     /// that match a limit than are decided at once. With the limit its status shows.
     Refused(Option<Box<LimitConfig>>),
+    /// A shadow-mode limit the descriptor's cost is above: over, yet never a refusal (OK,
+    /// nothing remaining). With the limit its status shows.
+    ShadowOver(Box<LimitConfig>),
     /// Counted: limit `index` of charged group `group`, or of the read set (`group` `None`:
     /// `hits_addend` 0).
     Counted {
@@ -92,6 +96,10 @@ pub struct Plan {
     pub charged: Vec<CostGroup>,
     /// The limits of descriptors with `hits_addend` 0: read, not charged.
     pub read: LimitSetPlan,
+    /// The limits that refused a descriptor before any decision, each once, in order.
+    pub refused: Vec<Part>,
+    /// The shadow-mode limits a descriptor's cost was above, each once, in order.
+    pub shadow_over: Vec<Part>,
 }
 
 impl Plan {
@@ -205,7 +213,14 @@ pub fn plan(domain: &Domain, request: &RateLimitRequest) -> Plan {
             },
             // A limit of 0 refuses every request whatever its cost.
             Some(f) if domain.limit_of(&f.part) > 0 && f.cost > domain.limit_of(&f.part) => {
-                Status::Refused(Some(Box::new(domain.limit_config(&f.part))))
+                match domain.is_shadow(&f.part) {
+                    true => {
+                        let limit = Box::new(domain.limit_config(&f.part));
+                        note_once(&mut plan.shadow_over, f.part);
+                        Status::ShadowOver(limit)
+                    }
+                    false => refuse(&mut plan.refused, domain, f.part),
+                }
             }
             Some(f) => {
                 let group = costs.iter().position(|&c| c == f.cost).expect("its cost");
@@ -231,19 +246,33 @@ fn too_many(
     unlimited: &[bool],
     is_replaced: impl Fn(&Part) -> bool,
 ) -> Plan {
+    let mut refused = Vec::new();
     let statuses = (found.into_iter().enumerate())
         .map(|(i, f)| match f {
             _ if unlimited[i] => Status::Unlimited,
             Some(Err(())) => Status::Refused(None),
-            Some(Ok(f)) if !is_replaced(&f.part) => {
-                Status::Refused(Some(Box::new(domain.limit_config(&f.part))))
-            }
+            Some(Ok(f)) if !is_replaced(&f.part) => refuse(&mut refused, domain, f.part),
             _ => Status::Free,
         })
         .collect();
     Plan {
         statuses,
+        refused,
         ..Plan::default()
+    }
+}
+
+/// The status of a descriptor `part` refuses before any decision; the part is noted (once) in
+/// `refused`, for the metrics.
+fn refuse(refused: &mut Vec<Part>, domain: &Domain, part: Part) -> Status {
+    let status = Status::Refused(Some(Box::new(domain.limit_config(&part))));
+    note_once(refused, part);
+    status
+}
+
+fn note_once(parts: &mut Vec<Part>, part: Part) {
+    if !parts.contains(&part) {
+        parts.push(part);
     }
 }
 

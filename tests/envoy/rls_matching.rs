@@ -258,6 +258,17 @@ descriptors:
     );
     // carol's 2 breaches, dave's 2 allowed over the shadow limit; the enforced refusals 2.
     assert_eq!((shadow, enforced), (4.0, 2.0), "{metrics}");
+    // A cost above the shadow-mode limit refuses nothing either: a breach in shadow mode.
+    let mut heavy = request("soft", vec![request_header("user", "erin")]);
+    heavy.hits_addend = 3;
+    assert_eq!(overall_codes(&mut c, &heavy, 1).await, ["OK"]);
+    let metrics = support::http::HttpClient::default()
+        .get(&gw.admin("/metrics"), &[])
+        .await
+        .body;
+    let labels = [("route", "soft"), ("limit", "user"), ("mode", "shadow")];
+    let shadow = value(&metrics, "slidegate_limit_exceeded_total", &labels);
+    assert_eq!(shadow, Some(5.0), "{metrics}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

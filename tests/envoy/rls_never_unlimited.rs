@@ -104,6 +104,24 @@ async fn a_cost_above_a_limit_is_over_limit_and_charges_nothing() {
     let ratelimit = header(&r, "ratelimit");
     assert_eq!(ratelimit, Some("\"per-tenant\";r=0;t=60"), "{r:?}");
     assert_eq!(header(&r, "x-ratelimit-remaining"), Some("0"), "{r:?}");
+    // counted as any refusal is: one rejected request, an exceedance of each refusing limit
+    let metrics = support::http::HttpClient::default()
+        .get(&gw.admin("/metrics"), &[])
+        .await
+        .body;
+    let value = |name: &str, labels: &[(&str, &str)]| {
+        support::metrics::value(&metrics, name, labels).unwrap_or(0.0)
+    };
+    let rejected = [("route", "d"), ("decision", "rejected")];
+    assert_eq!(value("slidegate_requests_total", &rejected), 1.0);
+    for limit in ["per-tenant", "per-ip"] {
+        let labels = [("route", "d"), ("limit", limit), ("mode", "enforced")];
+        assert_eq!(
+            value("slidegate_limit_exceeded_total", &labels),
+            1.0,
+            "{limit}"
+        );
+    }
     let fresh = request(
         "d",
         vec![descriptor(&[("tenant", "t1")]), ip("203.0.113.1")],
