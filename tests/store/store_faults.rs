@@ -282,3 +282,38 @@ async fn a_client_whose_connection_task_ended_is_started_again() {
     }
     gw.stop().await;
 }
+
+/// Redis restarted while no request came: once it answers again, the first request on every
+/// worker is decided, not sent to `on_error` because a lane's own connection has not been dialed
+/// again yet (the call goes the client library's way meanwhile).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_requests_after_a_quiet_restart_are_decided() {
+    let mut redis = RedisServer::start_async().await;
+    let up = upstream::start().await;
+    let routes = routes("deny").replace("limit = 3", "limit = 1000");
+    let gw = gateway::start(&config(&store(&redis.url(), "quiet"), &up.url(), &routes)).await;
+    let client = HttpClient::default();
+    for _ in 0..4 {
+        assert_eq!(client.status(&gw.url("/x"), &[]).await, 200);
+    }
+    redis.kill();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let redis = tokio::task::spawn_blocking(move || {
+        redis.restart();
+        redis
+    })
+    .await
+    .unwrap();
+    // The client library has reconnected when `/readyz` says the store answers again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while client.get(&gw.admin("/readyz"), &[]).await.status != 200 {
+        assert!(Instant::now() < deadline, "the store is back within 10 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut codes = Vec::new();
+    for _ in 0..8 {
+        codes.push(client.status(&gw.url("/x"), &[]).await);
+    }
+    assert!(codes.iter().all(|&c| c == 200), "{codes:?}");
+    drop(redis);
+}

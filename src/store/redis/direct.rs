@@ -115,24 +115,17 @@ impl Direct {
         Outcome::Done(reply.map(|reply| (reply, acks)))
     }
 
-    /// What a call the link could not send ends with: before its first connection, or when
-    /// the library's client is connected to another server than the link was (a Sentinel
-    /// failover the link has not followed yet: its dialer is told), the library's path;
-    /// otherwise, while it reconnects, a connection error at once.
+    /// What a call the link could not send ends with: before its first connection, or while
+    /// the library's client is connected (the server answers it again after a restart, or it
+    /// followed a Sentinel failover the link has not: the link's dialer is told to try now),
+    /// the library's path; otherwise, while both reconnect, a connection error at once.
     fn unsent(&self) -> Outcome {
-        let Some(last) = self.link.last_server() else {
-            return Outcome::Unsent;
-        };
-        if self.link.connected_to().is_some() {
+        if self.link.last_server().is_none() || self.link.connected_to().is_some() {
             return Outcome::Unsent;
         }
-        let client = &self.node.client;
-        if client.is_connected() {
-            // The server answers the library again: the dialer tries now, not after its pause.
+        if self.node.client.is_connected() {
             self.link.dialer.notify_one();
-            if client.active_connections().iter().all(|s| *s != last) {
-                return Outcome::Unsent;
-            }
+            return Outcome::Unsent;
         }
         let down = "the lane's connection to Redis is down (reconnecting)";
         Outcome::Done(Err(FredError::new(ErrorKind::IO, down)))
