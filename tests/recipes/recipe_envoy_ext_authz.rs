@@ -7,6 +7,8 @@
 
 use crate::support;
 
+use support::envoy_routes::EnvoyMatch;
+
 use saphyr::{LoadableYamlNode, Yaml};
 use support::ext_authz::{self, Described, PERMISSION_DENIED};
 use support::redis::RedisServer;
@@ -80,20 +82,38 @@ fn the_bootstrap_matches_the_slidegate_config_beside_it() {
             Some(i64::from(ext_authz.listen.port()))
         );
     }
-    // Every route the TOML keys by the body has an Envoy route of its path, matched ignoring
-    // case, where Check runs, and Envoy sends what slidegate reads of the body.
+    // Every spelling of a path the TOML keys by the body that the app routes alike (and
+    // slidegate's routes match: any case, a trailing `/`, `;` parameters) takes an Envoy route
+    // where Check runs, and Envoy sends what slidegate reads of the body.
     let routes = hcm["route_config"]["virtual_hosts"][0]["routes"]
         .as_vec()
         .unwrap();
-    for route in config.routes.iter().filter(|r| r.reads_body()) {
-        let envoy = routes
+    let envoy_route = |path: &str| {
+        routes
             .iter()
-            .find(|r| r["match"]["path"].as_str() == Some(&route.path.path))
-            .unwrap_or_else(|| panic!("an Envoy route for {}", route.path.path));
-        assert_eq!(envoy["match"]["case_sensitive"].as_bool(), Some(false));
+            .find(|r| EnvoyMatch::of(&r["match"]).takes(path))
+            .expect("a route takes every path")
+    };
+    for route in config.routes.iter().filter(|r| r.reads_body()) {
+        let path = &route.path.path;
+        let with_parameters = path.replace('/', ";p=1/") + ";p=2";
+        let spellings = [
+            path.clone(),
+            path.to_uppercase(),
+            format!("{path}/"),
+            format!("{path};jsessionid=1"),
+            format!("{}/;x", with_parameters.trim_start_matches(";p=1")),
+        ];
+        for spelling in &spellings {
+            assert!(
+                !envoy_route(spelling).contains_mapping_key("typed_per_filter_config"),
+                "Check runs for {spelling}"
+            );
+        }
+        let other = envoy_route(&format!("{path}x"));
         assert!(
-            !envoy.contains_mapping_key("typed_per_filter_config"),
-            "Check runs"
+            other.contains_mapping_key("typed_per_filter_config"),
+            "{path}x"
         );
         assert!(max_request_bytes <= route.max_key_body_bytes);
     }

@@ -1,9 +1,10 @@
 //! The Traefik recipe (`examples/traefik/`). Traefik is not installed here: this parses its
 //! dynamic configuration and checks it against the slidegate config beside it (ForwardAuth's
 //! address is slidegate's `[forward_auth]`, the body is forwarded within the routes'
-//! `max_key_body_bytes`, only the headers the keys need reach slidegate), then sends the
-//! subrequests Traefik's ForwardAuth makes with `forwardBody: true` for three spellings of one
-//! number: 200, 200, 200, then 429.
+//! `max_key_body_bytes` on the OTP and login paths in every spelling the app routes alike and
+//! only there, only the headers the keys need reach slidegate), then sends the subrequests
+//! Traefik's ForwardAuth makes with `forwardBody: true` for three spellings of one number: 200,
+//! 200, 200, then 429; and one without the body, as the other router sends it: 400.
 
 use crate::support;
 
@@ -28,12 +29,42 @@ fn the_dynamic_configuration_matches_the_slidegate_config_beside_it() {
     .expect("slidegate.toml validates");
     let listen = config.forward_auth.as_ref().expect("[forward_auth]").listen;
     let http = &dynamic["http"];
-    let router = &http["routers"]["app"];
-    let middleware_name = text(&router["middlewares"][0]);
-    let auth = &http["middlewares"][middleware_name]["forwardAuth"];
-    assert_eq!(text(&auth["address"]), format!("http://{listen}/"));
+    let auth_of = |router: &str| {
+        let router = &http["routers"][router];
+        let middleware_name = text(&router["middlewares"][0]);
+        let auth = &http["middlewares"][middleware_name]["forwardAuth"];
+        assert_eq!(text(&auth["address"]), format!("http://{listen}/"));
+        assert_eq!(auth["trustForwardHeader"].as_bool(), Some(false));
+        auth.clone()
+    };
+    // The body goes to slidegate for the paths it keys by the body, in every spelling the app
+    // routes alike; every other path asks without it (an upload of any size passes).
+    let rest = auth_of("app");
+    assert_eq!(text(&http["routers"]["app"]["rule"]), "PathPrefix(`/`)");
+    assert!(!rest.contains_mapping_key("forwardBody"));
+    let auth = auth_of("body-keyed");
     assert_eq!(auth["forwardBody"].as_bool(), Some(true));
-    assert_eq!(auth["trustForwardHeader"].as_bool(), Some(false));
+    let body_keyed = &http["routers"]["body-keyed"];
+    assert!(body_keyed["priority"].as_integer() > http["routers"]["app"]["priority"].as_integer());
+    let rule = text(&body_keyed["rule"]);
+    let pattern = rule
+        .strip_prefix("PathRegexp(`")
+        .and_then(|r| r.strip_suffix("`)"))
+        .expect("a PathRegexp rule");
+    let pattern = regex::Regex::new(pattern).unwrap();
+    for route in config.routes.iter().filter(|r| r.reads_body()) {
+        let path = &route.path.path;
+        for spelling in [
+            path.clone(),
+            path.to_uppercase(),
+            format!("{path}/"),
+            format!("{path};jsessionid=1"),
+        ] {
+            assert!(pattern.is_match(&spelling), "{spelling}");
+        }
+        assert!(!pattern.is_match(&format!("{path}x")), "{path}x");
+    }
+    assert!(!pattern.is_match("/api/items"));
     let max = auth["maxBodySize"].as_integer().unwrap() as usize;
     for route in config.routes.iter().filter(|r| r.reads_body()) {
         assert!(max <= route.max_key_body_bytes, "{}", route.name);
@@ -84,5 +115,14 @@ async fn forward_auth_with_the_body_three_spellings_then_429() {
         statuses.push(r.status.as_u16());
     }
     assert_eq!(statuses, [200, 200, 200, 429]);
+    // A spelling that missed the body router asks without the body: refused, not let through.
+    let headers = [
+        ("x-forwarded-method", "POST"),
+        ("x-forwarded-uri", "/api/otp/send"),
+        ("x-forwarded-for", "203.0.113.9"),
+    ];
+    let r = c.send(Method::GET, &url, &headers, "").await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.json()["error"], "missing_key");
     gw.stop().await;
 }

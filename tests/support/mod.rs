@@ -11,6 +11,7 @@ pub mod cli_commands;
 pub mod cluster;
 pub mod coalescing;
 pub mod config;
+pub mod envoy_routes;
 pub mod ext_authz;
 pub mod gateway;
 pub mod grpc;
