@@ -24,6 +24,8 @@
 //! `replicas.rs` how many each master has), `split.rs` decides a cluster request whose keys
 //! live in several slots one part per slot, `eviction.rs` the servers' eviction policy and
 //! evicted keys (`INFO`), `admin.rs` resets, pings, the refusal index and the reset channel,
+//! `sentinel_watch.rs` asks the sentinels which master they name when calls to a sentinel's
+//! master fail (a hung master the client library would not leave),
 //! `ready.rs` the waits for the connections at start, `script.rs` the code's two forms,
 //! `url.rs` the URL forms, `deadline.rs` the deadline.
 
@@ -54,6 +56,7 @@ mod replicas;
 mod resp;
 mod script;
 mod send;
+mod sentinel_watch;
 mod slots;
 mod split;
 mod store;

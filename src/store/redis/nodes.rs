@@ -20,6 +20,7 @@ use fred::types::Builder;
 use tokio::runtime::Handle;
 
 use super::node::Node;
+use super::sentinel_watch::SentinelWatch;
 use super::slots::SlotTable;
 use super::topology::{renew, Topology};
 use crate::store::StoreError;
@@ -28,6 +29,8 @@ use crate::store::StoreError;
 pub struct Nodes {
     handle: Handle,
     kind: Kind,
+    /// A sentinel's master: asks the sentinels after a failed call ([`SentinelWatch`]).
+    sentinel: Option<Arc<SentinelWatch>>,
     /// `store.replica_acks`, when above 0: each node's replicas are watched.
     replica_acks: Option<u32>,
 }
@@ -55,6 +58,7 @@ impl Nodes {
         let node = Node::start(builder, None, &handle, replica_acks)?;
         Ok(Nodes {
             handle,
+            sentinel: SentinelWatch::of(&node),
             kind: Kind::Single(node),
             replica_acks,
         })
@@ -66,6 +70,7 @@ impl Nodes {
         Nodes {
             handle,
             replica_acks,
+            sentinel: None,
             kind: Kind::Cluster {
                 topology,
                 clients: RwLock::new(HashMap::new()),
@@ -162,12 +167,17 @@ impl Nodes {
         }
     }
 
-    /// Notes a failed call: when it says its cluster node may no longer serve what the table
-    /// says (the store counts it as unavailable: the connection failed or timed out, the node
-    /// is a replica now, the cluster is failing over), the table is read again.
+    /// Notes a failed call: when it says its node may no longer be the one to use (the store
+    /// counts it as unavailable: the connection failed or timed out, the node is a replica now,
+    /// the cluster is failing over), a cluster's table is read again, and a sentinel's master
+    /// checked against the one the sentinels name.
     pub fn note_failure(&self, error: &StoreError) {
-        if matches!(error, StoreError::Connection(_) | StoreError::Timeout(_)) {
-            self.request_refresh();
+        if !matches!(error, StoreError::Connection(_) | StoreError::Timeout(_)) {
+            return;
+        }
+        match (&self.kind, &self.sentinel) {
+            (Kind::Single(node), Some(watch)) => watch.after_failure(node, &self.handle),
+            _ => self.request_refresh(),
         }
     }
 

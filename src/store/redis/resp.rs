@@ -1,8 +1,8 @@
 //! RESP2 as the lane's own connection ([`super::direct`]) speaks it: commands written as arrays
 //! of bulk strings into a caller's buffer, and replies parsed from the bytes read so far.
 //!
-//! Differences from the client library's codec: only the reply shapes a decision call, `WAIT`
-//! and the connection's handshake return are read (integers, bulk and simple strings, errors,
+//! Differences from the client library's codec: only the reply shapes a decision call, `WAIT`,
+//! the connection's handshake and a sentinel's master address return are read (integers, bulk and simple strings, errors,
 //! nil, arrays of these, nested); the server is never switched to RESP3, so maps, sets,
 //! doubles and pushes never arrive, and meeting one is a protocol error (the connection is
 //! then closed). An error reply becomes the same [`FredError`] the library makes of it (the

@@ -56,6 +56,15 @@ impl Acks {
     }
 }
 
+/// How the master goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Death {
+    /// SIGKILL: its connections close.
+    Killed,
+    /// SIGSTOP, never resumed: its connections stay open and it answers nothing.
+    Hung,
+}
+
 /// What a failover run saw, and when.
 pub struct Failover {
     pub run: Run,
@@ -85,7 +94,17 @@ pub async fn cluster(acks: Acks) -> (FailoverCluster, Failover) {
     let (master, replicas) = (&mut cluster.masters[0], &cluster.replicas[0]);
     let keys = Keys::new(hot, 0.05);
     // The store answers again as soon as the replica is promoted.
-    let failover = under_load(&url, "fl-cfail", acks, keys, master, replicas, || true).await;
+    let failover = under_load(
+        &url,
+        "fl-cfail",
+        acks,
+        Death::Killed,
+        keys,
+        master,
+        replicas,
+        || true,
+    )
+    .await;
     (cluster, failover)
 }
 
@@ -95,6 +114,11 @@ pub async fn cluster(acks: Acks) -> (FailoverCluster, Failover) {
 /// this busy machine (down after 1 s) and failed over again, the one promoted then, which
 /// replicated from it (every test then checks that nothing was lost through both failovers).
 pub async fn sentinel(acks: Acks) -> (Vec<RedisServer>, usize, Failover) {
+    sentinel_master(acks, Death::Killed).await
+}
+
+/// [`sentinel`], the master going as `death` says.
+pub async fn sentinel_master(acks: Acks, death: Death) -> (Vec<RedisServer>, usize, Failover) {
     let (mut master, replicas, sentinels) = tokio::task::spawn_blocking(move || {
         let master = RedisServer::start();
         let port = master.port.to_string();
@@ -133,6 +157,7 @@ pub async fn sentinel(acks: Acks) -> (Vec<RedisServer>, usize, Failover) {
         &url,
         "fl-sentinel",
         acks,
+        death,
         keys,
         &mut master,
         &replicas,
@@ -155,12 +180,14 @@ pub async fn sentinel(acks: Acks) -> (Vec<RedisServer>, usize, Failover) {
 }
 
 /// Runs the load on `keys` through a gateway on `url` (`store.replica_acks` as `acks` says)
-/// for 1.5 s, kills `master` ([`kill`]), waits until one of `replicas` is promoted and `back`
+/// for 1.5 s, kills or hangs `master` as `death` says ([`kill`]), waits until one of `replicas` is promoted and `back`
 /// holds, then 3.5 s more.
+#[allow(clippy::too_many_arguments)]
 async fn under_load(
     url: &str,
     test: &str,
     acks: Acks,
+    death: Death,
     keys: Keys,
     master: &mut RedisServer,
     replicas: &[RedisServer],
@@ -177,7 +204,7 @@ async fn under_load(
     let t0 = Instant::now();
     let load = Load::start(gw.running().proxy_addr, keys);
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let killed = kill(master, replicas, acks).await;
+    let killed = kill(master, replicas, acks, death).await;
     let promoted = wait_until(Duration::from_secs(30), "replica promoted", || {
         replicas.iter().any(is_master)
     })
@@ -196,9 +223,14 @@ async fn under_load(
     }
 }
 
-/// Kills `master` (SIGKILL); with acks, cuts it off its `replicas` (paused, links closed) for
+/// Kills `master` (SIGKILL), or hangs it (SIGSTOP); with acks, cuts it off its `replicas` (paused, links closed) for
 /// [`STALL`] first, and resumes them right after. Returns when the master died.
-async fn kill(master: &mut RedisServer, replicas: &[RedisServer], acks: Acks) -> Instant {
+async fn kill(
+    master: &mut RedisServer,
+    replicas: &[RedisServer],
+    acks: Acks,
+    death: Death,
+) -> Instant {
     let stall = acks != Acks::None;
     if stall {
         replicas.iter().for_each(RedisServer::pause);
@@ -211,7 +243,10 @@ async fn kill(master: &mut RedisServer, replicas: &[RedisServer], acks: Acks) ->
         tokio::time::sleep(STALL).await;
     }
     let killed = Instant::now();
-    master.kill();
+    match death {
+        Death::Killed => master.kill(),
+        Death::Hung => master.pause(),
+    }
     if stall {
         replicas.iter().for_each(RedisServer::resume);
     }
