@@ -1,7 +1,8 @@
 //! The query of the endpoints about keys (`/admin/usage`, `/admin/blocked`): `route=R`, an
 //! optional `limit=L`, and the key as `key=K` (as logs and `/admin/blocked` show it) or as
 //! `value=V`, repeated once per key part in the key's order (what a customer says: the gateway
-//! derives the key as the traffic path would). Read by hand rather than by serde, since `value`
+//! derives the key as the traffic path would; for an `[rls]` domain, one per entry of the
+//! descriptor, as its rate limits key them). Read by hand rather than by serde, since `value`
 //! repeats.
 
 use std::sync::Arc;
@@ -52,6 +53,7 @@ impl KeyQuery {
                 "query parameter `route` is required".into(),
             ));
         };
+        let domain = state.table().route(&route).is_none();
         let Some(route) = state.route_or_domain(&route, limit.as_deref()) else {
             return Err(unknown(state, route, limit.is_some()));
         };
@@ -73,6 +75,11 @@ impl KeyQuery {
                 ))
             }
             (Some(key), true) => Some(Named::Key(key)),
+            // a domain's key: the descriptor's entry values, as its rate limits key them
+            (None, false) if domain => {
+                let values: Vec<&str> = values.iter().map(String::as_str).collect();
+                Some(Named::Key(crate::rls::key_of_values(&values)))
+            }
             (None, false) => Some(Named::Values(values)),
             (None, true) => None,
         };

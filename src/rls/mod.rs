@@ -23,6 +23,6 @@ mod unit;
 mod wire;
 
 pub use limits::{tag_of, Domain, Part, OVERRIDE_LABEL};
-pub use request::{RlsError, MAX_DESCRIPTORS, MAX_KEPT_VALUE_BYTES};
+pub use request::{key_of_values, RlsError, MAX_DESCRIPTORS, MAX_KEPT_VALUE_BYTES};
 pub use service::{RlsService, MAX_MESSAGE_BYTES};
 pub use table::RlsTable;

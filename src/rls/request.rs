@@ -322,13 +322,30 @@ fn key_of(d: &RateLimitDescriptor, shared: Option<&[Option<String>]>) -> String 
             key.push('|');
         }
         let pattern = shared.and_then(|s| s.get(j)).and_then(Option::as_deref);
-        let value = pattern.unwrap_or(e.value.as_str());
-        match value.len() > MAX_KEPT_VALUE_BYTES {
-            true => key.push_str(&sha256_of(value)),
-            false => crate::key::escape_into(&mut key, value.as_bytes()),
-        }
+        push_value(&mut key, pattern.unwrap_or(e.value.as_str()));
     }
     key
+}
+
+/// The key of a descriptor whose entries have `values`, in order (`/admin/usage?value=`).
+pub fn key_of_values(values: &[&str]) -> String {
+    let mut key = String::new();
+    for (j, value) in values.iter().enumerate() {
+        if j > 0 {
+            key.push('|');
+        }
+        push_value(&mut key, value);
+    }
+    key
+}
+
+/// One entry's value in a key: escaped, or its SHA-256 when longer than
+/// [`MAX_KEPT_VALUE_BYTES`].
+fn push_value(key: &mut String, value: &str) {
+    match value.len() > MAX_KEPT_VALUE_BYTES {
+        true => key.push_str(&sha256_of(value)),
+        false => crate::key::escape_into(key, value.as_bytes()),
+    }
 }
 
 /// The longest descriptor value kept as it is in a key; a longer one is keyed by its SHA-256.

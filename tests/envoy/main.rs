@@ -9,6 +9,7 @@ mod ext_authz_headers;
 mod forward_auth;
 mod forward_auth_body;
 mod grpc_listeners;
+mod rls_admin_values;
 mod rls_bad_input;
 mod rls_decisions;
 mod rls_matching;

@@ -1,0 +1,77 @@
+//! `/admin/usage` of an `[rls]` domain with `value=`: one value per entry of the descriptor, in
+//! order, makes the key its rate limit counts (entries joined, a value over 256 bytes as its
+//! SHA-256), so an operator reads and lifts a refused descriptor by the values Envoy sent.
+
+use crate::support;
+
+use support::admin::auth;
+use support::http::HttpClient;
+use support::redis::RedisServer;
+use support::rls::*;
+
+const LIMITS: &str = r#"
+domain: edge
+descriptors:
+  - key: path
+    value: /api/login
+    descriptors:
+      - key: user
+        rate_limit: { unit: minute, requests_per_unit: 5, name: login-user }
+  - key: header
+    rate_limit: { unit: minute, requests_per_unit: 5, name: per-header }
+"#;
+
+/// `used` of `limit` for `values` (GET), or whether DELETE reset something.
+async fn usage(
+    gw: &support::gateway::Gateway,
+    method: &str,
+    limit: &str,
+    values: &[&str],
+) -> serde_json::Value {
+    let query: String = values
+        .iter()
+        .map(|v| format!("&value={}", urlencoding(v)))
+        .collect();
+    let url = gw.admin(&format!("/admin/usage?route=edge&limit={limit}{query}"));
+    let (k, v) = auth();
+    let client = HttpClient::default();
+    let r = match method {
+        "GET" => client.get(&url, &[(k, &v)]).await,
+        _ => {
+            client
+                .send(http::Method::DELETE, &url, &[(k, &v)], "")
+                .await
+        }
+    };
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.json()
+}
+
+fn urlencoding(v: &str) -> String {
+    form_urlencoded::byte_serialize(v.as_bytes()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_domains_key_is_named_by_its_descriptors_values() {
+    let redis = RedisServer::start();
+    let gw = serve(&redis, "rls-values", LIMITS, "").await;
+    let mut c = client(&gw).await;
+    let long = "v".repeat(300);
+    let login = descriptor(&[("path", "/api/login"), ("user", "bob|1")]);
+    let header = descriptor(&[("header", &long)]);
+    for _ in 0..2 {
+        let r = ask(&mut c, request("edge", vec![login.clone(), header.clone()])).await;
+        assert_eq!(overall(&r), "OK");
+    }
+    let read = usage(&gw, "GET", "login-user", &["/api/login", "bob|1"]).await;
+    assert_eq!(read["limits"][0]["used"], 2, "{read}");
+    let read = usage(&gw, "GET", "per-header", &[&long]).await;
+    assert_eq!(read["limits"][0]["used"], 2, "{read}");
+    let lifted = usage(&gw, "DELETE", "per-header", &[&long]).await;
+    assert_eq!(lifted["reset"], true, "{lifted}");
+    let r = ask(&mut c, request("edge", vec![header])).await;
+    assert_eq!(
+        r.statuses[0].limit_remaining, 4,
+        "the reset reached the key"
+    );
+}
