@@ -50,10 +50,17 @@ pub fn kind(headers: &HeaderMap) -> Result<Option<BodyKind>, ReadError> {
     Ok(kind_of(first))
 }
 
-/// The kind of body one `Content-Type` value names.
+/// The kind of body one `Content-Type` value names. A body declared in a charset other than
+/// UTF-8 (or its subset US-ASCII) is none of them: frameworks decode it in that charset
+/// (`b%E9b` is `béb` in ISO-8859-1), so the gateway, which reads UTF-8, would count another
+/// value than the one the upstream acts on.
 fn kind_of(value: &HeaderValue) -> Option<BodyKind> {
     let value = value.to_str().ok()?;
-    let media = value.split(';').next()?.trim().to_ascii_lowercase();
+    let mut parts = value.split(';');
+    let media = parts.next()?.trim().to_ascii_lowercase();
+    if !parts.all(is_utf8_or_no_charset) {
+        return None;
+    }
     let (kind, subtype) = media.split_once('/')?;
     match (kind, subtype) {
         ("application", "json") => Some(BodyKind::Json),
@@ -61,6 +68,20 @@ fn kind_of(value: &HeaderValue) -> Option<BodyKind> {
         ("application", "x-www-form-urlencoded") => Some(BodyKind::Form),
         _ => None,
     }
+}
+
+/// Whether a `Content-Type` parameter is no `charset`, or one that reads as UTF-8.
+fn is_utf8_or_no_charset(parameter: &str) -> bool {
+    let Some((name, value)) = parameter.split_once('=') else {
+        return true;
+    };
+    if !name.trim().eq_ignore_ascii_case("charset") {
+        return true;
+    }
+    let charset = value.trim().trim_matches('"');
+    ["utf-8", "utf8", "us-ascii"]
+        .iter()
+        .any(|c| charset.eq_ignore_ascii_case(c))
 }
 
 /// What the walk found at the end of the path.
@@ -226,6 +247,31 @@ mod tests {
 
     fn value(body: &str) -> Option<String> {
         at(body, "phone").expect("a readable member")
+    }
+
+    #[test]
+    fn a_body_in_a_charset_other_than_utf8_is_no_kind_key_parts_read() {
+        let kind = |v: &'static str| kind_of(&HeaderValue::from_static(v));
+        let form = Some(BodyKind::Form);
+        assert_eq!(kind("application/x-www-form-urlencoded"), form);
+        assert_eq!(
+            kind("application/x-www-form-urlencoded; charset=UTF-8"),
+            form
+        );
+        assert_eq!(
+            kind("application/x-www-form-urlencoded;charset=\"utf-8\""),
+            form
+        );
+        assert_eq!(
+            kind("application/x-www-form-urlencoded; charset=us-ascii"),
+            form
+        );
+        assert_eq!(
+            kind("application/x-www-form-urlencoded; charset=iso-8859-1"),
+            None
+        );
+        assert_eq!(kind("application/json; charset=utf-16"), None);
+        assert_eq!(kind("application/json; v=1"), Some(BodyKind::Json));
     }
 
     #[test]

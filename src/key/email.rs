@@ -3,11 +3,13 @@
 //! local part that still needs its quotes, an address literal) could be read as one mailbox by
 //! one parser and as another, or as none, by the next, so it is not a value.
 //!
-//! The key of a bare address: trimmed, lower-cased, `+tag` dropped from the local part, a quoted
+//! The key of a bare address: trimmed, its local part in NFKC and lower case (as a username:
+//! `super::fold`), `+tag` dropped from the local part, a quoted
 //! local part whose content is a plain dot-atom read without its quotes (`"alice"@x`), the
 //! domain without its trailing dot and in its ASCII form (IDNA, `bücher.de` ->
 //! `xn--bcher-kva.de`; UTS 46 also maps full-width letters and dots).
 
+use super::fold::fold;
 use super::names::is_invisible;
 
 /// The key of `text` as an e-mail address, or `None` when it is not a bare address.
@@ -23,7 +25,7 @@ pub fn normalize_email(text: &str) -> Option<String> {
     if !is_dot_atom(local) {
         return None;
     }
-    let local = local.to_lowercase();
+    let local = fold(local);
     let local = local.split('+').next().unwrap_or_default();
     if local.is_empty() {
         return None;
@@ -61,11 +63,16 @@ fn is_dot_atom(text: &str) -> bool {
         .all(|atom| !atom.is_empty() && atom.chars().all(is_atext))
 }
 
+/// IDNA's deviation characters: `ß` and `ς` are themselves in IDNA 2008 (`faß.de` is
+/// `xn--fa-hia.de`) and `ss` and `σ` in IDNA 2003 and UTS 46's transitional processing, which
+/// many libraries still use (`fass.de`): which domain the upstream reads is unclear.
+const DEVIATIONS: [char; 3] = ['ß', 'ẞ', 'ς'];
+
 /// The domain in ASCII, lower case, without one trailing dot; `None` for an address literal
-/// (`[192.0.2.1]`), an empty label, or a name IDNA refuses.
+/// (`[192.0.2.1]`), an empty label, a deviation character, or a name IDNA refuses.
 fn ascii_domain(domain: &str) -> Option<String> {
     let domain = domain.strip_suffix('.').unwrap_or(domain);
-    if domain.is_empty() || domain.starts_with('[') {
+    if domain.is_empty() || domain.starts_with('[') || domain.contains(DEVIATIONS) {
         return None;
     }
     let ascii = idna::domain_to_ascii_strict(domain).ok()?;
@@ -150,6 +157,9 @@ mod tests {
             "ali\u{200B}ce@example.com",
             "\u{FEFF}alice@example.com",
             "\"alice\"",
+            "a@faß.de",
+            "a@faẞ.de",
+            "a@ς.gr",
         ] {
             assert_eq!(normalize_email(junk), None, "{junk:?}");
         }

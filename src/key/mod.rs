@@ -9,6 +9,7 @@ mod body;
 mod client_ip;
 mod email;
 mod escape;
+mod fold;
 mod form;
 mod jwt;
 mod names;

@@ -10,6 +10,7 @@ use sha2::Sha256;
 
 use super::email::normalize_email;
 use super::escape::escape_owned;
+use super::fold::fold;
 use super::phone::normalize_phone;
 use super::source::Absent;
 use crate::config::{HashSecret, KeyPartSpec, Normalize};
@@ -49,7 +50,7 @@ fn normalize(how: Normalize, text: &str, region: Option<Id>) -> Option<String> {
     match how {
         Normalize::Phone => normalize_phone(text, region),
         Normalize::Email => normalize_email(text),
-        Normalize::Lower => Some(text.trim().to_lowercase()),
+        Normalize::Lower => Some(fold(text.trim())),
         Normalize::Bearer => bearer_token(text),
     }
 }

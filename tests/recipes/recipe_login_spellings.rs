@@ -189,3 +189,25 @@ async fn login_a_number_beyond_2_53_forgives_nobody() {
     );
     gw.stop().await;
 }
+
+/// One username in the spellings a sign-in form reads as it (Django's NFKC: a long `ſ`, full-width
+/// letters; case): one key, so exactly 5 password checks reach the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_compatibility_spellings_of_one_username_get_five_checks() {
+    let redis = RedisServer::start_async().await;
+    let upstream = AuthUpstream::start().await;
+    let gw = Recipe::start("login.toml", &redis, &upstream).await;
+    let client = HttpClient::default();
+    let url = gw.url("/api/login");
+    let spellings = ["sam", "ſam", "ｓａｍ", "sａm", "ſａm", "Ｓam", "SAM", "ſAM"];
+    let mut statuses = Vec::new();
+    for (i, user) in spellings.iter().enumerate() {
+        let r = post_as(&client, &url, &ip(i as u32), &login(user, "guess")).await;
+        statuses.push(r.status.as_u16());
+    }
+    let mut expected = vec![401u16; 5];
+    expected.resize(spellings.len(), 429);
+    assert_eq!(statuses, expected);
+    assert_eq!(upstream.bodies("/api/login").len(), 5, "exactly 5 checks");
+    gw.stop().await;
+}
