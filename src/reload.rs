@@ -1,6 +1,7 @@
 //! What a reload may not do ([`ReloadError`]): besides a file that fails validation, two edits
 //! that validate but would take the running gateway somewhere an operator never meant to go.
-//! An empty config file (a write still under way: truncated, not yet rewritten) would drop
+//! An empty config file (a write still under way: truncated, not yet rewritten; or nothing but
+//! comments) would drop
 //! every route, turning every limit off; and an `admin.token_env` naming a variable the
 //! gateway's environment does not hold (the environment is the one it started with) would
 //! leave the admin API with no token, refusing every call, the next reload included. Both are
@@ -20,21 +21,22 @@ pub enum ReloadError {
     /// The new file validates but cannot be compiled.
     #[error(transparent)]
     Compile(#[from] CompileError),
-    /// The file holds nothing.
-    #[error("{}: the file is empty (a write still under way?): a reload would drop every route", .0.display())]
+    /// The file holds no setting.
+    #[error("{}: the file is empty, no setting in it (a write still under way?): a reload would drop every route", .0.display())]
     EmptyFile(PathBuf),
     /// The admin API would lose its token.
     #[error("admin.token_env: `{0}` is not set in the gateway's environment: the admin API would refuse every call, this reload's next included (a new variable needs a restart)")]
     AdminLockedOut(String),
 }
 
-/// Refuses an empty config file at `path` (nothing but whitespace), before it is read as a
-/// config.
+/// Refuses an empty config file at `path` (nothing but whitespace and comments: no setting at
+/// all), before it is read as a config.
 pub fn refuse_empty(path: &Path) -> Result<(), ReloadError> {
-    match std::fs::read(path) {
-        Ok(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => {
-            Err(ReloadError::EmptyFile(path.to_path_buf()))
-        }
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(());
+    };
+    match toml::from_str::<toml::Table>(&text) {
+        Ok(table) if table.is_empty() => Err(ReloadError::EmptyFile(path.to_path_buf())),
         _ => Ok(()),
     }
 }

@@ -63,9 +63,9 @@ async fn reload_applies_good_files_and_refuses_bad_ones() {
     assert!(metrics.contains("slidegate_config_reloads_total{result=\"success\"} 1"));
     assert!(metrics.contains("slidegate_config_reloads_total{result=\"failure\"} 1"));
 
-    // Two files that validate but are refused: an empty one (a write under way would drop
-    // every route) and one whose admin token variable the gateway's environment lacks (every
-    // admin call refused from then on, the next reload's included).
+    // Files that validate but are refused: an empty one, or one of comments alone (a write
+    // under way would drop every route), and one whose admin token variable the gateway's
+    // environment lacks (every admin call refused from then on, the next reload's included).
     let good = config(&store, &up.url(), ROUTES);
     let unset = good.replacen(
         "[admin]\n",
@@ -74,6 +74,7 @@ async fn reload_applies_good_files_and_refuses_bad_ones() {
     );
     for (file, says) in [
         ("", "is empty"),
+        ("# routes follow\n\n# (being written)\n", "is empty"),
         (unset.as_str(), "SLIDEGATE_NO_SUCH_TOKEN"),
     ] {
         gw.rewrite(file);
@@ -89,7 +90,7 @@ async fn reload_applies_good_files_and_refuses_bad_ones() {
         );
     }
     let metrics = client.get(&gw.admin("/metrics"), &[(k, &v)]).await.body;
-    assert!(metrics.contains("slidegate_config_reloads_total{result=\"failure\"} 3"));
+    assert!(metrics.contains("slidegate_config_reloads_total{result=\"failure\"} 4"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
