@@ -19,7 +19,7 @@ use tokio::sync::Notify;
 
 use super::direct_io::Link;
 use super::node::Node;
-use super::resp::{parse, push_array, push_bulk, Reply};
+use super::resp::{parse, push_array, push_auth, push_bulk, Reply};
 
 /// The first pause after a failed attempt to connect; it doubles up to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(10);
@@ -90,13 +90,7 @@ impl Endpoint {
         let mut hello = Vec::new();
         let mut replies = 0;
         if let Some(password) = &self.password {
-            let user = self.username.as_deref().filter(|u| !u.is_empty());
-            push_array(&mut hello, 2 + usize::from(user.is_some()));
-            push_bulk(&mut hello, b"AUTH");
-            if let Some(user) = user {
-                push_bulk(&mut hello, user.as_bytes());
-            }
-            push_bulk(&mut hello, password.as_bytes());
+            push_auth(&mut hello, self.username.as_deref(), password);
             replies += 1;
         }
         // AUTH first (an unauthenticated `CLIENT SETNAME` is refused); the name lets

@@ -228,6 +228,17 @@ pub fn push_bulk(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// Appends `AUTH [username] password` (an empty username is none).
+pub fn push_auth(out: &mut Vec<u8>, username: Option<&str>, password: &str) {
+    let user = username.filter(|u| !u.is_empty());
+    push_array(out, 2 + usize::from(user.is_some()));
+    push_bulk(out, b"AUTH");
+    if let Some(user) = user {
+        push_bulk(out, user.as_bytes());
+    }
+    push_bulk(out, password.as_bytes());
+}
+
 /// Appends a key.
 pub fn push_key(out: &mut Vec<u8>, key: &Key) {
     push_bulk(out, key.as_bytes());

@@ -19,7 +19,7 @@ use tokio::net::TcpStream;
 use tokio::runtime::Handle;
 
 use super::node::Node;
-use super::resp::{parse, push_array, push_bulk, Reply};
+use super::resp::{parse, push_array, push_auth, push_bulk, Reply};
 
 /// The shortest time between two questions to the sentinels.
 const ASK_PAUSE: Duration = Duration::from_millis(250);
@@ -129,13 +129,7 @@ impl SentinelWatch {
         let mut out = Vec::new();
         let mut replies = 1;
         if let Some(password) = &self.password {
-            let user = self.username.as_deref().filter(|u| !u.is_empty());
-            push_array(&mut out, 2 + usize::from(user.is_some()));
-            push_bulk(&mut out, b"AUTH");
-            if let Some(user) = user {
-                push_bulk(&mut out, user.as_bytes());
-            }
-            push_bulk(&mut out, password.as_bytes());
+            push_auth(&mut out, self.username.as_deref(), password);
             replies += 1;
         }
         push_array(&mut out, 3);
