@@ -16,6 +16,7 @@
 //! every call.
 
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use fred::error::{Error as FredError, ErrorKind};
 use fred::interfaces::ClientLike;
@@ -38,6 +39,10 @@ pub fn enabled() -> bool {
         std::env::var(CLIENT_SWITCH).map_or(true, |v| !v.trim().eq_ignore_ascii_case("fred"))
     })
 }
+
+/// How long after the link's connection closed the library's client, if it still says it is
+/// connected, is taken to have connected anew (it notices a close within a few ms).
+const LIBRARY_NOTICES: Duration = Duration::from_millis(100);
 
 /// A lane's own connection to its node.
 pub struct Direct {
@@ -115,17 +120,27 @@ impl Direct {
         Outcome::Done(reply.map(|reply| (reply, acks)))
     }
 
-    /// What a call the link could not send ends with: before its first connection, or while
-    /// the library's client is connected (the server answers it again after a restart, or it
-    /// followed a Sentinel failover the link has not: the link's dialer is told to try now),
-    /// the library's path; otherwise, while both reconnect, a connection error at once.
+    /// What a call the link could not send ends with: before its first connection, or when
+    /// the library's client is connected to another server than the link was (a Sentinel
+    /// failover the link has not followed yet), or connected again since the link went down
+    /// (a restarted server the link's dialer is still pausing for), the library's path (the
+    /// dialer is told to try now); otherwise, while both reconnect, a connection error at once.
     fn unsent(&self) -> Outcome {
-        if self.link.last_server().is_none() || self.link.connected_to().is_some() {
+        let Some(last) = self.link.last_server() else {
+            return Outcome::Unsent;
+        };
+        if self.link.connected_to().is_some() {
             return Outcome::Unsent;
         }
-        if self.node.client.is_connected() {
+        let client = &self.node.client;
+        if client.is_connected() {
             self.link.dialer.notify_one();
-            return Outcome::Unsent;
+            // The library notices a closed connection at once (its reader is always reading):
+            // connected a while after the link went down, it has connected anew.
+            let reconnected = self.link.down_for().is_some_and(|d| d >= LIBRARY_NOTICES);
+            if reconnected || client.active_connections().iter().all(|s| *s != last) {
+                return Outcome::Unsent;
+            }
         }
         let down = "the lane's connection to Redis is down (reconnecting)";
         Outcome::Done(Err(FredError::new(ErrorKind::IO, down)))

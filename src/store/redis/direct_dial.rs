@@ -5,7 +5,8 @@
 //! The server is the one the lane's client-library node serves: a cluster node's address, the
 //! URL's server, or for Sentinel the master that node's client is connected to now (checked
 //! every [`CHECK_EVERY`]: after a failover, the connection follows the client to the new
-//! master). The handshake is the URL's: `AUTH` with its username and password, `SELECT` of its
+//! master). A connection the server closed while idle (a restart) is found at the same check
+//! and opened again. The handshake is the URL's: `AUTH` with its username and password, `SELECT` of its
 //! database.
 
 use std::sync::{Arc, Weak};
@@ -27,10 +28,9 @@ const MIN_BACKOFF: Duration = Duration::from_millis(10);
 const MAX_BACKOFF: Duration = Duration::from_millis(500);
 /// The most one attempt to connect and authenticate may take.
 const DIAL_TIMEOUT: Duration = Duration::from_secs(1);
-/// How often a connected link checks that its server is still the one to use (Sentinel).
+/// How often a connected link checks that its server has not closed it while idle and (with
+/// Sentinel) is still the one to use: a non-blocking read, no system call while nothing came.
 const CHECK_EVERY: Duration = Duration::from_millis(100);
-/// How often a connected link that follows nothing wakes (to end once the lane is gone).
-const IDLE_CHECK: Duration = Duration::from_secs(1);
 
 /// The name of every lane's connection (`CLIENT SETNAME`).
 pub const CONNECTION_NAME: &str = "slidegate-lane";
@@ -146,12 +146,12 @@ pub async fn maintain(link: Weak<Link>, dialer: Arc<Notify>, endpoint: Endpoint)
                 continue;
             }
             drop(strong);
-            let every = if endpoint.follows_client {
-                CHECK_EVERY
-            } else {
-                IDLE_CHECK
-            };
-            let _ = tokio::time::timeout(every, dialer.notified()).await;
+            let _ = tokio::time::timeout(CHECK_EVERY, dialer.notified()).await;
+            // a server that closed the idle connection (a restart) is redialed now, not when
+            // a call finds the connection dead
+            if let Some(strong) = link.upgrade() {
+                strong.check_idle();
+            }
             continue;
         }
         drop(strong);

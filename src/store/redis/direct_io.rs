@@ -16,6 +16,7 @@ use std::io::ErrorKind as IoKind;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
 
 use fred::error::{Error as FredError, ErrorKind};
 use fred::types::config::Server;
@@ -42,6 +43,8 @@ struct State {
     server: Option<Server>,
     /// Whether it was ever connected.
     ever_connected: bool,
+    /// When its last connection closed (`None` while connected, or never connected).
+    down_since: Option<Instant>,
     /// Commands not yet written; `written` of its bytes are.
     out: Vec<u8>,
     written: usize,
@@ -95,6 +98,23 @@ impl Link {
         state.stream = Some(stream);
         state.server = Some(server);
         state.ever_connected = true;
+        state.down_since = None;
+    }
+
+    /// How long it has been disconnected since its last connection closed (`None`: connected,
+    /// or never connected).
+    pub fn down_for(&self) -> Option<Duration> {
+        self.lock().down_since.map(|since| since.elapsed())
+    }
+
+    /// Closes a connection the server closed (or wrote to unasked) while it owed no reply, so
+    /// that the dialer opens a new one before a call finds it dead; whether it is connected.
+    pub fn check_idle(&self) -> bool {
+        let mut state = self.lock();
+        if state.expected.is_empty() && state.closed_while_idle() {
+            return false;
+        }
+        state.stream.is_some()
     }
 
     /// The server it was last connected to (`None`: never connected).
@@ -266,6 +286,7 @@ impl State {
     fn fail_all(&mut self, why: &str) {
         if self.stream.take().is_some() {
             tracing::debug!(server = ?self.server, why, "the lane's connection to Redis closed");
+            self.down_since = Some(Instant::now());
         }
         self.out.clear();
         self.written = 0;
