@@ -32,7 +32,7 @@ use super::batch::{
 };
 use super::call::{Called, Caller, Target};
 use super::direct::Direct;
-use super::release::RETRY_AFTER;
+use super::release::{MAX_KEPT, RETRY_AFTER};
 use crate::store::StoreError;
 
 /// Calls a lane keeps outstanding at once; decisions queue only while it is busy.
@@ -145,7 +145,8 @@ async fn drive(
             }
             Some(()) = acknowledging.next(), if !acknowledging.is_empty() => {}
             Some(releases) = releasing.next(), if !releasing.is_empty() => {
-                for release in releases {
+                let room = MAX_KEPT.saturating_sub(queue.settlements.len());
+                for release in releases.into_iter().take(room) {
                     queue.push(Job::Settle(release));
                 }
             }

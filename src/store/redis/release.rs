@@ -2,10 +2,11 @@
 //! decision call that times out may still run once its node answers again (it sits in the
 //! connection, or in the node's queue): a concurrency lease taken then would hold its key's
 //! slot for the whole `lease`, though the attempt was long answered by `on_error` and is over.
-//! So a failed call keeps, to send again, a release of each slot its decisions may have taken,
-//! and the settlements it carried that only free slots (an attempt that ended during the
-//! fault). The lane sends them with its next calls, after a pause, until one is applied or the
-//! lease it frees would have expired anyway. Freeing a lease twice, or one never taken (the
+//! So a call that timed out keeps, to send again, a release of each slot its decisions may
+//! have taken, and any failed call the settlements it carried that only free slots (an attempt
+//! that ended during the fault). The lane sends them with its next calls, after a pause, until
+//! one is applied or the lease it frees would have expired anyway (at most [`MAX_KEPT`] at
+//! once; the rest are left to their leases). Freeing a lease twice, or one never taken (the
 //! decision was refused, or never ran), frees nothing: a release is safe to repeat.
 
 use std::time::Duration;
@@ -18,6 +19,9 @@ use crate::store::{LimitSet, StoreError};
 /// How long a kept release waits before it is sent again: a node that refuses connections
 /// costs its lane one call per pause, not a loop.
 pub const RETRY_AFTER: Duration = Duration::from_millis(100);
+/// The most releases a lane keeps at once: a long stall under load times out a call per
+/// request, and what is over this is left to the leases' own expiry.
+pub const MAX_KEPT: usize = 10_000;
 
 /// Fails everything in `batch` with `error` (sent under `token`), and returns the releases to
 /// send again: one per decision that may have taken a slot, and each settlement that only
@@ -28,7 +32,9 @@ pub fn fail_keeping_releases(
     token: &str,
 ) -> Vec<PendingSettlement> {
     let mut kept = Vec::new();
-    if !batch.dry {
+    // A call that timed out may still run; one that failed on its connection did not reach a
+    // server that kept it (a dead one's leases are gone with it).
+    if !batch.dry && matches!(error, StoreError::Timeout(_)) {
         for (d, p) in batch.decisions.iter().enumerate() {
             let slots = slot_limits(&p.limits);
             if p.cost > 0 && !slots.is_empty() {
