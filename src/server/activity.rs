@@ -4,7 +4,10 @@
 //!
 //! The watchdog ([`Activity::due`]) closes a connection whose request head takes longer than
 //! `header_read_timeout`, and a connection with no request in flight for `idle_timeout`
-//! (HTTP/1.1 keep-alive, and HTTP/2 with no open stream).
+//! (HTTP/1.1 keep-alive, and HTTP/2 with no open stream). An HTTP/1 head is timed from its
+//! first byte; an HTTP/2 connection's reads are not watched, so only its first request is
+//! timed, from the connection's first bytes (a client that sends a preface, or half of one,
+//! and then nothing holds a connection no longer than a slow HTTP/1 head does).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -90,26 +93,29 @@ impl Activity {
         self.between_messages.load(Ordering::Acquire)
     }
 
-    /// What the watchdog should do now: `heads` is false for HTTP/2 (no request heads to time).
-    pub fn due(&self, header_read_timeout: Duration, idle_timeout: Duration, heads: bool) -> Due {
+    /// What the watchdog should do now: `http1` says whether a head in progress is all that
+    /// counts (an HTTP/2 connection awaiting its first request is held to both bounds).
+    pub fn due(&self, header_read_timeout: Duration, idle_timeout: Duration, http1: bool) -> Due {
         if self.in_flight.load(Ordering::Acquire) > 0 {
             return Due::At(None);
         }
         let now = self.now_us();
+        let at = |end: u64| Due::At(Some(self.started + Duration::from_micros(end)));
+        let idle_end = self.idle_since.load(Ordering::Acquire) + idle_timeout.as_micros() as u64;
         let head = self.head_since.load(Ordering::Acquire);
-        if heads && head > 0 {
+        if head > 0 {
             let end = head - 1 + header_read_timeout.as_micros() as u64;
-            return if now >= end {
-                Due::HeadTimeout
-            } else {
-                Due::At(Some(self.started + Duration::from_micros(end)))
+            return match (now >= end, http1, now >= idle_end) {
+                (true, _, _) => Due::HeadTimeout,
+                (false, true, _) => at(end),
+                (false, false, true) => Due::Idle,
+                (false, false, false) => at(end.min(idle_end)),
             };
         }
-        let end = self.idle_since.load(Ordering::Acquire) + idle_timeout.as_micros() as u64;
-        if now >= end {
+        if now >= idle_end {
             Due::Idle
         } else {
-            Due::At(Some(self.started + Duration::from_micros(end)))
+            at(idle_end)
         }
     }
 }

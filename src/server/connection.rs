@@ -117,7 +117,8 @@ pub async fn run<S: Served>(
         _ = stopping.wait_for(|stop| *stop) => None,
     };
     let Some(protocol) = protocol else { return };
-    let activity = Arc::new(Activity::new(matches!(protocol, Protocol::Http1)));
+    // The first bytes are in (they told the protocol): the first head is on its way.
+    let activity = Arc::new(Activity::new(true));
     let served = match protocol {
         Protocol::Http1 => {
             let service = Tracked {

@@ -103,12 +103,10 @@ pub async fn watch<C: Future<Output = Result<(), hyper::Error>>>(
     bounds: Bounds,
     mut stopping: watch::Receiver<bool>,
 ) -> Result<(), hyper::Error> {
-    // HTTP/1 connections time request heads; HTTP/2 ones count stream resets.
-    let heads = resets.is_none();
-    let period = match heads {
-        true => bounds.header_read_timeout.min(bounds.idle_timeout),
-        false => bounds.idle_timeout,
-    };
+    // Heads are timed on both (an HTTP/2 connection's first request only), so the timer
+    // wakes at the shorter bound; HTTP/2 ones also count stream resets.
+    let http1 = resets.is_none();
+    let period = bounds.header_read_timeout.min(bounds.idle_timeout);
     let mut conn = std::pin::pin!(conn);
     let mut timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
     let mut stop = std::pin::pin!(async move {
@@ -162,7 +160,7 @@ pub async fn watch<C: Future<Output = Result<(), hyper::Error>>>(
             Event::Timer if cutting => return Ok(()),
             Event::Timer => {
                 let now = tokio::time::Instant::now();
-                let due = activity.due(bounds.header_read_timeout, bounds.idle_timeout, heads);
+                let due = activity.due(bounds.header_read_timeout, bounds.idle_timeout, http1);
                 let next = match due {
                     Due::HeadTimeout => return Ok(()),
                     Due::Idle if shutting => return Ok(()),

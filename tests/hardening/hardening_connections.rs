@@ -120,6 +120,35 @@ async fn a_connection_that_sends_nothing_is_cut_at_the_header_read_timeout() {
     );
 }
 
+/// An HTTP/2 client that sends the preface (whole, or half of it) and then no request is held
+/// to `header_read_timeout` as a slow HTTP/1 head is, not to `idle_timeout` (twice, for a client
+/// that ignores GOAWAY): a slot of `max_connections` is not that cheap to hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_connection_without_a_request_is_cut_at_the_header_read_timeout() {
+    let up = upstream::start().await;
+    let gw = gateway::start(&with_server(
+        &config(MEMORY, &up.url(), ALL),
+        "header_read_timeout = \"400ms\"\nidle_timeout = \"30s\"",
+    ))
+    .await;
+    for preface in [
+        &b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..],
+        b"PRI * HTTP/2.0\r\n",
+    ] {
+        let started = std::time::Instant::now();
+        let mut stream = TcpStream::connect(gw.running().proxy_addr).await.unwrap();
+        stream.write_all(preface).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(10), read_until_closed(&mut stream))
+            .await
+            .expect("a connection with no request is cut within 10 s, not at idle_timeout");
+        let cut_after = started.elapsed();
+        assert!(
+            cut_after >= Duration::from_millis(400),
+            "cut after {cut_after:?}, before the 400 ms header_read_timeout"
+        );
+    }
+}
+
 /// A keep-alive HTTP/1.1 connection to `addr`: its sender, and the task driving it.
 async fn open(
     addr: std::net::SocketAddr,
