@@ -104,11 +104,22 @@ pub fn admit<'t>(
 }
 
 /// RFC 9112 3.2: an HTTP/1.1 request has exactly one `Host` (an HTTP/2 one names its authority
-/// in `:authority` instead), and a `Host` is a host with an optional port. Empty is allowed (a
+/// in `:authority` instead), and a `Host`, like a target's authority, is a host with an
+/// optional port. Empty is allowed (a
 /// target without an authority). The gateway's own server checks it on every request before the
 /// layer; an embedded layer leaves it to its app's server (requests made in process often
 /// carry no `Host`).
 pub fn check_host<B>(req: &http::Request<B>) -> Result<(), RouteError> {
+    // An absolute-form target's authority, or HTTP/2's `:authority`, is the host the upstream
+    // is told of (`X-Forwarded-Host`): the same rule, so no userinfo (`a:80@evil.example`)
+    // or port beyond 65535 gets there.
+    if let Some(authority) = req.uri().authority() {
+        if !crate::host::is_host_and_port(authority.as_str()) {
+            return Err(RouteError::BadHost(
+                "the request target's authority is not a host[:port]",
+            ));
+        }
+    }
     let mut hosts = req.headers().get_all(http::header::HOST).iter();
     let Some(host) = hosts.next() else {
         return match req.version() {

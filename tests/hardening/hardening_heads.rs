@@ -156,6 +156,9 @@ async fn requests_without_one_valid_host_are_refused() {
         "GET /space HTTP/1.1\r\nHost: a b\r\nConnection: close\r\n\r\n",
         "GET /userinfo HTTP/1.1\r\nHost: user@host\r\nConnection: close\r\n\r\n",
         "GET /port HTTP/1.1\r\nHost: host:99999\r\nConnection: close\r\n\r\n",
+        // an absolute-form target's authority is told upstream as X-Forwarded-Host
+        "GET http://good.example:80@evil.example/abs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        "GET http://x:99999/abs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
     ];
     for request in refused {
         let r = raw::send(addr, request.as_bytes()).await;
