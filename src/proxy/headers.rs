@@ -15,7 +15,7 @@
 use std::net::IpAddr;
 
 use http::header::{
-    HeaderMap, HeaderName, HeaderValue, CONNECTION, FORWARDED, PROXY_AUTHENTICATE,
+    HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, FORWARDED, PROXY_AUTHENTICATE,
     PROXY_AUTHORIZATION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
 };
 
@@ -53,13 +53,14 @@ static HOP_BY_HOP: [&HeaderName; 9] = [
 ];
 
 /// Removes hop-by-hop headers, including those the `Connection` header names (except the ones
-/// the gateway sets).
+/// the gateway sets), and a `Content-Length` beside a `Transfer-Encoding`.
 pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     // Most messages carry none, which one look at the names they hold tells; otherwise only
     // those there are removed (a chunked answer has `Transfer-Encoding` alone).
     if !headers.keys().any(|name| HOP_BY_HOP.contains(&name)) {
         return;
     }
+    let framed_by_transfer_encoding = headers.contains_key(TRANSFER_ENCODING);
     let mut present = [false; HOP_BY_HOP.len()];
     for name in headers.keys() {
         if let Some(i) = HOP_BY_HOP.iter().position(|&hop| hop == name) {
@@ -81,6 +82,11 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     }
     for (name, _) in HOP_BY_HOP.iter().zip(present).filter(|(_, there)| *there) {
         headers.remove(*name);
+    }
+    // RFC 9112 6.3: a message with both is framed by its Transfer-Encoding (decoded by now);
+    // its Content-Length is wrong and goes too, or it would frame the body sent on.
+    if framed_by_transfer_encoding {
+        headers.remove(CONTENT_LENGTH);
     }
 }
 

@@ -11,6 +11,7 @@ mod proxy_forwarding;
 mod proxy_joined_chunks;
 mod proxy_missing_keys;
 mod proxy_rate_limit_headers;
+mod proxy_response_framing;
 mod proxy_routing;
 mod proxy_streaming;
 mod proxy_upstream_errors;
