@@ -1,4 +1,5 @@
-//! The one spelling of text that upstreams read alike: NFKC, then lower case. Many sign-in
+//! The one spelling of text that upstreams read alike: [`trimmed`] of what frameworks strip
+//! from a field's ends, then [`fold`]ed (NFKC, lower case). Many sign-in
 //! forms normalise a username with NFKC before they look it up (Django's does), and many
 //! lookups fold case beyond ASCII: a long `ſ` is an `s` to them, a full-width `ｓａｍ` is
 //! `sam`. Counted as spelled, each such spelling would be a fresh key with its own attempts
@@ -7,14 +8,27 @@
 
 use icu_normalizer::ComposingNormalizerBorrowed;
 
-/// `text` in NFKC and lower case (NFKC again after lowering, which can undo it).
+/// `text` in NFKC and lower case (NFKC again after lowering, which can undo it), with the two
+/// letters whose lower case is not their case fold folded too: a final `ς` is `σ` and `ß` is
+/// `ss`, as Python's `casefold()`, SQL collations that ignore case and `UPPER()` lookups read
+/// them.
 pub fn fold(text: &str) -> String {
     const NFKC: ComposingNormalizerBorrowed<'static> = ComposingNormalizerBorrowed::new_nfkc();
-    let lower = NFKC.normalize(text).to_lowercase();
+    let mut lower = NFKC.normalize(text).to_lowercase();
+    if lower.contains(['ς', 'ß']) {
+        lower = lower.replace('ς', "σ").replace('ß', "ss");
+    }
     match NFKC.normalize(&lower) {
         std::borrow::Cow::Borrowed(_) => lower,
         std::borrow::Cow::Owned(again) => again,
     }
+}
+
+/// `text` without what frameworks strip from either end of a field before they use it: Unicode
+/// whitespace, control characters (Python's `strip()` takes U+001C to U+001F, Java's `trim()`
+/// everything up to a space) and the byte-order mark (JavaScript's `trim()`).
+pub fn trimmed(text: &str) -> &str {
+    text.trim_matches(|c: char| c.is_whitespace() || c.is_control() || c == '\u{FEFF}')
 }
 
 #[cfg(test)]
@@ -28,6 +42,25 @@ mod tests {
         }
         assert_eq!(fold("Ünal"), "ünal");
         assert_eq!(fold("U\u{308}nal"), "ünal", "a combining mark is composed");
-        assert_eq!(fold("straße"), "straße", "no full case folding: ß stays");
+        assert_eq!(fold("straße"), "strasse");
+        assert_eq!(fold("STRASSE"), "strasse");
+        assert_eq!(fold("abcΣ"), fold("abcσ"), "a final sigma");
+        assert_eq!(fold("abcς"), "abcσ");
+    }
+
+    #[test]
+    fn what_frameworks_strip_from_the_ends_is_no_part_of_a_name() {
+        for spelling in [
+            "sam",
+            " sam\t",
+            "sam\u{1f}",
+            "\u{1c}sam\u{1d}\u{1e}",
+            "\u{0}sam\u{1}",
+            "\u{feff}sam",
+            "sam\u{3000}",
+        ] {
+            assert_eq!(super::trimmed(spelling), "sam", "{spelling:?}");
+        }
+        assert_eq!(super::trimmed("s\u{1f}am"), "s\u{1f}am", "inside, it stays");
     }
 }

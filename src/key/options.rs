@@ -10,7 +10,7 @@ use sha2::Sha256;
 
 use super::email::normalize_email;
 use super::escape::escape_owned;
-use super::fold::fold;
+use super::fold::{fold, trimmed};
 use super::phone::normalize_phone;
 use super::source::Absent;
 use crate::config::{HashSecret, KeyPartSpec, Normalize};
@@ -50,7 +50,7 @@ fn normalize(how: Normalize, text: &str, region: Option<Id>) -> Option<String> {
     match how {
         Normalize::Phone => normalize_phone(text, region),
         Normalize::Email => normalize_email(text),
-        Normalize::Lower => Some(fold(text.trim())),
+        Normalize::Lower => Some(fold(trimmed(text))),
         Normalize::Bearer => bearer_token(text),
     }
 }

@@ -191,7 +191,8 @@ async fn login_a_number_beyond_2_53_forgives_nobody() {
 }
 
 /// One username in the spellings a sign-in form reads as it (Django's NFKC: a long `ſ`, full-width
-/// letters; case): one key, so exactly 5 password checks reach the upstream.
+/// letters; case; what `strip()` and `trim()` take from the ends: control characters, a BOM):
+/// one key, so exactly 5 password checks reach the upstream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_compatibility_spellings_of_one_username_get_five_checks() {
     let redis = RedisServer::start_async().await;
@@ -199,7 +200,18 @@ async fn login_compatibility_spellings_of_one_username_get_five_checks() {
     let gw = Recipe::start("login.toml", &redis, &upstream).await;
     let client = HttpClient::default();
     let url = gw.url("/api/login");
-    let spellings = ["sam", "ſam", "ｓａｍ", "sａm", "ſａm", "Ｓam", "SAM", "ſAM"];
+    let spellings = [
+        "sam",
+        "ſam",
+        "ｓａｍ",
+        "sam\u{1f}",
+        "\u{feff}sam",
+        "sａm",
+        "ſａm",
+        "Ｓam",
+        "SAM",
+        "\u{1c}ſAM\u{0}",
+    ];
     let mut statuses = Vec::new();
     for (i, user) in spellings.iter().enumerate() {
         let r = post_as(&client, &url, &ip(i as u32), &login(user, "guess")).await;
