@@ -97,6 +97,14 @@ fn store_scripts_unknown() {
 }
 
 #[test]
+fn store_url_sentinel_credentials() {
+    assert_eq!(
+        load_err("store_url_sentinel_credentials.toml"),
+        "store_url_sentinel_credentials.toml:5:7: store.url: `redis-sentinel://***@127.0.0.1:26379/main?sentinelPassword=***` names credentials of the sentinels' own (sentinelUsername, sentinelPassword): the sentinels are asked with the store's own username and password; give the sentinels the same ones (`requirepass` and `sentinel auth-pass`) and drop these parameters"
+    );
+}
+
+#[test]
 fn store_url_bad_database() {
     assert_eq!(
         load_err("store_url_bad_database.toml"),

@@ -10,6 +10,7 @@ mod answers;
 mod deciders;
 mod keys;
 mod limits;
+mod redis_url;
 mod route_paths;
 mod routes;
 mod secrets;

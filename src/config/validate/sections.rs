@@ -8,44 +8,13 @@ use std::time::Duration;
 use http::Uri;
 use toml::Spanned;
 
+use super::redis_url::redis_url_fault;
 use super::{Result, Validator};
 use crate::config::raw::{RawConfig, RawServer, RawUpstream};
 use crate::config::{
     redact_url, AdminConfig, Backend, ClientIpHeader, ClockSource, KeyPart, OnError, PathCase,
     Purpose, ScriptsMode, ServerConfig, StoreConfig, UpstreamConfig, REDIS_URL_ENV,
 };
-
-/// Whether `url` has one of the Redis schemes the store takes, and hosts (several, comma
-/// separated, for a cluster or the sentinels) whose ports, when given, are ports; a plain
-/// Redis URL's path, when given, is a database number (a sentinel URL's names the service):
-/// what the client would refuse at start is refused here, with its location.
-fn is_redis_url(url: &str) -> bool {
-    const SCHEMES: [(&str, bool); 6] = [
-        ("redis://", true),
-        ("rediss://", true),
-        ("redis-cluster://", false),
-        ("rediss-cluster://", false),
-        ("redis-sentinel://", false),
-        ("rediss-sentinel://", false),
-    ];
-    let Some((rest, database_path)) = SCHEMES
-        .iter()
-        .find_map(|(s, db)| url.strip_prefix(s).map(|rest| (rest, *db)))
-    else {
-        return false;
-    };
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let hosts = authority.rsplit('@').next().unwrap_or("");
-    let database = tail
-        .strip_prefix('/')
-        .map(|t| t.split('?').next().unwrap_or(""));
-    hosts.split(',').all(crate::host::is_host_and_port)
-        && (!database_path || database.is_none_or(|db| db.is_empty() || db.parse::<u8>().is_ok()))
-}
-
-const NOT_REDIS: &str =
-    "is not a Redis URL (redis://, rediss://, redis-cluster://, redis-sentinel://)";
 
 /// The most replicas `store.replica_acks` may wait for (far more than a master ever has).
 const MAX_REPLICA_ACKS: i64 = 16;
@@ -217,22 +186,22 @@ impl Validator<'_> {
             Backend::Redis,
         )?;
         let url = match self.env.get(REDIS_URL_ENV).filter(|u| !u.is_empty()) {
-            Some(url) if !is_redis_url(&url) => {
+            Some(url) if let Some(fault) = redis_url_fault(&url) => {
                 let span = s.url.as_ref().map_or(0..0, |u| u.span());
                 return self.error(
                     span,
                     format!(
-                        "{REDIS_URL_ENV} (overrides store.url): `{}` {NOT_REDIS}",
+                        "{REDIS_URL_ENV} (overrides store.url): `{}` {fault}",
                         redact_url(&url)
                     ),
                 );
             }
             Some(url) => url,
             None => match &s.url {
-                Some(u) if !is_redis_url(u.get_ref()) => {
+                Some(u) if let Some(fault) = redis_url_fault(u.get_ref()) => {
                     return self.error(
                         u.span(),
-                        format!("store.url: `{}` {NOT_REDIS}", redact_url(u.get_ref())),
+                        format!("store.url: `{}` {fault}", redact_url(u.get_ref())),
                     )
                 }
                 Some(u) => u.get_ref().clone(),
