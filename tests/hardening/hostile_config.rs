@@ -91,13 +91,12 @@ fn a_value_that_does_not_parse_never_shows_its_password() {
             );
         }
     };
-    // values the client library would take, so `check` does too: its summary shows them masked
-    for url in ["redis://opsuser:hun ter2@redis.example:6379"] {
-        std::fs::write(&path, format!("[store]\nurl = \"{url}\"\n")).unwrap();
-        let (ok, stdout, stderr) = check(&path);
-        assert!(ok, "{stderr}");
-        refused(&stdout, url);
-    }
+    // a value the client library would take, so `check` does too: its summary shows it masked
+    let url = "redis://opsuser:hun ter2@redis.example:6379";
+    std::fs::write(&path, format!("[store]\nurl = \"{url}\"\n")).unwrap();
+    let (ok, stdout, stderr) = check(&path);
+    assert!(ok, "{stderr}");
+    refused(&stdout, url);
     for url in [
         "rediss//:hunter2@redis.example:6379",
         "redis:/opsuser:hunter2@redis.example",
