@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use crate::error::AdminError;
+use crate::key::ValueError;
 use crate::limit::lookup::{targets, Named, Target};
 use crate::request_id::RequestId;
 use crate::route::Route;
@@ -75,11 +76,7 @@ impl KeyQuery {
                 ))
             }
             (Some(key), true) => Some(Named::Key(key)),
-            // a domain's key: the descriptor's entry values, as its rate limits key them
-            (None, false) if domain => {
-                let values: Vec<&str> = values.iter().map(String::as_str).collect();
-                Some(Named::Key(crate::rls::key_of_values(&values)))
-            }
+            (None, false) if domain => Some(Named::Key(domain_key(state, &route, limit, &values)?)),
             (None, false) => Some(Named::Values(values)),
             (None, true) => None,
         };
@@ -114,6 +111,30 @@ impl KeyQuery {
                 .map_or(serde_json::Value::Null, Into::into),
         }
     }
+}
+
+/// The key of an `[rls]` domain's rate limit (`route`'s limit `limit`) that `values` name: one
+/// value per entry of the descriptors it counts, keyed as the rate limit keys them.
+fn domain_key(
+    state: &GatewayState,
+    route: &Route,
+    limit: Option<usize>,
+    values: &[String],
+) -> Result<String, AdminError> {
+    let label = limit.map(|i| route.config.limits[i].name.as_str());
+    let rls = state.rls.load();
+    let domain = rls.domain(&route.config.name);
+    let rule = domain.and_then(|d| d.rules().iter().find(|r| Some(r.label.as_str()) == label));
+    if let Some(rule) = rule.filter(|r| r.entries != values.len()) {
+        return Err(ValueError::Count {
+            spec: format!("[{}]", rule.path),
+            parts: rule.entries,
+            given: values.len(),
+        }
+        .into());
+    }
+    let values: Vec<&str> = values.iter().map(String::as_str).collect();
+    Ok(crate::rls::key_of_values(&values))
 }
 
 /// Why `route` names nothing to ask: an `[rls]` domain needs `limit` to name one of its rate

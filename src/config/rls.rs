@@ -138,4 +138,6 @@ pub struct RlsRule {
     /// The node's path of descriptor keys (`key` or `key_value`) joined by `.`: what its
     /// stored counts are told apart by.
     pub path: String,
+    /// How many entries a descriptor that reaches it has (its depth in the tree).
+    pub entries: usize,
 }

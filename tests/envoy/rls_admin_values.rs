@@ -74,4 +74,19 @@ async fn a_domains_key_is_named_by_its_descriptors_values() {
         r.statuses[0].limit_remaining, 4,
         "the reset reached the key"
     );
+    // One value per entry of the descriptors the rate limit counts, or a 400 that says so.
+    for (limit, values) in [
+        ("login-user", &["bob|1"][..]),
+        ("per-header", &["a", "b"][..]),
+    ] {
+        let query: String = values
+            .iter()
+            .map(|v| format!("&value={}", urlencoding(v)))
+            .collect();
+        let url = gw.admin(&format!("/admin/usage?route=edge&limit={limit}{query}"));
+        let (k, v) = auth();
+        let r = HttpClient::default().get(&url, &[(k, &v)]).await;
+        assert_eq!(r.status, 400, "{limit}: {}", r.body);
+        assert_eq!(r.json()["error"], "invalid_value", "{}", r.body);
+    }
 }

@@ -17,7 +17,7 @@ impl Reader<'_> {
     pub(super) fn rule(
         &mut self,
         node: &MarkedYaml<'_>,
-        path: &str,
+        (path, entries): (&str, usize),
         (shadow, quota): (bool, bool),
         replacing: &mut Vec<Replacing>,
     ) -> Result<RlsRule> {
@@ -90,6 +90,7 @@ impl Reader<'_> {
             shadow,
             quota,
             path: path.to_string(),
+            entries,
         })
     }
 

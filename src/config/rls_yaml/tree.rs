@@ -134,7 +134,7 @@ impl Reader<'_> {
             self.without_effect(&fields)?;
             let rule = match fields.get("rate_limit") {
                 Some(r) => {
-                    let rule = self.rule(r, &here, (shadow, quota), replacing)?;
+                    let rule = self.rule(r, (&here, depth), (shadow, quota), replacing)?;
                     labels.push(Labelled {
                         label: rule.label.clone(),
                         keys: rule.name.is_none().then(|| keys_here.clone()),
