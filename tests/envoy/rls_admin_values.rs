@@ -21,28 +21,32 @@ descriptors:
     rate_limit: { unit: minute, requests_per_unit: 5, name: per-header }
 "#;
 
-/// `used` of `limit` for `values` (GET), or whether DELETE reset something.
-async fn usage(
+/// `/admin/usage` of `limit` for `values`, asked with `method` (`GET` or `DELETE`).
+async fn ask_usage(
     gw: &support::gateway::Gateway,
-    method: &str,
+    method: http::Method,
     limit: &str,
     values: &[&str],
-) -> serde_json::Value {
+) -> support::http::Reply {
     let query: String = values
         .iter()
         .map(|v| format!("&value={}", urlencoding(v)))
         .collect();
     let url = gw.admin(&format!("/admin/usage?route=edge&limit={limit}{query}"));
     let (k, v) = auth();
-    let client = HttpClient::default();
-    let r = match method {
-        "GET" => client.get(&url, &[(k, &v)]).await,
-        _ => {
-            client
-                .send(http::Method::DELETE, &url, &[(k, &v)], "")
-                .await
-        }
-    };
+    HttpClient::default()
+        .send(method, &url, &[(k, &v)], "")
+        .await
+}
+
+/// `used` of `limit` for `values` (GET), or whether DELETE reset something.
+async fn usage(
+    gw: &support::gateway::Gateway,
+    method: http::Method,
+    limit: &str,
+    values: &[&str],
+) -> serde_json::Value {
+    let r = ask_usage(gw, method, limit, values).await;
     assert_eq!(r.status, 200, "{}", r.body);
     r.json()
 }
@@ -63,11 +67,17 @@ async fn a_domains_key_is_named_by_its_descriptors_values() {
         let r = ask(&mut c, request("edge", vec![login.clone(), header.clone()])).await;
         assert_eq!(overall(&r), "OK");
     }
-    let read = usage(&gw, "GET", "login-user", &["/api/login", "bob|1"]).await;
+    let read = usage(
+        &gw,
+        http::Method::GET,
+        "login-user",
+        &["/api/login", "bob|1"],
+    )
+    .await;
     assert_eq!(read["limits"][0]["used"], 2, "{read}");
-    let read = usage(&gw, "GET", "per-header", &[&long]).await;
+    let read = usage(&gw, http::Method::GET, "per-header", &[&long]).await;
     assert_eq!(read["limits"][0]["used"], 2, "{read}");
-    let lifted = usage(&gw, "DELETE", "per-header", &[&long]).await;
+    let lifted = usage(&gw, http::Method::DELETE, "per-header", &[&long]).await;
     assert_eq!(lifted["reset"], true, "{lifted}");
     let r = ask(&mut c, request("edge", vec![header])).await;
     assert_eq!(
@@ -79,13 +89,7 @@ async fn a_domains_key_is_named_by_its_descriptors_values() {
         ("login-user", &["bob|1"][..]),
         ("per-header", &["a", "b"][..]),
     ] {
-        let query: String = values
-            .iter()
-            .map(|v| format!("&value={}", urlencoding(v)))
-            .collect();
-        let url = gw.admin(&format!("/admin/usage?route=edge&limit={limit}{query}"));
-        let (k, v) = auth();
-        let r = HttpClient::default().get(&url, &[(k, &v)]).await;
+        let r = ask_usage(&gw, http::Method::GET, limit, values).await;
         assert_eq!(r.status, 400, "{limit}: {}", r.body);
         assert_eq!(r.json()["error"], "invalid_value", "{}", r.body);
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use support::gateway::{self, config};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 const MEMORY: &str = "backend = \"memory\"";
 const CHUNKS: usize = 20;
@@ -19,32 +19,17 @@ fn event(i: usize) -> String {
     format!("data: {{\"n\":{i}}}\n\n")
 }
 
-/// An upstream that answers each request with `CHUNKS` small chunks, all in one write.
-async fn burst_upstream() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let task = tokio::spawn(async move {
-        let Ok((mut stream, _)) = listener.accept().await else {
-            return;
-        };
-        let mut head = Vec::new();
-        let mut buf = [0u8; 1024];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => head.extend_from_slice(&buf[..n]),
-            }
-        }
-        let mut answer = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
-        for i in 0..CHUNKS {
-            let e = event(i);
-            answer.extend_from_slice(format!("{:x}\r\n{e}\r\n", e.len()).as_bytes());
-        }
-        answer.extend_from_slice(b"0\r\n\r\n");
-        let _ = stream.write_all(&answer).await;
-        let _ = stream.read(&mut buf).await;
-    });
-    (addr, task)
+/// An answer of `CHUNKS` small chunks, which the upstream writes all at once.
+fn burst_answer() -> Vec<u8> {
+    let mut answer =
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            .to_vec();
+    for i in 0..CHUNKS {
+        let e = event(i);
+        answer.extend_from_slice(format!("{:x}\r\n{e}\r\n", e.len()).as_bytes());
+    }
+    answer.extend_from_slice(b"0\r\n\r\n");
+    answer
 }
 
 /// The data of each chunk of a chunked body that `raw` (a whole answer) carries.
@@ -65,7 +50,7 @@ fn chunks_of(raw: &[u8]) -> Vec<Vec<u8>> {
 
 #[tokio::test]
 async fn small_chunks_sent_together_arrive_as_one() {
-    let (up, _task) = burst_upstream().await;
+    let up = support::upstream::answering_once(burst_answer()).await;
     let routes = "[[routes]]\nname = \"all\"\npath = \"/*\"\nupstream = \"up\"\n";
     let gw = gateway::start(&config(MEMORY, &format!("http://{up}"), routes)).await;
     let mut stream = TcpStream::connect(gw.running().proxy_addr).await.unwrap();

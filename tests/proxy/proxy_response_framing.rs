@@ -8,34 +8,12 @@ use std::time::Duration;
 
 use support::gateway::{self, config};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-
-/// An upstream that answers one request with `Content-Length: 3` and a chunked `hello`.
-async fn two_framings_upstream() -> std::net::SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let Ok((mut stream, _)) = listener.accept().await else {
-            return;
-        };
-        let mut head = Vec::new();
-        let mut buf = [0u8; 1024];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => head.extend_from_slice(&buf[..n]),
-            }
-        }
-        let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
-        let _ = stream.write_all(answer).await;
-        let _ = stream.read(&mut buf).await;
-    });
-    addr
-}
+use tokio::net::TcpStream;
 
 #[tokio::test]
 async fn an_answer_framed_two_ways_is_sent_on_whole() {
-    let up = two_framings_upstream().await;
+    let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
+    let up = support::upstream::answering_once(answer.to_vec()).await;
     let routes = "[[routes]]\nname = \"all\"\npath = \"/*\"\nupstream = \"up\"\n";
     let gw = gateway::start(&config(
         "backend = \"memory\"",

@@ -144,3 +144,28 @@ pub fn serve(listener: tokio::net::TcpListener, busy_for: Duration) -> Upstream 
     });
     Upstream { addr, seen, task }
 }
+
+/// An upstream that reads one request's head and answers it with `answer`, bytes as given (an
+/// answer no well-behaved server would write, or one framed just so), then waits for the
+/// gateway to close.
+pub async fn answering_once(answer: Vec<u8>) -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            return;
+        };
+        let mut head = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        let _ = stream.write_all(&answer).await;
+        let _ = stream.read(&mut buf).await;
+    });
+    addr
+}
