@@ -43,6 +43,18 @@ on_error = "allow"
   name = "one"
   limit = 1
   window = "1h"
+
+[[routes]]
+name = "slot"
+path = "/slot/*"
+upstream = "up"
+key = ["header:X-User"]
+on_error = "deny"
+  [[routes.limits]]
+  name = "inflight"
+  limit = 1
+  algorithm = "concurrency"
+  lease = "10m"
 "#;
 
 fn store(url: &str, prefix: &str, acks: u32) -> String {
@@ -79,6 +91,26 @@ async fn synced_pair() -> (RedisServer, RedisServer) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     (master, replica)
+}
+
+/// Waits until the gateway has seen `master`'s replica (ROLE), before it stops answering.
+async fn seen_replica(gw: &gateway::Gateway, master: &RedisServer) {
+    let node = format!("127.0.0.1:{}", master.port);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let metrics = HttpClient::default()
+            .get(&gw.admin("/metrics"), &[])
+            .await
+            .body;
+        if metric(&metrics, "slidegate_store_replicas", &[("node", &node)]) == 1.0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replica never showed: {metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 fn log_key(prefix: &str, route: &str, user: &str) -> String {
@@ -125,20 +157,7 @@ async fn too_few_replicas_hand_an_allowed_decision_to_on_error_and_keep_its_char
     let (master, replica) = synced_pair().await;
     let (gw, _up, prefix) = gateway_on(&master, "acks-none").await;
     let client = HttpClient::default();
-    // The gateway has seen the replica (ROLE) before it stops answering.
-    let node = format!("127.0.0.1:{}", master.port);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
-        if metric(&metrics, "slidegate_store_replicas", &[("node", &node)]) == 1.0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the replica never showed: {metrics}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    seen_replica(&gw, &master).await;
     replica.pause();
 
     let started = Instant::now();
@@ -238,5 +257,35 @@ async fn the_setting_shows_where_the_store_does() {
         .await
         .json();
     assert_eq!(shown["store"]["replica_acks"], 1, "{shown}");
+    gw.stop().await;
+}
+
+/// A slot in flight whose charge the replicas did not acknowledge: the attempt was answered by
+/// `on_error` (503) and is over, so its slot is freed, not held for the whole `lease` (10
+/// minutes here): once the replica answers again, the key has its slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_whose_charge_the_replicas_did_not_acknowledge_is_freed() {
+    let (master, replica) = synced_pair().await;
+    let (gw, _up, _prefix) = gateway_on(&master, "acks-slot").await;
+    let client = HttpClient::default();
+    seen_replica(&gw, &master).await;
+    replica.pause();
+    let r = client.get(&gw.url("/slot/x"), &[("x-user", "carol")]).await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    replica.resume();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = client.get(&gw.url("/slot/x"), &[("x-user", "carol")]).await;
+        if r.status == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the slot stayed taken: {} {}",
+            r.status,
+            r.body
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     gw.stop().await;
 }

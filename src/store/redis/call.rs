@@ -37,12 +37,13 @@ use super::encode::{call_token, decision_member, encode, instance_id};
 use super::fred_error::{is_function_missing, is_noscript, lacks_functions, map_error};
 use super::node::Node;
 use super::nodes::Nodes;
-use super::release::fail_keeping_releases;
+use super::release::{self, fail_keeping_releases};
 use crate::config::ClockSource;
 use crate::store::{Decision, StoreError};
 
-/// The answers of a call's allowed decisions, waiting for the replicas' acknowledgement.
-pub type Acknowledging = Pin<Box<dyn Future<Output = ()> + Send>>;
+/// The answers of a call's allowed decisions, waiting for the replicas' acknowledgement; when
+/// it does not come, the releases of the slots those decisions took, to send.
+pub type Acknowledging = Pin<Box<dyn Future<Output = Vec<PendingSettlement>> + Send>>;
 
 /// What a call leaves its lane: answers still waiting for the replicas, and, when it failed,
 /// the releases of the slots it may have left behind, to send again ([`super::release`]).
@@ -193,7 +194,8 @@ impl Caller {
         }
         let acknowledging = (!waiting.is_empty()).then(|| {
             Box::pin(async move {
-                futures_util::future::join_all(waiting).await;
+                let released = futures_util::future::join_all(waiting).await;
+                released.into_iter().flatten().collect()
             }) as Acknowledging
         });
         Called {
@@ -313,6 +315,7 @@ impl Caller {
         }
         let dry = batch.dry;
         let mut held: Vec<(Pending, Answer)> = Vec::new();
+        let mut held_slots = Vec::new();
         for (d, p) in batch.decisions.into_iter().enumerate() {
             let len = Decision::reply_len(&p.limits);
             if rest.len() < len {
@@ -330,12 +333,14 @@ impl Caller {
                 member: p.receipt.then(|| decision_member(token, d + 1)),
             };
             if acks.is_some() && charged(&p, &answer, dry) {
+                held_slots.extend(release::of_decision(&p, token, d));
                 held.push((p, answer));
             } else {
                 let _ = p.reply.send(Ok(answer));
             }
         }
         let acknowledging = acks.filter(|_| !held.is_empty()).map(|acks| {
+            let held = (held, held_slots);
             Box::pin(answer_acknowledged(held, acks, self.on_error.clone())) as Acknowledging
         });
         Called {
@@ -346,18 +351,23 @@ impl Caller {
 }
 
 /// Answers the decisions that waited for the replicas once `acks` came: as decided, or (too
-/// few replicas acknowledged) with the error, counted once by `on_error`; their charge stays.
+/// few replicas acknowledged) with the error, counted once by `on_error`; their charge stays,
+/// but the slots they took are to be released (returned): `on_error` answered their attempts.
 async fn answer_acknowledged(
-    held: Vec<(Pending, Answer)>,
+    (held, slots): (Vec<(Pending, Answer)>, Vec<PendingSettlement>),
     acks: Acks,
     on_error: Arc<dyn Fn(&StoreError) + Send + Sync>,
-) {
+) -> Vec<PendingSettlement> {
     let confirmed = acks.confirm().await;
     if let Err(e) = &confirmed {
         on_error(e);
     }
     for (p, answer) in held {
         let _ = p.reply.send(confirmed.clone().map(|()| answer));
+    }
+    match confirmed {
+        Ok(()) => Vec::new(),
+        Err(_) => slots,
     }
 }
 

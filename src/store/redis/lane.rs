@@ -22,6 +22,8 @@
 //! order), so the wait no longer adds a round trip of the gateway to every call.
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -111,8 +113,7 @@ async fn drive(
     let mut queue = Queue::default();
     let mut in_flight = FuturesUnordered::new();
     let mut acknowledging = FuturesUnordered::new();
-    // Releases a failed call kept, each group back in the queue after a pause.
-    let mut releasing = FuturesUnordered::new();
+    let mut releasing = Releasing::new();
     let mut open = true;
     loop {
         while let Ok(job) = jobs.try_recv() {
@@ -136,14 +137,11 @@ async fn drive(
             Some(called) = in_flight.next(), if !in_flight.is_empty() => {
                 let Called { acknowledging: waiting, releases } = called;
                 acknowledging.extend(waiting);
-                if !releases.is_empty() {
-                    releasing.push(async move {
-                        tokio::time::sleep(RETRY_AFTER).await;
-                        releases
-                    });
-                }
+                keep(&mut releasing, releases);
             }
-            Some(()) = acknowledging.next(), if !acknowledging.is_empty() => {}
+            Some(releases) = acknowledging.next(), if !acknowledging.is_empty() => {
+                keep(&mut releasing, releases);
+            }
             Some(releases) = releasing.next(), if !releasing.is_empty() => {
                 let room = MAX_KEPT.saturating_sub(queue.settlements.len());
                 for release in releases.into_iter().take(room) {
@@ -156,6 +154,21 @@ async fn drive(
             },
         }
     }
+}
+
+/// Releases on their way back to the lane's queue, each group after [`RETRY_AFTER`].
+type Releasing = FuturesUnordered<Pin<Box<dyn Future<Output = Vec<PendingSettlement>> + Send>>>;
+
+/// Sends `releases` (slots a failed call, or an unacknowledged one, may have left behind) back
+/// to the lane's queue after [`RETRY_AFTER`].
+fn keep(releasing: &mut Releasing, releases: Vec<PendingSettlement>) {
+    if releases.is_empty() {
+        return;
+    }
+    releasing.push(Box::pin(async move {
+        tokio::time::sleep(RETRY_AFTER).await;
+        releases
+    }));
 }
 
 /// What waits for a call: single decisions (a request on the proxy path) go ahead of batches

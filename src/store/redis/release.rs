@@ -4,14 +4,15 @@
 //! slot for the whole `lease`, though the attempt was long answered by `on_error` and is over.
 //! So a call that timed out keeps, to send again, a release of each slot its decisions may
 //! have taken, and any failed call the settlements it carried that only free slots (an attempt
-//! that ended during the fault). The lane sends them with its next calls, after a pause, until
+//! that ended during the fault); so do allowed decisions whose charge the replicas did not
+//! acknowledge (`store.replica_acks`: answered by `on_error`, their charge stays on the master). The lane sends them with its next calls, after a pause, until
 //! one is applied or the lease it frees would have expired anyway (at most [`MAX_KEPT`] at
 //! once; the rest are left to their leases). Freeing a lease twice, or one never taken (the
 //! decision was refused, or never ran), frees nothing: a release is safe to repeat.
 
 use std::time::Duration;
 
-use super::batch::{Batch, PendingSettlement};
+use super::batch::{Batch, Pending, PendingSettlement};
 use super::deadline::Deadline;
 use super::encode::decision_member;
 use crate::store::{LimitSet, StoreError};
@@ -35,13 +36,8 @@ pub fn fail_keeping_releases(
     // A call that timed out may still run; one that failed on its connection did not reach a
     // server that kept it (a dead one's leases are gone with it).
     if !batch.dry && matches!(error, StoreError::Timeout(_)) {
-        for (d, p) in batch.decisions.iter().enumerate() {
-            let slots = slot_limits(&p.limits);
-            if p.cost > 0 && !slots.is_empty() {
-                let member = decision_member(token, d + 1);
-                kept.push(release(&p.limits, p.keys.clone(), member, slots, p.cost));
-            }
-        }
+        let decisions = batch.decisions.iter().enumerate();
+        kept.extend(decisions.filter_map(|(d, p)| of_decision(p, token, d)));
     }
     for s in std::mem::take(&mut batch.settlements) {
         match frees_slots_only(&s) {
@@ -61,6 +57,17 @@ pub fn fail_keeping_releases(
     }
     batch.fail(error);
     kept
+}
+
+/// The release of the slots decision `d` (from 0) of the call sent under `token` took, when it
+/// charged any: for a call that timed out, or an allowed decision whose charge the replicas did
+/// not acknowledge (it was answered by `on_error`, and is over when that answer is).
+pub fn of_decision(p: &Pending, token: &str, d: usize) -> Option<PendingSettlement> {
+    let slots = slot_limits(&p.limits);
+    (p.cost > 0 && !slots.is_empty()).then(|| {
+        let member = decision_member(token, d + 1);
+        release(&p.limits, p.keys.clone(), member, slots, p.cost)
+    })
 }
 
 /// The limits of `limits` that count slots in flight (no window).
