@@ -271,8 +271,13 @@ pub async fn run(config: Config, handles: Vec<Handle>) -> Result<(), StartError>
     };
     let running = start_on(config, &handles).await?;
     // Before the line that says it listens: a SIGHUP or SIGTERM sent once that line is seen
-    // reloads or stops it, never kills it with the signal's default action.
+    // reloads or stops it, never kills it with the signal's default action; and a config file
+    // changed once that line is seen is reloaded (a watch started after it could miss it).
     let signals = Signals::install();
+    let watching = match running.state.running.server.watch_files {
+        true => crate::watch::start(running.state.clone()),
+        false => None,
+    };
     let mut deciders = String::new();
     if let Some(a) = running.rls_addr {
         deciders.push_str(&format!(", rate-limit service (gRPC) {a}"));
@@ -290,10 +295,6 @@ pub async fn run(config: Config, handles: Vec<Handle>) -> Result<(), StartError>
         store_line,
         handles.len().max(1)
     );
-    let watching = match running.state.running.server.watch_files {
-        true => crate::watch::start(running.state.clone()),
-        false => None,
-    };
     signals.wait(&running).await;
     drop(watching);
     tracing::info!("shutting down: finishing in-flight requests");
