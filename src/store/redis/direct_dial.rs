@@ -106,28 +106,37 @@ impl Endpoint {
             push_bulk(&mut hello, db.to_string().as_bytes());
             replies += 1;
         }
-        stream.write_all(&hello).await.map_err(|e| e.to_string())?;
-        let mut input = Vec::new();
-        while replies > 0 {
-            match parse(&input).map_err(|e| e.0)? {
-                Some((Reply::Error(e), _)) => return Err(e),
-                Some((_, used)) => {
-                    input.drain(..used);
-                    replies -= 1;
+        exchange(&mut stream, &hello, replies).await?;
+        Ok(stream)
+    }
+}
+
+/// Writes `commands` (`replies` of them) on `stream` and reads their replies: the last one, or
+/// the first error a server answered.
+pub async fn exchange(
+    stream: &mut TcpStream,
+    commands: &[u8],
+    mut replies: usize,
+) -> Result<Reply, String> {
+    stream.write_all(commands).await.map_err(|e| e.to_string())?;
+    let mut input = Vec::new();
+    loop {
+        match parse(&input).map_err(|e| e.0)? {
+            Some((Reply::Error(e), _)) => return Err(e),
+            Some((reply, used)) => {
+                input.drain(..used);
+                replies -= 1;
+                if replies == 0 {
+                    return Ok(reply);
                 }
-                None => {
-                    if stream
-                        .read_buf(&mut input)
-                        .await
-                        .map_err(|e| e.to_string())?
-                        == 0
-                    {
-                        return Err("the server closed the connection".into());
-                    }
+            }
+            None => {
+                let read = stream.read_buf(&mut input).await;
+                if read.map_err(|e| e.to_string())? == 0 {
+                    return Err("the server closed the connection".into());
                 }
             }
         }
-        Ok(stream)
     }
 }
 

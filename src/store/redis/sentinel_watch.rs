@@ -14,12 +14,12 @@ use std::time::{Duration, Instant};
 
 use fred::interfaces::ClientLike;
 use fred::types::config::{Server, ServerConfig};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::runtime::Handle;
 
 use super::node::Node;
-use super::resp::{parse, push_array, push_auth, push_bulk, Reply};
+use super::direct_dial::exchange;
+use super::resp::{push_array, push_auth, push_bulk, Reply};
 
 /// The shortest time between two questions to the sentinels.
 const ASK_PAUSE: Duration = Duration::from_millis(250);
@@ -136,28 +136,7 @@ impl SentinelWatch {
         push_bulk(&mut out, b"SENTINEL");
         push_bulk(&mut out, b"GET-MASTER-ADDR-BY-NAME");
         push_bulk(&mut out, self.service.as_bytes());
-        stream.write_all(&out).await.map_err(|e| e.to_string())?;
-        let mut input = Vec::new();
-        loop {
-            match parse(&input).map_err(|e| e.0)? {
-                Some((reply, used)) => {
-                    input.drain(..used);
-                    replies -= 1;
-                    if replies == 0 {
-                        return server_of(reply);
-                    }
-                }
-                None if stream
-                    .read_buf(&mut input)
-                    .await
-                    .map_err(|e| e.to_string())?
-                    == 0 =>
-                {
-                    return Err("the sentinel closed the connection".into());
-                }
-                None => {}
-            }
-        }
+        server_of(exchange(&mut stream, &out, replies).await?)
     }
 }
 
