@@ -118,7 +118,10 @@ pub async fn exchange(
     commands: &[u8],
     mut replies: usize,
 ) -> Result<Reply, String> {
-    stream.write_all(commands).await.map_err(|e| e.to_string())?;
+    stream
+        .write_all(commands)
+        .await
+        .map_err(|e| e.to_string())?;
     let mut input = Vec::new();
     loop {
         match parse(&input).map_err(|e| e.0)? {

@@ -17,8 +17,8 @@ use fred::types::config::{Server, ServerConfig};
 use tokio::net::TcpStream;
 use tokio::runtime::Handle;
 
-use super::node::Node;
 use super::direct_dial::exchange;
+use super::node::Node;
 use super::resp::{push_array, push_auth, push_bulk, Reply};
 
 /// The shortest time between two questions to the sentinels.
