@@ -5,7 +5,9 @@
 //! A request whose client goes away while the store decides is still concluded and counted: the
 //! store may already have charged it. Dropping an unfinished `Deciding` hands its answer to a
 //! task of its own, which also takes the charge back when the route counts outcomes (the
-//! attempt never reached the upstream).
+//! attempt never reached the upstream). One whose client goes away while it waits for room
+//! counts as the refusal it was waiting out (`rejected`, with its exceedances): it was never
+//! served, and the store charged nothing for it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -53,7 +55,8 @@ enum State {
         started: Instant,
         delay: Option<Delay>,
     },
-    Sleeping(Delay),
+    /// Waiting for room after `Verdict`, the refusal it waits out.
+    Sleeping(Delay, Verdict),
     Done,
 }
 
@@ -191,13 +194,13 @@ impl Future for Deciding {
                         unreachable!("asking")
                     };
                     match this.after(&mut verdict, delay) {
-                        Some(delay) => this.state = State::Sleeping(delay),
+                        Some(delay) => this.state = State::Sleeping(delay, verdict),
                         None => return this.finish(verdict),
                     }
                 }
-                State::Sleeping(delay) => {
+                State::Sleeping(delay, _) => {
                     std::task::ready!(delay.poll_sleep(cx));
-                    let State::Sleeping(delay) = std::mem::replace(&mut this.state, State::Done)
+                    let State::Sleeping(delay, _) = std::mem::replace(&mut this.state, State::Done)
                     else {
                         unreachable!("sleeping")
                     };
@@ -215,11 +218,19 @@ impl Future for Deciding {
 
 impl Drop for Deciding {
     fn drop(&mut self) {
-        let State::Asking {
-            answer, started, ..
-        } = std::mem::replace(&mut self.state, State::Done)
-        else {
-            return;
+        let (answer, started, delayed) = match std::mem::replace(&mut self.state, State::Done) {
+            State::Asking {
+                answer,
+                started,
+                delay,
+            } => (answer, started, delay.is_some()),
+            State::Sleeping(_, refused) => {
+                if self.request.counted {
+                    self.request.limiter.record(&self.request.policy, &refused);
+                }
+                return;
+            }
+            State::Start | State::Done => return,
         };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
@@ -235,6 +246,9 @@ impl Drop for Deciding {
         };
         runtime.spawn(async move {
             let mut verdict = request.conclude(answer.await, started);
+            if delayed && verdict.label == DecisionLabel::Allowed {
+                verdict.label = DecisionLabel::Delayed;
+            }
             if request.counted {
                 request.limiter.record(&request.policy, &verdict);
             }

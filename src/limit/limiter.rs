@@ -338,7 +338,8 @@ impl Limiter {
     }
 
     /// Counts a final verdict: once in `slidegate_requests_total`, and, for every 429 and every
-    /// shadow exceedance, once in `slidegate_limit_exceeded_total` under the limit it names.
+    /// shadow exceedance, in `slidegate_limit_exceeded_total` once under each limit that refused
+    /// it (every limit its `violated-policies` names).
     pub fn record(&self, policy: &RoutePolicy, verdict: &Verdict) {
         policy.metrics.decision(verdict.label);
         let mode = match verdict.label {
@@ -346,11 +347,8 @@ impl Limiter {
             DecisionLabel::ShadowRejected => 1,
             _ => return,
         };
-        if let Some(i) = verdict
-            .decision
-            .as_ref()
-            .and_then(Decision::rejecting_limit)
-        {
+        let exceeded = verdict.decision.iter().flat_map(Decision::exceeded_limits);
+        for i in exceeded {
             policy.metrics.limit_exceeded[i][mode].inc();
         }
     }

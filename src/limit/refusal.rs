@@ -116,9 +116,7 @@ impl Refusal {
         body.push_str(&head.text[..head.split]);
         push_json_string(&mut body, request_id.as_str());
         body.push_str(&head.text[head.split..]);
-        let violated = decision.limits.iter().enumerate();
-        let violated = violated.filter(|(_, u)| u.exceeded());
-        for (n, (i, _)) in violated.enumerate() {
+        for (n, i) in decision.exceeded_limits().enumerate() {
             if n > 0 {
                 body.push(',');
             }

@@ -150,7 +150,7 @@ impl Metrics {
             ),
             limit_exceeded: counter(
                 "slidegate_limit_exceeded_total",
-                "Exceedances by route, the limit they name, and whether enforced or shadow.",
+                "Exceedances by route, each limit that refused, and whether enforced or shadow.",
                 &["route", "limit", "mode"],
             ),
             limit_utilization: histogram(

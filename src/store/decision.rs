@@ -180,14 +180,20 @@ impl Decision {
             && self.limits.iter().any(|l| l.exceeded() && !l.in_flight)
     }
 
-    /// Index of the limit a rejection names: the exceeded one with the longest wait.
-    pub fn rejecting_limit(&self) -> Option<usize> {
+    /// Indexes of the limits that refused the request, in the route's order (a 429's
+    /// `violated-policies`).
+    pub fn exceeded_limits(&self) -> impl Iterator<Item = usize> + '_ {
         self.limits
             .iter()
             .enumerate()
             .filter(|(_, l)| l.exceeded())
-            .max_by_key(|(i, l)| (l.retry_after, std::cmp::Reverse(*i)))
             .map(|(i, _)| i)
+    }
+
+    /// Index of the limit a rejection names: the exceeded one with the longest wait.
+    pub fn rejecting_limit(&self) -> Option<usize> {
+        self.exceeded_limits()
+            .max_by_key(|&i| (self.limits[i].retry_after, std::cmp::Reverse(i)))
     }
 
     /// Index of the limit the headers describe on an allowed response: least remaining, ties to

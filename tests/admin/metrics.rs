@@ -1,5 +1,6 @@
-//! Metrics that must move: build info, the process collector, the delay room gauge, the deny
-//! cache gauge, enforced and shadow exceedances, and the series of a route a reload removed.
+//! Metrics that must move: build info, the process collector, the delay room gauge (and a
+//! request that leaves it), the deny cache gauge, enforced and shadow exceedances (under each
+//! refusing limit), and the series of a route a reload removed.
 
 use crate::support;
 
@@ -111,6 +112,106 @@ max_delay = "5s"
         ),
         Some(1.0)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_whose_client_leaves_the_delay_room_counts_once_as_refused() {
+    let up = upstream::start().await;
+    let routes = r#"
+[[routes]]
+name = "paced"
+path = "/*"
+upstream = "up"
+on_exceed = "delay"
+max_delay = "5s"
+  [[routes.limits]]
+  name = "per-window"
+  limit = 1
+  window = "3s"
+"#;
+    let gw = gateway::start(&config(MEMORY, &up.url(), routes)).await;
+    let client = HttpClient::default();
+    let waiting = |text: &str| value(text, "slidegate_delay_waiting", &[("route", "paced")]);
+    assert_eq!(client.status(&gw.url("/first"), &[]).await, 200);
+    let leaving = {
+        let (client, url) = (HttpClient::default(), gw.url("/second"));
+        tokio::spawn(async move { client.status(&url, &[]).await })
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while waiting(&scrape(&client, &gw).await) != Some(1.0) {
+        assert!(Instant::now() < deadline, "the request never waited");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // its client goes away while it waits: its connection closes with it
+    leaving.abort();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let text = loop {
+        let text = scrape(&client, &gw).await;
+        if waiting(&text) == Some(0.0) {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "the request never left the room");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let decision = |d: &str| {
+        value(
+            &text,
+            "slidegate_requests_total",
+            &[("route", "paced"), ("decision", d)],
+        )
+    };
+    assert_eq!(decision("allowed"), Some(1.0));
+    assert_eq!(decision("rejected"), Some(1.0), "the one that left");
+    assert_eq!(decision("delayed"), Some(0.0));
+    let exceeded = [
+        ("route", "paced"),
+        ("limit", "per-window"),
+        ("mode", "enforced"),
+    ];
+    assert_eq!(
+        value(&text, "slidegate_limit_exceeded_total", &exceeded),
+        Some(1.0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_by_two_limits_counts_under_each() {
+    let up = upstream::start().await;
+    let routes = r#"
+[[routes]]
+name = "two"
+path = "/*"
+upstream = "up"
+  [[routes.limits]]
+  name = "short"
+  limit = 2
+  window = "10s"
+  [[routes.limits]]
+  name = "long"
+  limit = 2
+  window = "1m"
+"#;
+    let gw = gateway::start(&config(MEMORY, &up.url(), routes)).await;
+    let client = HttpClient::default();
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        statuses.push(client.status(&gw.url("/x"), &[]).await);
+    }
+    assert_eq!(statuses, [200, 200, 429, 429]);
+    let refused = client.get(&gw.url("/x"), &[]).await;
+    assert_eq!(
+        refused.json()["violated-policies"],
+        serde_json::json!(["short", "long"])
+    );
+    let text = scrape(&client, &gw).await;
+    for limit in ["short", "long"] {
+        let labels = [("route", "two"), ("limit", limit), ("mode", "enforced")];
+        assert_eq!(
+            value(&text, "slidegate_limit_exceeded_total", &labels),
+            Some(3.0),
+            "{limit}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
