@@ -51,7 +51,9 @@
 --                starts a block on every key slot whose limit refused on answered attempts),
 --                2 a key is blocked
 --   retry_us_i   negative when limit i refuses only for reservations still in flight (its wait,
---                the magnitude, is until the soonest of them is settled): it started no block
+--                the magnitude, is until the soonest of them is settled, at most `settle`) or
+--                for attempts kept without an answer (the magnitude is `settle` plus the
+--                window's wait): it started no block
 --   retry_us     0 when allowed; otherwise how long until this request would fit
 --   block_level  the level of the block named (or the highest level any of its keys keeps)
 --
@@ -396,6 +398,10 @@ local function decide_one(plan, cost, d, k)
           if f > 0 then
             flight[i] = true
             if f < w then per_limit[i] = f end
+          elseif f < 0 then
+            -- on attempts kept without an answer: the window's wait, told past `settle`
+            flight[i] = true
+            per_limit[i] = w + settles[i]
           end
         end
       end

@@ -216,19 +216,26 @@ end
 -- Whether a refusal stands on reservations still in flight: 0 when the answered entries of the
 -- limit's window alone leave no room for `cost` (the refusal is the answers'), else the time
 -- until the soonest reservation in it is settled (`settle` after its charge, at least 1 µs; a
--- charge of this call counts as made now). Read only on a blocking route's refusal.
+-- charge of this call counts as made now). A reservation older than `settle` is an attempt
+-- kept without an answer (its status never came): it counts, but it is no answer, so a
+-- refusal that stands on such attempts alone starts no block either and waits as the window
+-- says (-1). Read only on a blocking route's refusal.
 local function in_flight(v, key, name, limit, cost, settle)
   local entries = call('ZRANGEBYSCORE', key, '(' .. int(now - v.window), '+inf', 'WITHSCORES')
-  local answered, soonest = 0, nil
+  local answered, soonest, kept = 0, nil, false
   for i = 1, #entries, 2 do
     if string.byte(entries[i], -1) == 33 then
       answered = answered + 1
     elseif soonest == nil then
-      soonest = entries[i + 1] + 0
+      local at = entries[i + 1] + 0
+      if at + settle > now then soonest = at else kept = true end
     end
   end
   if answered + cost > limit then return 0 end
-  if soonest == nil then soonest = now end
+  if soonest == nil then
+    if kept then return -1 end
+    soonest = now
+  end
   local w = soonest + settle - now
   if w < 1 then w = 1 end
   return w

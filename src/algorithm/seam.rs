@@ -82,7 +82,8 @@ pub trait KeyState: Send + 'static {
     fn refund(&mut self, limit: &LimitParams<'_>, member: &str, at: u64, cost: u64, now: u64);
     /// Lua's `in_flight`: 0 when the answered charges in the view leave no room for `cost`
     /// under `limit` (a refusal that stands on answers); else the time until the soonest
-    /// reservation in it is settled, `settle` after its charge (at least 1 µs).
+    /// reservation in it is settled, `settle` after its charge (at least 1 µs); -1 when the
+    /// only reservations left are older than `settle` (attempts kept without an answer).
     fn in_flight(
         &self,
         view: usize,

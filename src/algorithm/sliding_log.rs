@@ -195,16 +195,23 @@ impl KeyState for LogState {
         let v = &self.views[view];
         let horizon = now as i64 - v.window as i64;
         let live = self.entries.iter().filter(|(s, _)| *s as i64 > horizon);
-        let (mut answered, mut soonest) = (0u64, None);
+        let (mut answered, mut soonest, mut kept) = (0u64, None, false);
         for (score, member) in live {
             if member.ends_with(ANSWERED) {
                 answered += 1;
             } else if soonest.is_none() {
-                soonest = Some(*score);
+                // older than `settle`: kept without an answer, not in flight
+                match *score + settle > now {
+                    true => soonest = Some(*score),
+                    false => kept = true,
+                }
             }
         }
         if answered + cost > limit {
             return 0;
+        }
+        if soonest.is_none() && kept {
+            return -1;
         }
         let soonest = soonest.unwrap_or(now) as i64;
         (soonest + settle as i64 - now as i64).max(1)

@@ -47,7 +47,11 @@ pub struct Settled {
 /// What becomes of one limit's charge.
 pub(super) enum Fate {
     Refund,
+    /// Kept: the answer counts.
     Keep,
+    /// Kept, though no answer came (its status never arrived): it counts, but is never
+    /// confirmed as answered, so it starts no block and no reset forgives it.
+    Unanswered,
     Reset,
     /// The slot in flight is freed.
     Release,
@@ -104,6 +108,11 @@ impl Settled {
             self.confirmed.push(i);
         }
     }
+
+    /// A cost limit's charge kept without an answer: the reservation stands, unconfirmed.
+    fn unanswered_cost(&mut self, i: usize) {
+        self.kept_costs.push(i);
+    }
 }
 
 impl Charged {
@@ -127,8 +136,11 @@ impl Charged {
                 Fate::Keep if matches!(rule.at_end, Some(AtEnd::Cost(_))) => {
                     settled.cost(rule, i, None)
                 }
+                Fate::Unanswered if matches!(rule.at_end, Some(AtEnd::Cost(_))) => {
+                    settled.unanswered_cost(i)
+                }
                 Fate::Keep if rule.confirms => settled.confirmed.push(i),
-                Fate::Keep | Fate::AtEnd => {}
+                Fate::Keep | Fate::Unanswered | Fate::AtEnd => {}
             }
         }
         settled

@@ -7,7 +7,7 @@
 //!   states is charged that; the others keep it, and what only the answer's end settles (a slot
 //!   in flight, a cost the body states) becomes its [`Ending`];
 //! - no status, though the upstream saw the attempt ([`Reservation::keep`]): counts and costs
-//!   kept, slots freed;
+//!   kept but not confirmed as answered (it starts no block; no reset forgives it), slots freed;
 //! - proof the upstream never saw it ([`Reservation::abandon`]): outcome-counted charges, costs
 //!   and slots given back; plain counts kept.
 //!
@@ -111,8 +111,8 @@ impl Reservation {
     }
 
     /// The upstream saw the attempt but its status never came (it timed out, or failed after
-    /// the request went out): counts and costs stay (confirmed as answered where the store must
-    /// know), as it may have been acted on; its slots are free.
+    /// the request went out): counts and costs stay, as it may have been acted on, but as no
+    /// answer (a block starts only from answered attempts); its slots are free.
     pub fn keep(mut self) {
         if let Some(charged) = self.charged.take() {
             let settled = charged.settlement(kept);
@@ -136,11 +136,11 @@ impl Reservation {
     }
 }
 
-/// What no known answer leaves: counts and costs kept, slots freed.
+/// What no known answer leaves: counts and costs kept, unanswered; slots freed.
 fn kept(rule: &OutcomeRule) -> Fate {
     match rule.at_end {
         Some(AtEnd::Slot) => Fate::Release,
-        _ => Fate::Keep,
+        _ => Fate::Unanswered,
     }
 }
 

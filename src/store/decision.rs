@@ -54,7 +54,8 @@ pub struct LimitUsage {
     /// Until this limit alone would let the request through; zero when it has room.
     pub retry_after: Duration,
     /// Its refusal stands only on reservations still in flight (`retry_after` is until the
-    /// soonest of them is settled): it started no block.
+    /// soonest of them is settled), or on attempts kept without an answer (`retry_after` is
+    /// the window's): it started no block.
     pub in_flight: bool,
 }
 
@@ -124,10 +125,15 @@ impl Decision {
             .zip(reply[3..].chunks_exact(3))
             .map(|(l, v)| {
                 // negative: a refusal that stands on reservations in flight, whose wait is
-                // told as at most the upstream's `timeout`
+                // told as at most the upstream's `timeout`; or, past `settle_us`, on attempts
+                // kept without an answer, whose wait is the window's (the magnitude less
+                // `settle_us`)
                 let in_flight = v[2] < 0;
-                let mut retry_after = micros(v[2].abs());
-                if in_flight && l.flight_wait_us > 0 {
+                let magnitude = v[2].unsigned_abs();
+                let mut retry_after = Duration::from_micros(magnitude);
+                if in_flight && magnitude > l.settle_us {
+                    retry_after = Duration::from_micros(magnitude - l.settle_us);
+                } else if in_flight && l.flight_wait_us > 0 {
                     retry_after = retry_after.min(Duration::from_micros(l.flight_wait_us));
                 }
                 LimitUsage {

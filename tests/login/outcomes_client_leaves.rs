@@ -306,3 +306,63 @@ async fn the_login_recipe_lets_five_checks_through_for_thirty_attempts_that_leav
         "password checks upstream"
     );
 }
+
+/// A block starts only from answered attempts: three attempts whose clients leave once the
+/// upstream has them, and which the upstream never answers within its timeout, stay counted
+/// (the key's limit is full) but start no block. The owner, signing in next with the right
+/// password, gets a plain 429 that tells the window's wait: no block level, no block started,
+/// nothing blocked in `/admin/usage`. On Redis and on the memory store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempts_whose_status_never_came_start_no_block() {
+    let redis = RedisServer::start_async().await;
+    no_block_without_answers(&store(&redis)).await;
+    no_block_without_answers("backend = \"memory\"").await;
+}
+
+async fn no_block_without_answers(store: &str) {
+    let auth = AuthUpstream::start().await;
+    let route = "[[routes]]\nname = \"login\"\npath = \"/api/login\"\nmethods = [\"POST\"]\n\
+                 upstream = \"up\"\nkey = [\"json:username\"]\non_exceed = \"block\"\n\
+                 block_for = \"10m\"\n\n[[routes.limits]]\nname = \"failed-logins\"\n\
+                 limit = 3\nwindow = \"10m\"\ncount_status = [401, 403]\n";
+    let gw = LeavingGateway::start(store, &auth.url(), UPSTREAM, route);
+    for i in 0..3 {
+        let id = format!("h1-unanswered-{i}");
+        let seen = auth.bodies("/api/login").len();
+        let body = attempt("gus", "wrong");
+        post_and_close(gw.proxy, "/api/login?ms=3000", &id, &body, || {
+            auth.bodies("/api/login").len() > seen
+        })
+        .await;
+    }
+    for i in 0..3 {
+        // written once the upstream's timeout (1 s) ran out: the attempt is kept by then
+        assert_left(&gw, &format!("h1-unanswered-{i}"), 0);
+    }
+    assert_eq!(gw.used("login", "gus").await, 3, "no status: counted");
+    // the settle time of a reservation (connect 0.5 s + answer 1 s + 1 s) runs out
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    let owner = post(
+        &HttpClient::default(),
+        &format!("http://{}/api/login", gw.proxy),
+        &[],
+        &attempt("gus", "right"),
+    )
+    .await;
+    assert_eq!(owner.status, 429, "{}", owner.body);
+    let level = owner.json()["block_level"].as_u64().unwrap_or(0);
+    assert_eq!(level, 0, "no block: {}", owner.body);
+    let retry_after: u64 = owner.header("retry-after").unwrap().parse().unwrap();
+    assert!(
+        (590..=600).contains(&retry_after),
+        "Retry-After {retry_after}: the window's wait, exact"
+    );
+    let usage = gw.usage("login", "gus").await;
+    assert_eq!(usage["blocked_ms"], 0, "{usage}");
+    let started = counter(
+        &gw.metrics().await,
+        "slidegate_blocks_started_total",
+        &[("route", "login"), ("limit", "failed-logins")],
+    );
+    assert_eq!(started, 0.0);
+}

@@ -210,6 +210,11 @@ pub fn decide(
                         if f > 0 {
                             flight[i] = true;
                             per_limit[i] = per_limit[i].min(f);
+                        } else if f < 0 {
+                            // on attempts kept without an answer: the window's wait, told
+                            // past `settle`
+                            flight[i] = true;
+                            per_limit[i] += l.settle_us as i64;
                         }
                     }
                 }
