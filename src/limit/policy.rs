@@ -80,9 +80,10 @@ impl RoutePolicy {
         let mut layout = Layout::of(&route);
         layout.settle_us = settle_us(&route, config);
         layout.flight_wait_us = flight_wait_us(&route, config);
-        // A route's 429s are refusals on `reject` and `block` routes; a delay route's waits and
-        // a shadow route's breaches refuse no one.
-        let enforcing = matches!(route.on_exceed, ExceedMode::Reject | ExceedMode::Block(_));
+        // Every route but a shadow one refuses: a delay route too, with a 429 when the wait
+        // would pass `max_delay` (its window refuses the key now either way); a shadow route's
+        // breaches refuse no one.
+        let enforcing = !matches!(route.on_exceed, ExceedMode::Shadow);
         let recorded = vec![enforcing; route.limits.len()];
         RoutePolicy::laid_out(route, layout, config, metrics, waiting, jwt, recorded)
     }

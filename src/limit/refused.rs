@@ -108,6 +108,10 @@ impl Limiter {
         policy: &RoutePolicy,
         targets: Option<&[Target]>,
     ) -> Result<Vec<RefusedKey>, StoreError> {
+        if matches!(policy.config.on_exceed, ExceedMode::Shadow) {
+            // a dry run: its breaches refuse no one
+            return Ok(Vec::new());
+        }
         let candidates = match targets {
             Some(targets) => targets.to_vec(),
             None => self.recorded(policy).await?,

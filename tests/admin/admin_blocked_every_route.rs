@@ -264,3 +264,62 @@ async fn a_cluster_and_the_memory_store_list_refused_keys_too() {
         BTreeSet::from(["0844"])
     );
 }
+
+/// A `delay` route refuses too (a 429 once the wait would pass `max_delay`): its refused key is
+/// listed as any other. A `shadow` route refuses no one: nothing is listed, also when one key
+/// is asked about.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delay_route_lists_its_refused_keys_and_a_shadow_route_none() {
+    let up = support::upstream::start().await;
+    let routes = r#"
+[[routes]]
+name = "paced"
+path = "/paced"
+upstream = "up"
+key = ["header:x-user"]
+on_exceed = "delay"
+max_delay = "100ms"
+  [[routes.limits]]
+  name = "per-user"
+  limit = 1
+  window = "1m"
+
+[[routes]]
+name = "dry-run"
+path = "/dry-run"
+upstream = "up"
+key = ["header:x-user"]
+on_exceed = "shadow"
+  [[routes.limits]]
+  name = "per-user"
+  limit = 1
+  window = "1m"
+"#;
+    let gw = support::gateway::start(&support::gateway::config(
+        "backend = \"memory\"",
+        &up.url(),
+        routes,
+    ))
+    .await;
+    let client = HttpClient::default();
+    let mut statuses = Vec::new();
+    for path in ["/paced", "/paced", "/dry-run", "/dry-run"] {
+        statuses.push(client.status(&gw.url(path), &[("x-user", "erin")]).await);
+    }
+    assert_eq!(statuses, [200, 429, 200, 200]);
+    assert_eq!(
+        listed(&gw, "paced").await,
+        [("erin".into(), "per-user".into(), "window".into())]
+    );
+    assert!(listed(&gw, "dry-run").await.is_empty());
+    let (k, v) = auth();
+    let url = gw.admin("/admin/blocked?route=dry-run&key=erin");
+    let asked = client.get(&url, &[(k, &v)]).await;
+    assert_eq!(asked.status, 200, "{}", asked.body);
+    assert_eq!(
+        asked.json()["blocked"],
+        serde_json::json!([]),
+        "{}",
+        asked.body
+    );
+}
