@@ -29,7 +29,7 @@ use crate::state::GatewayState;
 
 /// The admin router.
 pub fn router(state: Arc<GatewayState>) -> Router {
-    Router::new()
+    let endpoints = Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -45,11 +45,15 @@ pub fn router(state: Arc<GatewayState>) -> Router {
         .method_not_allowed_fallback(|Extension(id): Extension<RequestId>| async move {
             AdminError::MethodNotAllowed.into_response(&id)
         })
-        // Before routing: a path under /admin or /v1 that does not exist, or a method an
-        // endpoint does not take, is not told apart from a real one without the token.
+        .with_state(state.clone());
+    // The token is checked before routing, around the whole router (a layer on its routes runs
+    // inside each route's method router, which adds `Allow` to what it answers): a path under
+    // /admin or /v1 that does not exist, or a method an endpoint does not take, is not told
+    // apart from a real one without the token.
+    Router::new()
+        .fallback_service(endpoints)
         .layer(middleware::from_fn_with_state(state.clone(), require_token))
-        .layer(middleware::from_fn_with_state(state.clone(), request_id))
-        .with_state(state)
+        .layer(middleware::from_fn_with_state(state, request_id))
 }
 
 /// Gives every admin request an id (kept from a trusted peer) and returns it.

@@ -65,6 +65,8 @@ async fn health_metrics_and_auth() {
         let r = client.send(method.clone(), &gw.admin(path), &[], "").await;
         assert_eq!(r.status, 401, "{method} {path}");
         assert_eq!(r.json()["error"], "unauthorized", "{method} {path}");
+        // the methods an endpoint takes are not told either
+        assert_eq!(r.header("allow"), None, "{method} {path}");
     }
     let (k, v) = auth();
     for (method, path, status) in [
