@@ -44,14 +44,35 @@ pub fn redact_secrets(text: &str) -> String {
             .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '+' || c == '.'))
             .map_or(0, |i| i + 1);
         out.push_str(&rest[..start]);
-        let url_end = rest[at..]
-            .find(|c: char| c.is_whitespace() || c == '`' || c == '"' || c == '\'')
-            .map_or(rest.len(), |i| at + i);
+        let url_end = url_end(rest, start, at);
         out.push_str(&redact_url(&rest[start..url_end]));
         rest = &rest[url_end..];
     }
     out.push_str(rest);
     out
+}
+
+/// Where the URL whose `://` is at `at` (its scheme from `start`) ends in `text`: at a space or
+/// a quote; but a password may hold a space, so where an `@` follows before the quote or line
+/// ends, the URL runs on past it (redacting too much is safe, too little is not).
+fn url_end(text: &str, start: usize, at: usize) -> usize {
+    let quote = |c: char| c == '`' || c == '"' || c == '\'';
+    let end_from = |from: usize| {
+        text[from..]
+            .find(|c: char| c.is_whitespace() || quote(c))
+            .map_or(text.len(), |i| from + i)
+    };
+    let end = end_from(at);
+    if text[start..end].contains('@') {
+        return end;
+    }
+    let line_end = text[end..]
+        .find(|c: char| quote(c) || c == '\n')
+        .map_or(text.len(), |i| end + i);
+    match text[end..line_end].find('@') {
+        Some(i) => end_from(end + i),
+        None => end,
+    }
 }
 
 /// The length of a scheme and the `:`/`/` run after it (`redis://`, or the typo `rediss//`);

@@ -127,3 +127,25 @@ fn jwt_secret_env_unset() {
         "jwt_secret_env_unset.toml:3:20: jwt.hs256_secret_env: the environment variable `SLIDEGATE_TEST_JWT_SECRET` is not set"
     );
 }
+
+/// A URL given where a setting takes one of a few names, or a number, is shown without its
+/// password (a space in the password included).
+#[test]
+fn urls_given_for_other_settings_are_masked() {
+    for (file, masked) in [
+        (
+            "store_backend_a_url.toml",
+            "redis://***@cache.internal:6379",
+        ),
+        (
+            "store_replica_acks_a_url.toml",
+            "redis://***@cache.internal:6379",
+        ),
+    ] {
+        let message = load_err(file);
+        assert!(message.contains(masked), "{message}");
+        for secret in ["secretpw", "pass", "word"] {
+            assert!(!message.contains(secret), "{message}");
+        }
+    }
+}

@@ -117,10 +117,12 @@ impl Validator<'_> {
         Location::from_span(&self.file, self.text, span)
     }
 
+    /// An error at `span`; a URL the message shows (a value given where another kind was
+    /// expected) is shown without its password.
     fn error<T>(&self, span: Range<usize>, message: impl Into<String>) -> Result<T> {
         Err(ConfigError::Invalid {
             at: self.at(span),
-            message: message.into(),
+            message: super::redact_secrets(&message.into()),
         })
     }
 
@@ -128,7 +130,7 @@ impl Validator<'_> {
         let at = self.at(span);
         self.warnings.push(ConfigWarning {
             at,
-            message: message.into(),
+            message: super::redact_secrets(&message.into()),
         });
     }
 
