@@ -18,4 +18,4 @@ mod sse_tests;
 
 pub use number::whole_number;
 pub use reader::{from_header, CostReader};
-pub use sources::{CostFrom, Reserve, DEFAULT_MAX_COST_BODY_BYTES};
+pub use sources::{CostFrom, CostOutOfRange, Reserve, DEFAULT_MAX_COST_BODY_BYTES};

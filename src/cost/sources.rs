@@ -125,3 +125,14 @@ mod tests {
         assert!(Reserve::parse("header:x").is_err());
     }
 }
+
+/// A request's cost (its `json:` reservation) above the smallest limit it is charged against:
+/// it could never be allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the request's cost {cost} is more than {most}, the smallest limit it is charged against")]
+pub struct CostOutOfRange {
+    /// The cost the request stated.
+    pub cost: u64,
+    /// The smallest limit it is charged against.
+    pub most: u64,
+}

@@ -39,6 +39,9 @@ pub enum GatewayError {
     /// `[plans] unknown = "reject"` and the key is on no plan.
     #[error("the key is on no plan of this API")]
     UnknownKey,
+    /// The request states a cost its limits could never allow.
+    #[error(transparent)]
+    CostOutOfRange(#[from] crate::cost::CostOutOfRange),
     /// A body read for key parts is larger than `max_key_body_bytes`.
     #[error(
         "the request body is over {max} bytes, the most this route reads for its rate-limit key"
@@ -120,6 +123,7 @@ impl GatewayError {
                 crate::key::KeyError::Ambiguous { .. } | crate::key::KeyError::Unclear { .. },
             ) => (StatusCode::BAD_REQUEST, "ambiguous_key"),
             GatewayError::UnknownKey => (StatusCode::FORBIDDEN, "unknown_key"),
+            GatewayError::CostOutOfRange(_) => (StatusCode::BAD_REQUEST, "cost_out_of_range"),
             GatewayError::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
             GatewayError::UnsupportedBodyEncoding { .. } => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -146,6 +150,7 @@ impl GatewayError {
             self,
             GatewayError::Key(_)
                 | GatewayError::UnknownKey
+                | GatewayError::CostOutOfRange(_)
                 | GatewayError::BodyTooLarge { .. }
                 | GatewayError::UnsupportedBodyEncoding { .. }
                 | GatewayError::BodyTimeout { .. }

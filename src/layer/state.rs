@@ -155,7 +155,10 @@ where
             return self.refuse(GatewayError::UnknownKey);
         };
         // what the request reserves of the limits whose answer states its cost (1 elsewhere)
-        let cost = policy.reservation(&tier, body, &self.head.headers);
+        let cost = match policy.reservation(&tier, body, &self.head.headers) {
+            Ok(cost) => cost,
+            Err(e) => return self.refuse(e.into()),
+        };
         let deciding = Deciding::new(
             self.limiter.clone(),
             self.route.policy.clone(),

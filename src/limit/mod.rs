@@ -35,6 +35,7 @@ mod outcome_rule;
 mod policy;
 pub mod refusal;
 mod refused;
+mod reservation;
 mod resets;
 mod tier;
 mod verdict;

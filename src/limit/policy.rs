@@ -226,27 +226,6 @@ impl RoutePolicy {
         reads_answer_body(&self.outcomes)
     }
 
-    /// What a request of this route with `tier`'s values reserves: the route's `cost` (read
-    /// from the JSON `body` for `json:PATH`, 1 when it states no whole number there), at most
-    /// the smallest `cost_from` limit in force (or its `burst`, when smaller: a gcra key never
-    /// takes more at once), at least 1; 1 on a route without `cost_from`.
-    pub fn reservation(&self, tier: &Tier, body: Option<&[u8]>, headers: &http::HeaderMap) -> u64 {
-        let wanted = match &self.reserve {
-            None => return 1,
-            Some(Reserve::Units(n)) => *n,
-            Some(Reserve::Json(path)) => body
-                .and_then(|b| crate::key::json_body_value(headers, b, path))
-                .and_then(|v| crate::cost::whole_number(&v))
-                .unwrap_or(1),
-        };
-        let smallest = (self.config.limits.iter().zip(&tier.limits.limits))
-            .filter(|(c, _)| c.cost_from.is_some())
-            .map(|(c, l)| c.most_at_once(l.limit))
-            .min()
-            .unwrap_or(1);
-        wanted.min(smallest).max(1)
-    }
-
     /// Whether a client at `ip` passes uncounted.
     pub fn exempts(&self, ip: IpAddr) -> bool {
         let ip = ip.to_canonical();

@@ -166,14 +166,6 @@ async fn an_answer_over_the_reservation_is_charged_at_once_and_the_next_waits() 
         wait > 60,
         "waits until the window slides back under, not a moment: {wait}"
     );
-    // a reservation larger than the limit is held at the limit: never refused for its size alone
-    assert_eq!(
-        chat(&gw, "eve", r#"{"max_tokens":1000,"reply_tokens":1}"#)
-            .await
-            .status,
-        200
-    );
-    assert_eq!(used(&gw, "chat", "tokens", "eve").await, 6);
 }
 
 #[tokio::test]
@@ -293,4 +285,33 @@ async fn a_reservation_is_held_at_a_gcra_limits_burst() {
         used(&gw, "chat", "tokens", "ann").await,
         100 - (10 - (PROMPT_TOKENS + 1))
     );
+}
+
+/// A `max_tokens` above the limit could never be allowed: 400 `cost_out_of_range`, counted as
+/// a bad request, nothing charged, nothing sent upstream; the limit itself is still taken.
+#[tokio::test]
+async fn a_reservation_above_the_limit_is_refused() {
+    let redis = RedisServer::start();
+    let up = llm::start().await;
+    let gw = gateway(&redis, &up).await;
+    let refused = chat(&gw, "cy", r#"{"max_tokens":41,"reply_tokens":1}"#).await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert_eq!(
+        refused.json()["error"],
+        "cost_out_of_range",
+        "{}",
+        refused.body
+    );
+    assert_eq!(used(&gw, "chat", "tokens", "cy").await, 0);
+    let metrics = HttpClient::default()
+        .get(&gw.admin("/metrics"), &[])
+        .await
+        .body;
+    let labels = [("route", "chat"), ("decision", "bad_request")];
+    assert_eq!(
+        value(&metrics, "slidegate_requests_total", &labels),
+        Some(1.0)
+    );
+    let whole = chat(&gw, "cy", r#"{"max_tokens":40,"reply_tokens":1}"#).await;
+    assert_eq!(whole.status, 200, "{}", whole.body);
 }
