@@ -57,6 +57,10 @@ impl Algorithm for Concurrency {
         false
     }
 
+    fn fixed_wait_us(&self) -> Option<i64> {
+        Some(WAIT)
+    }
+
     fn policy_name(&self) -> Option<&'static str> {
         Some("inflight")
     }

@@ -38,6 +38,12 @@ pub trait Algorithm: Send + Sync + 'static {
     fn starts_blocks(&self) -> bool {
         true
     }
+    /// The wait its refusals tell whatever the key's state (µs), when it has one: a slot in
+    /// flight may come back any moment, so no count can say when. `None`: the wait is worked
+    /// out from the count.
+    fn fixed_wait_us(&self) -> Option<i64> {
+        None
+    }
     /// The name its limits take in `RateLimit-Policy` and `RateLimit`, when not their own.
     fn policy_name(&self) -> Option<&'static str> {
         None

@@ -235,3 +235,28 @@ async fn newcomers_during_a_flood_are_served_within_the_sketchs_promise() {
     }
     assert_eq!(last, (false, true), "20 more units of a limit of 20");
 }
+
+/// A concurrency limit counted in the sketch (the table is full) refuses a full key with the
+/// wait every concurrency refusal tells, 1 s (a slot may come back any moment), not the time
+/// until the sketch's window (the lease) rolls over.
+#[tokio::test]
+async fn a_full_key_in_the_sketch_tells_a_slots_wait() {
+    let toml = "[[routes]]\nname = \"r\"\npath = \"/*\"\nupstream = \"up\"\n[[routes.limits]]\nname = \"inflight\"\nlimit = 2\nalgorithm = \"concurrency\"\nlease = \"1m\"\n";
+    let set = limit_sets(toml).remove(0);
+    let memory = MemoryStore::new(HELD);
+    let store = Store::Memory(memory.clone());
+    for i in 0..HELD {
+        let held = bases("p", "r", &format!("held{i}"));
+        assert!(decide_at(&store, &set, &held, Some(T0), 1).await.allowed());
+    }
+    assert_eq!(memory.live_keys(), HELD);
+    let newcomer = bases("p", "r", "newcomer");
+    for _ in 0..2 {
+        let d = decide_at(&store, &set, &newcomer, Some(T0 + SEC), 1).await;
+        assert!(d.allowed() && d.approximate, "{d:?}");
+    }
+    let full = decide_at(&store, &set, &newcomer, Some(T0 + SEC), 1).await;
+    assert!(!full.allowed() && full.approximate, "{full:?}");
+    assert_eq!(full.retry_after.as_micros(), u128::from(SEC), "{full:?}");
+    assert_eq!(full.limits[0].retry_after.as_micros(), u128::from(SEC));
+}

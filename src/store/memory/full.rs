@@ -96,7 +96,14 @@ pub fn decide(
         .map(|c| {
             let l = &set.limits[c.limit];
             let sketch = sketches.get(c.scope, l.window_us, now);
-            sketch.wait_us(c.cells, l.cost_of(cost), l.limit, now)
+            let wait = sketch.wait_us(c.cells, l.cost_of(cost), l.limit, now);
+            // a slot in flight may come back any moment: its refusal tells its fixed wait,
+            // not the sketch window's end
+            let fixed = set.states[l.state].algorithm.get().fixed_wait_us();
+            match fixed {
+                Some(fixed) if wait > 0 => fixed as u64,
+                _ => wait,
+            }
         })
         .collect();
     let mut reply = match waits.iter().all(|&w| w == 0) {
