@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use super::seam::{expiry_after, Algorithm, KeyState, LimitParams, Settled};
+use super::seam::{expiry_after, Algorithm, KeyState, LimitParams, Settled, EXACT_IN_A_DOUBLE};
 
 /// A `sliding_log` limit stores one entry per counted unit: beyond this it would hold too much.
 pub const MAX_LIMIT: u64 = 10_000;
@@ -29,10 +29,16 @@ impl Algorithm for SlidingLog {
         true
     }
 
-    fn check(&self, limit: u64, _window_us: u64, _burst: Option<u64>) -> Result<(), String> {
+    fn check(&self, limit: u64, window_us: u64, _burst: Option<u64>) -> Result<(), String> {
         if limit > MAX_LIMIT {
             return Err(format!(
                 "a sliding_log limit holds at most {MAX_LIMIT} (it stores one entry per counted unit); for more, use algorithm = \"sliding_window_counter\" or \"gcra\""
+            ));
+        }
+        // the bound every algorithm keeps, so a limit may change algorithm and stay valid
+        if limit as u128 * window_us as u128 >= EXACT_IN_A_DOUBLE {
+            return Err(format!(
+                "limit * window must stay below 2^53 microseconds (here {limit} * {window_us} µs), as for every algorithm; lower the limit or the window"
             ));
         }
         Ok(())

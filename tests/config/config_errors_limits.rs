@@ -91,6 +91,19 @@ fn counter_limit_times_window_2_53() {
     );
 }
 
+#[test]
+fn sliding_log_limit_times_window_2_53() {
+    assert_eq!(
+        load_err("sliding_log_limit_times_window_2_53.toml"),
+        "sliding_log_limit_times_window_2_53.toml:13:11: routes[0].limits[0].limit: limit * window must stay below 2^53 microseconds (here 10000 * 950400000000 µs), as for every algorithm; lower the limit or the window"
+    );
+    let text =
+        std::fs::read_to_string(fixture("sliding_log_limit_times_window_2_53.toml")).unwrap();
+    let below = text.replace("window = \"11d\"", "window = \"10d\"");
+    assert_ne!(below, text);
+    assert!(load_text("sliding_log_limit_times_window_2_53.toml", &below).is_ok());
+}
+
 /// The bounds are inclusive where the README says so and the refusals above are exactly at them:
 /// 10,000 for a sliding_log limit, limit * window just below 2^53 µs for a counter, windows of
 /// 1 ms and 366 days.
