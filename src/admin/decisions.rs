@@ -17,6 +17,7 @@ use axum::{Extension, Json};
 use http::header::CONTENT_LENGTH;
 use http::HeaderMap;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::error::AdminError;
 use crate::limit::headers::ceil_millis;
@@ -36,29 +37,45 @@ const MAX_BODY: usize = 16 * 1024 * 1024;
 struct DecisionsRequest {
     route: String,
     keys: Vec<String>,
-    /// Checked by hand, so every wrong value (`null` too) gets the same answer naming the field.
+    /// Checked by hand, as written, so every wrong value (`null`, a number too large for any
+    /// type) gets the same answer naming the field.
     #[serde(default = "one")]
-    cost: serde_json::Value,
+    cost: Box<RawValue>,
     #[serde(default)]
     dry_run: bool,
 }
 
 /// The cost of a request that names none.
-fn one() -> serde_json::Value {
-    serde_json::Value::from(1)
+fn one() -> Box<RawValue> {
+    RawValue::from_string("1".into()).expect("1 is JSON")
 }
 
 /// The request's cost: a whole number from 1 to the smallest limit the route charges.
-fn checked_cost(value: &serde_json::Value, max: u64) -> Result<u64, AdminError> {
-    match value.as_u64() {
+fn checked_cost(written: &RawValue, max: u64) -> Result<u64, AdminError> {
+    let value = serde_json::from_str::<serde_json::Value>(written.get()).ok();
+    match value.as_ref().and_then(serde_json::Value::as_u64) {
         Some(n) if (1..=max).contains(&n) => Ok(n),
         _ => Err(AdminError::OutOfRange {
             code: "cost_out_of_range",
             field: "cost".into(),
             why: format!(
-                "must be a whole number from 1 to {max} (the route's smallest limit), got {value}"
+                "must be a whole number from 1 to {max} (the route's smallest limit), got {}",
+                written.get()
             ),
         }),
+    }
+}
+
+/// Refuses a key the proxy path could never derive: an empty one (a key part with nothing in
+/// it is missing there: 400 `missing_key`).
+fn checked_keys(keys: &[String]) -> Result<(), AdminError> {
+    match keys.iter().position(String::is_empty) {
+        Some(i) => Err(AdminError::OutOfRange {
+            code: "missing_key",
+            field: format!("keys[{i}]"),
+            why: "an empty key: the traffic path refuses a request whose key part is empty".into(),
+        }),
+        None => Ok(()),
     }
 }
 
@@ -109,6 +126,9 @@ pub(super) async fn decide(
         Ok(c) => c,
         Err(e) => return e.into_response(&id),
     };
+    if let Err(e) = checked_keys(&request.keys) {
+        return e.into_response(&id);
+    }
     // Decided in a task of its own: a caller that hangs up mid-batch does not cancel decisions
     // the store is already making, and every one of them is counted.
     let (limiter, policy, dry_run) = (

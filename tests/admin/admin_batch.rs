@@ -80,6 +80,8 @@ async fn batch_decisions_decide_like_the_proxy_in_order() {
         "\"1\"",
         "9223372036854775808",
         "1e30",
+        "1e400",
+        "-1e400",
         "null",
     ] {
         let body = format!(r#"{{"route": "campaign-email", "keys": ["a"], "cost": {cost}}}"#);
@@ -103,6 +105,16 @@ async fn batch_decisions_decide_like_the_proxy_in_order() {
         untouched["limits"][0]["used"], 0,
         "refused calls charge nothing"
     );
+
+    // an empty key is one the traffic path never derives (an empty key part is missing there)
+    let body = r#"{"route": "campaign-email", "keys": ["a", ""]}"#;
+    let r = client
+        .send(Method::POST, &gw.admin("/v1/decisions"), &[(k, &v)], body)
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    let problem = r.json();
+    assert_eq!(problem["error"], "missing_key", "{problem}");
+    assert_eq!(problem["field"], "keys[1]", "{problem}");
 
     let too_many: Vec<String> = (0..10_001).map(|i| i.to_string()).collect();
     let body = serde_json::json!({"route": "campaign-email", "keys": too_many}).to_string();
