@@ -39,20 +39,38 @@ pub struct RouteMetrics {
     pub outcome_resets: Vec<IntCounter>,
     /// Per limit: blocks its exceed started.
     pub blocks_started: Vec<IntCounter>,
-    /// Per limit: units its answers settled to (`cost_from`).
+    /// Per limit: units its answers settled to (`cost_from`; a limit without it has a counter
+    /// that is not exported).
     pub cost_settled: Vec<IntCounter>,
-    /// Per limit: units its answers stated beyond their reservation.
+    /// Per limit: units its answers stated beyond their reservation (as `cost_settled`).
     pub cost_overage: Vec<IntCounter>,
 }
 
 impl RouteMetrics {
-    /// Resolves the handles of route `route` with these limit names.
-    pub fn new(metrics: &Metrics, route: &str, limits: &[String], backend: &str) -> RouteMetrics {
+    /// Resolves the handles of route `route` with these limit names; `reads_cost` says, per
+    /// limit, whether it has `cost_from` (only those export the cost counters).
+    pub fn new(
+        metrics: &Metrics,
+        route: &str,
+        limits: &[String],
+        reads_cost: &[bool],
+        backend: &str,
+    ) -> RouteMetrics {
         let per_limit = |vec: &IntCounterVec| -> Vec<IntCounter> {
             limits
                 .iter()
                 .map(|l| vec.with_label_values(&[route, l]))
                 .collect()
+        };
+        let per_cost_limit = |vec: &IntCounterVec| -> Vec<IntCounter> {
+            (limits
+                .iter()
+                .zip(reads_cost.iter().chain(std::iter::repeat(&false))))
+            .map(|(l, &reads)| match reads {
+                true => vec.with_label_values(&[route, l]),
+                false => unexported(),
+            })
+            .collect()
         };
         RouteMetrics {
             decisions: DecisionLabel::ALL
@@ -83,8 +101,8 @@ impl RouteMetrics {
             outcome_refunds: per_limit(&metrics.outcome_refunds),
             outcome_resets: per_limit(&metrics.outcome_resets),
             blocks_started: per_limit(&metrics.blocks_started),
-            cost_settled: per_limit(&metrics.cost_settled),
-            cost_overage: per_limit(&metrics.cost_overage),
+            cost_settled: per_cost_limit(&metrics.cost_settled),
+            cost_overage: per_cost_limit(&metrics.cost_overage),
         }
     }
 
@@ -104,4 +122,9 @@ impl RouteMetrics {
         };
         self.upstream_status[i].inc();
     }
+}
+
+/// A counter registered nowhere: what a limit counts in a family it has no series in.
+fn unexported() -> IntCounter {
+    IntCounter::new("unexported", "not exported").expect("a valid name")
 }

@@ -206,7 +206,8 @@ impl Domain {
             answer_timeout: std::time::Duration::ZERO,
         };
         let names: Vec<String> = specs.iter().map(|s| s.config.name.clone()).collect();
-        let metrics = RouteMetrics::new(&c.metrics, &self.name, &names, c.backend);
+        // (no rate limit reads its cost from an answer: the service sees none)
+        let metrics = RouteMetrics::new(&c.metrics, &self.name, &names, &[], c.backend);
         let tags = specs.iter().map(|s| s.tag.clone()).collect();
         // A shadow-mode rate limit refuses no one: its breaches are not recorded as refusals.
         let recorded = specs.iter().map(|s| !s.shadow).collect();

@@ -69,8 +69,15 @@ impl RouteTable {
             .iter()
             .map(|r| {
                 let limit_names: Vec<String> = r.limits.iter().map(|l| l.name.clone()).collect();
-                let route_metrics =
-                    Arc::new(RouteMetrics::new(metrics, &r.name, &limit_names, backend));
+                let reads_cost: Vec<bool> =
+                    r.limits.iter().map(|l| l.cost_from.is_some()).collect();
+                let route_metrics = Arc::new(RouteMetrics::new(
+                    metrics,
+                    &r.name,
+                    &limit_names,
+                    &reads_cost,
+                    backend,
+                ));
                 let policy = RoutePolicy::new(
                     r.clone(),
                     &config,

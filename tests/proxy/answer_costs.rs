@@ -315,3 +315,24 @@ async fn a_reservation_above_the_limit_is_refused() {
     let whole = chat(&gw, "cy", r#"{"max_tokens":40,"reply_tokens":1}"#).await;
     assert_eq!(whole.status, 200, "{}", whole.body);
 }
+
+/// The cost counters are series of the limits a cost is read for only: `tokens` has them
+/// from config load, `requests` (charged 1 an attempt) has none.
+#[tokio::test]
+async fn only_limits_with_cost_from_have_cost_series() {
+    let redis = RedisServer::start();
+    let up = llm::start().await;
+    let gw = gateway(&redis, &up).await;
+    let metrics = HttpClient::default()
+        .get(&gw.admin("/metrics"), &[])
+        .await
+        .body;
+    for name in [
+        "slidegate_cost_settled_total",
+        "slidegate_cost_overage_total",
+    ] {
+        let of = |limit| value(&metrics, name, &[("route", "chat"), ("limit", limit)]);
+        assert_eq!(of("tokens"), Some(0.0), "{name}");
+        assert_eq!(of("requests"), None, "{name}");
+    }
+}
