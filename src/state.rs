@@ -374,8 +374,9 @@ impl GatewayState {
         &self,
         policy: &RoutePolicy,
         targets: &[crate::limit::lookup::Target],
+        limit: Option<usize>,
     ) -> Result<Vec<crate::limit::ResetSlot>, crate::store::StoreError> {
-        let slots = self.limiter().reset(policy, targets).await?;
+        let slots = self.limiter().reset(policy, targets, limit).await?;
         if let Store::Redis(redis) = self.limiter().store() {
             for slot in &slots {
                 redis

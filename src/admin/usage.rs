@@ -88,7 +88,7 @@ async fn reset_keys(
     let targets = q.targets(named)?;
     let policy = &q.route.policy;
     let slots = state
-        .reset_keys(policy, &targets)
+        .reset_keys(policy, &targets, q.limit)
         .await
         .map_err(|e| AdminError::StoreUnavailable(e.to_string()))?;
     let held: Vec<&str> = policy
@@ -96,11 +96,7 @@ async fn reset_keys(
         .limits
         .iter()
         .enumerate()
-        .filter(|(i, _)| q.limit.is_none_or(|wanted| wanted == *i))
-        .filter(|(i, _)| {
-            let slot = policy.slot_of(*i);
-            slots.iter().any(|s| s.slot == slot && s.held)
-        })
+        .filter(|(i, _)| slots.iter().any(|s| s.held && s.limits.contains(i)))
         .map(|(_, l)| l.name.as_str())
         .collect();
     Ok(json!({

@@ -9,7 +9,7 @@ use super::limiter::Limiter;
 use super::lookup::Target;
 use super::policy::RoutePolicy;
 use crate::store::refused::{material_of, member};
-use crate::store::{DecisionRequest, LimitUsage, Outcome, Store, StoreError};
+use crate::store::{DecisionRequest, LimitSet, LimitUsage, Outcome, Store, StoreError};
 use crate::tier::TierName;
 
 /// Keys' usage, for `/admin/usage`.
@@ -48,6 +48,9 @@ pub struct ResetSlot {
     pub base: String,
     /// Whether the store held anything for it (counts, a block, a block level).
     pub held: bool,
+    /// The limits (indexes in the route) whose counts it cleared: every limit of the slot, or
+    /// with a limit named, those that keep their state with it.
+    pub limits: Vec<usize>,
 }
 
 impl Limiter {
@@ -147,38 +150,65 @@ impl Limiter {
 
     /// Forgets the targets' counts and blocks (levels included) in the store, the fallback and
     /// this instance's deny cache; answers, slot by slot, whether there was anything to forget.
+    /// With `limit`, only that limit's state (and what shares it: two `sliding_log` limits of
+    /// one key keep one set) and, where it may start blocks, the block: a slot in flight freed
+    /// keeps the key's window counts.
     pub async fn reset(
         &self,
         policy: &RoutePolicy,
         targets: &[Target],
+        limit: Option<usize>,
     ) -> Result<Vec<ResetSlot>, StoreError> {
         let fallback = Store::Memory(self.fallback.clone());
-        let mut slots = Vec::with_capacity(targets.len());
         let limits = &policy.default_tier().limits;
+        let cleared = |t: &Target| cleared_limits(limits, t.slot, limit);
         if let Some(refusals) = &limits.refusals {
             let members: Vec<String> = targets
                 .iter()
                 .flat_map(|t| {
                     let material = material_of(&t.base);
-                    (0..limits.limits.len())
-                        .filter(move |&i| limits.slot_of(i) == t.slot)
-                        .map(move |i| member(&limits.limits[i].name, material))
+                    (cleared(t).into_iter()).map(move |i| member(&limits.limits[i].name, material))
                 })
                 .collect();
             self.store.forget_refused(&refusals.index, &members).await?;
         }
+        let mut slots = Vec::with_capacity(targets.len());
         for target in targets {
-            let (part, _) = policy.default_tier().limits.part(target.slot);
+            let (part, indexes) = limits.part(target.slot);
             let bases = vec![target.base.clone()];
-            let held =
-                self.store.reset(&part, &bases).await? + fallback.reset(&part, &bases).await?;
+            let named = limit.and_then(|i| indexes.iter().position(|&k| k == i));
+            let held = match named {
+                Some(k) => {
+                    self.store.reset_limit(&part, k, &bases).await?
+                        + fallback.reset_limit(&part, k, &bases).await?
+                }
+                None => {
+                    self.store.reset(&part, &bases).await? + fallback.reset(&part, &bases).await?
+                }
+            };
             self.deny_cache.remove(&target.base);
             slots.push(ResetSlot {
                 slot: target.slot,
                 base: target.base.clone(),
                 held: held > 0,
+                limits: cleared(target),
             });
         }
         Ok(slots)
+    }
+}
+
+/// The limits of `slot` a reset clears: every one, or with `limit` named, those that keep their
+/// state with it.
+fn cleared_limits(limits: &LimitSet, slot: usize, limit: Option<usize>) -> Vec<usize> {
+    let of_slot = (0..limits.limits.len()).filter(|&i| limits.slot_of(i) == slot);
+    match limit {
+        None => of_slot.collect(),
+        Some(named) => {
+            let state = limits.limits[named].state;
+            of_slot
+                .filter(|&i| limits.limits[i].state == state)
+                .collect()
+        }
     }
 }

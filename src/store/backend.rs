@@ -51,6 +51,18 @@ fn every_key(limits: &LimitSet, bases: &[String]) -> Vec<String> {
     keys
 }
 
+/// The keys of one limit's state (`limit`, an index into `limits`) for `bases`, and the block
+/// markers where that limit may start blocks.
+fn limit_keys(limits: &LimitSet, limit: usize, bases: &[String]) -> Vec<String> {
+    let l = &limits.limits[limit];
+    let state = &limits.states[l.state];
+    let mut keys = vec![layout::state_key(&bases[state.slot], &state.suffix)];
+    if limits.block.is_some() && l.starts_blocks {
+        keys.push(layout::block_key(&bases[state.slot]));
+    }
+    keys
+}
+
 /// The store that decides: Redis (shared by every instance) or the embedded memory store.
 #[derive(Clone)]
 pub enum Store {
@@ -171,6 +183,22 @@ impl Store {
     /// something (0: there was nothing to reset).
     pub async fn reset(&self, limits: &LimitSet, bases: &[String]) -> Result<usize, StoreError> {
         let keys = every_key(limits, bases);
+        match self {
+            Store::Redis(s) => s.delete(&keys).await,
+            Store::Memory(s) => Ok(s.forget(&keys)),
+        }
+    }
+
+    /// Forgets the state of limit `limit` of `limits` for `bases` (shared by the limits that
+    /// keep the same state) and, where that limit may start blocks, their blocks, levels
+    /// included; answers how many keys held something.
+    pub async fn reset_limit(
+        &self,
+        limits: &LimitSet,
+        limit: usize,
+        bases: &[String],
+    ) -> Result<usize, StoreError> {
+        let keys = limit_keys(limits, limit, bases);
         match self {
             Store::Redis(s) => s.delete(&keys).await,
             Store::Memory(s) => Ok(s.forget(&keys)),

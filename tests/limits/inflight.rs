@@ -73,6 +73,29 @@ async fn post(gw: &Gateway, key: &str) -> support::http::Reply {
         .await
 }
 
+/// The key's `per-minute` count as `/admin/usage` shows it.
+async fn used(gw: &Gateway, key: &str) -> u64 {
+    let (name, token) = auth();
+    let url = gw.admin(&format!(
+        "/admin/usage?route=chat&key={key}&limit=per-minute"
+    ));
+    let usage = HttpClient::default()
+        .get(&url, &[(name, &token)])
+        .await
+        .json();
+    usage["limits"][0]["used"].as_u64().expect("used shown")
+}
+
+/// `DELETE /admin/usage?route=chat&key=QUERY`: its answer.
+async fn delete(gw: &Gateway, query: &str) -> serde_json::Value {
+    let (name, token) = auth();
+    let url = gw.admin(&format!("/admin/usage?route=chat&key={query}"));
+    (HttpClient::default())
+        .send(Method::DELETE, &url, &[(name, &token)], "")
+        .await
+        .json()
+}
+
 /// The key's `in_flight` as `/admin/usage` shows it.
 async fn in_flight(gw: &Gateway, key: &str) -> u64 {
     let (name, token) = auth();
@@ -205,6 +228,33 @@ async fn a_refused_attempt_holds_nothing_and_delete_frees_the_slots() {
     assert_eq!(reset.json()["reset"], true, "{}", reset.body);
     assert_eq!(in_flight(gw, "dan").await, 0);
     assert_eq!(post(gw, "dan").await.status, 200);
+    up.release(2);
+}
+
+/// `DELETE` with `limit=inflight` frees the key's slots and nothing else: its window count
+/// stays (an operator freeing stuck slots forgives no quota), and the answer names the one
+/// limit it reset. Without `limit`, every limit of the key goes.
+#[tokio::test]
+async fn delete_with_a_limit_resets_that_limit_alone() {
+    let redis = RedisServer::start();
+    let up = llm::start().await;
+    let gws = gateways(&redis, &up, 1).await;
+    let gw = &gws[0];
+    for _ in 0..3 {
+        assert_eq!(post(gw, "eli").await.status, 200);
+    }
+    let _a = held(gw, "eli").await;
+    let _b = held(gw, "eli").await;
+    assert_eq!(in_flight(gw, "eli").await, 2);
+    assert_eq!(used(gw, "eli").await, 5);
+    let freed = delete(gw, "eli&limit=inflight").await;
+    assert_eq!(freed["reset"], true, "{freed}");
+    assert_eq!(freed["limits"], serde_json::json!(["inflight"]), "{freed}");
+    assert_eq!(in_flight(gw, "eli").await, 0);
+    assert_eq!(used(gw, "eli").await, 5, "the window's count stays");
+    let all = delete(gw, "eli").await;
+    assert_eq!(all["reset"], true, "{all}");
+    assert_eq!(used(gw, "eli").await, 0);
     up.release(2);
 }
 
