@@ -212,3 +212,53 @@ upstream = "up"
         "{stderr}"
     );
 }
+
+/// `check` names a route whose methods earlier routes take between them: `GET` by one, `POST`
+/// by another, so a later `GET, POST` route on the same path never sees a request.
+#[test]
+fn check_reports_a_route_whose_methods_earlier_routes_take_between_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    let text = r#"
+[upstreams.up]
+url = "http://127.0.0.1:9"
+
+[[routes]]
+name = "reads"
+path = "/x"
+methods = ["GET"]
+upstream = "up"
+
+[[routes]]
+name = "writes"
+path = "/*"
+methods = ["POST"]
+upstream = "up"
+
+[[routes]]
+name = "both"
+path = "/x"
+methods = ["GET", "POST"]
+upstream = "up"
+
+[[routes]]
+name = "deletes"
+path = "/x"
+methods = ["GET", "DELETE"]
+upstream = "up"
+"#;
+    std::fs::write(&path, text).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_slidegate"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("routes[2] `both` can never match")
+            && stderr.contains("GET by routes[0] `reads`, POST by routes[1] `writes`"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("`deletes` can never match"), "{stderr}");
+}

@@ -192,17 +192,17 @@ impl Validator<'_> {
         server: &ServerConfig,
         routes: &[Arc<RouteConfig>],
     ) {
+        let case = match server.path_case {
+            crate::config::PathCase::Insensitive => " (paths compare ignoring case)",
+            crate::config::PathCase::Sensitive => "",
+        };
         for (j, later) in routes.iter().enumerate() {
-            let shadowing = routes[..j].iter().position(|earlier| {
-                takes_every_method(earlier, later)
-                    && later.path.within(&earlier.path, server.path_case)
-            });
+            let covering =
+                |earlier: &RouteConfig| later.path.within(&earlier.path, server.path_case);
+            let shadowing =
+                (0..j).find(|&i| covering(&routes[i]) && takes_every_method(&routes[i], later));
+            let span = raw.routes[j].get_ref().name.span();
             if let Some(i) = shadowing {
-                let span = raw.routes[j].get_ref().name.span();
-                let case = match server.path_case {
-                    crate::config::PathCase::Insensitive => " (paths compare ignoring case)",
-                    crate::config::PathCase::Sensitive => "",
-                };
                 self.warn(
                     span,
                     format!(
@@ -210,9 +210,37 @@ impl Validator<'_> {
                         later.name, routes[i].name, routes[i].path
                     ),
                 );
+            } else if let Some(takers) = methods_taken(&routes[..j], later, covering) {
+                self.warn(
+                    span,
+                    format!(
+                        "routes[{j}] `{}` can never match: earlier routes with the same or a wider path take each of its methods ({}){case}",
+                        later.name,
+                        takers.join(", ")
+                    ),
+                );
             }
         }
     }
+}
+
+/// When `later` lists its methods and earlier routes whose paths cover its own (`covering`)
+/// take each of them between them: per method, the route that takes it (`GET by routes[0]
+/// `a``); `None` when one of its methods reaches it.
+fn methods_taken(
+    earlier: &[Arc<RouteConfig>],
+    later: &RouteConfig,
+    covering: impl Fn(&RouteConfig) -> bool,
+) -> Option<Vec<String>> {
+    let methods = later.methods.as_ref()?;
+    methods
+        .iter()
+        .map(|m| {
+            let (i, route) = (earlier.iter().enumerate())
+                .find(|(_, e)| covering(e) && (e.methods.is_none() || e.takes_method(m)))?;
+            Some(format!("{m} by routes[{i}] `{}`", route.name))
+        })
+        .collect()
 }
 
 /// Whether `earlier` takes every method `later` takes.
