@@ -177,26 +177,49 @@ pub fn read_segment(path: &Path) -> Result<RoaringBitmap, String> {
     })
 }
 
+/// Why a plans file was refused: the message, and where in the file (its text and the byte
+/// span of the offending line) when it was read.
+#[derive(Debug)]
+pub struct PlansFileError {
+    /// What is wrong.
+    pub message: String,
+    /// The file's text and the span the message is about.
+    pub at: Option<(String, std::ops::Range<usize>)>,
+}
+
 /// Reads a plans file: one `"KEY" = "PLAN"` per line (TOML), keys unique.
-pub fn read_plans(path: &Path) -> Result<HashMap<String, String>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-    let table: toml::Table = toml::from_str(&text).map_err(|e| {
-        format!(
-            "`{}` is not a plans file (lines `\"KEY\" = \"PLAN\"`): {}",
-            path.display(),
-            e.message().trim()
-        )
+pub fn read_plans(path: &Path) -> Result<HashMap<String, String>, PlansFileError> {
+    let text = std::fs::read_to_string(path).map_err(|e| PlansFileError {
+        message: format!("cannot read `{}`: {e}", path.display()),
+        at: None,
     })?;
+    let table: std::collections::BTreeMap<String, toml::Spanned<toml::Value>> =
+        match toml::from_str(&text) {
+            Ok(table) => table,
+            Err(e) => {
+                return Err(PlansFileError {
+                    message: format!(
+                        "not a plans file (lines `\"KEY\" = \"PLAN\"`): {}",
+                        e.message().trim()
+                    ),
+                    at: e.span().map(|span| (text.clone(), span)),
+                })
+            }
+        };
     table
         .into_iter()
-        .map(|(key, plan)| match plan {
-            toml::Value::String(plan) => Ok((key, plan)),
-            other => Err(format!(
-                "`{}`: the plan of `{key}` must be a string, got {}",
-                path.display(),
-                other.type_str()
-            )),
+        .map(|(key, plan)| {
+            let span = plan.span();
+            match plan.into_inner() {
+                toml::Value::String(plan) => Ok((key, plan)),
+                other => Err(PlansFileError {
+                    message: format!(
+                        "the plan of `{key}` must be a string, got {}",
+                        other.type_str()
+                    ),
+                    at: Some((text.clone(), span)),
+                }),
+            }
         })
         .collect()
 }

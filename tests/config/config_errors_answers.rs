@@ -113,3 +113,36 @@ fn settings_nothing_reads_are_warned_about() {
         ["routes[0] `chat` limits attempts in flight (algorithm = \"concurrency\"): forward auth never sees the answer, so through it an attempt's slot is freed once the proxy's question is answered, before the attempt itself ends, so it bounds only the questions in flight; the proxy listener or the tower layer sees it"]
     );
 }
+
+/// A plans file that is refused is named with the line and column of what is wrong in it, as
+/// the config file is: a line that is not TOML, and a plan that is not a string.
+#[test]
+fn a_plans_file_error_points_into_the_plans_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "[upstreams.app]\nurl = \"http://127.0.0.1:9000\"\n\n[plans]\nmembers_file = \"plans.toml\"\n",
+    )
+    .unwrap();
+    let plans = dir.path().join("plans.toml");
+    let shown = plans.display().to_string();
+    for (text, at, says) in [
+        (
+            "\"k1\" = \"gold\"\n\"k2\" = gold\n",
+            "2:8",
+            "not a plans file",
+        ),
+        (
+            "\"k1\" = \"gold\"\n\"k2\" = 5\n",
+            "2:8",
+            "the plan of `k2` must be a string",
+        ),
+    ] {
+        std::fs::write(&plans, text).unwrap();
+        let err = slidegate::config::Config::load_with_env(&config, |_: &str| None).unwrap_err();
+        let message = err.to_string();
+        assert!(message.starts_with(&format!("{shown}:{at}: ")), "{message}");
+        assert!(message.contains(says), "{message}");
+    }
+}

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use super::{Result, Validator};
 use crate::config::raw::RawConfig;
-use crate::config::{TierFiles, UnknownPlan};
+use crate::config::{ConfigError, Location, TierFiles, UnknownPlan};
 use crate::tier::{self, Membership};
 
 impl Validator<'_> {
@@ -32,8 +32,21 @@ impl Validator<'_> {
         if let Some(p) = &raw.plans {
             let file = &p.get_ref().members_file;
             let path = self.dir.join(file.get_ref());
-            plans = tier::read_plans(&path)
-                .or_else(|why| self.error(file.span(), format!("plans.members_file: {why}")))?;
+            plans = match tier::read_plans(&path) {
+                Ok(plans) => plans,
+                // a line of the plans file is wrong: its place in that file
+                Err(tier::PlansFileError {
+                    message,
+                    at: Some((text, span)),
+                }) => {
+                    let at = Location::from_span(&path.display().to_string(), &text, span);
+                    return Err(ConfigError::Invalid { at, message });
+                }
+                Err(e) => {
+                    let why = e.message;
+                    return self.error(file.span(), format!("plans.members_file: {why}"));
+                }
+            };
             files.plans = Some(path);
             unknown = self.choice(
                 p.get_ref().unknown.as_ref(),
