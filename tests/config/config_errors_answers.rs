@@ -146,3 +146,25 @@ fn a_plans_file_error_points_into_the_plans_file() {
         assert!(message.contains(says), "{message}");
     }
 }
+
+/// A cost read from the answer on a `sliding_log` limit above 1,000 is warned about: one
+/// answer may write that many entries in one script call. At 1,000, or on the counter, not.
+#[test]
+fn a_large_sliding_log_limit_with_cost_from_is_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    let warned = |limit: u64, algorithm: &str| {
+        let text = format!(
+            "[upstreams.app]\nurl = \"http://127.0.0.1:9000\"\n\n[[routes]]\nname = \"chat\"\npath = \"/v1/*\"\nupstream = \"app\"\n  [[routes.limits]]\n  name = \"tokens\"\n  limit = {limit}\n  window = \"1h\"\n  algorithm = \"{algorithm}\"\n  cost_from = \"header:x-usage\"\n"
+        );
+        std::fs::write(&config, text).unwrap();
+        let loaded = slidegate::config::Config::load_with_env(&config, |_: &str| None).unwrap();
+        loaded
+            .warnings
+            .iter()
+            .any(|w| w.to_string().contains("keeps one entry per unit"))
+    };
+    assert!(warned(5_000, "sliding_log"));
+    assert!(!warned(1_000, "sliding_log"));
+    assert!(!warned(5_000, "sliding_window_counter"));
+}

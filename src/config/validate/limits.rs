@@ -12,6 +12,11 @@ use crate::algorithm::AlgorithmId;
 use crate::config::raw::{RawLimit, RawStatus};
 use crate::config::{ExceedMode, KeySpec, LimitConfig, StatusSet};
 
+/// Units one charge of a `sliding_log` limit may write before `check` warns that costs are
+/// better kept by an algorithm with one number per key (a thousand entries take about a
+/// millisecond of one script call).
+const LOG_UNITS_AT_ONCE: u64 = 1_000;
+
 impl Validator<'_> {
     pub(super) fn limits(
         &mut self,
@@ -134,6 +139,14 @@ impl Validator<'_> {
         }
         let most = LimitConfig::most_of(limit as u64, burst);
         let (cost_from, cost) = self.cost_settings(l, key, most)?;
+        if let (Some(from), true) = (&l.cost_from, algorithm == AlgorithmId::SLIDING_LOG) {
+            if limit as u64 > LOG_UNITS_AT_ONCE {
+                self.warn(
+                    from.span(),
+                    format!("{key}.cost_from: a sliding_log limit keeps one entry per unit, so one answer's cost (up to {limit}) writes that many entries in one script call (about a millisecond per thousand, and a hundred bytes each, in Redis); for costs, algorithm = \"sliding_window_counter\" or \"gcra\" keep one number per key"),
+                );
+            }
+        }
         Ok(LimitConfig {
             name,
             limit: limit as u64,
