@@ -94,7 +94,8 @@ local function parse_plan(argv, a)
                  forget_ms = argv[a + 4] + 0, slots = argv[a + 5] + 0, q = argv[a + 6] + 0,
                  n = 0, keys = 0, alg = {}, sslot = {}, swin = {}, sbound = {},
                  lstate = {}, names = {}, limits = {}, windows = {}, params = {},
-                 settles = {}, unit = false, noblock = false, index = false, records = {} }
+                 settles = {}, settling = false, unit = false, noblock = false, index = false,
+                 records = {} }
   a = a + 6
   for j = 1, plan.q do
     plan.alg[j] = ALG[argv[a + 1] + 0]
@@ -108,6 +109,7 @@ local function parse_plan(argv, a)
     local q, limit, window = argv[a + 1] + 0, argv[a + 3] + 0, argv[a + 4] + 0
     plan.lstate[i], plan.names[i], plan.limits[i], plan.windows[i] = q, argv[a + 2], limit, window
     plan.params[i], plan.settles[i] = argv[a + 5] + 0, argv[a + 6] + 0
+    if plan.settles[i] > 0 then plan.settling = true end
     local flags = argv[a + 7] + 0
     a = a + 7
     -- per-limit flags, kept only by plans that have one (the others pay one test per limit)
@@ -385,10 +387,11 @@ local function decide_one(plan, cost, d, k)
     end
   end
   if retry > 0 then
-    if plan.block_ms > 0 and commit then
+    if plan.settling and commit then
       -- A block starts only from answered attempts: a limit whose refusal stands on
       -- reservations still in flight blocks nothing, and its wait is until the soonest of them
-      -- is settled (a refund may leave room).
+      -- is settled (a refund may leave room). Read also where no block follows (the refusal
+      -- list's dry run asks a blocking route's windows alone): the wait a client is told.
       local settles = plan.settles
       for i = 1, n do
         local w = per_limit[i]
@@ -405,6 +408,8 @@ local function decide_one(plan, cost, d, k)
           end
         end
       end
+    end
+    if plan.block_ms > 0 and commit then
       -- every key slot with a limit refusing on answers is blocked, named by its longest wait
       -- (a limit whose refusal starts no block, such as one on attempts in flight, names none)
       local levels = {}

@@ -205,8 +205,8 @@ async fn a_refund_lifts_the_refusal_the_deny_cache_remembered() {
     gw.stop().await;
 }
 
-/// A refusal that stood on attempts still in flight is kept by the deny cache only until one of
-/// them is answered: the answered failures then block the account at its next attempt, not
+/// A refusal that stood on attempts still in flight is listed by `/admin/blocked` with the wait
+/// the client was told, and kept by the deny cache only until one of them is answered: the answered failures then block the account at its next attempt, not
 /// once the cached refusal lapses (a client told to come back in 2 s would otherwise meet a
 /// block it was not told about).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -220,9 +220,18 @@ async fn an_answered_attempt_ends_a_cached_refusal_in_flight() {
     let body = login("bob", "x");
     let in_flight = async {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        post(&client, &url, &[], &body).await
+        let refused = post(&client, &url, &[], &body).await;
+        // while the two are still in flight, the operator's list tells the same wait
+        let listed = client
+            .get(
+                &gw.admin("/admin/blocked?route=login"),
+                &[("authorization", &format!("Bearer {TOKEN}"))],
+            )
+            .await
+            .json();
+        (refused, listed)
     };
-    let (a, b, refused) = tokio::join!(
+    let (a, b, (refused, listed)) = tokio::join!(
         post(&client, &slow, &[], &body),
         post(&client, &slow, &[], &body),
         in_flight
@@ -231,6 +240,13 @@ async fn an_answered_attempt_ends_a_cached_refusal_in_flight() {
     assert_eq!(refused.status, 429, "two attempts in flight fill the limit");
     let told: u64 = refused.header("retry-after").unwrap().parse().unwrap();
     assert!(told <= 2, "at most the upstream's timeout: {told}");
+    let entry = &listed["blocked"][0];
+    assert_eq!(entry["key"], "bob", "{listed}");
+    let wait = entry["retry_after_ms"].as_u64().unwrap();
+    assert!(
+        wait <= 2_000,
+        "the list tells the client's wait, not the window's: {listed}"
+    );
     // the two answers' confirmations reach the store within a call
     tokio::time::sleep(Duration::from_millis(100)).await;
     let next = post(&client, &url, &[], &body).await;

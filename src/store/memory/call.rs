@@ -193,9 +193,10 @@ pub fn decide(
             }
         }
         if retry > 0 {
-            if let (Some(block), true) = (set.block, commit) {
+            if commit {
                 // A block starts only from answered attempts: a limit refusing only for
-                // reservations still in flight waits until the soonest is settled instead.
+                // reservations still in flight waits until the soonest is settled instead
+                // (read also where no block follows: the refusal list's dry run).
                 for (i, l) in set.limits.iter().enumerate() {
                     if per_limit[i] > 0 && l.settle_us > 0 {
                         let state = state_mut(keys, &keys_of[l.state], || unreachable!());
@@ -218,6 +219,8 @@ pub fn decide(
                         }
                     }
                 }
+            }
+            if let (Some(block), true) = (set.block, commit) {
                 let mut levels: Few<Option<u64>> = smallvec![None; set.slots];
                 for (s, level_of) in levels.iter_mut().enumerate() {
                     // a limit whose refusal starts no block (attempts in flight), or stands on
