@@ -5,8 +5,9 @@
 //! gives, or with none (the proxy's own 504 after a timeout). A client leaving drops the layer's
 //! future, as hyper does. Every decision must match the plain model: an attempt the upstream
 //! never saw is refunded, one it saw is settled by the status that arrives after its client
-//! left and kept when none does, a reset forgives the answered attempts but not the ones in
-//! flight; so the upstream never acts on more than `LIMIT` counted attempts.
+//! left and kept (as no answer) when none does, a reset forgives the answered attempts but not
+//! the ones in flight or kept without an answer; so the upstream never acts on more than `LIMIT`
+//! counted attempts.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -222,11 +223,12 @@ async fn follows_the_model(ops: &[Op]) -> Result<(), TestCaseError> {
                     }
                     Event::NoStatus if a.sent => {
                         let _ = a.answer.take().unwrap().send(None);
-                        match a.client.is_some() {
-                            // the client gets the proxy's 504, a status like any other
-                            true => model.refund(a.id),
-                            // nothing the upstream said arrived: the attempt stays counted
-                            false => model.keep(a.id),
+                        // the client gets the proxy's 504, a status like any other; with
+                        // the client gone nothing the upstream said arrived: the attempt
+                        // stays counted but as no answer, which no reset forgives (it stays
+                        // in the model as it was admitted)
+                        if a.client.is_some() {
+                            model.refund(a.id);
                         }
                         open.remove(i);
                     }
