@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use super::limiter::Limiter;
 use super::lookup::Target;
 use super::policy::RoutePolicy;
+use crate::store::layout;
 use crate::store::refused::{material_of, member};
 use crate::store::{DecisionRequest, LimitSet, LimitUsage, Outcome, Store, StoreError};
 use crate::tier::TierName;
@@ -151,8 +152,9 @@ impl Limiter {
     /// Forgets the targets' counts and blocks (levels included) in the store, the fallback and
     /// this instance's deny cache; answers, slot by slot, whether there was anything to forget.
     /// With `limit`, only that limit's state (and what shares it: two `sliding_log` limits of
-    /// one key keep one set) and, where it may start blocks, the block: a slot in flight freed
-    /// keeps the key's window counts.
+    /// one key keep one set), and the key's block only when one of those limits started it: a
+    /// slot in flight freed keeps the key's window counts, and a limit freed lifts no block
+    /// another limit started.
     pub async fn reset(
         &self,
         policy: &RoutePolicy,
@@ -179,8 +181,11 @@ impl Limiter {
             let named = limit.and_then(|i| indexes.iter().position(|&k| k == i));
             let held = match named {
                 Some(k) => {
-                    self.store.reset_limit(&part, k, &bases).await?
-                        + fallback.reset_limit(&part, k, &bases).await?
+                    let names = cleared(target).into_iter().map(|i| &limits.limits[i].name);
+                    let started = self.block_named(&part, &target.base).await?;
+                    let lift = started.is_some_and(|s| names.into_iter().any(|n| *n == s));
+                    self.store.reset_limit(&part, k, &bases, lift).await?
+                        + fallback.reset_limit(&part, k, &bases, lift).await?
                 }
                 None => {
                     self.store.reset(&part, &bases).await? + fallback.reset(&part, &bases).await?
@@ -195,6 +200,17 @@ impl Limiter {
             });
         }
         Ok(slots)
+    }
+}
+
+impl Limiter {
+    /// The limit that started the block `base` keeps now, if any (on a route that blocks).
+    async fn block_named(&self, part: &LimitSet, base: &str) -> Result<Option<String>, StoreError> {
+        if part.block.is_none() {
+            return Ok(None);
+        }
+        let marker = self.store.markers(&[layout::block_key(base)]).await?;
+        Ok(marker.into_iter().flatten().next().map(|m| m.name))
     }
 }
 

@@ -4,15 +4,16 @@
 
 use super::policy::RoutePolicy;
 use super::tier::Tier;
+use crate::config::ExceedMode;
 use crate::cost::{CostOutOfRange, Reserve};
 
 impl RoutePolicy {
     /// What a request of this route with `tier`'s values reserves: the route's `cost` (read
     /// from the JSON `body` for `json:PATH`, 1 when it states no whole number there, at least
     /// 1); 1 on a route without `cost_from`. A cost above the smallest `cost_from` limit in
-    /// force could never be allowed: it is refused as [`CostOutOfRange`]. One within it is held
-    /// at most at that limit's `burst`, when smaller (a gcra key never takes more at once; the
-    /// answer then charges what it states).
+    /// force could never be allowed: it is refused as [`CostOutOfRange`], except on a `shadow`
+    /// route, which refuses nothing. One within it is held at most at that limit's `burst`, when
+    /// smaller (a gcra key never takes more at once; the answer then charges what it states).
     pub fn reservation(
         &self,
         tier: &Tier,
@@ -35,8 +36,10 @@ impl RoutePolicy {
         let at_once = (cost_limits().map(|(c, l)| c.most_at_once(l.limit)))
             .min()
             .unwrap_or(1);
+        let shadow = matches!(self.config.on_exceed, ExceedMode::Shadow);
         match wanted.max(1) {
-            cost if cost > smallest => Err(CostOutOfRange {
+            // a dry run refuses nothing: it is decided held at what the limit takes
+            cost if cost > smallest && !shadow => Err(CostOutOfRange {
                 cost,
                 most: smallest,
             }),

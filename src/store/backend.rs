@@ -51,13 +51,12 @@ fn every_key(limits: &LimitSet, bases: &[String]) -> Vec<String> {
     keys
 }
 
-/// The keys of one limit's state (`limit`, an index into `limits`) for `bases`, and the block
-/// markers where that limit may start blocks.
-fn limit_keys(limits: &LimitSet, limit: usize, bases: &[String]) -> Vec<String> {
-    let l = &limits.limits[limit];
-    let state = &limits.states[l.state];
+/// The keys of one limit's state (`limit`, an index into `limits`) for `bases`, and, with
+/// `lift_block`, the block marker of its key.
+fn limit_keys(limits: &LimitSet, limit: usize, bases: &[String], lift_block: bool) -> Vec<String> {
+    let state = &limits.states[limits.limits[limit].state];
     let mut keys = vec![layout::state_key(&bases[state.slot], &state.suffix)];
-    if limits.block.is_some() && l.starts_blocks {
+    if lift_block {
         keys.push(layout::block_key(&bases[state.slot]));
     }
     keys
@@ -190,15 +189,16 @@ impl Store {
     }
 
     /// Forgets the state of limit `limit` of `limits` for `bases` (shared by the limits that
-    /// keep the same state) and, where that limit may start blocks, their blocks, levels
-    /// included; answers how many keys held something.
+    /// keep the same state) and, with `lift_block`, their blocks, levels included; answers how
+    /// many keys held something.
     pub async fn reset_limit(
         &self,
         limits: &LimitSet,
         limit: usize,
         bases: &[String],
+        lift_block: bool,
     ) -> Result<usize, StoreError> {
-        let keys = limit_keys(limits, limit, bases);
+        let keys = limit_keys(limits, limit, bases, lift_block);
         match self {
             Store::Redis(s) => s.delete(&keys).await,
             Store::Memory(s) => Ok(s.forget(&keys)),

@@ -1,7 +1,8 @@
 //! Who is refused now, on every route and instance: two gateways on one Redis list the same
 //! refused keys for a `reject` route, a forward-auth route and an `[rls]` domain (found without
 //! `value=`, refused on either instance), and a key lifted on one is gone from both lists.
-//! A shadow-mode rate limit's breaches are not listed. Only refusals write the index: an
+//! A shadow-mode rate limit's breaches are not listed, nor a shadow route's; a delay route's
+//! refused keys are. Only refusals write the index: an
 //! allowed request adds nothing, each refusal that reaches Redis adds one index update, and
 //! the deny cache's answers add none.
 

@@ -127,3 +127,71 @@ async fn usage_shows_and_reset_clears_on_every_instance() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// `DELETE` with `limit=L` lifts the key's block only when `L` started it: freeing another
+/// limit's count leaves the block and its level (an escalated attacker is not demoted by an
+/// operator freeing an unrelated quota); naming the limit that started it lifts both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_reset_lifts_only_the_block_that_limit_started() {
+    let up = upstream::start().await;
+    let routes = r#"
+[[routes]]
+name = "guarded"
+path = "/*"
+upstream = "up"
+key = ["header:x-user"]
+on_exceed = "block"
+block_for = "1m"
+  [[routes.limits]]
+  name = "short"
+  limit = 2
+  window = "1m"
+  [[routes.limits]]
+  name = "other"
+  limit = 5
+  window = "1m"
+  algorithm = "gcra"
+"#;
+    let gw = gateway::start(&config("backend = \"memory\"", &up.url(), routes)).await;
+    let client = HttpClient::default();
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        statuses.push(client.status(&gw.url("/x"), &[("x-user", "ivy")]).await);
+    }
+    assert_eq!(statuses, [200, 200, 429]);
+    let (k, v) = auth();
+    let usage = || async {
+        let url = gw.admin("/admin/usage?route=guarded&key=ivy");
+        client.get(&url, &[(k, &v)]).await.json()
+    };
+    assert_eq!(usage().await["block_level"], 1);
+    let (gw, client, v) = (&gw, &client, &v);
+    let delete = |limit: &'static str| async move {
+        let url = gw.admin(&format!("/admin/usage?route=guarded&key=ivy&limit={limit}"));
+        client
+            .send(Method::DELETE, &url, &[(k, v)], "")
+            .await
+            .json()
+    };
+    assert_eq!(
+        delete("other").await["limits"],
+        serde_json::json!(["other"])
+    );
+    let kept = usage().await;
+    assert_eq!(
+        kept["block_level"], 1,
+        "another limit's reset lifts no block: {kept}"
+    );
+    assert!(kept["blocked_ms"].as_u64().unwrap() > 0, "{kept}");
+    assert_eq!(
+        delete("short").await["limits"],
+        serde_json::json!(["short"])
+    );
+    let lifted = usage().await;
+    assert_eq!(lifted["block_level"], 0, "{lifted}");
+    assert_eq!(lifted["blocked_ms"], 0, "{lifted}");
+    assert_eq!(
+        client.status(&gw.url("/x"), &[("x-user", "ivy")]).await,
+        200
+    );
+}

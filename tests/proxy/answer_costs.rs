@@ -316,6 +316,25 @@ async fn a_reservation_above_the_limit_is_refused() {
     assert_eq!(whole.status, 200, "{}", whole.body);
 }
 
+/// A shadow route refuses nothing: a `max_tokens` above the limit goes upstream, held at the
+/// limit, and is charged what its answer states.
+#[tokio::test]
+async fn a_reservation_above_the_limit_on_a_shadow_route_is_forwarded() {
+    let redis = RedisServer::start();
+    let up = llm::start().await;
+    let store = redis_store(&redis.url(), &unique_prefix("costs-shadow"));
+    let route = ROUTES.replacen(
+        "key = [\"header:x-api-key\"]\n",
+        "key = [\"header:x-api-key\"]\non_exceed = \"shadow\"\n",
+        1,
+    );
+    assert_ne!(route, ROUTES);
+    let gw = start(&config(&store, &up.url(), &route)).await;
+    let reply = chat(&gw, "dee", r#"{"max_tokens":41,"reply_tokens":1}"#).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(used(&gw, "chat", "tokens", "dee").await, PROMPT_TOKENS + 1);
+}
+
 /// The cost counters are series of the limits a cost is read for only: `tokens` has them
 /// from config load, `requests` (charged 1 an attempt) has none.
 #[tokio::test]
