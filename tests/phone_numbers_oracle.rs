@@ -71,6 +71,7 @@ fn key(
         path_case: PathCase::Insensitive,
         query: None,
         headers: &headers,
+        authority: None,
         body: Some(body.as_bytes()),
         client_ip: "203.0.113.7".parse().unwrap(),
         ipv6_prefix: 64,

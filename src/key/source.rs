@@ -22,6 +22,9 @@ pub struct KeySource<'a> {
     pub query: Option<&'a str>,
     /// The request headers.
     pub headers: &'a HeaderMap,
+    /// The authority of the request's target, when it has one (HTTP/2's `:authority`, an
+    /// HTTP/1.1 absolute-form target): the host the request is for, whatever `Host` says.
+    pub authority: Option<&'a str>,
     /// The request body, when the route's keys read it.
     pub body: Option<&'a [u8]>,
     /// The client IP after trusted-proxy resolution.

@@ -30,6 +30,7 @@ fn derive(
         path_case: PathCase::Insensitive,
         query,
         headers: &h,
+        authority: None,
         body: Some(body.as_bytes()),
         client_ip: "203.0.113.7".parse().unwrap(),
         ipv6_prefix: 64,

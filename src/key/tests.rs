@@ -18,6 +18,7 @@ fn source<'a>(headers: &'a HeaderMap, query: Option<&'a str>) -> KeySource<'a> {
         path_case: PathCase::Insensitive,
         query,
         headers,
+        authority: None,
         body: None,
         client_ip: "203.0.113.7".parse().unwrap(),
         ipv6_prefix: 64,
@@ -362,4 +363,34 @@ fn a_value_that_is_not_one_says_so_and_still_falls_back() {
         err.to_string(),
         "the request has no json:phone (needed for the rate-limit key)"
     );
+}
+
+/// A `header:host` part reads the host the request is for: its target's authority when it has
+/// one (HTTP/2's `:authority`, an absolute-form target), `Host` otherwise; a `Host` naming
+/// another host beside the authority is ambiguous.
+#[test]
+fn a_host_part_reads_the_authority_the_request_is_for() {
+    let spec = KeySpec::of([KeyPart::Header(http::header::HOST)]);
+    let key = |authority: Option<&str>, host: Option<&'static str>| {
+        let mut h = HeaderMap::new();
+        if let Some(host) = host {
+            h.insert(http::header::HOST, HeaderValue::from_static(host));
+        }
+        let src = KeySource {
+            authority,
+            ..source(&h, None)
+        };
+        derive_key(&spec, OnMissingKey::Reject, &src)
+    };
+    assert_eq!(key(None, Some("tenant-a")).unwrap(), "tenant-a");
+    assert_eq!(
+        key(Some("tenant-a"), None).unwrap(),
+        "tenant-a",
+        "HTTP/2 sends no Host"
+    );
+    assert_eq!(key(Some("tenant-a"), Some("TENANT-A")).unwrap(), "tenant-a");
+    assert!(matches!(
+        key(Some("tenant-a"), Some("rotated-1")),
+        Err(KeyError::Ambiguous { .. })
+    ));
 }

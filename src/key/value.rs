@@ -29,6 +29,7 @@ pub fn read(
 ) -> Result<Option<Vec<u8>>, ReadError> {
     Ok(match part {
         KeyPart::Ip => Some(ip_key(src.client_ip, src.ipv6_prefix).into_bytes()),
+        KeyPart::Header(name) if name == http::header::HOST => host(src)?,
         KeyPart::Header(name) => header(src.headers, name)?,
         // read as strictly as a form body: a parameter named twice or in a folded spelling
         // (`?api_key=A&api_key=B`, `?API_KEY=`) is one frameworks read apart (first, last, all)
@@ -83,6 +84,21 @@ fn header(headers: &HeaderMap, name: &HeaderName) -> Result<Option<Vec<u8>>, Rea
     Ok(value
         .map(|v| v.as_bytes().to_vec())
         .filter(|v| !v.is_empty()))
+}
+
+/// The host a request is for: its target's authority when it has one (HTTP/2's `:authority`,
+/// an HTTP/1.1 absolute-form target, which RFC 9112 3.2.2 puts before `Host`, and what the
+/// gateway forwards), else `Host`. A `Host` that names another host beside an authority is
+/// ambiguous (RFC 9113 8.3.1: malformed): the app may read either.
+fn host(src: &KeySource<'_>) -> Result<Option<Vec<u8>>, ReadError> {
+    let sent = header(src.headers, &http::header::HOST)?;
+    match (src.authority, sent) {
+        (Some(authority), Some(host)) if !host.eq_ignore_ascii_case(authority.as_bytes()) => {
+            Err(ReadError::Ambiguous)
+        }
+        (Some(authority), _) => Ok(Some(authority.as_bytes().to_vec())),
+        (None, sent) => Ok(sent),
+    }
 }
 
 /// A body part's name (a `form:` field, a `json:` path's top-level member) named in the query

@@ -138,6 +138,7 @@ where
             path_case: policy.path_case,
             query: self.head.uri.query(),
             headers: &self.head.headers,
+            authority: self.head.uri.authority().map(|a| a.as_str()),
             body,
             client_ip: self.client_ip,
             ipv6_prefix: policy.ipv6_prefix,

@@ -1,11 +1,12 @@
 //! Routing, the first step of the request path: [`admit`] refuses what must not go further (a
-//! head over the bounds, a path without one safe spelling), normalises the path
-//! ([`normalize`]) and matches it against the routes of the [`RouteTable`] in file order (paths
+//! head over the bounds, a path without one safe spelling), joins an HTTP/2 request's cookie
+//! fields into one (`cookies.rs`), normalises the path ([`normalize`]) and matches it against the routes of the [`RouteTable`] in file order (paths
 //! ignoring ASCII case unless `server.path_case = "sensitive"`, in their routing form: segments'
 //! `;` parameters ignored, escapes read as frameworks read them, [`routing_form`]; methods
 //! ignoring case, `HEAD` by a route that takes `GET`). Everything after this step (keys,
 //! limits, the forwarded request) sees only the normalised path.
 
+mod cookies;
 mod table;
 
 pub use crate::path::{normalize, routing_form, PathError};
@@ -93,6 +94,7 @@ pub fn admit<'t>(
             max: format!("{} bytes", server.max_header_bytes),
         });
     }
+    cookies::join_http2(head.version, &mut head.headers);
     normalize_uri(&mut head.uri)?;
     let routed = routing_form(head.uri.path())?;
     table

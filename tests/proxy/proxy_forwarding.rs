@@ -44,3 +44,50 @@ async fn proxy_strips_hop_by_hop_headers_and_sets_forwarding_headers() {
     assert_eq!(h["x-forwarded-proto"], "http");
     assert_eq!(h["x-forwarded-host"], "api.example");
 }
+
+/// HTTP/2 says its host in `:authority` and may split `cookie` into several fields: a
+/// `header:host` key reads the authority (a client sends no `Host`), so three requests of one
+/// host meet the limit of two, and the cookie fields reach keys and the HTTP/1.1 upstream as
+/// one `; `-joined field, as an HTTP/1.1 client sends them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_authority_and_split_cookies_are_read_as_http1_would_say_them() {
+    let up = upstream::start().await;
+    let routes = r#"
+[[routes]]
+name = "hosts"
+path = "/hosts/*"
+upstream = "up"
+key = ["header:host"]
+  [[routes.limits]]
+  name = "per-host"
+  limit = 2
+  window = "1m"
+
+[[routes]]
+name = "cookies"
+path = "/cookies/*"
+upstream = "up"
+key = ["header:cookie"]
+  [[routes.limits]]
+  name = "per-cookie"
+  limit = 1
+  window = "1m"
+"#;
+    let gw = gateway::start(&config("backend = \"memory\"", &up.url(), routes)).await;
+    let h2 = HttpClient::http2();
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        statuses.push(h2.get(&gw.url("/hosts/x"), &[]).await.status.as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 429]);
+
+    let split = [("cookie", "a=1"), ("cookie", "b=2")];
+    let first = h2.get(&gw.url("/cookies/x"), &split).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(first.json()["headers"]["cookie"], "a=1; b=2");
+    // the same cookies sent as one field are the same key
+    let joined = h2
+        .get(&gw.url("/cookies/x"), &[("cookie", "a=1; b=2")])
+        .await;
+    assert_eq!(joined.status, 429, "{}", joined.body);
+}
