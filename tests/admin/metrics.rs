@@ -64,22 +64,20 @@ async fn build_info_and_process_metrics_are_there_and_plausible() {
     drop(held);
 }
 
+/// A gateway with one delay route, `paced`: one request per `window`, waits up to 5 s.
+async fn paced_gateway(up: &upstream::Upstream, window: &str) -> gateway::Gateway {
+    let routes = format!(
+        "[[routes]]\nname = \"paced\"\npath = \"/*\"\nupstream = \"up\"\non_exceed = \"delay\"\n\
+         max_delay = \"5s\"\n  [[routes.limits]]\n  name = \"per-window\"\n  limit = 1\n  \
+         window = \"{window}\"\n"
+    );
+    gateway::start(&config(MEMORY, &up.url(), &routes)).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_delay_room_gauge_counts_a_waiting_request() {
     let up = upstream::start().await;
-    let routes = r#"
-[[routes]]
-name = "paced"
-path = "/*"
-upstream = "up"
-on_exceed = "delay"
-max_delay = "5s"
-  [[routes.limits]]
-  name = "per-window"
-  limit = 1
-  window = "1500ms"
-"#;
-    let gw = gateway::start(&config(MEMORY, &up.url(), routes)).await;
+    let gw = paced_gateway(&up, "1500ms").await;
     let client = HttpClient::default();
     let waiting = |text: &str| value(text, "slidegate_delay_waiting", &[("route", "paced")]);
     assert_eq!(waiting(&scrape(&client, &gw).await), Some(0.0));
@@ -117,19 +115,7 @@ max_delay = "5s"
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_whose_client_leaves_the_delay_room_counts_once_as_refused() {
     let up = upstream::start().await;
-    let routes = r#"
-[[routes]]
-name = "paced"
-path = "/*"
-upstream = "up"
-on_exceed = "delay"
-max_delay = "5s"
-  [[routes.limits]]
-  name = "per-window"
-  limit = 1
-  window = "3s"
-"#;
-    let gw = gateway::start(&config(MEMORY, &up.url(), routes)).await;
+    let gw = paced_gateway(&up, "3s").await;
     let client = HttpClient::default();
     let waiting = |text: &str| value(text, "slidegate_delay_waiting", &[("route", "paced")]);
     assert_eq!(client.status(&gw.url("/first"), &[]).await, 200);

@@ -197,14 +197,7 @@ name = "upper"
 path = "/API/OTP/send"
 upstream = "up"
 "#;
-    std::fs::write(&path, text).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_slidegate"))
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = check_warnings(&path, text);
     assert!(
         stderr.contains("routes[1] `upper` can never match")
             && stderr.contains("routes[0] `lower`")
@@ -247,18 +240,23 @@ path = "/x"
 methods = ["GET", "DELETE"]
 upstream = "up"
 "#;
-    std::fs::write(&path, text).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_slidegate"))
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = check_warnings(&path, text);
     assert!(
         stderr.contains("routes[2] `both` can never match")
             && stderr.contains("GET by routes[0] `reads`, POST by routes[1] `writes`"),
         "{stderr}"
     );
     assert!(!stderr.contains("`deletes` can never match"), "{stderr}");
+}
+
+/// What `slidegate check` says on stderr of the config `text` written at `path` (it passes).
+fn check_warnings(path: &std::path::Path, text: &str) -> String {
+    std::fs::write(path, text).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_slidegate"))
+        .args(["check", "--config"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
