@@ -1,40 +1,69 @@
 //! Rapid reset of accepted HTTP/2 streams (CVE-2023-44487). hyper bounds the streams a client
 //! resets before the server accepts them; [`StreamResets`] counts the ones reset after: a stream
 //! whose service future, or response body, is dropped before its end (hyper drops them when a
-//! RST_STREAM arrives), against the streams the client let finish, counted per second. A client
-//! that resets [`RAPID_RESETS`] streams within [`RAPID_RESET_SPAN`] having let fewer than half of
-//! its streams of that span finish (fewer than it reset) gets GOAWAY, and its connection is
-//! closed.
+//! RST_STREAM arrives), against the streams the client let finish, both counted per second. A
+//! client that resets at least [`RAPID_RESETS`] streams within [`RAPID_RESET_SPAN`] having let
+//! fewer than half of its streams of that span finish (fewer than it reset) gets GOAWAY, and its
+//! connection is closed.
 //!
 //! So a flood of resets costs its sender a new connection (a TCP and HTTP/2 handshake) every
-//! hundred streams, while the gateway's cost per reset is a lock and a timestamp; a client whose
-//! streams mostly finish is never cut, however many it cancels.
+//! hundred streams, or as many as it let finish, while the gateway's cost per reset is a few
+//! atomic operations; a client whose streams mostly finish is never cut, however many it
+//! cancels.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-/// Resets of accepted streams within [`RAPID_RESET_SPAN`] that close a connection whose client
-/// let fewer than as many streams finish meanwhile.
+/// Resets of accepted streams within [`RAPID_RESET_SPAN`] from which a connection whose client
+/// let fewer streams finish than it reset in that span is closed.
 pub const RAPID_RESETS: usize = 100;
 /// The span the resets are counted over.
 pub const RAPID_RESET_SPAN: Duration = Duration::from_secs(10);
 
-/// Seconds of finished streams kept: the span, and the second under way.
+/// Seconds of stream ends kept: the span, and the second under way.
 const SECONDS_KEPT: usize = RAPID_RESET_SPAN.as_secs() as usize + 1;
 
-/// One HTTP/2 connection's stream ends: the latest resets and the streams finished, per second.
+/// Stream ends of one kind (finished, or reset) per second of a connection, in a ring of
+/// `(second, count in it)`.
+struct PerSecond([(AtomicU64, AtomicU64); SECONDS_KEPT]);
+
+impl PerSecond {
+    fn new() -> PerSecond {
+        PerSecond(std::array::from_fn(|_| {
+            (AtomicU64::new(0), AtomicU64::new(0))
+        }))
+    }
+
+    /// Counts one in `second`. A second the ring comes back to starts from zero (two ends as it
+    /// turns may lose one count: the rule is a bound, not a ledger).
+    fn add(&self, second: u64) {
+        let (at, count) = &self.0[second as usize % SECONDS_KEPT];
+        if at.swap(second, Ordering::AcqRel) != second {
+            count.store(0, Ordering::Release);
+        }
+        count.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The count of the span up to `second` (to the second).
+    fn lately(&self, second: u64) -> u64 {
+        let oldest = second.saturating_sub(RAPID_RESET_SPAN.as_secs());
+        (self.0.iter())
+            .filter(|(at, _)| (oldest..=second).contains(&at.load(Ordering::Acquire)))
+            .map(|(_, count)| count.load(Ordering::Acquire))
+            .sum()
+    }
+}
+
+/// One HTTP/2 connection's stream ends: streams finished and streams reset, per second.
 pub struct StreamResets {
-    /// When the connection began: the seconds below count from it.
+    /// When the connection began: the seconds count from it.
     began: Instant,
-    /// Streams whose response reached its end, per second of the connection, in a ring:
-    /// `(second, finished in it)`.
-    finished: [(AtomicU64, AtomicU64); SECONDS_KEPT],
-    /// The latest [`RAPID_RESETS`] resets: when each came.
-    recent: Mutex<VecDeque<Instant>>,
+    /// Streams whose response reached its end.
+    finished: PerSecond,
+    /// Streams reset before their response's end.
+    resets: PerSecond,
     /// The client crossed the line.
     tripped: AtomicBool,
     notify: Notify,
@@ -44,8 +73,8 @@ impl Default for StreamResets {
     fn default() -> StreamResets {
         StreamResets {
             began: Instant::now(),
-            finished: std::array::from_fn(|_| (AtomicU64::new(0), AtomicU64::new(0))),
-            recent: Mutex::new(VecDeque::with_capacity(RAPID_RESETS)),
+            finished: PerSecond::new(),
+            resets: PerSecond::new(),
             tripped: AtomicBool::new(false),
             notify: Notify::new(),
         }
@@ -55,43 +84,17 @@ impl Default for StreamResets {
 impl StreamResets {
     /// A stream's response reached its end.
     pub fn finished(&self) {
-        let second = self.began.elapsed().as_secs();
-        let (at, count) = &self.finished[second as usize % SECONDS_KEPT];
-        // a second the ring comes back to starts from zero (two streams ending as it turns may
-        // lose one count: the rule is a bound, not a ledger)
-        if at.swap(second, Ordering::AcqRel) != second {
-            count.store(0, Ordering::Release);
-        }
-        count.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// Streams finished within the last [`RAPID_RESET_SPAN`] (to the second).
-    fn finished_lately(&self, now: Instant) -> u64 {
-        let second = now.duration_since(self.began).as_secs();
-        let oldest = second.saturating_sub(RAPID_RESET_SPAN.as_secs());
-        (self.finished.iter())
-            .filter(|(at, _)| (oldest..=second).contains(&at.load(Ordering::Acquire)))
-            .map(|(_, count)| count.load(Ordering::Acquire))
-            .sum()
+        self.finished.add(self.began.elapsed().as_secs());
     }
 
     /// A stream ended before its response did (the client reset it).
     pub fn reset(&self) {
-        let now = Instant::now();
-        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
-        if recent.len() == RAPID_RESETS {
-            recent.pop_front();
-        }
-        recent.push_back(now);
-        let Some(&oldest) = recent.front() else {
-            return;
-        };
-        // the last hundred resets within the span, and fewer streams let finish meanwhile than
+        let second = self.began.elapsed().as_secs();
+        self.resets.add(second);
+        // at least a hundred resets within the span, and fewer streams let finish in it than
         // were reset: fewer than half of its streams
-        let rapid = recent.len() == RAPID_RESETS
-            && now.duration_since(oldest) <= RAPID_RESET_SPAN
-            && self.finished_lately(now) < RAPID_RESETS as u64;
-        drop(recent);
+        let resets = self.resets.lately(second);
+        let rapid = resets >= RAPID_RESETS as u64 && self.finished.lately(second) < resets;
         if rapid && !self.tripped.swap(true, Ordering::AcqRel) {
             tracing::warn!(
                 resets = RAPID_RESETS,
@@ -155,5 +158,22 @@ mod tests {
             even.reset();
         }
         assert!(!even.tripped.load(Ordering::Acquire), "half, not fewer");
+        // finishes earlier in the span buy no flood: once the resets outnumber them, it trips
+        let burst = StreamResets::default();
+        for _ in 0..RAPID_RESETS + 10 {
+            burst.finished();
+        }
+        for _ in 0..RAPID_RESETS + 10 {
+            burst.reset();
+        }
+        assert!(
+            !burst.tripped.load(Ordering::Acquire),
+            "as many reset as finished"
+        );
+        burst.reset();
+        assert!(
+            burst.tripped.load(Ordering::Acquire),
+            "one more reset than finished"
+        );
     }
 }
