@@ -27,6 +27,31 @@ pub fn is_host_and_port(text: &str) -> bool {
     host_ok && port_ok
 }
 
+/// One spelling of a `host[:port]`, for a key that counts hosts: lower case (names are case
+/// blind), a name's trailing dot dropped (`example.com.` is `example.com`), an IPv6 address
+/// in its canonical form (`[0:0::1]` is `[::1]`), and the port dropped where it says nothing: an
+/// empty one, or the web's default (80, 443). Text that is no host comes back lower-cased.
+pub fn canonical(text: &str) -> String {
+    let text = text.to_ascii_lowercase();
+    let (host, port) = match text.strip_prefix('[') {
+        Some(bracketed) => match bracketed.split_once(']') {
+            Some((v6, rest)) => match v6.parse::<Ipv6Addr>() {
+                Ok(ip) => (format!("[{ip}]"), rest.strip_prefix(':')),
+                Err(_) => return text,
+            },
+            None => return text,
+        },
+        None => match text.split_once(':') {
+            Some((name, port)) => (name.trim_end_matches('.').to_string(), Some(port)),
+            None => (text.trim_end_matches('.').to_string(), None),
+        },
+    };
+    match port {
+        None | Some("" | "80" | "443") => host,
+        Some(port) => format!("{host}:{port}"),
+    }
+}
+
 /// RFC 3986 `reg-name`: unreserved, sub-delims and `%` of percent escapes.
 fn is_name_byte(b: u8) -> bool {
     NAME_BYTES[usize::from(b)]
@@ -51,7 +76,26 @@ static NAME_BYTES: [bool; 256] = {
 
 #[cfg(test)]
 mod tests {
-    use super::is_host_and_port;
+    use super::{canonical, is_host_and_port};
+
+    #[test]
+    fn one_host_has_one_canonical_spelling() {
+        for spelling in [
+            "tenant-a",
+            "TENANT-A",
+            "tenant-a.",
+            "tenant-a:",
+            "tenant-a:80",
+            "Tenant-A.:443",
+        ] {
+            assert_eq!(canonical(spelling), "tenant-a", "{spelling}");
+        }
+        assert_eq!(canonical("tenant-a:8080"), "tenant-a:8080");
+        assert_eq!(canonical("[0:0::1]"), "[::1]");
+        assert_eq!(canonical("[0:0::1]:80"), "[::1]");
+        assert_eq!(canonical("[::1]:9000"), "[::1]:9000");
+        assert_eq!(canonical("10.0.0.1:80"), "10.0.0.1");
+    }
 
     #[test]
     fn hosts_and_ports() {

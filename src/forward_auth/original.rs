@@ -61,6 +61,9 @@ pub fn original<B: http_body::Body>(head: &Parts, body: B) -> Result<Request<B>,
             kept.append(name, value.clone());
         }
     }
+    // read as HTTP/1.1 from here on: a subrequest that came over HTTP/2 joins its cookie
+    // fields first, as the traffic path does
+    crate::route::join_http2_cookies(head.version, request.headers_mut());
     Ok(request)
 }
 

@@ -389,6 +389,13 @@ fn a_host_part_reads_the_authority_the_request_is_for() {
         "HTTP/2 sends no Host"
     );
     assert_eq!(key(Some("tenant-a"), Some("TENANT-A")).unwrap(), "tenant-a");
+    // one host, one key, however it is spelled
+    assert_eq!(key(Some("TENANT-A:80"), None).unwrap(), "tenant-a");
+    assert_eq!(key(None, Some("tenant-a.")).unwrap(), "tenant-a");
+    assert_eq!(
+        key(Some("tenant-a:80"), Some("tenant-a")).unwrap(),
+        "tenant-a"
+    );
     assert!(matches!(
         key(Some("tenant-a"), Some("rotated-1")),
         Err(KeyError::Ambiguous { .. })

@@ -86,17 +86,21 @@ fn header(headers: &HeaderMap, name: &HeaderName) -> Result<Option<Vec<u8>>, Rea
         .filter(|v| !v.is_empty()))
 }
 
-/// The host a request is for: its target's authority when it has one (HTTP/2's `:authority`,
-/// an HTTP/1.1 absolute-form target, which RFC 9112 3.2.2 puts before `Host`, and what the
-/// gateway forwards), else `Host`. A `Host` that names another host beside an authority is
-/// ambiguous (RFC 9113 8.3.1: malformed): the app may read either.
+/// The host a request is for, in one spelling ([`crate::host::canonical`]: `TENANT-A:80` is
+/// `tenant-a`): its target's authority when it has one (HTTP/2's `:authority`, an HTTP/1.1
+/// absolute-form target, which RFC 9112 3.2.2 puts before `Host`, and what the gateway
+/// forwards), else `Host`. A `Host` that names another host beside an authority is ambiguous
+/// (RFC 9113 8.3.1: malformed): the app may read either.
 fn host(src: &KeySource<'_>) -> Result<Option<Vec<u8>>, ReadError> {
-    let sent = header(src.headers, &http::header::HOST)?;
-    match (src.authority, sent) {
-        (Some(authority), Some(host)) if !host.eq_ignore_ascii_case(authority.as_bytes()) => {
-            Err(ReadError::Ambiguous)
-        }
-        (Some(authority), _) => Ok(Some(authority.as_bytes().to_vec())),
+    let spelled = |bytes: &[u8]| match std::str::from_utf8(bytes) {
+        Ok(text) => crate::host::canonical(text).into_bytes(),
+        Err(_) => bytes.to_vec(),
+    };
+    let sent = header(src.headers, &http::header::HOST)?.map(|h| spelled(&h));
+    let authority = src.authority.map(|a| spelled(a.as_bytes()));
+    match (authority, sent) {
+        (Some(authority), Some(host)) if host != authority => Err(ReadError::Ambiguous),
+        (Some(authority), _) => Ok(Some(authority)),
         (None, sent) => Ok(sent),
     }
 }

@@ -7,7 +7,8 @@
 use http::header::COOKIE;
 use http::{HeaderMap, HeaderValue, Version};
 
-/// Joins the `cookie` fields of an HTTP/2 request into one, in order, with `; `.
+/// Joins the `cookie` fields of an HTTP/2 request into one, in order, with `; ` (empty fields
+/// add nothing: padding makes no other value).
 pub fn join_http2(version: Version, headers: &mut HeaderMap) {
     if version != Version::HTTP_2 {
         return;
@@ -17,7 +18,7 @@ pub fn join_http2(version: Version, headers: &mut HeaderMap) {
         return;
     };
     let mut joined = Vec::new();
-    for field in headers.get_all(COOKIE) {
+    for field in headers.get_all(COOKIE).iter().filter(|f| !f.is_empty()) {
         if !joined.is_empty() {
             joined.extend_from_slice(b"; ");
         }
@@ -38,14 +39,15 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.append(COOKIE, HeaderValue::from_static("a=1"));
         headers.append(COOKIE, HeaderValue::from_static("b=2"));
+        headers.append(COOKIE, HeaderValue::from_static(""));
         let mut h1 = headers.clone();
         join_http2(Version::HTTP_2, &mut headers);
         let fields: Vec<_> = headers.get_all(COOKIE).iter().collect();
-        assert_eq!(fields, ["a=1; b=2"]);
+        assert_eq!(fields, ["a=1; b=2"], "an empty field adds nothing");
         join_http2(Version::HTTP_11, &mut h1);
         assert_eq!(
             h1.get_all(COOKIE).iter().count(),
-            2,
+            3,
             "HTTP/1.1 left as sent"
         );
     }

@@ -10,6 +10,7 @@ mod cookies;
 mod table;
 
 pub use crate::path::{normalize, routing_form, PathError};
+pub use cookies::join_http2 as join_http2_cookies;
 pub use table::{Carried, CompileError, Route, RouteTable};
 
 use std::borrow::Cow;
@@ -76,6 +77,8 @@ pub fn admit<'t>(
     proxied_only: bool,
 ) -> Result<&'t Arc<Route>, RouteError> {
     let server = &table.config.server;
+    // before the bounds: split cookie fields are one field, as an HTTP/1.1 client sends them
+    cookies::join_http2(head.version, &mut head.headers);
     if head.headers.len() > server.max_headers {
         return Err(RouteError::HeadTooLarge {
             what: format!("{} header fields", head.headers.len()),
@@ -94,7 +97,6 @@ pub fn admit<'t>(
             max: format!("{} bytes", server.max_header_bytes),
         });
     }
-    cookies::join_http2(head.version, &mut head.headers);
     normalize_uri(&mut head.uri)?;
     let routed = routing_form(head.uri.path())?;
     table

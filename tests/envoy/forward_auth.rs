@@ -311,3 +311,34 @@ key = ["header:x-user"]
         .await;
     assert_eq!(usage.json()["limits"][0]["in_flight"], 0, "{}", usage.body);
 }
+
+/// A proxy that asks over HTTP/2 may split the original's cookies into several fields: they
+/// are one cookie key, as on the traffic path, not an ambiguous one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_cookie_fields_of_an_http2_subrequest_are_one_key() {
+    let redis = RedisServer::start();
+    let extra = r#"
+[[routes]]
+name = "session"
+path = "/app/*"
+key = ["header:cookie"]
+  [[routes.limits]]
+  name = "per-session"
+  limit = 1
+  window = "1m"
+"#;
+    let gw = gateway(&redis, "", "", extra).await;
+    let h2 = HttpClient::http2();
+    let ask = |cookies: &'static [(&'static str, &'static str)]| {
+        let (h2, url) = (h2.clone(), url(&gw));
+        async move {
+            let mut headers = vec![("x-forwarded-method", "GET"), ("x-forwarded-uri", "/app/x")];
+            headers.extend_from_slice(cookies);
+            h2.get(&url, &headers).await
+        }
+    };
+    let split = ask(&[("cookie", "sid=1"), ("cookie", "theme=dark")]).await;
+    assert_eq!(split.status, 200, "{}", split.body);
+    let joined = ask(&[("cookie", "sid=1; theme=dark")]).await;
+    assert_eq!(joined.status, 429, "the same cookies: {}", joined.body);
+}
