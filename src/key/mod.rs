@@ -280,6 +280,8 @@ fn push_fallback(key: &mut String, src: &KeySource<'_>) {
 }
 
 #[cfg(test)]
+mod host_tests;
+#[cfg(test)]
 mod spelling_tests;
 #[cfg(test)]
 mod tests;
