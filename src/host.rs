@@ -32,7 +32,7 @@ pub fn is_host_and_port(text: &str) -> bool {
 /// in its canonical form (`[0:0::1]` is `[::1]`), and the port dropped where it says nothing: an
 /// empty one, or the web's default (80, 443). Text that is no host comes back lower-cased.
 pub fn canonical(text: &str) -> String {
-    let text = text.to_ascii_lowercase();
+    let text = decode_unreserved(text).to_ascii_lowercase();
     let (host, port) = match text.strip_prefix('[') {
         Some(bracketed) => match bracketed.split_once(']') {
             Some((v6, rest)) => match v6.parse::<Ipv6Addr>() {
@@ -46,10 +46,43 @@ pub fn canonical(text: &str) -> String {
             None => (text.trim_end_matches('.').to_string(), None),
         },
     };
-    match port {
-        None | Some("" | "80" | "443") => host,
-        Some(port) => format!("{host}:{port}"),
+    // a port as its number (`080` is 80)
+    match port.map(|p| (p, p.parse::<u16>())) {
+        None | Some(("", _)) | Some((_, Ok(80 | 443))) => host,
+        Some((_, Ok(port))) => format!("{host}:{port}"),
+        Some((port, Err(_))) => format!("{host}:{port}"),
     }
+}
+
+/// `text` with its percent-escapes of unreserved characters decoded (RFC 3986 6.2.2.2: `z%39`
+/// is `z9`); other escapes stay as written.
+fn decode_unreserved(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('%') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = (bytes[i] == b'%')
+            .then(|| text.get(i + 1..i + 3))
+            .flatten()
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok())
+            .filter(|b| b.is_ascii_alphanumeric() || b"-._~".contains(b));
+        match escaped {
+            Some(b) => {
+                out.push(char::from(b));
+                i += 3;
+            }
+            None => {
+                // up to the next `%`, as written (a `%` is one byte: a char boundary)
+                let next = text[i + 1..].find('%').map_or(text.len(), |n| i + 1 + n);
+                out.push_str(&text[i..next]);
+                i = next;
+            }
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// RFC 3986 `reg-name`: unreserved, sub-delims and `%` of percent escapes.
@@ -95,6 +128,12 @@ mod tests {
         assert_eq!(canonical("[0:0::1]:80"), "[::1]");
         assert_eq!(canonical("[::1]:9000"), "[::1]:9000");
         assert_eq!(canonical("10.0.0.1:80"), "10.0.0.1");
+        // a port is its number, an escaped unreserved character its character
+        for spelling in ["z9:080", "z9:000080", "Z%39", "z%39:0443"] {
+            assert_eq!(canonical(spelling), "z9", "{spelling}");
+        }
+        assert_eq!(canonical("z9:08080"), "z9:8080");
+        assert_eq!(canonical("bücher%2e%ZZ"), "bücher.%zz");
     }
 
     #[test]
