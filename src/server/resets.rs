@@ -22,8 +22,10 @@ pub const RAPID_RESETS: usize = 100;
 /// The span the resets are counted over.
 pub const RAPID_RESET_SPAN: Duration = Duration::from_secs(10);
 
-/// Seconds of stream ends kept: the span, and the second under way.
-const SECONDS_KEPT: usize = RAPID_RESET_SPAN.as_secs() as usize + 1;
+/// Seconds of stream ends kept: the span, the second under way, and one more (finishes are
+/// counted a second longer than resets: a stream that finished just before the one reset beside
+/// it must not leave the span first).
+const SECONDS_KEPT: usize = RAPID_RESET_SPAN.as_secs() as usize + 2;
 
 /// Stream ends of one kind (finished, or reset) per second of a connection, in a ring of
 /// `(second, count in it)`.
@@ -46,9 +48,9 @@ impl PerSecond {
         count.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// The count of the span up to `second` (to the second).
-    fn lately(&self, second: u64) -> u64 {
-        let oldest = second.saturating_sub(RAPID_RESET_SPAN.as_secs());
+    /// The count of the span up to `second` (to the second), and of `more` seconds before it.
+    fn lately(&self, second: u64, more: u64) -> u64 {
+        let oldest = second.saturating_sub(RAPID_RESET_SPAN.as_secs() + more);
         (self.0.iter())
             .filter(|(at, _)| (oldest..=second).contains(&at.load(Ordering::Acquire)))
             .map(|(_, count)| count.load(Ordering::Acquire))
@@ -89,12 +91,16 @@ impl StreamResets {
 
     /// A stream ended before its response did (the client reset it).
     pub fn reset(&self) {
-        let second = self.began.elapsed().as_secs();
+        self.reset_at(self.began.elapsed().as_secs());
+    }
+
+    /// A reset in `second` of the connection.
+    fn reset_at(&self, second: u64) {
         self.resets.add(second);
         // at least a hundred resets within the span, and fewer streams let finish in it than
         // were reset: fewer than half of its streams
-        let resets = self.resets.lately(second);
-        let rapid = resets >= RAPID_RESETS as u64 && self.finished.lately(second) < resets;
+        let resets = self.resets.lately(second, 0);
+        let rapid = resets >= RAPID_RESETS as u64 && self.finished.lately(second, 1) < resets;
         if rapid && !self.tripped.swap(true, Ordering::AcqRel) {
             tracing::warn!(
                 resets = RAPID_RESETS,
@@ -174,6 +180,24 @@ mod tests {
         assert!(
             burst.tripped.load(Ordering::Acquire),
             "one more reset than finished"
+        );
+    }
+
+    #[test]
+    fn finishes_a_second_before_their_resets_still_count() {
+        // each second: ten streams finish, then, in the next second, ten are reset
+        let balanced = StreamResets::default();
+        for second in 0..40 {
+            for _ in 0..10 {
+                balanced.finished.add(second);
+            }
+            for _ in 0..10 {
+                balanced.reset_at(second + 1);
+            }
+        }
+        assert!(
+            !balanced.tripped.load(Ordering::Acquire),
+            "as many finished as reset"
         );
     }
 }
