@@ -24,8 +24,11 @@ pub fn join_http2(version: Version, headers: &mut HeaderMap) {
         }
         joined.extend_from_slice(field.as_bytes());
     }
-    // joined from valid field values with `; `: a valid value too
-    if let Ok(value) = HeaderValue::from_bytes(&joined) {
+    if joined.is_empty() {
+        // empty fields only: no cookie
+        headers.remove(COOKIE);
+    } else if let Ok(value) = HeaderValue::from_bytes(&joined) {
+        // joined from valid field values with `; `: a valid value too
         headers.insert(COOKIE, value);
     }
 }
@@ -33,6 +36,15 @@ pub fn join_http2(version: Version, headers: &mut HeaderMap) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn empty_http2_cookie_fields_are_no_cookie() {
+        let mut headers = HeaderMap::new();
+        headers.append(COOKIE, HeaderValue::from_static(""));
+        headers.append(COOKIE, HeaderValue::from_static(""));
+        join_http2(Version::HTTP_2, &mut headers);
+        assert!(headers.get(COOKIE).is_none());
+    }
 
     #[test]
     fn http2_cookie_fields_become_one() {
