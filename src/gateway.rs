@@ -90,6 +90,7 @@ impl Service<Request<Incoming>> for GatewayService {
             is_trusted(ip, &table.config.server.trusted_proxies)
         };
         let request_id = RequestId::for_request(req.headers(), trusted);
+        let req_is_head = req.method() == Method::HEAD;
         let log = access_log::enabled().then(|| Logged {
             method: req.method().clone(),
             uri: req.uri().clone(),
@@ -110,6 +111,7 @@ impl Service<Request<Incoming>> for GatewayService {
             }
         };
         GatewayFuture {
+            head: req_is_head,
             future,
             request_id,
             log,
@@ -137,6 +139,8 @@ pin_project_lite::pin_project! {
     pub struct GatewayFuture {
         #[pin]
         future: Either<crate::layer::ResponseFuture<ProxyService, Incoming>, Refused>,
+        // a `HEAD` request: its answer goes without a body
+        head: bool,
         request_id: RequestId,
         log: Option<Logged>,
         started: Instant,
@@ -174,6 +178,9 @@ impl Future for GatewayFuture {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let mut response = std::task::ready!(this.future.poll(cx))?;
+        if *this.head {
+            response = without_body(response);
+        }
         response
             .headers_mut()
             .insert(X_REQUEST_ID.clone(), this.request_id.header_value().clone());
@@ -190,4 +197,15 @@ impl Future for GatewayFuture {
         }
         Poll::Ready(Ok(response))
     }
+}
+
+/// The answer to a `HEAD` request, its body dropped (its headers, `Content-Length` included,
+/// say what a `GET` would get). hyper drops it over HTTP/1.1 but sends it over HTTP/2, where a
+/// body on a `HEAD` answer is a protocol error: the client would see no status at all. An
+/// answer whose end settles its attempt keeps its (empty) body, to be settled as it ends.
+fn without_body(response: Response<ResponseBody<Body>>) -> Response<ResponseBody<Body>> {
+    response.map(|body| match body {
+        metered @ ResponseBody::Metered { .. } => metered,
+        _ => ResponseBody::own(Body::empty()),
+    })
 }

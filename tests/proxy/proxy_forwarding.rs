@@ -109,3 +109,35 @@ async fn many_http2_cookie_fields_count_as_one_header() {
         .to_string();
     assert_eq!(forwarded.split("; ").count(), 150);
 }
+
+/// A `HEAD` request over HTTP/2 that the gateway answers itself (a 429, a 404) gets its status
+/// and headers without a body: a body on a `HEAD` answer is an HTTP/2 protocol error, and the
+/// client would see no status at all. A proxied `HEAD` goes on as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_head_requests_get_the_gateways_own_answers_without_a_body() {
+    let up = upstream::start().await;
+    let routes = r#"
+[[routes]]
+name = "once"
+path = "/once/*"
+upstream = "up"
+key = ["route"]
+  [[routes.limits]]
+  name = "per-minute"
+  limit = 1
+  window = "1m"
+"#;
+    let gw = gateway::start(&config("backend = \"memory\"", &up.url(), routes)).await;
+    let h2 = HttpClient::http2();
+    let head = |path: &'static str| {
+        let (h2, url) = (h2.clone(), gw.url(path));
+        async move { h2.send(http::Method::HEAD, &url, &[], "").await }
+    };
+    let first = head("/once/x").await;
+    assert_eq!((first.status.as_u16(), first.body.as_str()), (200, ""));
+    let refused = head("/once/x").await;
+    assert_eq!(refused.status, 429);
+    assert_eq!(refused.body, "");
+    assert!(refused.header("retry-after").is_some());
+    assert_eq!(head("/nowhere").await.status, 404);
+}
