@@ -6,6 +6,8 @@
 
 use std::net::Ipv6Addr;
 
+use crate::path::{hex_value, is_unreserved};
+
 /// Whether `text` is a non-empty host with an optional `:port` (no user info, no spaces).
 pub fn is_host_and_port(text: &str) -> bool {
     let (host_ok, rest) = match text.strip_prefix('[') {
@@ -64,11 +66,11 @@ fn decode_unreserved(text: &str) -> std::borrow::Cow<'_, str> {
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
     while i < bytes.len() {
-        let escaped = (bytes[i] == b'%')
-            .then(|| text.get(i + 1..i + 3))
-            .flatten()
-            .and_then(|hex| u8::from_str_radix(hex, 16).ok())
-            .filter(|b| b.is_ascii_alphanumeric() || b"-._~".contains(b));
+        let digit = |at: usize| bytes.get(at).copied().and_then(hex_value);
+        let escaped = match (bytes[i], digit(i + 1), digit(i + 2)) {
+            (b'%', Some(hi), Some(lo)) => Some(hi << 4 | lo).filter(|&b| is_unreserved(b)),
+            _ => None,
+        };
         match escaped {
             Some(b) => {
                 out.push(char::from(b));

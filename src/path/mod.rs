@@ -6,5 +6,5 @@
 mod normal;
 mod routed;
 
-pub use normal::{normalize, PathError};
+pub use normal::{hex_value, is_unreserved, normalize, PathError};
 pub use routed::routing_form;

@@ -131,7 +131,7 @@ fn decode_unreserved(path: &str) -> Result<String, PathError> {
 pub(super) const HEX_UPPER: [u8; 16] = *b"0123456789ABCDEF";
 
 /// The value of one hex digit.
-pub(super) fn hex_value(b: u8) -> Option<u8> {
+pub fn hex_value(b: u8) -> Option<u8> {
     match b {
         b'0'..=b'9' => Some(b - b'0'),
         b'a'..=b'f' => Some(b - b'a' + 10),
@@ -141,7 +141,7 @@ pub(super) fn hex_value(b: u8) -> Option<u8> {
 }
 
 /// RFC 3986 2.3: ALPHA / DIGIT / "-" / "." / "_" / "~".
-fn is_unreserved(b: u8) -> bool {
+pub fn is_unreserved(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
 }
 
