@@ -15,6 +15,7 @@ use support::load::probe::info;
 use support::load::wait_until;
 use support::metrics::value;
 use support::observe::command_calls;
+use support::process::Process;
 use support::redis::{RedisServer, Resp};
 use support::sentinel::Sentinel;
 use support::{unique_prefix, upstream};
@@ -25,6 +26,10 @@ const TIMEOUT: Duration = Duration::from_millis(500);
 const SEEN_WITHIN: Duration = Duration::from_secs(5);
 /// How long a replica missing from `ROLE` is still asked for (the gateway's `LOST_AFTER`).
 const LOST_AFTER: Duration = Duration::from_secs(5);
+/// Decisions checked on new connections once the first one after a replica's loss was allowed.
+const AFTER_THE_LOSS: usize = 30;
+/// Workers of the gateway that loses a replica: each has its own connection to the master.
+const WORKERS: usize = 4;
 
 /// One route keyed by `X-User`, failing closed, one request per user and hour.
 const ROUTES: &str = r#"
@@ -54,19 +59,26 @@ async fn gateway_on(url: &str, test: &str) -> (gateway::Gateway, upstream::Upstr
 
 /// `slidegate_store_replicas{node="127.0.0.1:port"}` now (`None`: no such series).
 async fn replicas_of(gw: &gateway::Gateway, port: u16) -> Option<f64> {
-    let metrics = HttpClient::default()
-        .get(&gw.admin("/metrics"), &[])
-        .await
-        .body;
+    replicas_at(&gw.admin("/metrics"), port).await
+}
+
+/// `slidegate_store_replicas{node="127.0.0.1:port"}` on the metrics page at `url`.
+async fn replicas_at(url: &str, port: u16) -> Option<f64> {
+    let metrics = HttpClient::default().get(url, &[]).await.body;
     let node = format!("127.0.0.1:{port}");
     value(&metrics, "slidegate_store_replicas", &[("node", &node)])
 }
 
 /// Waits (at most [`SEEN_WITHIN`]) until the gauge of `port` reads `expected`.
 async fn await_replicas(gw: &gateway::Gateway, port: u16, expected: Option<f64>) {
+    await_replicas_at(&gw.admin("/metrics"), port, expected).await
+}
+
+/// Like [`await_replicas`], on the metrics page at `url`.
+async fn await_replicas_at(url: &str, port: u16, expected: Option<f64>) {
     let deadline = Instant::now() + SEEN_WITHIN;
     loop {
-        let seen = replicas_of(gw, port).await;
+        let seen = replicas_at(url, port).await;
         if seen == expected {
             return;
         }
@@ -87,9 +99,12 @@ fn zcard(server: &RedisServer, key: &str) -> i64 {
 
 /// One request for `user`, which the store must decide and allow (not `on_error`).
 async fn allowed(gw: &gateway::Gateway, user: &str) {
-    let r = HttpClient::default()
-        .get(&gw.url("/deny/x"), &[("x-user", user)])
-        .await;
+    allowed_at(&gw.url("/deny/x"), user).await
+}
+
+/// Like [`allowed`], at `url`, on a new connection.
+async fn allowed_at(url: &str, user: &str) {
+    let r = HttpClient::default().get(url, &[("x-user", user)]).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r.header("ratelimit").is_some(), "decided by the store");
 }
@@ -201,14 +216,32 @@ async fn the_gauge_drops_to_zero_on_promotion_and_recovers_when_a_replica_attach
 /// replica for `LOST_AFTER` (5 s: a replica whose link broke just before a failover may still
 /// be promoted, so it is asked for that long) the store decides at once again (the gauge reads
 /// 0). Asking on for the dead replica would send every allowed decision to `on_error` until
-/// the gateway reconnected, a lasting outage for a fault that is over.
+/// the gateway reconnected, a lasting outage for a fault that is over. The gateway is the real
+/// binary with several workers, each with its own connection to the master: the loss is the
+/// master's, so every worker stops waiting at once, also one that met no short wait.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_that_dies_without_a_failover_is_no_longer_waited_for() {
     let master = RedisServer::start_async().await;
     let mut replica = replica_of(master.port).await;
-    let (gw, _up, _prefix) = gateway_on(&master.url(), "acks-replica-died").await;
-    await_replicas(&gw, master.port, Some(1.0)).await;
-    allowed(&gw, "before").await;
+    let up = upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config_file = dir.path().join("config.toml");
+    let store = format!(
+        "backend = \"redis\"\nurl = \"{}\"\nkey_prefix = \"{}\"\ntimeout = \"{}ms\"\nreplica_acks = 1",
+        master.url(),
+        unique_prefix("acks-replica-died"),
+        TIMEOUT.as_millis()
+    );
+    std::fs::write(&config_file, config(&store, &up.url(), ROUTES)).unwrap();
+    let workers = WORKERS.to_string();
+    let gw = Process::start(&config_file, &[("TOKIO_WORKER_THREADS", &workers)]);
+    let (proxy, admin) = gw.listening();
+    let (url, metrics) = (
+        format!("http://{proxy}/deny/x"),
+        format!("http://{admin}/metrics"),
+    );
+    await_replicas_at(&metrics, master.port, Some(1.0)).await;
+    allowed_at(&url, "before").await;
 
     replica.kill();
     wait_until(
@@ -217,12 +250,14 @@ async fn a_replica_that_dies_without_a_failover_is_no_longer_waited_for() {
         || info(&master, "replication").contains("connected_slaves:0"),
     )
     .await;
-    // The decisions of the first LOST_AFTER still wait for it, and fail closed.
+    // The decisions of the first LOST_AFTER still wait for it, and fail closed. They come on
+    // one connection, so one worker alone meets the short waits.
+    let one_connection = HttpClient::default();
     let deadline = Instant::now() + LOST_AFTER + SEEN_WITHIN;
     let mut refused = 0;
     for i in 0.. {
-        let r = HttpClient::default()
-            .get(&gw.url("/deny/x"), &[("x-user", &format!("after{i}"))])
+        let r = one_connection
+            .get(&url, &[("x-user", &format!("after{i}"))])
             .await;
         if r.status == 200 {
             break;
@@ -235,9 +270,12 @@ async fn a_replica_that_dies_without_a_failover_is_no_longer_waited_for() {
             LOST_AFTER + SEEN_WITHIN
         );
     }
-    await_replicas(&gw, master.port, Some(0.0)).await;
+    // New connections, spread over every worker: none is sent to on_error any more.
+    for i in 0..AFTER_THE_LOSS {
+        allowed_at(&url, &format!("settled{i}")).await;
+    }
+    await_replicas_at(&metrics, master.port, Some(0.0)).await;
     let waits = command_calls(&master, "wait");
-    allowed(&gw, "settled").await;
+    allowed_at(&url, "settled").await;
     assert_eq!(command_calls(&master, "wait"), waits, "no replica: no WAIT");
-    gw.stop().await;
 }

@@ -13,7 +13,7 @@ use fred::types::Builder;
 use tokio::runtime::Handle;
 
 use super::keeper;
-use super::replicas::{self, Replicas};
+use super::replicas::{self, ReplicaBook, Replicas};
 use crate::store::StoreError;
 
 /// How long after its creation a node's client is still waiting for its first connection: a
@@ -48,6 +48,16 @@ pub fn builder(config: FredConfig) -> Builder {
     builder
 }
 
+/// What watching every node's replicas takes (`store.replica_acks` > 0): the setting, and the
+/// book that every worker's connections share.
+#[derive(Debug, Clone)]
+pub struct ReplicaWatch {
+    /// `store.replica_acks`.
+    pub configured: u32,
+    /// Each node's replicas.
+    pub book: Arc<ReplicaBook>,
+}
+
 /// A client with one connection to one server.
 #[derive(Clone)]
 pub struct Node {
@@ -55,7 +65,8 @@ pub struct Node {
     pub client: Client,
     /// Its cluster node (`None`: a standalone server or a sentinel's master).
     pub server: Option<Server>,
-    /// Its replicas as last seen (kept up to date only with `store.replica_acks`).
+    /// Its replicas as last seen, shared with every worker's connection to the same node (kept
+    /// up to date only with `store.replica_acks`).
     pub replicas: Arc<Replicas>,
     /// Set once the node left the slot table: its connection is closed, not restarted.
     retired: Arc<AtomicBool>,
@@ -65,30 +76,30 @@ pub struct Node {
 impl Node {
     /// Builds the client and connects it on `handle`'s runtime (its I/O is driven there); a
     /// keeper starts its connection task again whenever it ends, until the node is retired.
-    /// With `replica_acks` (`store.replica_acks` > 0), its replicas are watched
-    /// ([`replicas::watch`]).
+    /// With `replicas` (`store.replica_acks` > 0, and the book of every node's replicas), its
+    /// replicas are the book's entry for its node, and watched ([`replicas::watch`]).
     pub fn start(
         builder: &Builder,
         server: Option<Server>,
         handle: &Handle,
-        replica_acks: Option<u32>,
+        replicas: Option<&ReplicaWatch>,
     ) -> Result<Node, StoreError> {
         let client = builder
             .build()
             .map_err(|e| StoreError::Other(e.to_string()))?;
         let node = Node {
             client,
+            replicas: replicas.map_or_else(Arc::default, |w| w.book.of(server.as_ref())),
             server,
-            replicas: Arc::default(),
             retired: Arc::new(AtomicBool::new(false)),
             born: Instant::now(),
         };
         let _entered = handle.enter();
-        if let Some(configured) = replica_acks {
+        if let Some(watch) = replicas {
             replicas::watch(
                 &node.client,
                 &node.replicas,
-                configured,
+                watch.configured,
                 node.retired.clone(),
             );
         }

@@ -19,7 +19,7 @@ use fred::types::config::Server;
 use fred::types::Builder;
 use tokio::runtime::Handle;
 
-use super::node::Node;
+use super::node::{Node, ReplicaWatch};
 use super::sentinel_watch::SentinelWatch;
 use super::slots::SlotTable;
 use super::topology::{renew, Topology};
@@ -31,8 +31,8 @@ pub struct Nodes {
     kind: Kind,
     /// A sentinel's master: asks the sentinels after a failed call ([`SentinelWatch`]).
     sentinel: Option<Arc<SentinelWatch>>,
-    /// `store.replica_acks`, when above 0: each node's replicas are watched.
-    replica_acks: Option<u32>,
+    /// With `store.replica_acks` above 0: each node's replicas are watched.
+    replicas: Option<ReplicaWatch>,
 }
 
 enum Kind {
@@ -49,27 +49,31 @@ enum Kind {
 
 impl Nodes {
     /// The connection to one server (standalone or sentinel), made on `handle`'s runtime;
-    /// with `replica_acks`, its replicas are watched.
+    /// with `replicas`, its replicas are watched.
     pub fn single(
         builder: &Builder,
         handle: Handle,
-        replica_acks: Option<u32>,
+        replicas: Option<ReplicaWatch>,
     ) -> Result<Nodes, StoreError> {
-        let node = Node::start(builder, None, &handle, replica_acks)?;
+        let node = Node::start(builder, None, &handle, replicas.as_ref())?;
         Ok(Nodes {
             handle,
             sentinel: SentinelWatch::of(&node),
             kind: Kind::Single(node),
-            replica_acks,
+            replicas,
         })
     }
 
     /// A worker's connections to the cluster `topology` describes; each client is made on
-    /// `handle`'s runtime when first needed (with `replica_acks`, each one's replicas watched).
-    pub fn cluster(topology: Arc<Topology>, handle: Handle, replica_acks: Option<u32>) -> Nodes {
+    /// `handle`'s runtime when first needed (with `replicas`, each one's replicas watched).
+    pub fn cluster(
+        topology: Arc<Topology>,
+        handle: Handle,
+        replicas: Option<ReplicaWatch>,
+    ) -> Nodes {
         Nodes {
             handle,
-            replica_acks,
+            replicas,
             sentinel: None,
             kind: Kind::Cluster {
                 topology,
@@ -138,7 +142,7 @@ impl Nodes {
             &builder,
             Some(server.clone()),
             &self.handle,
-            self.replica_acks,
+            self.replicas.as_ref(),
         )
         .expect("a client for a node of a valid cluster URL builds");
         clients.insert(server.clone(), node.clone());

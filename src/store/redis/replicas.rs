@@ -17,13 +17,21 @@
 //! `ROLE` has not listed it for that long with no failover, it is taken as lost and no longer
 //! asked for (without that, a replica that died with no failover would send every allowed
 //! decision to `on_error` until the next reconnection).
+//!
+//! A master's replicas are the master's, not a connection's: every worker's connection to one
+//! node shares one [`Replicas`] ([`ReplicaBook`]), so a loss one worker's `ROLE` read takes is
+//! taken by every worker at once. Without that, a worker that met no short `WAIT` would go on
+//! asking for the lost replica, and decisions would alternate between allowed and `on_error`
+//! by the worker a connection landed on, for up to another [`LOST_AFTER`].
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use fred::clients::Client;
 use fred::interfaces::{ClientLike, EventInterface};
+use fred::types::config::Server;
 use fred::types::{ClusterHash, CustomCommand, Value};
 use tokio::sync::Notify;
 
@@ -47,6 +55,29 @@ pub struct Replicas {
     recheck: Arc<Notify>,
     /// Since when `ROLE` has listed fewer replicas than `seen` (not yet taken as lost).
     fewer_since: Mutex<Option<Instant>>,
+}
+
+/// Each node's [`Replicas`], shared by every worker's connection to it: a cluster node by its
+/// address, the one server of a standalone or sentinel store (`None`) as one. An entry lives as
+/// long as some worker's connection to its node does.
+#[derive(Debug, Default)]
+pub struct ReplicaBook {
+    nodes: Mutex<HashMap<Option<Server>, Weak<Replicas>>>,
+}
+
+impl ReplicaBook {
+    /// The replicas of `node` (`None`: the one server), shared with every other worker's
+    /// connection to it.
+    pub fn of(&self, node: Option<&Server>) -> Arc<Replicas> {
+        let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(replicas) = nodes.get(&node.cloned()).and_then(Weak::upgrade) {
+            return replicas;
+        }
+        nodes.retain(|_, replicas| replicas.strong_count() > 0);
+        let replicas = Arc::new(Replicas::default());
+        nodes.insert(node.cloned(), Arc::downgrade(&replicas));
+        replicas
+    }
 }
 
 impl Default for Replicas {
@@ -120,6 +151,18 @@ impl Replicas {
         }
     }
 
+    /// Whether `ROLE` is read on every [`DEGRADED_POLL`]: while the master has fewer replicas
+    /// than `configured`, or lists fewer than the wait asks for (so the loss is taken once
+    /// [`LOST_AFTER`] has passed, not at the next short `WAIT`).
+    fn polled(&self, configured: u32) -> bool {
+        self.wanted(configured) < configured
+            || self
+                .fewer_since
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some()
+    }
+
     /// Notes a `ROLE` reply's count on a new connection (taken as it is).
     fn counted(&self, replicas: u32) {
         *self.fewer_since.lock().unwrap_or_else(|e| e.into_inner()) = None;
@@ -139,7 +182,7 @@ enum Reason {
 
 /// Keeps `replicas` up to date for `client`'s connection while `retired` is not set: `ROLE` at
 /// each connection (the first included), after each short `WAIT`, and every [`DEGRADED_POLL`]
-/// while the master has fewer replicas than `configured`. Call before the client connects, or
+/// while the master has fewer replicas than `configured` or a loss is pending. Call before the client connects, or
 /// its first connection goes unseen. The watch ends once `replicas` is dropped (the store with
 /// it).
 pub fn watch(client: &Client, replicas: &Arc<Replicas>, configured: u32, retired: Arc<AtomicBool>) {
@@ -173,7 +216,7 @@ pub fn watch(client: &Client, replicas: &Arc<Replicas>, configured: u32, retired
                     true
                 }
                 _ if !client.is_connected() => continue,
-                Reason::Poll if replicas.wanted(configured) >= configured => continue,
+                Reason::Poll if !replicas.polled(configured) => continue,
                 Reason::Poll | Reason::Short => false,
             };
             match (role(&client).await, connected) {
@@ -231,6 +274,23 @@ mod tests {
             Value::Integer(7000),
         ]);
         assert_eq!(replicas_in(slave), None);
+    }
+
+    #[test]
+    fn every_connection_to_a_node_shares_its_replicas() {
+        let book = ReplicaBook::default();
+        let (first, second) = (book.of(None), book.of(None));
+        assert!(Arc::ptr_eq(&first, &second));
+        let node = Server::new("127.0.0.1", 7000);
+        assert!(!Arc::ptr_eq(&first, &book.of(Some(&node))));
+        first.counted(0);
+        assert_eq!(second.wanted(1), 0, "one worker's count is every worker's");
+        drop((first, second));
+        assert_eq!(
+            book.of(None).wanted(1),
+            1,
+            "no connection left: known afresh"
+        );
     }
 
     #[test]

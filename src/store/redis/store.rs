@@ -22,7 +22,7 @@ use super::code::Shared;
 use super::deadline::Deadline;
 use super::lane::Lane;
 use super::lanes::Lanes;
-use super::node::builder;
+use super::node::{builder, ReplicaWatch};
 use super::nodes::Nodes;
 use super::topology::{MakeBuilder, Topology};
 use super::url::fred_url;
@@ -87,7 +87,10 @@ impl RedisStore {
             .is_clustered()
             .then(|| Arc::new(Topology::new(base.clone(), make.clone())));
         let acks = AckPolicy::new(config.replica_acks, config.timeout);
-        let watch = acks.map(|a| a.replicas());
+        let watch = acks.map(|a| ReplicaWatch {
+            configured: a.replicas(),
+            book: Arc::default(),
+        });
         let shared = Shared::new(config.scripts);
         let mut workers = Vec::with_capacity(crate::workers::count());
         for i in 0..crate::workers::count() {
@@ -96,8 +99,8 @@ impl RedisStore {
                 .cloned()
                 .unwrap_or_else(tokio::runtime::Handle::current);
             let nodes = match &topology {
-                Some(topology) => Nodes::cluster(topology.clone(), handle, watch),
-                None => Nodes::single(&make(base.clone()), handle, watch)?,
+                Some(topology) => Nodes::cluster(topology.clone(), handle, watch.clone()),
+                None => Nodes::single(&make(base.clone()), handle, watch.clone())?,
             };
             workers.push(Some(Arc::new(nodes)));
         }
@@ -145,8 +148,9 @@ impl RedisStore {
         first.expect("a store has a node once connected").client
     }
 
-    /// `store.replica_acks`, and each master's replicas as last seen (`ROLE`, `WAIT`; the
-    /// fewest any worker saw; kept only when `store.replica_acks` is above 0).
+    /// `store.replica_acks`, and each master's replicas as last seen (`ROLE`, `WAIT`; every
+    /// worker's connection to a node shares them; kept only when `store.replica_acks` is above
+    /// 0).
     pub fn replicas(&self) -> (u32, Vec<(String, u32)>) {
         let mut seen: BTreeMap<String, u32> = BTreeMap::new();
         for connection in self.inner.connections.all() {
