@@ -14,8 +14,18 @@
 //! and have another request counted than the one it sends. An absolute URI (`http://host/path`) is read
 //! for its path and query, as an absolute-form request target is on the traffic path; the path
 //! is then normalised and matched exactly as there.
+//!
+//! The original's host comes with its URI's convention. Caddy and Traefik make the subrequest
+//! a request of their own, to the auth address (Traefik's `Host` is that address), and name the
+//! host the client asked for in `X-Forwarded-Host`, set by them in place of any the client sent:
+//! with `X-Forwarded-Uri`, that is the original's `Host`. NGINX passes the client's own headers
+//! along, `X-Forwarded-Host` included, and its recipe sets `Host $host`: with `X-Original-URI`,
+//! the subrequest's `Host` is the original's. Of a list (`a, b`, or the header twice), the last
+//! is the one the proxy that asks set.
 
-use http::header::{HeaderName, CONTENT_ENCODING, CONTENT_LENGTH, EXPECT, TRANSFER_ENCODING};
+use http::header::{
+    HeaderName, HeaderValue, CONTENT_ENCODING, CONTENT_LENGTH, EXPECT, HOST, TRANSFER_ENCODING,
+};
 use http::request::Parts;
 use http::{HeaderMap, Method, Request, Uri};
 
@@ -29,6 +39,8 @@ pub static X_FORWARDED_URI: HeaderName = HeaderName::from_static("x-forwarded-ur
 pub static X_ORIGINAL_METHOD: HeaderName = HeaderName::from_static("x-original-method");
 /// `X-Original-URI` (NGINX, set in its `auth_request` location).
 pub static X_ORIGINAL_URI: HeaderName = HeaderName::from_static("x-original-uri");
+/// `X-Forwarded-Host` (Caddy, Traefik: the host the client asked for).
+pub static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
 /// The original request of a subrequest (`head` and `body`): the body is the original's when
 /// the subrequest carries one (its framing headers kept), else empty.
@@ -61,6 +73,17 @@ pub fn original<B: http_body::Body>(head: &Parts, body: B) -> Result<Request<B>,
             kept.append(name, value.clone());
         }
     }
+    match forwarded_host(headers) {
+        // the client asked for no host (HTTP/1.0): a host key part is missing, as it would be
+        Some([]) => drop(kept.remove(HOST)),
+        Some(host) => {
+            let host = HeaderValue::from_bytes(host).map_err(|_| {
+                OriginalError::BadOriginal("`X-Forwarded-Host` is not a host".into())
+            })?;
+            kept.insert(HOST, host);
+        }
+        None => {}
+    }
     // read as HTTP/1.1 from here on: a subrequest that came over HTTP/2 joins its cookie
     // fields first, as the traffic path does
     crate::route::join_http2_cookies(head.version, request.headers_mut());
@@ -83,6 +106,19 @@ fn the_one_of<'h>(
         true => Ok(Some(value)),
         false => Err(OriginalError::Ambiguous(what)),
     }
+}
+
+/// The original's host when the subrequest names it apart from its own `Host`: the last
+/// `X-Forwarded-Host` of a Caddy or Traefik subrequest (`X-Forwarded-Uri`, no `X-Original-URI`).
+fn forwarded_host(headers: &HeaderMap) -> Option<&[u8]> {
+    if headers.contains_key(&X_ORIGINAL_URI) {
+        return None;
+    }
+    let last = headers.get_all(&X_FORWARDED_HOST).iter().next_back()?;
+    last.as_bytes()
+        .rsplit(|&b| b == b',')
+        .next()
+        .map(<[u8]>::trim_ascii)
 }
 
 /// The original URI as an origin-form target (path and query).

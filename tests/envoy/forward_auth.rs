@@ -342,3 +342,48 @@ key = ["header:cookie"]
     let joined = ask(&[("cookie", "sid=1; theme=dark")]).await;
     assert_eq!(joined.status, 429, "the same cookies: {}", joined.body);
 }
+
+/// A `header:host` key counts the host the client asked for: Caddy's and Traefik's subrequest
+/// names it in `X-Forwarded-Host` (its own `Host` is the auth address), the last one being the
+/// one the proxy set; NGINX's recipe sets `Host`, and a client's `X-Forwarded-Host` beside
+/// `X-Original-URI` changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_key_counts_the_host_the_proxy_names() {
+    let redis = RedisServer::start();
+    let extra = r#"
+[[routes]]
+name = "tenant"
+path = "/t/*"
+key = ["header:host"]
+  [[routes.limits]]
+  name = "per-host"
+  limit = 1
+  window = "1m"
+"#;
+    let gw = gateway(&redis, "", "", extra).await;
+    let c = HttpClient::default();
+    let traefik = |host: &'static str| {
+        let (c, url) = (c.clone(), url(&gw));
+        async move {
+            let h = [("x-forwarded-uri", "/t/x"), ("x-forwarded-host", host)];
+            c.get(&url, &h).await.status
+        }
+    };
+    assert_eq!(traefik("tenant-a.example").await, 200);
+    assert_eq!(traefik("tenant-b.example").await, 200, "another tenant");
+    assert_eq!(traefik("Tenant-A.example:80").await, 429, "one host");
+    assert_eq!(traefik("dodge.example, tenant-b.example").await, 429);
+    let nginx = |host: &'static str, forwarded: &'static str| {
+        let (c, url) = (c.clone(), url(&gw));
+        async move {
+            let h = [
+                ("x-original-uri", "/t/x"),
+                ("host", host),
+                ("x-forwarded-host", forwarded),
+            ];
+            c.get(&url, &h).await.status
+        }
+    };
+    assert_eq!(nginx("tenant-c.example", "x.example").await, 200);
+    assert_eq!(nginx("tenant-c.example", "y.example").await, 429);
+}
