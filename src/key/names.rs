@@ -5,7 +5,9 @@
 //! name is a copy of the wanted one: the caller refuses the request rather than pick a copy.
 //!
 //! Differences from a plain case-insensitive compare: besides case (ASCII, and Unicode lower
-//! case, which takes in Go's simple folding: the Kelvin sign `K` is `k`, the long `ſ` is `s`),
+//! case with every letter whose simple upper or lower case is ASCII, as Go's simple folding,
+//! Java's `equalsIgnoreCase` and .NET's ordinal ignore-case compare read them: the Kelvin sign
+//! `K` is `k`, the long `ſ` is `s`, the dotless `ı` and the dotted `İ` are `i`),
 //! a copy may differ by surrounding whitespace (any Unicode space), NUL or invisible characters
 //! (byte order mark, zero-width space and joiners, soft hyphen: anywhere in the name), a
 //! bracket suffix (`phone[]`, `phone[0]`), and PHP's `.` and ` ` read as `_`. The exact name is
@@ -51,9 +53,15 @@ fn folded(name: &str) -> impl Iterator<Item = char> + '_ {
     core(name)
         .chars()
         .filter(|&c| !is_invisible(c))
+        .map(|c| match c {
+            // letters whose simple upper (`ı`, `ſ`) or lower (`İ`) case is ASCII; the Kelvin
+            // sign's lower case is `k` already
+            'ı' | 'İ' => 'i',
+            'ſ' => 's',
+            c => c,
+        })
         .flat_map(char::to_lowercase)
         .map(|c| match c {
-            'ſ' => 's',
             '.' | ' ' => '_',
             c => c,
         })
@@ -126,6 +134,9 @@ mod tests {
         // Go's simple folding: the Kelvin sign and the long s
         assert_eq!(compare("\u{212A}ey", "key"), NameMatch::Copy);
         assert_eq!(compare("\u{017F}ms", "sms"), NameMatch::Copy);
+        // Java's equalsIgnoreCase and .NET's ordinal ignore-case: the dotless and dotted i
+        assert_eq!(compare("ema\u{0131}l", "email"), NameMatch::Copy);
+        assert_eq!(compare("\u{0130}D", "id"), NameMatch::Copy);
         // PHP reads `.` and ` ` in a field name as `_`
         assert_eq!(compare("user.id", "user_id"), NameMatch::Copy);
         assert_eq!(compare("user id", "user_id"), NameMatch::Copy);
