@@ -27,7 +27,7 @@ pub use wire::ReadCheck;
 
 use crate::error::GatewayError;
 use crate::grpc_unary::{BoxFuture, UnaryMethod, UnaryServer};
-use crate::layer::{Asker, ClientAddr, ResponseBody, Shared};
+use crate::layer::{AnswerBy, Asker, ClientAddr, ResponseBody, Shared};
 use crate::request_id::{RequestId, X_REQUEST_ID};
 
 /// The largest `CheckRequest` taken, in bytes: a body of the largest `max_key_body_bytes`
@@ -57,21 +57,22 @@ impl ExtAuthzService {
         UnaryServer::new(self)
     }
 
-    /// The answer to `read`: the first decision's when the request was asked about already.
-    pub async fn answer(&self, read: &ReadCheck) -> CheckResponse {
+    /// The answer to `read`, for a caller that stops waiting at `answer_by` (a delay route
+    /// waits no longer): the first decision's when the request was asked about already.
+    pub async fn answer(&self, read: &ReadCheck, answer_by: Option<Instant>) -> CheckResponse {
         match RequestIdentity::of(read) {
             // boxed: the repeats' cell holds the decision's future, which is then moved by
             // pointer, not copied whole at each await it passes through
             Some(identity) => {
-                let decide = Box::pin(self.decide(&read.check));
+                let decide = Box::pin(self.decide(&read.check, answer_by));
                 self.first.answer(identity, decide).await
             }
-            None => self.decide(&read.check).await,
+            None => self.decide(&read.check, answer_by).await,
         }
     }
 
     /// Decides the request `check` asks about, as the traffic path would.
-    async fn decide(&self, check: &CheckRequest) -> CheckResponse {
+    async fn decide(&self, check: &CheckRequest, answer_by: Option<Instant>) -> CheckResponse {
         let started = Instant::now();
         let asked = request::asked(check);
         let headers = asked.as_ref().map(|a| a.request.headers());
@@ -92,6 +93,9 @@ impl ExtAuthzService {
                 let extensions = asked.request.extensions_mut();
                 extensions.insert(request_id.clone());
                 extensions.insert(ClientAddr(asked.source));
+                if let Some(by) = answer_by {
+                    extensions.insert(AnswerBy(by));
+                }
                 let Ok(response) = self.asker.ask(asked.request).await;
                 response
             }
@@ -124,7 +128,8 @@ impl UnaryMethod for ExtAuthzService {
     fn respond(
         self: Arc<Self>,
         read: ReadCheck,
+        answer_by: Option<Instant>,
     ) -> BoxFuture<Result<CheckResponse, tonic::Status>> {
-        Box::pin(async move { Ok(self.answer(&read).await) })
+        Box::pin(async move { Ok(self.answer(&read, answer_by).await) })
     }
 }

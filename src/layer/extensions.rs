@@ -29,6 +29,12 @@ pub struct Arrival {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientAddr(pub IpAddr);
 
+/// When the caller stops waiting for the layer's answer (request extension): ext_authz sets it
+/// from the gRPC call's deadline. A delay route waits at most until then; a refusal whose wait
+/// ends later is answered at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerBy(pub std::time::Instant);
+
 /// Marks an inner service's response whose status says nothing of the request's outcome
 /// (forward auth answers before the request is served): an outcome-counted attempt stays
 /// counted instead of being settled by it (response extension).

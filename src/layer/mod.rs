@@ -39,7 +39,9 @@ pub use ask::{Allow, Asker};
 pub use attempt::{Attempt, Departed, OnDeparted};
 pub use body::{BoxError, RequestBody, ResponseBody};
 pub use builder::{Builder, RouteBuilder};
-pub use extensions::{answered, BodyCutShort, ClientAddr, Decided, MatchedRoute, OutcomeUnseen};
+pub use extensions::{
+    answered, AnswerBy, BodyCutShort, ClientAddr, Decided, MatchedRoute, OutcomeUnseen,
+};
 pub(crate) use extensions::{request_id, Arrival};
 pub use future::ResponseFuture;
 pub use meter::MeteredBody;

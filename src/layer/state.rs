@@ -15,7 +15,7 @@ use tower::Service;
 
 use super::attempt::{self, Attempt, InnerCall, OnDeparted, Settling};
 use super::body::{BoxError, RequestBody};
-use super::extensions::{Decided, MatchedRoute};
+use super::extensions::{AnswerBy, Decided, MatchedRoute};
 use super::read::Reading;
 use crate::error::GatewayError;
 use crate::key::KeySource;
@@ -160,13 +160,16 @@ where
             Ok(cost) => cost,
             Err(e) => return self.refuse(e.into()),
         };
-        let deciding = Deciding::new(
+        let mut deciding = Deciding::new(
             self.limiter.clone(),
             self.route.policy.clone(),
             tier.clone(),
             keys.clone(),
             cost,
         );
+        if let Some(AnswerBy(by)) = self.head.extensions.get::<AnswerBy>() {
+            deciding = deciding.answer_by(*by);
+        }
         self.keys = Some(keys);
         self.tier = Some(tier);
         State::Deciding {

@@ -46,6 +46,9 @@ struct Request {
     /// Whether the store answers with a receipt of what it charged even where the route's
     /// answers settle nothing (a caller that may take the charge back asks for one).
     receipt: bool,
+    /// When the caller stops waiting for the answer (a gRPC caller's deadline): a delay that
+    /// would end later is a refusal now.
+    answer_by: Option<Instant>,
 }
 
 enum State {
@@ -111,6 +114,7 @@ impl Deciding {
                 cost,
                 counted: true,
                 receipt: false,
+                answer_by: None,
             },
             state: State::Start,
         }
@@ -132,6 +136,16 @@ impl Deciding {
         self
     }
 
+    /// The same decision, for a caller that stops waiting at `by` (Envoy's ext_authz call has
+    /// a deadline, 200 ms unless set): a delay route waits at most until then, and a refusal
+    /// whose wait ends later is answered at once, as a 429 the caller can act on, rather than
+    /// held past the deadline (where Envoy denies with no `Retry-After`, or lets the request
+    /// through uncharged).
+    pub fn answer_by(mut self, by: Instant) -> Deciding {
+        self.request.answer_by = Some(by);
+        self
+    }
+
     fn finish(&mut self, verdict: Verdict) -> Poll<Verdict> {
         self.state = State::Done;
         let r = &self.request;
@@ -150,7 +164,14 @@ impl Deciding {
                 ExceedMode::Delay {
                     max_delay,
                     max_waiting,
-                } => Delay::start(&self.request.policy, wait, *max_delay, *max_waiting),
+                } => {
+                    let left = self
+                        .request
+                        .answer_by
+                        .map(|by| by.saturating_duration_since(Instant::now()));
+                    let max_delay = left.map_or(*max_delay, |left| left.min(*max_delay));
+                    Delay::start(&self.request.policy, wait, max_delay, *max_waiting)
+                }
                 _ => None,
             },
             (Some(_), DecisionLabel::Allowed) => {
@@ -243,6 +264,7 @@ impl Drop for Deciding {
             cost: self.request.cost,
             counted: self.request.counted,
             receipt: self.request.receipt,
+            answer_by: self.request.answer_by,
         };
         runtime.spawn(async move {
             let mut verdict = request.conclude(answer.await, started);

@@ -61,9 +61,11 @@ impl UnaryMethod for RlsService {
     type Request = RateLimitRequest;
     type Response = RateLimitResponse;
 
+    /// The rate-limit service never delays: the caller's deadline changes nothing.
     fn respond(
         self: Arc<Self>,
         request: RateLimitRequest,
+        _answer_by: Option<Instant>,
     ) -> BoxFuture<Result<RateLimitResponse, tonic::Status>> {
         Box::pin(async move {
             let started = Instant::now();

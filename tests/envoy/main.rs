@@ -5,6 +5,7 @@
 mod support;
 
 mod ext_authz;
+mod ext_authz_delay;
 mod ext_authz_headers;
 mod forward_auth;
 mod forward_auth_body;
