@@ -6,8 +6,9 @@
 //! Differences from what Envoy received: pseudo-headers (`:path`, `:method`, ...) are not
 //! headers here (they are the fields above); the body's framing is its own (`Content-Length`
 //! the length of the bytes sent); and a body Envoy cut short (`x-envoy-auth-partial-body:
-//! true`), or a request whose body Envoy did not send at all, is marked [`BodyCutShort`]: its
-//! body key parts are missing, so `on_missing_key` decides, never a key read from part of it.
+//! true`, or bytes fewer than the request's `size` or `Content-Length` told), or a request
+//! whose body Envoy did not send at all, is marked [`BodyCutShort`]: its body key parts are
+//! missing, so `on_missing_key` decides, never a key read from part of it.
 
 use std::net::IpAddr;
 
@@ -66,11 +67,11 @@ pub fn asked(check: &CheckRequest) -> Result<Asked, OriginalError> {
         headers.insert(HOST, host);
     }
     let body = body_of(http);
-    let announced = announces_body(&headers);
     let cut_short = headers
         .get(&PARTIAL_BODY)
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"))
-        || (body.is_empty() && announced);
+        || (body.is_empty() && announces_body(&headers))
+        || shorter_than_told(http, &headers, body.len());
     headers.remove(TRANSFER_ENCODING);
     headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
     let mut request = Request::new(Full::new(body));
@@ -155,11 +156,22 @@ fn body_of(http: &HttpRequest) -> Bytes {
 
 /// Whether the original request announced a body (a `Content-Length` above 0, or chunked).
 fn announces_body(headers: &HeaderMap) -> bool {
-    let length = headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    length.is_some_and(|n| n > 0) || headers.contains_key(TRANSFER_ENCODING)
+    content_length(headers).is_some_and(|n| n > 0) || headers.contains_key(TRANSFER_ENCODING)
+}
+
+/// Whether the body sent is shorter than the request's size (`size`, -1 when unknown) or its
+/// `Content-Length` says: cut short, though not marked so (Envoy always marks it; another
+/// caller of `Check` may not).
+fn shorter_than_told(http: &HttpRequest, headers: &HeaderMap, sent: usize) -> bool {
+    let sent = sent as u64;
+    u64::try_from(http.size).is_ok_and(|size| size > sent)
+        || content_length(headers).is_some_and(|n| n > sent)
+}
+
+/// The request's `Content-Length`, when it is one number.
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    let value = headers.get(CONTENT_LENGTH)?.to_str().ok()?;
+    value.trim().parse::<u64>().ok()
 }
 
 #[cfg(test)]

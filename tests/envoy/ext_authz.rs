@@ -120,6 +120,14 @@ async fn a_body_envoy_cut_short_is_a_missing_key_and_charges_nothing() {
     let answer = check(&mut client, &bodiless).await;
     assert_eq!(answer.http_status, 400, "{answer:?}");
     assert_eq!(answer.json()["error"], "missing_key");
+    // Fewer bytes than its Content-Length told, unmarked (another caller of Check), though
+    // what came reads as a whole document.
+    let json = r#"{"phone":"0812-3456-7890"}"#;
+    let mut unmarked = otp(&format!("{json}          "), "203.0.113.9");
+    unmarked.body.truncate(json.len());
+    let answer = check(&mut client, &unmarked).await;
+    assert_eq!(answer.http_status, 400, "{answer:?}");
+    assert_eq!(answer.json()["error"], "missing_key");
     assert_eq!(used(&gw, "per-ip", "203.0.113.9").await, 0);
     // The same body, whole, is read and counted.
     let whole = otp(r#"{"phone":"0812-3456-7890"}"#, "203.0.113.9")
