@@ -127,8 +127,9 @@ struct Results {
 struct KeyResult {
     allowed: bool,
     decision: String,
+    /// `null` for a key no wait lets in (written `-`).
     #[serde(default)]
-    retry_after_ms: u64,
+    retry_after_ms: Option<u64>,
     segment: Option<String>,
     plan: Option<String>,
 }
@@ -254,7 +255,10 @@ impl Campaign {
 fn write_result(outputs: &mut Outputs, id: u32, r: &KeyResult) -> Result<(), CampaignError> {
     let written = match (r.allowed, &mut outputs.allowed, &mut outputs.refused) {
         (true, Some(out), _) => writeln!(out, "{id}"),
-        (false, _, Some(out)) => writeln!(out, "{id}\t{}\t{}", r.decision, r.retry_after_ms),
+        (false, _, Some(out)) => match r.retry_after_ms {
+            Some(ms) => writeln!(out, "{id}\t{}\t{ms}", r.decision),
+            None => writeln!(out, "{id}\t{}\t-", r.decision),
+        },
         _ => Ok(()),
     };
     written.map_err(|e| CampaignError::Output(e.to_string()))

@@ -186,7 +186,9 @@ struct KeyResult<'a> {
     /// `null` when the store could not say (a store error, a key on no plan), as the proxy path
     /// then sends no rate-limit headers.
     remaining: Option<u64>,
-    retry_after_ms: u64,
+    /// `null` for a key no wait lets in (on no plan, with `[plans] unknown = "reject"`: the
+    /// proxy path's 403 has no `Retry-After` either).
+    retry_after_ms: Option<u64>,
     decision: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'static str>,
@@ -228,10 +230,10 @@ impl<'a> KeyResult<'a> {
             key,
             allowed,
             remaining: verdict.remaining(),
-            retry_after_ms: if allowed {
-                0
-            } else {
-                ceil_millis(verdict.retry_after()).max(1)
+            retry_after_ms: match (allowed, unknown) {
+                (true, _) => Some(0),
+                (false, true) => None,
+                (false, false) => Some(ceil_millis(verdict.retry_after()).max(1)),
             },
             decision: verdict.label.as_str(),
             error: if store_error {

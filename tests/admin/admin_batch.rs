@@ -283,3 +283,43 @@ key = ["header:X-User"]
         "a refused call decides nothing"
     );
 }
+
+/// A key on no plan, where `[plans] unknown = "reject"`, is refused with no wait to retry at
+/// (`retry_after_ms: null`): no wait lets it in, as the proxy path's 403 has no `Retry-After`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_on_no_plan_has_no_wait_to_retry_at() {
+    let routes = r#"
+[plans]
+members_file = "plans.toml"
+unknown = "reject"
+
+[[routes]]
+name = "api"
+path = "/api/*"
+upstream = "up"
+key = ["header:x-api-key"]
+  [[routes.limits]]
+  name = "per-day"
+  limit = 1
+  window = "1d"
+  [routes.limits.plans]
+  gold = 3
+"#;
+    let toml = config("backend = \"memory\"", "http://127.0.0.1:9", routes);
+    let plans = ("plans.toml", b"\"gold-key\" = \"gold\"\n".to_vec());
+    let gw = gateway::start_with_files(&toml, &[plans]).await;
+    let (k, v) = auth();
+    let body = r#"{"route":"api","keys":["gold-key","stranger"]}"#;
+    let answer = HttpClient::default()
+        .send(Method::POST, &gw.admin("/v1/decisions"), &[(k, &v)], body)
+        .await
+        .json();
+    let (known, stranger) = (&answer["results"][0], &answer["results"][1]);
+    assert_eq!(known["allowed"], true, "{answer}");
+    assert_eq!(known["retry_after_ms"], 0);
+    assert_eq!(stranger["allowed"], false, "{answer}");
+    assert_eq!(stranger["error"], "unknown_key");
+    assert_eq!(stranger["decision"], "bad_request");
+    assert!(stranger["retry_after_ms"].is_null(), "{answer}");
+    gw.stop().await;
+}
