@@ -334,23 +334,32 @@ impl GatewayState {
         Ok(pending)
     }
 
-    /// Drops the metric series of routes and limits the new table no longer has.
+    /// Drops the metric series of routes and limits the new table no longer has, and the cost
+    /// series of limits it left without `cost_from`.
     fn forget_removed_series(&self, old: &RouteTable, backend: &str) {
         let new = self.shared.table.load();
         for route in &old.routes {
             let name = &route.config.name;
             let kept = new.route(name);
+            let kept_limit =
+                |l: &str| kept.and_then(|k| k.config.limits.iter().find(|n| n.name == l));
             let gone: Vec<String> = route
                 .config
                 .limits
                 .iter()
                 .map(|l| l.name.clone())
-                .filter(|l| kept.is_none_or(|k| k.config.limits.iter().all(|n| &n.name != l)))
+                .filter(|l| kept_limit(l).is_none())
                 .collect();
             match kept {
                 None => self.metrics.forget_route(name, &gone, backend),
                 Some(_) => self.metrics.forget_limits(name, &gone),
             }
+            let costless: Vec<String> = (route.config.limits.iter())
+                .filter(|l| l.cost_from.is_some())
+                .filter(|l| kept_limit(&l.name).is_some_and(|n| n.cost_from.is_none()))
+                .map(|l| l.name.clone())
+                .collect();
+            self.metrics.forget_costs(name, &costless);
         }
     }
 

@@ -296,6 +296,16 @@ impl Metrics {
         }
     }
 
+    /// Drops the cost series of limits that a reload left without `cost_from` (only a limit that
+    /// reads its cost from the answer has them).
+    pub fn forget_costs(&self, route: &str, limits: &[String]) {
+        for l in limits {
+            for counter in [&self.cost_settled, &self.cost_overage] {
+                let _ = counter.remove_label_values(&[route, l]);
+            }
+        }
+    }
+
     /// Drops every series of a route that a reload removed (its limits as they were).
     pub fn forget_route(&self, route: &str, limits: &[String], backend: &str) {
         for d in DecisionLabel::ALL {

@@ -336,22 +336,50 @@ async fn a_reservation_above_the_limit_on_a_shadow_route_is_forwarded() {
 }
 
 /// The cost counters are series of the limits a cost is read for only: `tokens` has them
-/// from config load, `requests` (charged 1 an attempt) has none.
+/// from config load, `requests` (charged 1 an attempt) has none, and a reload that takes
+/// `cost_from` off `tokens` drops its series.
 #[tokio::test]
 async fn only_limits_with_cost_from_have_cost_series() {
     let redis = RedisServer::start();
     let up = llm::start().await;
     let gw = gateway(&redis, &up).await;
+    let cost_series = |metrics: &str, limit: &str| {
+        [
+            "slidegate_cost_settled_total",
+            "slidegate_cost_overage_total",
+        ]
+        .map(|name| value(metrics, name, &[("route", "chat"), ("limit", limit)]))
+    };
     let metrics = HttpClient::default()
         .get(&gw.admin("/metrics"), &[])
         .await
         .body;
-    for name in [
-        "slidegate_cost_settled_total",
-        "slidegate_cost_overage_total",
-    ] {
-        let of = |limit| value(&metrics, name, &[("route", "chat"), ("limit", limit)]);
-        assert_eq!(of("tokens"), Some(0.0), "{name}");
-        assert_eq!(of("requests"), None, "{name}");
-    }
+    assert_eq!(cost_series(&metrics, "tokens"), [Some(0.0); 2]);
+    assert_eq!(cost_series(&metrics, "requests"), [None; 2]);
+
+    let costless = ROUTES
+        .replace("  cost_from = \"sse:usage.total_tokens\"\n", "")
+        .replace("  cost = \"json:max_tokens\"\n", "");
+    assert_ne!(costless, ROUTES);
+    let store = redis_store(&redis.url(), &unique_prefix("costs"));
+    gw.rewrite(&config(&store, &up.url(), &costless));
+    let (name, token) = auth();
+    let reload = HttpClient::default()
+        .send(
+            Method::POST,
+            &gw.admin("/admin/reload"),
+            &[(name, &token)],
+            "",
+        )
+        .await;
+    assert_eq!(reload.status, 200, "{}", reload.body);
+    let metrics = HttpClient::default()
+        .get(&gw.admin("/metrics"), &[])
+        .await
+        .body;
+    assert_eq!(
+        cost_series(&metrics, "tokens"),
+        [None; 2],
+        "no cost_from: no series"
+    );
 }
