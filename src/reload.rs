@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, Location};
 use crate::route::CompileError;
 
 /// Why a reload was refused.
@@ -25,8 +25,8 @@ pub enum ReloadError {
     #[error("{}: the file is empty, no setting in it (a write still under way?): a reload would drop every route", .0.display())]
     EmptyFile(PathBuf),
     /// The admin API would lose its token.
-    #[error("admin.token_env: `{0}` is not set in the gateway's environment: the admin API would refuse every call, this reload's next included (a new variable needs a restart)")]
-    AdminLockedOut(String),
+    #[error("{0}: admin.token_env: `{1}` is not set in the gateway's environment: the admin API would refuse every call, this reload's next included (a new variable needs a restart)")]
+    AdminLockedOut(Location, String),
 }
 
 /// Refuses an empty config file at `path` (nothing but whitespace and comments: no setting at
@@ -44,7 +44,10 @@ pub fn refuse_empty(path: &Path) -> Result<(), ReloadError> {
 /// Refuses `new` when it takes the admin API's token away from `running`.
 pub fn refuse_lockout(running: &Config, new: &Config) -> Result<(), ReloadError> {
     match (&running.admin.token, &new.admin.token) {
-        (Some(_), None) => Err(ReloadError::AdminLockedOut(new.admin.token_env.clone())),
+        (Some(_), None) => Err(ReloadError::AdminLockedOut(
+            new.admin.token_env_at.clone(),
+            new.admin.token_env.clone(),
+        )),
         _ => Ok(()),
     }
 }

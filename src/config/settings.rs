@@ -154,6 +154,8 @@ pub struct AdminConfig {
     pub listen: SocketAddr,
     /// The environment variable holding the bearer token.
     pub token_env: String,
+    /// Where the file names it (its start when it names none), for an error about it.
+    pub token_env_at: super::Location,
     /// The bearer token, when the variable is set and not empty.
     pub token: Option<String>,
 }

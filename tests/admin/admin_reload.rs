@@ -72,10 +72,16 @@ async fn reload_applies_good_files_and_refuses_bad_ones() {
         "[admin]\ntoken_env = \"SLIDEGATE_NO_SUCH_TOKEN\"\n",
         1,
     );
+    // the error names the setting's place: FILE:LINE:COLUMN of its value
+    let line = 1 + unset
+        .lines()
+        .position(|l| l.starts_with("token_env"))
+        .unwrap();
+    let token_env_at = format!("config.toml:{line}:13: admin.token_env: `SLIDEGATE_NO_SUCH_TOKEN`");
     for (file, says) in [
         ("", "is empty"),
         ("# routes follow\n\n# (being written)\n", "is empty"),
-        (unset.as_str(), "SLIDEGATE_NO_SUCH_TOKEN"),
+        (unset.as_str(), token_env_at.as_str()),
     ] {
         gw.rewrite(file);
         let r = client

@@ -168,9 +168,11 @@ impl Validator<'_> {
             None => "SLIDEGATE_ADMIN_TOKEN".to_string(),
         };
         let token = self.env.get(&token_env).filter(|t| !t.is_empty());
+        let token_env_at = self.at(raw.admin.token_env.as_ref().map_or(0..0, |s| s.span()));
         Ok(AdminConfig {
             listen,
             token_env,
+            token_env_at,
             token,
         })
     }
