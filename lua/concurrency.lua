@@ -112,6 +112,10 @@ end
 local function confirm(key, name, limit, window, param, member, at, cost)
 end
 
+-- A slot is freed, never kept without an answer.
+local function unanswered(key, name, limit, window, param, member, at, cost)
+end
+
 -- A slot is no reservation of an outcome (the config allows no count_status here).
 local function in_flight(st, key, name, limit, cost, settle)
   return 0

@@ -8,7 +8,8 @@
 -- cost)`, `charge(v, cost, member, d)`, `report(v)` (units used, time until the next one comes
 -- back), `in_flight(v, key, name, limit, cost, settle)` (whether a refusal stands on
 -- reservations still in flight), `refund(key, name, limit, window, param, member, at, cost)`,
--- `confirm(..., tag)`, `settle(key, name, limit, window, param, member, at, cost, amount,
+-- `confirm(..., tag)`, `unanswered(key, name, limit, window, param, member, at, cost)` (kept
+-- without an answer), `settle(key, name, limit, window, param, member, at, cost, amount,
 -- longest)`, `clear(key, name, tag)` and `finish()` (writes every charged state), and
 -- `begin()` (forgets the previous call's states).
 --
@@ -34,7 +35,8 @@
 --           then the route's refusal index (its key, "-": none) and a "0"/"1" per limit
 --           saying whether that limit's refusals are recorded ("-" without an index)
 -- then      R, the number of settlements; per settlement:
---             plan, kind ("r" refund, "c" confirm: answered and counted, "x" reset: its own
+--             plan, kind ("r" refund, "c" confirm: answered and counted, "u" kept without an
+--             answer: counted, never answered, "x" reset: its own
 --             charge refunded and the answered charges forgiven, "s<N>" settle: the charge made
 --             N units, at most the limit; "c" and "x" may be followed by a tag, "~<hex>": the
 --             value the attempt sent, where the limit's key merges values), member, decided-at
@@ -247,7 +249,7 @@ local function settle(ARGV, a, plans, settlements)
     local charged = parsed[charged_text] or num(charged_text)
     local m = parsed[m_text] or num(m_text)
     local amount, tag
-    if kind == 'r' or kind == 'c' or kind == 'x' then
+    if kind == 'r' or kind == 'c' or kind == 'x' or kind == 'u' then
       -- untagged (a refund always is): no string to cut
       tag = ''
     elseif string.byte(kind) == 115 then
@@ -271,6 +273,9 @@ local function settle(ARGV, a, plans, settlements)
       if kind == 'c' then
         plan.alg[q].confirm(key, plan.names[i], plan.limits[i], plan.windows[i], plan.params[i],
           member, at, cost, tag)
+      elseif kind == 'u' then
+        plan.alg[q].unanswered(key, plan.names[i], plan.limits[i], plan.windows[i],
+          plan.params[i], member, at, cost)
       elseif kind == 's' then
         local to = amount
         if to > plan.limits[i] then to = plan.limits[i] end

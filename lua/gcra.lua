@@ -114,9 +114,10 @@ local function still_owed(units, earliest, window, limit)
   return units * window - elapsed * limit
 end
 
-local function add_answered(key, name, window, limit, at, cost)
+-- Adds `cost` units charged at `at` to the units in field `side` ("<limit>!": answered;
+-- "<limit>?": kept without an answer, in the same form).
+local function add_units(key, side, window, limit, at, cost)
   at = at + 0
-  local side = name .. '!'
   local units, earliest = cost, at
   local stored = call('HGET', key, side)
   if stored then
@@ -128,6 +129,10 @@ local function add_answered(key, name, window, limit, at, cost)
     end
   end
   call('HSET', key, side, int(units) .. ' ' .. int(earliest))
+end
+
+local function add_answered(key, name, window, limit, at, cost)
+  add_units(key, name .. '!', window, limit, at, cost)
 end
 
 -- A refund restores the debt before the key's latest charge exactly; an earlier charge's refund
@@ -171,27 +176,46 @@ local function settle(key, name, limit, window, burst, member, at, cost, amount,
   outlive(key, ceil((ceil(owed / limit) + 1000) / 1000))
 end
 
+-- What the units in field `side` still owe at least, in view `s` (0 without them).
+local function owed_by(key, side, s)
+  local stored = call('HGET', key, side)
+  if not stored then return 0 end
+  local units, earliest = answered_units(stored)
+  local owed = still_owed(units, earliest, s.window, s.limit)
+  if owed < 0 then return 0 end
+  return owed
+end
+
 -- Whether a refusal stands on reservations still in flight: 0 when what the answered attempts
--- still owe at least leaves no room for `cost`; else `settle` (the debt keeps no time per
--- charge: the longest a reservation can stay in flight).
+-- still owe at least leaves no room for `cost`; -1 when it does with what the attempts kept
+-- without an answer owe; else `settle` (the debt keeps no time per charge: the longest a
+-- reservation can stay in flight).
 local function in_flight(s, key, name, limit, cost, settle)
-  local stored = call('HGET', key, name .. '!')
-  local owed = 0
-  if stored then
-    local units, earliest = answered_units(stored)
-    owed = still_owed(units, earliest, s.window, s.limit)
-    if owed < 0 then owed = 0 end
-  end
-  if owed + cost * s.window > s.burst * s.window then return 0 end
+  local room = (s.burst - cost) * s.window
+  local owed = owed_by(key, name .. '!', s)
+  if owed > room then return 0 end
+  if owed + owed_by(key, name .. '?', s) > room then return -1 end
   return settle
 end
 
-local function confirm(key, name, limit, window, burst, member, at, cost)
+-- Whether field `name` still holds the debt of `window` and `limit` (a changed limit starts
+-- afresh: what it owed then is nothing to tally).
+local function holds(key, name, window, limit)
   local stored = call('HGET', key, name)
-  if not stored then return end
+  if not stored then return false end
   local w, l = parse(stored)
-  if w ~= window or l ~= limit then return end
-  add_answered(key, name, window, limit, at, cost)
+  return w == window and l == limit
+end
+
+local function confirm(key, name, limit, window, burst, member, at, cost)
+  if holds(key, name, window, limit) then add_answered(key, name, window, limit, at, cost) end
+end
+
+-- The charge stays counted though its status never came: its units are kept apart from the
+-- answered ones ("<limit>?"), so a refusal that stands on them tells the window's wait, and a
+-- reset keeps them.
+local function unanswered(key, name, limit, window, burst, member, at, cost)
+  if holds(key, name, window, limit) then add_units(key, name .. '?', window, limit, at, cost) end
 end
 
 -- A reset forgives what the answered attempts still owe at least; the rest of the debt (the
@@ -208,7 +232,7 @@ local function clear(key, name)
   local forgiven = still_owed(units, earliest, w, l)
   if forgiven <= 0 then return end
   if forgiven >= owed then
-    call('HDEL', key, name)
+    call('HDEL', key, name, name .. '?')
     return
   end
   local left, written = owed - forgiven, t

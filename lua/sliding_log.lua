@@ -268,6 +268,11 @@ local function confirm(key, name, limit, window, param, member, at, cost, tag)
   end
 end
 
+-- An attempt kept without an answer stays a reservation: once older than `settle`, `in_flight`
+-- tells it apart by its age.
+local function unanswered(key, name, limit, window, param, member, at, cost)
+end
+
 -- Settles a reservation of `cost` units to `amount` (at most the limit: the script caps it):
 -- units beyond `amount` leave the set; units beyond the reservation are recorded at `now`, the
 -- charge made at once, and the set lives a longest window after them.

@@ -5,7 +5,8 @@
 -- <window length>" (a changed length starts afresh). The estimate is
 -- p * (1 - elapsed / window) + c. Only allowed requests are counted; the hash expires two of its
 -- longest windows after its last write, when it can no longer weigh on any estimate. A field
--- "<limit>!" counts the answered units a reset forgives (see `confirm`). The build wraps this
+-- "<limit>!" counts the answered units a reset forgives (see `confirm`), "<limit>?" the units
+-- kept without an answer (see `unanswered`). The build wraps this
 -- file in a scope of its own (see lua/README.md for the whole contract).
 
 -- The call's hashes (prelude's `field_hashes`): a field is "<index> <count> <previous>
@@ -155,40 +156,55 @@ local function settle(key, name, limit, window, param, member, at, cost, amount,
   outlive(key, ceil(2 * window / 1000))
 end
 
--- Answered units: a field "<limit>!" holds "<index> <units answered and counted in that fixed
--- window> <in the one before it>" (a limit name never holds '!'), written by `confirm`, so a
--- reset takes off the answered units and keeps the reservations still in flight. Only a charge
--- whose window still weighs is confirmed (its field exists: the hash keeps its expiry).
-local function answered(key, name)
-  local stored = call('HGET', key, name .. '!')
+-- Tallies of a limit's counted units: a field "<limit>!" (answered, written by `confirm`) or
+-- "<limit>?" (kept without an answer, written by `unanswered`) holds "<index> <units in that
+-- fixed window> <in the one before it>" (a limit name never holds '!' or '?'). A reset takes off
+-- the answered units and keeps the rest; a refusal tells apart what it stands on (`in_flight`).
+-- Only a charge whose window still weighs is tallied (its field exists: the hash keeps its
+-- expiry).
+local function tally(key, field)
+  local stored = call('HGET', key, field)
   if not stored then return nil end
   local i, a, b = string.match(stored, '^(%d+) (%d+) (%d+)$')
   if b == nil then return nil end
   return i + 0, a + 0, b + 0
 end
 
+local function answered(key, name)
+  return tally(key, name .. '!')
+end
+
+-- The units of a tally (`i`, `a`, `b`) that weigh in view `s`: in its fixed window, and in the
+-- one before.
+local function weighed(s, i, a, b)
+  if i == s.index then return a, b end
+  if i == s.index - 1 then return 0, a end
+  return 0, 0
+end
+
 -- Whether a refusal stands on reservations still in flight: 0 when the answered units alone,
--- weighed as the estimate weighs them, leave no room for `cost`; else `settle` (the counter
--- keeps no time per charge: the longest a reservation can stay in flight).
+-- weighed as the estimate weighs them, leave no room for `cost`; -1 when they do with the units
+-- kept without an answer (attempts whose status never came); else `settle` (the counter keeps
+-- no time per charge: the longest a reservation can stay in flight).
 local function in_flight(s, key, name, limit, cost, settle)
-  local i, a, b = answered(key, name)
-  local cur, prev = 0, 0
-  if i == s.index then
-    cur, prev = a, b
-  elseif i == s.index - 1 then
-    prev = a
-  end
   local w = s.window
-  if prev * (w - s.elapsed) + (cur + cost) * w > limit * w then return 0 end
+  local function refuses(cur, prev)
+    return prev * (w - s.elapsed) + (cur + cost) * w > limit * w
+  end
+  local cur, prev = weighed(s, answered(key, name))
+  if refuses(cur, prev) then return 0 end
+  local kept_cur, kept_prev = weighed(s, tally(key, name .. '?'))
+  if refuses(cur + kept_cur, prev + kept_prev) then return -1 end
   return settle
 end
 
-local function confirm(key, name, limit, window, param, member, at, cost)
+-- Adds `cost` units charged at `at` to the tally in `field` of limit `name`.
+local function add_to_tally(key, name, field, window, at, cost)
   local w = stored_counts(key, name, window)
   if w == nil then return end
   local index = floor((at + 0) / window)
   if index + 1 < w then return end
-  local i, a, b = answered(key, name)
+  local i, a, b = tally(key, field)
   if i == nil or i + 1 < index then
     i, a, b = index, cost, 0
   elseif i == index - 1 then
@@ -200,7 +216,17 @@ local function confirm(key, name, limit, window, param, member, at, cost)
   else
     return
   end
-  call('HSET', key, name .. '!', int(i) .. ' ' .. int(a) .. ' ' .. int(b))
+  call('HSET', key, field, int(i) .. ' ' .. int(a) .. ' ' .. int(b))
+end
+
+local function confirm(key, name, limit, window, param, member, at, cost)
+  add_to_tally(key, name, name .. '!', window, at, cost)
+end
+
+-- The charge stays counted though its status never came: tallied apart from the answered ones,
+-- so a refusal that stands on such attempts tells the window's wait, and a reset keeps them.
+local function unanswered(key, name, limit, window, param, member, at, cost)
+  add_to_tally(key, name, name .. '?', window, at, cost)
 end
 
 -- A reset takes the answered units off both fixed windows; what is still in flight stays.
@@ -222,7 +248,7 @@ local function clear(key, name)
   if c < 0 then c = 0 end
   if p < 0 then p = 0 end
   if c == 0 and p == 0 then
-    call('HDEL', key, name)
+    call('HDEL', key, name, name .. '?')
   else
     write_counts(key, name, w, c, p, l)
   end

@@ -60,11 +60,13 @@ struct Field {
 }
 
 /// One hash of gcra fields; per limit, the answered units that may still weigh in its debt
-/// `(units, charge instant of the earliest)` (the script's `<limit>!` field); the call's views.
+/// `(units, charge instant of the earliest)` (the script's `<limit>!` field), and in the same
+/// form the units kept without an answer (`<limit>?`); the call's views.
 #[derive(Clone, Default)]
 pub struct GcraState {
     fields: HashMap<String, Field>,
     answered: HashMap<String, (u64, u64)>,
+    unanswered: HashMap<String, (u64, u64)>,
     views: Vec<GcraView>,
 }
 
@@ -78,15 +80,31 @@ impl GcraState {
     /// Counts an answered charge among those a reset forgives (units that owe nothing any more
     /// are dropped first: the bound only shrinks).
     fn add_answered(&mut self, limit: &LimitParams<'_>, at: u64, cost: u64, now: u64) {
-        let entry = self
-            .answered
-            .entry(limit.name.to_string())
-            .or_insert((0, at));
-        *entry = match *entry {
-            (u, e) if still_owed(u, e, limit.window, limit.limit, now) > 0 => (u + cost, e.min(at)),
-            _ => (cost, at),
-        };
+        add_units(&mut self.answered, limit, at, cost, now);
     }
+
+    /// Whether the key still holds `limit`'s debt as configured (a changed limit starts
+    /// afresh: what it owed then is nothing to tally).
+    fn holds(&self, limit: &LimitParams<'_>) -> bool {
+        self.fields
+            .get(limit.name)
+            .is_some_and(|f| f.window == limit.window && f.limit == limit.limit)
+    }
+}
+
+/// Adds `cost` units charged at `at` to `limit`'s units in `side` (`add_units` in Lua).
+fn add_units(
+    side: &mut HashMap<String, (u64, u64)>,
+    limit: &LimitParams<'_>,
+    at: u64,
+    cost: u64,
+    now: u64,
+) {
+    let entry = side.entry(limit.name.to_string()).or_insert((0, at));
+    *entry = match *entry {
+        (u, e) if still_owed(u, e, limit.window, limit.limit, now) > 0 => (u + cost, e.min(at)),
+        _ => (cost, at),
+    };
 }
 
 #[derive(Clone)]
@@ -215,11 +233,18 @@ impl KeyState for GcraState {
         now: u64,
     ) -> i64 {
         let v = &self.views[view];
-        let owed = self.answered.get(name).map_or(0, |&(units, earliest)| {
-            still_owed(units, earliest, v.window, v.limit, now).max(0)
-        });
-        if owed + cost as i128 * v.window as i128 > v.burst as i128 * v.window as i128 {
+        let owed_by = |side: &HashMap<String, (u64, u64)>| {
+            side.get(name).map_or(0, |&(units, earliest)| {
+                still_owed(units, earliest, v.window, v.limit, now).max(0)
+            })
+        };
+        let room = (v.burst as i128 - cost as i128) * v.window as i128;
+        let owed = owed_by(&self.answered);
+        if owed > room {
             return 0;
+        }
+        if owed + owed_by(&self.unanswered) > room {
+            return -1;
         }
         settle as i64
     }
@@ -233,12 +258,14 @@ impl KeyState for GcraState {
         _tag: &str,
         now: u64,
     ) {
-        if self
-            .fields
-            .get(limit.name)
-            .is_some_and(|f| f.window == limit.window && f.limit == limit.limit)
-        {
+        if self.holds(limit) {
             self.add_answered(limit, at, cost, now);
+        }
+    }
+
+    fn unanswered(&mut self, limit: &LimitParams<'_>, at: u64, cost: u64, now: u64) {
+        if self.holds(limit) {
+            add_units(&mut self.unanswered, limit, at, cost, now);
         }
     }
 
@@ -291,6 +318,7 @@ impl KeyState for GcraState {
         }
         if forgiven >= owed as i128 {
             self.fields.remove(name);
+            self.unanswered.remove(name);
             return true;
         }
         let left = owed - forgiven as u64;
@@ -330,6 +358,6 @@ impl KeyState for GcraState {
     }
 
     fn is_empty(&self) -> bool {
-        self.fields.is_empty() && self.answered.is_empty()
+        self.fields.is_empty() && self.answered.is_empty() && self.unanswered.is_empty()
     }
 }

@@ -42,13 +42,18 @@ impl Algorithm for SlidingWindowCounter {
 
 /// One hash: per limit `(index of the current fixed window, its count, the previous count,
 /// window length)`; per limit whose charges were confirmed, the answered units `(index, in that
-/// window, in the one before)` (the script's `<limit>!` field); and the call's views.
+/// window, in the one before)` (the script's `<limit>!` field), and in the same form the units
+/// kept without an answer (`<limit>?`); and the call's views.
 #[derive(Clone, Default)]
 pub struct CounterState {
     fields: HashMap<String, (u64, u64, u64, u64)>,
-    answered: HashMap<String, (u64, u64, u64)>,
+    answered: HashMap<String, Tally>,
+    unanswered: HashMap<String, Tally>,
     views: Vec<CounterView>,
 }
+
+/// Units tallied by fixed window: `(index, units in that window, in the one before)`.
+type Tally = (u64, u64, u64);
 
 /// A limit's counter at the call's instant (`view` in Lua).
 #[derive(Clone)]
@@ -62,7 +67,52 @@ struct CounterView {
     charged: bool,
 }
 
+/// Which tally a settlement adds to.
+enum Side {
+    /// `<limit>!`
+    Answered,
+    /// `<limit>?`
+    Unanswered,
+}
+
+impl CounterState {
+    /// Adds `cost` units charged at `at` to one tally of `limit` (`add_to_tally` in Lua): only
+    /// while its counter still counts them.
+    fn add_to_tally(&mut self, side: Side, limit: &LimitParams<'_>, at: u64, cost: u64) {
+        let Some(&(w, _, _, l)) = self.fields.get(limit.name) else {
+            return;
+        };
+        let index = at / limit.window;
+        if l != limit.window || index + 1 < w {
+            return;
+        }
+        let tallies = match side {
+            Side::Answered => &mut self.answered,
+            Side::Unanswered => &mut self.unanswered,
+        };
+        let next = match tallies.get(limit.name).copied() {
+            None => (index, cost, 0),
+            Some((i, _, _)) if i + 1 < index => (index, cost, 0),
+            Some((i, a, _)) if i + 1 == index => (index, cost, a),
+            Some((i, a, b)) if i == index => (i, a + cost, b),
+            Some((i, a, b)) if i == index + 1 => (i, a, b + cost),
+            Some(_) => return,
+        };
+        set(tallies, limit.name, next);
+    }
+}
+
 impl CounterView {
+    /// The units of a tally that weigh in this view: in its fixed window, and in the one before
+    /// (`weighed` in Lua).
+    fn weighed(&self, tally: Option<&Tally>) -> (f64, f64) {
+        match tally {
+            Some(&(i, a, b)) if i == self.index => (a as f64, b as f64),
+            Some(&(i, a, _)) if i + 1 == self.index => (0.0, a as f64),
+            _ => (0.0, 0.0),
+        }
+    }
+
     /// The previous window's weight times the window (`base` in Lua).
     fn base(&self) -> f64 {
         self.prev * (self.window - self.elapsed)
@@ -184,14 +234,17 @@ impl KeyState for CounterState {
         _now: u64,
     ) -> i64 {
         let v = &self.views[view];
-        let (cur, prev) = match self.answered.get(name) {
-            Some(&(i, a, b)) if i == v.index => (a as f64, b as f64),
-            Some(&(i, a, _)) if i + 1 == v.index => (0.0, a as f64),
-            _ => (0.0, 0.0),
-        };
         let w = v.window;
-        if prev * (w - v.elapsed) + (cur + cost as f64) * w > limit as f64 * w {
+        let refuses = |(cur, prev): (f64, f64)| {
+            prev * (w - v.elapsed) + (cur + cost as f64) * w > limit as f64 * w
+        };
+        let (cur, prev) = v.weighed(self.answered.get(name));
+        if refuses((cur, prev)) {
             return 0;
+        }
+        let (kept_cur, kept_prev) = v.weighed(self.unanswered.get(name));
+        if refuses((cur + kept_cur, prev + kept_prev)) {
+            return -1;
         }
         settle as i64
     }
@@ -205,22 +258,11 @@ impl KeyState for CounterState {
         _tag: &str,
         _now: u64,
     ) {
-        let Some(&(w, _, _, l)) = self.fields.get(limit.name) else {
-            return;
-        };
-        let index = at / limit.window;
-        if l != limit.window || index + 1 < w {
-            return;
-        }
-        let next = match self.answered.get(limit.name).copied() {
-            None => (index, cost, 0),
-            Some((i, _, _)) if i + 1 < index => (index, cost, 0),
-            Some((i, a, _)) if i + 1 == index => (index, cost, a),
-            Some((i, a, b)) if i == index => (i, a + cost, b),
-            Some((i, a, b)) if i == index + 1 => (i, a, b + cost),
-            Some(_) => return,
-        };
-        set(&mut self.answered, limit.name, next);
+        self.add_to_tally(Side::Answered, limit, at, cost);
+    }
+
+    fn unanswered(&mut self, limit: &LimitParams<'_>, at: u64, cost: u64, _now: u64) {
+        self.add_to_tally(Side::Unanswered, limit, at, cost);
     }
 
     fn settle(&mut self, limit: &LimitParams<'_>, c: &Settled<'_>, now: u64) -> Option<u64> {
@@ -267,6 +309,7 @@ impl KeyState for CounterState {
         };
         if c == 0 && p == 0 {
             self.fields.remove(name);
+            self.unanswered.remove(name);
         } else {
             set(&mut self.fields, name, (w, c, p, l));
         }
@@ -285,6 +328,6 @@ impl KeyState for CounterState {
     }
 
     fn is_empty(&self) -> bool {
-        self.fields.is_empty() && self.answered.is_empty()
+        self.fields.is_empty() && self.answered.is_empty() && self.unanswered.is_empty()
     }
 }

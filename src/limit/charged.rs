@@ -34,6 +34,9 @@ pub struct Settled {
     pub reset: Vec<usize>,
     /// Limits whose charge stays, confirmed as answered (a status may reset them later).
     pub confirmed: Vec<usize>,
+    /// Limits whose charge stays though no answer came: the store tallies it apart from the
+    /// answered ones, so a refusal that stands on such attempts tells the window's wait.
+    pub unanswered: Vec<usize>,
     /// Limits whose slot in flight was freed.
     pub released: Vec<usize>,
     /// Limits whose charge became what the answer stated (at most the limit).
@@ -67,6 +70,7 @@ impl Settled {
         self.refunded.is_empty()
             && self.reset.is_empty()
             && self.confirmed.is_empty()
+            && self.unanswered.is_empty()
             && self.released.is_empty()
             && self.settled_to.is_empty()
     }
@@ -140,6 +144,7 @@ impl Charged {
                     settled.unanswered_cost(i)
                 }
                 Fate::Keep if rule.confirms => settled.confirmed.push(i),
+                Fate::Unanswered if rule.confirms => settled.unanswered.push(i),
                 Fate::Keep | Fate::Unanswered | Fate::AtEnd => {}
             }
         }
@@ -206,11 +211,12 @@ impl Charged {
         self.limiter
             .room_given_back(&self.limits, &self.bases, freed);
         // An attempt answered: a refusal the cache keeps only for attempts in flight may now be
-        // a block, which the store starts at the key's next attempt. Only limits whose
-        // reservations stay in flight (a blocking route's) have such refusals: the others'
-        // confirmations touch no cache.
+        // a block, which the store starts at the key's next attempt; one kept without an
+        // answer may now tell the window's wait. Only limits whose reservations stay in flight
+        // (a blocking route's) have such refusals: the others' settlements touch no cache.
         let in_flight = |i: &&usize| self.limits.limits[**i].settle_us > 0;
-        for &i in settled.confirmed.iter().filter(in_flight) {
+        let settled_out = settled.confirmed.iter().chain(&settled.unanswered);
+        for &i in settled_out.filter(in_flight) {
             let slot = self.limits.slot_of(i);
             self.limiter.deny_cache.remove_in_flight(&self.bases[slot]);
         }
@@ -261,6 +267,7 @@ fn settlement(
         receipt,
         refund,
         confirm: settled.confirmed,
+        unanswered: settled.unanswered,
         reset: settled.reset,
         settle_to: settled.settled_to,
         at_us: None,

@@ -159,6 +159,7 @@ async fn take_back(limiter: &Arc<Limiter>, taken: Vec<Taken>) {
         let settlement = Settlement {
             refund: every.clone().collect(),
             confirm: Vec::new(),
+            unanswered: Vec::new(),
             reset: Vec::new(),
             settle_to: Vec::new(),
             at_us: None,

@@ -38,7 +38,8 @@ impl<'a> DecisionRequest<'a> {
 
 /// Settles what a decision charged, for some of its limits: `refund` gives the charge back (a
 /// reservation whose outcome is not counted), `confirm` marks it answered and counted (no longer
-/// in flight), `reset` gives it back and forgets the limit's answered charges and the block
+/// in flight), `unanswered` keeps it counted though no answer came (tallied apart: a refusal it
+/// causes tells the window's wait, and starts no block), `reset` gives it back and forgets the limit's answered charges and the block
 /// level of its key, keeping the reservations still in flight.
 #[derive(Debug, Clone)]
 pub struct Settlement {
@@ -52,6 +53,8 @@ pub struct Settlement {
     pub refund: Vec<usize>,
     /// Limits whose charge was answered and stays counted.
     pub confirm: Vec<usize>,
+    /// Limits whose charge stays counted though no answer came (never confirmed).
+    pub unanswered: Vec<usize>,
     /// Limits whose answered count is cleared (the charge itself going back).
     pub reset: Vec<usize>,
     /// Limits whose charge becomes the units given (at most the limit).
@@ -69,6 +72,7 @@ impl Settlement {
     pub fn is_empty(&self) -> bool {
         self.refund.is_empty()
             && self.confirm.is_empty()
+            && self.unanswered.is_empty()
             && self.reset.is_empty()
             && self.settle_to.is_empty()
     }

@@ -220,6 +220,7 @@ async fn a_slot_freed_in_the_deciding_call_is_free_for_that_decision() {
         receipt: held[0].receipt.clone().expect("a reservation"),
         refund: vec![0],
         confirm: vec![],
+        unanswered: vec![],
         reset: vec![],
         settle_to: vec![],
         at_us: None,

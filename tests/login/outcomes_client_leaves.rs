@@ -315,17 +315,46 @@ async fn the_login_recipe_lets_five_checks_through_for_thirty_attempts_that_leav
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attempts_whose_status_never_came_start_no_block() {
     let redis = RedisServer::start_async().await;
-    no_block_without_answers(&store(&redis)).await;
-    no_block_without_answers("backend = \"memory\"").await;
+    let log_wait = 590..=600;
+    no_block_without_answers(&store(&redis), "sliding_log", log_wait.clone()).await;
+    no_block_without_answers("backend = \"memory\"", "sliding_log", log_wait).await;
 }
 
-async fn no_block_without_answers(store: &str) {
+/// The counter keeps no time per charge: it tallies the attempts kept without an answer apart
+/// from the answered ones, so the owner is told the window's wait (its estimate frees a unit
+/// 200 to 800 s from now), not the upstream's timeout again and again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_counter_attempts_kept_without_an_answer_tell_the_windows_wait() {
+    let redis = RedisServer::start_async().await;
+    let counter_wait = 200..=800;
+    let algorithm = "sliding_window_counter";
+    no_block_without_answers(&store(&redis), algorithm, counter_wait.clone()).await;
+    no_block_without_answers("backend = \"memory\"", algorithm, counter_wait).await;
+}
+
+/// Nor does gcra: the owner is told when the debt of the kept attempts leaves room (one
+/// emission interval, 200 s, after the third), not the upstream's timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_gcra_attempts_kept_without_an_answer_tell_the_windows_wait() {
+    let redis = RedisServer::start_async().await;
+    let gcra_wait = 190..=200;
+    no_block_without_answers(&store(&redis), "gcra", gcra_wait.clone()).await;
+    no_block_without_answers("backend = \"memory\"", "gcra", gcra_wait).await;
+}
+
+async fn no_block_without_answers(
+    store: &str,
+    algorithm: &str,
+    retry_after_s: std::ops::RangeInclusive<u64>,
+) {
     let auth = AuthUpstream::start().await;
-    let route = "[[routes]]\nname = \"login\"\npath = \"/api/login\"\nmethods = [\"POST\"]\n\
-                 upstream = \"up\"\nkey = [\"json:username\"]\non_exceed = \"block\"\n\
-                 block_for = \"10m\"\n\n[[routes.limits]]\nname = \"failed-logins\"\n\
-                 limit = 3\nwindow = \"10m\"\ncount_status = [401, 403]\n";
-    let gw = LeavingGateway::start(store, &auth.url(), UPSTREAM, route);
+    let route = format!(
+        "[[routes]]\nname = \"login\"\npath = \"/api/login\"\nmethods = [\"POST\"]\n\
+         upstream = \"up\"\nkey = [\"json:username\"]\non_exceed = \"block\"\n\
+         block_for = \"10m\"\n\n[[routes.limits]]\nname = \"failed-logins\"\n\
+         algorithm = \"{algorithm}\"\nlimit = 3\nwindow = \"10m\"\ncount_status = [401, 403]\n"
+    );
+    let gw = LeavingGateway::start(store, &auth.url(), UPSTREAM, &route);
     for i in 0..3 {
         let id = format!("h1-unanswered-{i}");
         let seen = auth.bodies("/api/login").len();
@@ -354,8 +383,8 @@ async fn no_block_without_answers(store: &str) {
     assert_eq!(level, 0, "no block: {}", owner.body);
     let retry_after: u64 = owner.header("retry-after").unwrap().parse().unwrap();
     assert!(
-        (590..=600).contains(&retry_after),
-        "Retry-After {retry_after}: the window's wait, exact"
+        retry_after_s.contains(&retry_after),
+        "{algorithm}: Retry-After {retry_after}, not the window's wait {retry_after_s:?}"
     );
     let usage = gw.usage("login", "gus").await;
     assert_eq!(usage["blocked_ms"], 0, "{usage}");

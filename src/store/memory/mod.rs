@@ -283,7 +283,8 @@ impl MemoryStore {
         Decision::from_reply(set, &reply, now)
     }
 
-    /// Applies a settlement: refunds, confirmations and resets of one decision's limits. Keys
+    /// Applies a settlement: refunds, confirmations, charges kept without an answer and resets
+    /// of one decision's limits. Keys
     /// expire on the clock the decision was made on (its instant), as they were written, and the
     /// settlement is applied at that instant.
     pub fn settle(&self, settlement: &Settlement) {
@@ -325,6 +326,7 @@ impl MemoryStore {
                 let confirm = SettleKind::Confirm;
                 settle::settle(&mut keys, set, &keys_of, confirm, &[i], &charge, now);
             }
+            apply(&mut keys, SettleKind::Unanswered, &settlement.unanswered);
             apply(&mut keys, SettleKind::Reset, &settlement.reset);
             full::settle(
                 &self.inner.overflow,

@@ -1,6 +1,6 @@
 //! Settlements on the memory store, as the settlement loop of `lua/decide.lua` makes them: a
-//! limit's charge given back, confirmed, reset (its answered charges forgiven and its block
-//! lifted) or settled to a number of units.
+//! limit's charge given back, confirmed, kept without an answer, reset (its answered charges
+//! forgiven and its block lifted) or settled to a number of units.
 
 use super::call::{params, state_mut, state_windows, Keys, Slot, Value};
 use crate::algorithm::Settled;
@@ -26,6 +26,8 @@ pub enum SettleKind {
     Refund,
     /// `c`: answered and counted; no longer in flight.
     Confirm,
+    /// `u`: counted though no answer came; never answered.
+    Unanswered,
     /// `x`: the charge goes back, the answered charges are forgiven, the block lifted.
     Reset,
     /// `s<N>`: the charge comes to N units (at most the limit).
@@ -98,6 +100,7 @@ pub fn settle(
             let tag = charge.tags.get(set.slot_of(i)).map_or("", String::as_str);
             match kind {
                 SettleKind::Confirm => state.confirm(&limit, member, at, cost, tag, now),
+                SettleKind::Unanswered => state.unanswered(&limit, at, cost, now),
                 SettleKind::Refund | SettleKind::Reset => {
                     state.refund(&limit, member, at, cost, now)
                 }

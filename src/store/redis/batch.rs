@@ -81,6 +81,8 @@ pub struct PendingSettlement {
     pub refund: Vec<usize>,
     /// Limits whose charge was answered and stays counted.
     pub confirm: Vec<usize>,
+    /// Limits whose charge stays counted though no answer came.
+    pub unanswered: Vec<usize>,
     /// Limits whose answered count is cleared (the charge itself going back).
     pub reset: Vec<usize>,
     /// Limits whose charge becomes the units given.

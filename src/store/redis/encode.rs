@@ -82,6 +82,8 @@ enum Kind<'a> {
     SettleTo(u64),
     /// `c<tag>`: answered and counted, keeping the tag of the value sent.
     Confirm(&'a str),
+    /// `u`: counted though no answer came.
+    Unanswered,
     /// `x<tag>`: the charge goes back and the answered ones (of the tag's value) are forgiven.
     Reset(&'a str),
 }
@@ -109,12 +111,13 @@ impl Entry<'_> {
         args.extend(self.limits.iter().map(|&i| Value::from(i as i64 + 1)));
     }
 
-    /// The kind as the script reads it: `r`, `s<N>`, `c<tag>` or `x<tag>` (the untagged ones
+    /// The kind as the script reads it: `r`, `s<N>`, `c<tag>`, `u` or `x<tag>` (the untagged ones
     /// without an allocation).
     fn kind_arg(&self) -> Value {
         let text = match self.kind {
             Kind::Refund => return Value::Bytes(Bytes::from_static(b"r")),
             Kind::Confirm("") => return Value::Bytes(Bytes::from_static(b"c")),
+            Kind::Unanswered => return Value::Bytes(Bytes::from_static(b"u")),
             Kind::Reset("") => return Value::Bytes(Bytes::from_static(b"x")),
             Kind::SettleTo(amount) => format!("s{amount}"),
             Kind::Confirm(tag) => format!("c{tag}"),
@@ -125,8 +128,9 @@ impl Entry<'_> {
 }
 
 /// A settlement's entries: its refunds, then its charges settled to amounts, one entry per
-/// amount (`s<N>`), then its confirmations and resets, one entry per tag (the kind followed by
-/// the tag: `c~<hex>`); kinds with no limit are left out. A cost is settled to its amount
+/// amount (`s<N>`), then its confirmations, one entry per tag (the kind followed by the tag:
+/// `c~<hex>`), its charges kept without an answer (`u`), and its resets, one entry per tag;
+/// kinds with no limit are left out. A cost is settled to its amount
 /// before it is confirmed, and confirmed as the amount it came to.
 fn entries(s: &PendingSettlement) -> Vec<Entry<'_>> {
     let mut out = Vec::new();
@@ -154,7 +158,12 @@ fn entries(s: &PendingSettlement) -> Vec<Entry<'_>> {
         .reset
         .iter()
         .map(|&i| ((Kind::Reset(tag_of(i)), s.cost), i));
-    for ((kind, cost), limits) in grouped(confirm).into_iter().chain(grouped(reset)) {
+    let unanswered = s
+        .unanswered
+        .iter()
+        .map(|&i| ((Kind::Unanswered, s.cost), i));
+    let groups = grouped(confirm).into_iter().chain(grouped(unanswered));
+    for ((kind, cost), limits) in groups.chain(grouped(reset)) {
         out.push(Entry {
             kind,
             limits: Cow::Owned(limits),
@@ -254,6 +263,7 @@ mod tests {
             cost: 3,
             refund: vec![0],
             confirm: vec![1, 2, 3],
+            unanswered: vec![5, 6],
             reset: vec![4],
             settle_to: vec![(1, 7), (2, 7), (3, 9)],
             at_us: None,
@@ -263,6 +273,8 @@ mod tests {
                 "~aa".into(),
                 String::new(),
                 "~bb".into(),
+                String::new(),
+                String::new(),
             ],
             deadline: super::super::deadline::Deadline::after(std::time::Duration::from_secs(1)),
             done: None,
@@ -292,6 +304,8 @@ mod tests {
             // confirmed as the amounts they came to, one entry per tag and amount
             entry("c~aa", "7", &["2", "3"]),
             entry("c", "9", &["4"]),
+            // kept without an answer: untagged, one entry
+            entry("u", "3", &["6", "7"]),
             entry("x~bb", "3", &["5"]),
         ]
         .concat();

@@ -86,6 +86,7 @@ fn is_window(limits: &LimitSet, i: usize) -> bool {
 fn frees_slots_only(s: &PendingSettlement) -> bool {
     !s.refund.is_empty()
         && s.confirm.is_empty()
+        && s.unanswered.is_empty()
         && s.reset.is_empty()
         && s.settle_to.is_empty()
         && s.refund.iter().all(|&i| !is_window(&s.limits, i))
@@ -109,6 +110,7 @@ fn release(
         cost,
         refund: slots,
         confirm: Vec::new(),
+        unanswered: Vec::new(),
         reset: Vec::new(),
         settle_to: Vec::new(),
         at_us: None,

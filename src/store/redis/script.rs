@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 use crate::algorithm::AlgorithmId;
 
 /// The functions every algorithm's file defines, which its scope returns.
-const FUNCTIONS: [&str; 13] = [
+const FUNCTIONS: [&str; 14] = [
     "begin",
     "open",
     "view",
@@ -30,6 +30,7 @@ const FUNCTIONS: [&str; 13] = [
     "in_flight",
     "refund",
     "confirm",
+    "unanswered",
     "settle",
     "clear",
     "finish",

@@ -151,6 +151,7 @@ fn take_back<S: SlotStore>(store: &S, parts: Vec<Part>) {
         let settlement = Settlement {
             refund: (0..part.set.limits.len()).collect(),
             confirm: Vec::new(),
+            unanswered: Vec::new(),
             reset: Vec::new(),
             settle_to: Vec::new(),
             at_us: None,

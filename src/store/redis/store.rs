@@ -286,6 +286,7 @@ impl RedisStore {
             receipt,
             mut refund,
             mut confirm,
+            mut unanswered,
             mut reset,
             mut settle_to,
             at_us,
@@ -300,10 +301,11 @@ impl RedisStore {
                     (part_set, std::slice::from_ref(&bases[slot]), Some(indexes))
                 }
             };
-            let (refund, confirm, reset, settle_to) = match &index_of {
+            let (refund, confirm, unanswered, reset, settle_to) = match &index_of {
                 None => (
                     std::mem::take(&mut refund),
                     std::mem::take(&mut confirm),
+                    std::mem::take(&mut unanswered),
                     std::mem::take(&mut reset),
                     std::mem::take(&mut settle_to),
                 ),
@@ -315,12 +317,14 @@ impl RedisStore {
                     (
                         within(&refund),
                         within(&confirm),
+                        within(&unanswered),
                         within(&reset),
                         settle_to.collect(),
                     )
                 }
             };
-            if refund.is_empty() && confirm.is_empty() && reset.is_empty() && settle_to.is_empty() {
+            let lists = [&refund, &confirm, &unanswered, &reset];
+            if lists.iter().all(|l| l.is_empty()) && settle_to.is_empty() {
                 continue;
             }
             let keys = limits.keys(part_bases).into_iter().map(Key::from);
@@ -341,6 +345,7 @@ impl RedisStore {
                 cost: receipt.cost,
                 refund,
                 confirm,
+                unanswered,
                 reset,
                 settle_to,
                 at_us,
