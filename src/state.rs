@@ -3,158 +3,26 @@
 //! the metrics. The store and the counts live outside the reloaded config, so a reload never
 //! resets a count.
 //!
-//! Reload is parse -> validate -> compile -> swap. Settings read only at start ([`RESTART_ONLY`]:
-//! listen addresses, connection and head limits, the timeouts the listener holds, `[store]`)
-//! keep their running values; a reload that changes them applies the rest and names each of
-//! them, in the log and in `/admin/config`.
+//! Reload is parse -> validate -> compile -> swap. Settings read only at start
+//! ([`crate::reload::RESTART_ONLY`]: listen addresses, connection and head limits, the timeouts
+//! the listener holds, `[store]`) keep their running values; a reload that changes them applies
+//! the rest and names each of them, in the log and in `/admin/config`.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 
-use crate::config::{redact_url, Config};
+use crate::config::{redact_url, Config, FilesDigest};
 use crate::layer::{Shared, Unmatched};
 use crate::limit::{Limiter, RoutePolicy};
 use crate::metrics::Metrics;
 use crate::proxy::Upstreams;
 pub use crate::reload::ReloadError;
-use crate::reload::{refuse_empty, refuse_lockout};
+use crate::reload::{keep_restart_only, refuse_empty, refuse_lockout, PendingSetting};
 use crate::rls::RlsTable;
 use crate::route::{Carried, CompileError, Route, RouteTable};
 use crate::store::Store;
-
-/// A setting read only at start: its key as the file spells it, how its value shows, and how a
-/// reloaded config keeps the running value.
-pub struct RestartOnly {
-    /// The key, as the file spells it.
-    pub setting: &'static str,
-    show: fn(&Config) -> String,
-    keep: fn(&mut Config, &Config),
-}
-
-/// A setting's value as the config file writes it (`1m`, `allow`, `127.0.0.1:8080`).
-trait AsWritten {
-    fn as_written(&self) -> String;
-}
-
-impl AsWritten for std::time::Duration {
-    fn as_written(&self) -> String {
-        crate::config::format_duration(*self)
-    }
-}
-
-macro_rules! as_written_by_display {
-    ($($t:ty),+) => {
-        $(impl AsWritten for $t {
-            fn as_written(&self) -> String {
-                self.to_string()
-            }
-        })+
-    };
-}
-
-as_written_by_display!(
-    bool,
-    std::net::SocketAddr,
-    usize,
-    u32,
-    String,
-    crate::config::Backend,
-    crate::config::OnError,
-    crate::config::ClockSource
-);
-
-macro_rules! restart_only {
-    ($setting:literal, |$c:ident| $field:expr) => {
-        RestartOnly {
-            setting: $setting,
-            show: |$c: &Config| $field.as_written(),
-            keep: |to: &mut Config, from: &Config| {
-                let $c = from;
-                let value = $field.clone();
-                let $c = to;
-                $field = value;
-            },
-        }
-    };
-}
-
-/// Every setting read only at start, once.
-pub static RESTART_ONLY: [RestartOnly; 15] = [
-    restart_only!("server.listen", |c| c.server.listen),
-    restart_only!("admin.listen", |c| c.admin.listen),
-    restart_only!("server.max_connections", |c| c.server.max_connections),
-    restart_only!("server.header_read_timeout", |c| c
-        .server
-        .header_read_timeout),
-    restart_only!("server.idle_timeout", |c| c.server.idle_timeout),
-    restart_only!("server.shutdown_grace", |c| c.server.shutdown_grace),
-    restart_only!("server.max_header_bytes", |c| c.server.max_header_bytes),
-    restart_only!("server.max_headers", |c| c.server.max_headers),
-    restart_only!("server.watch_files", |c| c.server.watch_files),
-    restart_only!("store.backend", |c| c.store.backend),
-    restart_only!("store.timeout", |c| c.store.timeout),
-    restart_only!("store.on_error", |c| c.store.on_error),
-    restart_only!("store.key_prefix", |c| c.store.key_prefix),
-    restart_only!("store.clock", |c| c.store.clock),
-    restart_only!("store.replica_acks", |c| c.store.replica_acks),
-];
-
-/// `store.url` and `store.max_keys` are read only at start too; the URL shows redacted.
-fn store_url_and_bound(running: &Config, configured: &Config) -> Vec<PendingSetting> {
-    let mut out = Vec::new();
-    let (r, c) = (
-        redact_url(&running.store.url),
-        redact_url(&configured.store.url),
-    );
-    if r != c {
-        out.push(PendingSetting::new("store.url", r, c));
-    }
-    let (r, c) = (running.store.max_keys, configured.store.max_keys);
-    if r != c {
-        out.push(PendingSetting::new(
-            "store.max_keys",
-            r.to_string(),
-            c.to_string(),
-        ));
-    }
-    out
-}
-
-/// `rls.listen`, `forward_auth.listen` and `ext_authz.listen` are read only at start (with whether the section is
-/// there at all: a listener is started or not): the running ones are kept.
-fn decider_listeners(running: &Config, configured: &mut Config) -> Vec<PendingSetting> {
-    let shown = |a: Option<std::net::SocketAddr>| a.map_or("none".to_string(), |a| a.to_string());
-    let pairs = [
-        (
-            "rls.listen",
-            running.rls.as_ref().map(|r| r.listen),
-            configured.rls.as_mut().map(|r| &mut r.listen),
-        ),
-        (
-            "forward_auth.listen",
-            running.forward_auth.as_ref().map(|f| f.listen),
-            configured.forward_auth.as_mut().map(|f| &mut f.listen),
-        ),
-        (
-            "ext_authz.listen",
-            running.ext_authz.as_ref().map(|e| e.listen),
-            configured.ext_authz.as_mut().map(|e| &mut e.listen),
-        ),
-    ];
-    let mut out = Vec::new();
-    for (setting, running, configured) in pairs {
-        let written = configured.as_deref().copied();
-        if running != written {
-            out.push(PendingSetting::new(setting, shown(running), shown(written)));
-        }
-        if let (Some(r), Some(c)) = (running, configured) {
-            *c = r;
-        }
-    }
-    out
-}
 
 /// Shared gateway state.
 pub struct GatewayState {
@@ -172,28 +40,10 @@ pub struct GatewayState {
     pub running: Config,
     /// Restart-only settings whose configured value differs from the running one.
     pending: Mutex<Vec<PendingSetting>>,
+    /// What the config's files held when the last reload (or the start) read them: a watch
+    /// that finds them so reloads nothing (a `SIGHUP` after an edit already did).
+    files_loaded: Mutex<FilesDigest>,
     carried: Carried,
-}
-
-/// A restart-only setting that a reload changed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PendingSetting {
-    /// The key, as the file spells it.
-    pub setting: String,
-    /// The value in force.
-    pub running: String,
-    /// The value the file now has.
-    pub configured: String,
-}
-
-impl PendingSetting {
-    fn new(setting: &str, running: String, configured: String) -> Self {
-        PendingSetting {
-            setting: setting.to_string(),
-            running,
-            configured,
-        }
-    }
 }
 
 impl GatewayState {
@@ -205,6 +55,7 @@ impl GatewayState {
     ) -> Result<Arc<GatewayState>, CompileError> {
         let carried = Carried::default();
         let running = config.clone();
+        let files_loaded = running.files_digest();
         let limiter = Arc::new(Limiter::new(store, config.store.max_keys, metrics.clone()));
         let upstreams = Upstreams::build(&config, &Upstreams::default());
         let backend = limiter.store().backend();
@@ -224,6 +75,7 @@ impl GatewayState {
             running,
             metrics,
             pending: Mutex::new(Vec::new()),
+            files_loaded: Mutex::new(files_loaded),
             carried,
         }))
     }
@@ -257,10 +109,15 @@ impl GatewayState {
     /// that did not apply.
     pub fn reload(self: &Arc<Self>) -> Result<Vec<PendingSetting>, ReloadError> {
         let env = self.running.env.clone();
+        // read before the files: an edit made meanwhile is then seen as one still to load
+        self.note_files_loaded(self.table().config.files_digest());
         let result = refuse_empty(&self.config_path)
             .and_then(|()| Ok(Config::load_with_env(&self.config_path, env)?))
             .and_then(|c| refuse_lockout(&self.running, &c).map(|()| c))
             .and_then(|c| self.apply(c));
+        if result.is_ok() {
+            self.note_files_named();
+        }
         let label = if result.is_ok() { "success" } else { "failure" };
         self.metrics
             .config_reloads
@@ -289,6 +146,27 @@ impl GatewayState {
         result
     }
 
+    /// What the config's files held when the last reload read them.
+    pub fn files_loaded(&self) -> FilesDigest {
+        self.files_loaded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn note_files_loaded(&self, digest: FilesDigest) {
+        *self.files_loaded.lock().unwrap_or_else(|e| e.into_inner()) = digest;
+    }
+
+    /// After a reload that named other files (a plans file added, say): what they hold.
+    fn note_files_named(&self) {
+        let files = self.table().config.files_read();
+        let loaded = self.files_loaded();
+        if !files.iter().eq(loaded.iter().map(|(file, _)| file)) {
+            self.note_files_loaded(self.table().config.files_digest());
+        }
+    }
+
     /// Logs a warning for each Redis server whose `maxmemory-policy` may evict limit keys (and
     /// brings `slidegate_store_evicted_keys_total` up to date): at start and on every reload.
     /// A store that does not answer is skipped.
@@ -303,22 +181,10 @@ impl GatewayState {
     }
 
     fn apply(&self, mut config: Config) -> Result<Vec<PendingSetting>, ReloadError> {
-        let mut pending: Vec<PendingSetting> = RESTART_ONLY
-            .iter()
-            .filter_map(|s| {
-                let (r, c) = ((s.show)(&self.running), (s.show)(&config));
-                (r != c).then(|| PendingSetting::new(s.setting, r, c))
-            })
-            .collect();
-        pending.extend(store_url_and_bound(&self.running, &config));
-        pending.extend(decider_listeners(&self.running, &mut config));
         for w in &config.warnings {
             tracing::warn!("{w}");
         }
-        for s in &RESTART_ONLY {
-            (s.keep)(&mut config, &self.running);
-        }
-        config.store = self.running.store.clone();
+        let pending = keep_restart_only(&self.running, &mut config);
         let limiter = &self.shared.limiter;
         let backend = limiter.store().backend();
         let upstreams = Upstreams::build(&config, &self.upstreams.load());

@@ -6,8 +6,9 @@
 //! editor's save and Kubernetes' ConfigMap update both replace a file rather than write it (an
 //! atomic rename; a ConfigMap renames its `..data` symlink and the file's own symlink never
 //! changes), so a watch on the file's inode would miss them. What decides a reload is the
-//! content read through every symlink, compared with the last seen, so events that change
-//! nothing (another file of the directory, a touch, the gateway's own reads) reload nothing.
+//! content read through every symlink, compared with what the last reload read, whatever
+//! started it, so events that change nothing (another file of the directory, a touch, the
+//! gateway's own reads, an edit a `SIGHUP` or `/admin/reload` already loaded) reload nothing.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -15,11 +16,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
-use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::config::Config;
+use crate::config::{Config, FilesDigest};
 use crate::state::GatewayState;
 
 /// How long the files must stay quiet after an event before they are read (a save or a
@@ -27,10 +27,6 @@ use crate::state::GatewayState;
 const QUIET: Duration = Duration::from_millis(150);
 /// The longest a burst of events delays a reload.
 const MOST_DELAY: Duration = Duration::from_secs(1);
-
-/// The files' content as a reload would read it: each file (a path, and the SHA-256 of its
-/// bytes, `None` when it cannot be read), in order.
-type Fingerprint = Vec<(PathBuf, Option<[u8; 32]>)>;
 
 /// Watches the files of the config in force and reloads `state` when they change, until
 /// dropped.
@@ -67,8 +63,7 @@ pub fn start(state: Arc<GatewayState>) -> Option<FileWatch> {
     };
     let config = state.table().config.clone();
     watching.follow(&config);
-    let seen = fingerprint(&config);
-    let task = tokio::spawn(watching.run(state, changes, seen));
+    let task = tokio::spawn(watching.run(state, changes));
     Some(FileWatch { task })
 }
 
@@ -79,21 +74,15 @@ struct Watching {
 }
 
 impl Watching {
-    /// Reloads after each quiet burst of events that changed the files.
-    async fn run(
-        mut self,
-        state: Arc<GatewayState>,
-        mut changes: mpsc::UnboundedReceiver<()>,
-        mut seen: Fingerprint,
-    ) {
+    /// Reloads after each quiet burst of events that left the files other than the last
+    /// reload read them.
+    async fn run(mut self, state: Arc<GatewayState>, mut changes: mpsc::UnboundedReceiver<()>) {
         while changes.recv().await.is_some() {
             settle(&mut changes).await;
             let config = state.table().config.clone();
-            let now = read_off_thread(config).await;
-            if now == seen {
+            if read_off_thread(config).await == state.files_loaded() {
                 continue;
             }
-            seen = now;
             tracing::info!("a config file changed; reloading");
             let reloading = state.clone();
             let _ = tokio::task::spawn_blocking(move || reloading.reload()).await;
@@ -129,23 +118,11 @@ async fn settle(changes: &mut mpsc::UnboundedReceiver<()>) {
     }
 }
 
-/// [`fingerprint`] on a blocking thread (the files may be large bitmaps).
-async fn read_off_thread(config: Arc<Config>) -> Fingerprint {
-    tokio::task::spawn_blocking(move || fingerprint(&config))
+/// [`Config::files_digest`] on a blocking thread (the files may be large bitmaps).
+async fn read_off_thread(config: Arc<Config>) -> FilesDigest {
+    tokio::task::spawn_blocking(move || config.files_digest())
         .await
         .unwrap_or_default()
-}
-
-/// What `config`'s files hold now.
-fn fingerprint(config: &Config) -> Fingerprint {
-    config
-        .files_read()
-        .into_iter()
-        .map(|file| {
-            let digest = std::fs::read(&file).ok().map(|b| Sha256::digest(b).into());
-            (file, digest)
-        })
-        .collect()
 }
 
 /// The directories to watch for `config`: each source's own (a file's parent, a directory

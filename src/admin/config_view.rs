@@ -10,7 +10,8 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use crate::config::{redact_url, Config, ExceedMode, JwtKey, KeySpec, RlsConfig};
-use crate::state::{GatewayState, PendingSetting};
+use crate::reload::PendingSetting;
+use crate::state::GatewayState;
 
 pub(super) async fn show(State(state): State<Arc<GatewayState>>) -> Json<Value> {
     let table = state.table();

@@ -106,4 +106,21 @@ impl Config {
         }
         files
     }
+
+    /// What [`Config::files_read`] hold now: each file, and the SHA-256 of its bytes (`None`
+    /// when it cannot be read), in order. Equal digests: a reload would read the same.
+    pub fn files_digest(&self) -> FilesDigest {
+        use sha2::{Digest, Sha256};
+        let digest = |file: &PathBuf| std::fs::read(file).ok().map(|b| Sha256::digest(b).into());
+        let files = self.files_read().into_iter();
+        files
+            .map(|file| {
+                let read = digest(&file);
+                (file, read)
+            })
+            .collect()
+    }
 }
+
+/// The content of a config's files as a reload reads it ([`Config::files_digest`]).
+pub type FilesDigest = Vec<(PathBuf, Option<[u8; 32]>)>;

@@ -229,6 +229,53 @@ async fn an_atomic_rename_reloads_and_a_bad_file_is_refused() {
     drop((gw.process, quiet.process));
 }
 
+/// `SIGHUP` right after an edit (a config tool that writes the file, then runs `systemctl
+/// reload`): the signal loads the edit, and the watch, finding the files as that reload read
+/// them, reloads nothing more. A bad file so signalled counts one failure, not two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_a_sighup_already_loaded_reloads_once() {
+    let up = upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(&path, config(&up.url(), 1, "")).unwrap();
+    let gw = start(&path);
+    let client = HttpClient::default();
+    let hup = || {
+        let pid = gw.process.pid().to_string();
+        let status = std::process::Command::new("kill")
+            .args(["-HUP", &pid])
+            .status();
+        assert!(status.expect("kill runs").success());
+    };
+    for (text, result) in [
+        (config(&up.url(), 3, ""), "success"),
+        ("[[routes]]\nname = 1\n".to_string(), "failure"),
+    ] {
+        let edited = Instant::now();
+        replace_atomically(&path, &text);
+        hup();
+        within(
+            edited,
+            Duration::from_secs(2),
+            "the signal's reload",
+            || {
+                let (client, admin) = (client.clone(), gw.admin);
+                async move { reloads(&client, admin, result).await == 1 }
+            },
+        )
+        .await;
+        // past the watch's quiet time and its longest delay (1 s) after the edit's events
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert_eq!(
+            reloads(&client, gw.admin, result).await,
+            1,
+            "{result}: once"
+        );
+    }
+    assert_eq!(reloads(&client, gw.admin, "success").await, 1);
+    drop(gw.process);
+}
+
 /// The rate-limit service's YAML directory mounted as a ConfigMap (`edge.yaml ->
 /// ..data/edge.yaml`, `..data -> ..<timestamp>`), as envoyproxy/ratelimit's operators mount it:
 /// swapping `..data` reloads the domain's limits within 2 s, with no signal.
