@@ -317,3 +317,28 @@ async fn the_first_requests_after_a_quiet_restart_are_decided() {
     assert!(codes.iter().all(|&c| c == 200), "{codes:?}");
     drop(redis);
 }
+
+/// A Redis that refuses the gateway's password, or its connection: `/readyz` says so (Redis's
+/// own `WRONGPASS`, the refused connection), not that the store timed out, so an operator after
+/// a password rotation looks at the credentials, not the network.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_tells_why_redis_cannot_be_reached() {
+    let redis = RedisServer::start_async().await;
+    redis.cmd(&["CONFIG", "SET", "requirepass", "rotated"]);
+    let up = upstream::start().await;
+    let wrong = format!("redis://default:old@127.0.0.1:{}", redis.port);
+    let (hold, port) = support::reserved_port();
+    let refused = format!("redis://127.0.0.1:{port}");
+    for (url, says) in [(wrong, "WRONGPASS"), (refused, "Connection refused")] {
+        let gw = gateway::start(&config(&store(&url, "why"), &up.url(), &routes("allow"))).await;
+        let ready = HttpClient::default().get(&gw.admin("/readyz"), &[]).await;
+        assert_eq!(ready.json()["status"], "degraded", "{}", ready.body);
+        let error = ready.json()["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(error.contains(says), "{error}");
+        gw.stop().await;
+    }
+    drop(hold);
+}

@@ -75,8 +75,11 @@ impl RedisStore {
 
     /// `PING`: answered when some node answers (in a cluster, a primary: every instance sees
     /// the same cluster, so one node's outage is not a reason to take them all out of a load
-    /// balancer; it shows in `slidegate_store_errors_total`).
+    /// balancer; it shows in `slidegate_store_errors_total`). When none does, a node that is not
+    /// connected says why its last try failed (a refused password), where one did.
     pub async fn ping(&self) -> Result<(), StoreError> {
+        let nodes = self.connection().nodes.every_node();
+        let why = |e: StoreError| nodes.iter().find_map(|n| n.failure()).unwrap_or(e);
         self.admin_deadline()
             .run(async {
                 let pings = self.connection().nodes.every_node().into_iter().map(|n| {
@@ -91,6 +94,7 @@ impl RedisStore {
                 }
             })
             .await
+            .map_err(why)
     }
 
     /// Records refusals in the refusal index `index` as the decision code does (a cluster's

@@ -3,15 +3,16 @@
 //! until it is retired; and the connection settings every client of the store gets.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fred::clients::Client;
-use fred::interfaces::ClientLike;
+use fred::interfaces::{ClientLike, EventInterface};
 use fred::types::config::{Config as FredConfig, ConnectionConfig, ReconnectPolicy, Server};
 use fred::types::Builder;
 use tokio::runtime::Handle;
 
+use super::fred_error::map_error;
 use super::keeper;
 use super::replicas::{self, ReplicaBook, Replicas};
 use crate::store::StoreError;
@@ -71,6 +72,9 @@ pub struct Node {
     /// Set once the node left the slot table: its connection is closed, not restarted.
     retired: Arc<AtomicBool>,
     born: Instant,
+    /// Why its last try to connect failed, while it is not connected (a refused password, a
+    /// refused connection): what a wait for it that runs out reports, not a bare timeout.
+    failure: Arc<Mutex<Option<StoreError>>>,
 }
 
 impl Node {
@@ -93,6 +97,7 @@ impl Node {
             server,
             retired: Arc::new(AtomicBool::new(false)),
             born: Instant::now(),
+            failure: Arc::default(),
         };
         let _entered = handle.enter();
         if let Some(watch) = replicas {
@@ -103,6 +108,7 @@ impl Node {
                 node.retired.clone(),
             );
         }
+        remember_failures(&node.client, &node.failure);
         let task = node.client.connect();
         let (client, retired) = (node.client.clone(), node.retired.clone());
         keeper::keep_connected(task, move || {
@@ -116,6 +122,15 @@ impl Node {
         !self.client.is_connected() && self.born.elapsed() < FIRST_CONNECT
     }
 
+    /// Why it is not connected, when a try to connect failed since its last connection.
+    pub fn failure(&self) -> Option<StoreError> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .filter(|_| !self.client.is_connected())
+    }
+
     /// Closes its connection for good (its keeper does not start it again).
     pub fn retire(&self) {
         self.retired.store(true, Ordering::Relaxed);
@@ -124,4 +139,30 @@ impl Node {
             let _ = tokio::time::timeout(QUIT_WAIT, client.quit()).await;
         });
     }
+}
+
+/// Keeps in `failure` the error of `client`'s latest failed try to connect, until it connects;
+/// ends with the client (its channels close) or once `failure` is dropped.
+fn remember_failures(client: &Client, failure: &Arc<Mutex<Option<StoreError>>>) {
+    let (mut errors, mut connections) = (client.error_rx(), client.reconnect_rx());
+    let failure = Arc::downgrade(failure);
+    tokio::spawn(async move {
+        loop {
+            let now = tokio::select! {
+                error = errors.recv() => match error {
+                    Ok((error, _)) => Some(map_error(error)),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                },
+                connection = connections.recv() => match connection {
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    _ => None,
+                },
+            };
+            let Some(failure) = failure.upgrade() else {
+                return;
+            };
+            *failure.lock().unwrap_or_else(|e| e.into_inner()) = now;
+        }
+    });
 }

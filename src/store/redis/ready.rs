@@ -39,7 +39,8 @@ impl RedisStore {
         Box::pin(connected).await
     }
 
-    /// Every worker's connection to every node, each within `each`.
+    /// Every worker's connection to every node, each within `each`; a node that does not
+    /// connect in time reports why its last try failed (a refused password), when one did.
     async fn connect_nodes(&self, each: Duration) -> Result<(), StoreError> {
         let nodes = self
             .inner
@@ -52,6 +53,7 @@ impl RedisStore {
             connect
                 .run(async { n.client.wait_for_connect().await.map_err(map_error) })
                 .await
+                .map_err(|timeout| n.failure().unwrap_or(timeout))
         }))
         .await;
         connected.into_iter().find(Result::is_err).unwrap_or(Ok(()))
