@@ -106,6 +106,11 @@ enum SegmentCommand {
 }
 
 fn main() -> ExitCode {
+    // An empty SLIDEGATE_CONFIG (`SLIDEGATE_CONFIG= slidegate`, a template left blank) names no
+    // file, as an unset one: the default applies. Still one thread here.
+    if std::env::var_os(CONFIG_ENV).is_some_and(|v| v.is_empty()) {
+        std::env::remove_var(CONFIG_ENV);
+    }
     let cli = Cli::parse();
     let path = cli
         .config

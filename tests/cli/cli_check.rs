@@ -52,3 +52,24 @@ fn check_names_a_missing_file_and_a_wrong_type_where_it_is() {
     assert!(run.status.success(), "{}", stderr(&run));
     assert!(stdout(&run).contains("5 per 1m"), "{}", stdout(&run));
 }
+
+/// An empty `SLIDEGATE_CONFIG` names no file, as an unset one: `./config.toml` is read.
+#[test]
+fn an_empty_config_variable_is_the_default_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = gateway::config(
+        "backend = \"memory\"",
+        "http://127.0.0.1:9",
+        "[[routes]]\nname = \"r\"\npath = \"/x\"\nupstream = \"up\"\n  [[routes.limits]]\n  name = \"l\"\n  limit = 7\n  window = \"1m\"\n",
+    );
+    std::fs::write(dir.path().join("config.toml"), toml).unwrap();
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_slidegate"))
+        .arg("check")
+        .current_dir(dir.path())
+        .env("SLIDEGATE_CONFIG", "")
+        .env_remove("SLIDEGATE_REDIS_URL")
+        .output()
+        .expect("slidegate runs");
+    assert!(run.status.success(), "{}", stderr(&run));
+    assert!(stdout(&run).contains("7 per 1m"), "{}", stdout(&run));
+}
