@@ -213,6 +213,8 @@ fn view(c: &Config) -> Value {
         })),
         "ext_authz": c.ext_authz.as_ref().map(|e| json!({"listen": e.listen.to_string()})),
         "jwt": c.jwt.as_ref().map(|j| json!({
+            "hs256_secret_env": j.secret_env,
+            "public_key_file": j.key_file.as_ref().map(|f| f.display().to_string()),
             "key": match j.key { JwtKey::Hs256(_) => "hs256 <redacted>", JwtKey::Rs256(_) => "rs256 public key", JwtKey::Es256(_) => "es256 public key" },
             "issuer": j.issuer,
             "audience": j.audience,

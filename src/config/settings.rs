@@ -240,6 +240,8 @@ pub struct JwtConfig {
     pub require_exp: bool,
     /// The file the public key was read from (watched with the config), if it came from one.
     pub key_file: Option<std::path::PathBuf>,
+    /// The environment variable the HS256 secret was read from, if it came from one.
+    pub secret_env: Option<String>,
 }
 
 /// The HMAC secret of `hash = true` key parts (`[keys] hash_secret_env`).

@@ -31,7 +31,11 @@ async fn start(
     let toml = support::gateway::config("backend = \"memory\"", &up.url(), ROUTES) + jwt_section;
     let path = dir.join("config.toml");
     std::fs::write(&path, toml).unwrap();
-    let env = |name: &str| (name == "JWT_SECRET").then(|| "s3cret".to_string());
+    let env = |name: &str| match name {
+        "JWT_SECRET" => Some("s3cret".to_string()),
+        "SLIDEGATE_ADMIN_TOKEN" => Some(support::gateway::TOKEN.to_string()),
+        _ => None,
+    };
     let config = slidegate::config::Config::load_with_env(&path, env).unwrap();
     (slidegate::app::start(config).await.unwrap(), up)
 }
@@ -129,6 +133,21 @@ async fn hs256_claims_key_the_limit_and_forged_tokens_count_as_missing() {
         assert_eq!(r.json()["error"], "missing_key");
     }
     assert_eq!(client.status(&url, &[]).await, 400);
+    // `/admin/config` names the secret's variable as the file does, never the secret
+    let (k, v) = support::admin::auth();
+    let view = client
+        .get(
+            &format!("http://{}/admin/config", gw.admin_addr),
+            &[(k, &v)],
+        )
+        .await;
+    assert_eq!(
+        view.json()["jwt"]["hs256_secret_env"],
+        "JWT_SECRET",
+        "{}",
+        view.body
+    );
+    assert!(!view.body.contains("s3cret"), "{}", view.body);
     gw.shutdown().await;
 }
 

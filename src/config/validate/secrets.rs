@@ -78,6 +78,7 @@ impl Validator<'_> {
             audience: j.audience.as_ref().map(|s| s.get_ref().clone()),
             require_exp: j.require_exp.unwrap_or(false),
             key_file,
+            secret_env: j.hs256_secret_env.as_ref().map(|s| s.get_ref().clone()),
         })
     }
 
