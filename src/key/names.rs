@@ -10,8 +10,10 @@
 //! `K` is `k`, the long `ſ` is `s`, the dotless `ı` and the dotted `İ` are `i`),
 //! a copy may differ by surrounding whitespace (any Unicode space), NUL or invisible characters
 //! (byte order mark, zero-width space and joiners, soft hyphen: anywhere in the name), a
-//! bracket suffix (`phone[]`, `phone[0]`), and PHP's `.` and ` ` read as `_`. The exact name is
-//! compared first, so the common case costs one comparison and allocates nothing.
+//! bracket suffix (`phone[]`, `phone[0]`), and PHP's `.` and ` ` read as `_`; and a name is
+//! also read as PHP (cut at a NUL, an unclosed `[` as `_`) and Rack 2 (brackets around the name
+//! dropped) read it. The exact name is compared first, so the common case costs one comparison
+//! and allocates nothing.
 
 /// How a name relates to the wanted one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,15 +26,38 @@ pub enum NameMatch {
     Other,
 }
 
-/// How `name` relates to `wanted`.
+/// How `name` relates to `wanted`: a copy when any framework's reading of it ([`readings`])
+/// folds to the wanted name.
 pub fn compare(name: &str, wanted: &str) -> NameMatch {
     if name == wanted {
-        NameMatch::Exact
-    } else if folded(name).eq(folded(wanted)) {
-        NameMatch::Copy
-    } else {
-        NameMatch::Other
+        return NameMatch::Exact;
     }
+    match readings(name).any(|read| folded(read.as_ref()).eq(folded(wanted))) {
+        true => NameMatch::Copy,
+        false => NameMatch::Other,
+    }
+}
+
+/// `name` as the frameworks that read it differently from each other take it: as it is (then
+/// folded); cut at its first NUL (PHP reads a field name as a C string); as Rack 2 reads a
+/// name with brackets (`\A[\[\]]*([^\[\]]+)\]*`: `]phone]`, `[phone` and `phone]` are
+/// `phone`); and with an unclosed `[` read as `_` (PHP: `phone[number` is `phone_number`).
+fn readings(name: &str) -> impl Iterator<Item = std::borrow::Cow<'_, str>> {
+    use std::borrow::Cow;
+    let at_nul = name.split('\0').next().filter(|cut| cut.len() < name.len());
+    let rack = name
+        .contains(['[', ']'])
+        .then(|| name.trim_start_matches(['[', ']']))
+        .and_then(|rest| rest.split(['[', ']']).next());
+    let unclosed = name
+        .find('[')
+        .filter(|&open| !name[open..].contains(']'))
+        .map(|open| format!("{}_{}", &name[..open], &name[open + 1..]));
+    let borrowed = [Some(name), at_nul, rack]
+        .into_iter()
+        .flatten()
+        .map(Cow::Borrowed);
+    borrowed.chain(unclosed.map(Cow::Owned))
 }
 
 /// How a name given as bytes (a decoded form field or query parameter, which need not be
@@ -140,6 +165,14 @@ mod tests {
         // PHP reads `.` and ` ` in a field name as `_`
         assert_eq!(compare("user.id", "user_id"), NameMatch::Copy);
         assert_eq!(compare("user id", "user_id"), NameMatch::Copy);
+        // PHP cuts a name at its NUL and reads an unclosed `[` as `_`
+        assert_eq!(compare("phone\u{0}x", "phone"), NameMatch::Copy);
+        assert_eq!(compare("phone[number", "phone_number"), NameMatch::Copy);
+        assert_eq!(compare("api[key", "api_key"), NameMatch::Copy);
+        // Rack 2 drops the brackets around a name
+        for rack in ["phone]", "[phone", "]phone]", "[[phone]]", "phone]x"] {
+            assert_eq!(compare(rack, "phone"), NameMatch::Copy, "{rack:?}");
+        }
     }
 
     #[test]
