@@ -47,8 +47,8 @@
 --           markers when the plan blocks. A cluster call that spans slots of one node declares
 --           no KEYS and passes the same list at the end of ARGV instead.
 --
--- Reply: { now, then per decision: code, retry_us, block_level, used_1, reset_us_1,
---          retry_us_1, ..., used_n, reset_us_n, retry_us_n }
+-- Reply: { now, then per decision: code, retry_us, block_level, block_left_us, used_1,
+--          reset_us_1, retry_us_1, ..., used_n, reset_us_n, retry_us_n }
 --   code         1 allowed (every limit charged), 0 rejected (nothing charged; a blocking plan
 --                starts a block on every key slot whose limit refused on answered attempts),
 --                2 a key is blocked
@@ -58,6 +58,7 @@
 --                window's wait): it started no block
 --   retry_us     0 when allowed; otherwise how long until this request would fit
 --   block_level  the level of the block named (or the highest level any of its keys keeps)
+--   block_left_us  with code 2, what is left of the block serving; 0 otherwise
 --
 -- Block marker: "<limit name> <block end µs> <level>", kept block_forget past the block's end,
 -- so the next block of the key is one level up while it exists.
@@ -222,9 +223,9 @@ end
 local flight = {}
 
 -- The reply, filled through an explicit length (`#out` searches the table every time).
-local function reply(code, retry, level, plan, v, per_limit)
-  out[o + 1], out[o + 2], out[o + 3] = code, retry, level
-  o = o + 3
+local function reply(code, retry, level, block_left, plan, v, per_limit)
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4] = code, retry, level, block_left
+  o = o + 4
   local lstate, alg = plan.lstate, plan.alg
   for i = 1, plan.n do
     out[o + 1], out[o + 2] = alg[lstate[i]].report(v[i])
@@ -380,7 +381,7 @@ local function decide_one(plan, cost, d, k)
     end
     if (per_limit[named] or 0) < blocked.untl - now then per_limit[named] = blocked.untl - now end
     if plan.index and commit and not dry then record_refusal(plan, k, per_limit) end
-    reply(2, retry, blocked.level, plan, v, per_limit)
+    reply(2, retry, blocked.level, blocked.untl - now, plan, v, per_limit)
     return
   end
   local retry, worst = 0, 1
@@ -442,14 +443,14 @@ local function decide_one(plan, cost, d, k)
       level = levels[plan.sslot[lstate[worst]]] or level
     end
     if plan.index and commit and not dry then record_refusal(plan, k, per_limit) end
-    reply(0, retry, level, plan, v, per_limit)
+    reply(0, retry, level, 0, plan, v, per_limit)
     return
   end
   if commit then
     local member = token .. int(d)
     for i = 1, n do alg[lstate[i]].charge(v[i], costs[i], member, d) end
   end
-  reply(1, 0, level, plan, v, per_limit)
+  reply(1, 0, level, 0, plan, v, per_limit)
 end
 
 -- The call: settlements, then decisions, then every charged state written.

@@ -145,9 +145,14 @@ impl DenyCache {
         let lasts = match (&limits.block, cached.outcome) {
             // A block's refusal is kept until the block ends, not until the windows let the
             // key in: an attempt after the block meets the store, which starts the next one,
-            // as every other instance's would.
+            // as every other instance's would. A block this refusal started lasts its whole
+            // length; one already serving (started by another instance, or before a reload
+            // emptied this cache) only what the store says is left of it.
             (Some(block), Outcome::Blocked) => {
-                let block_ends = Duration::from_millis(block.length_ms(cached.block_level));
+                let block_ends = match starts_block {
+                    true => Duration::from_millis(block.length_ms(cached.block_level)),
+                    false => cached.block_left,
+                };
                 cached.retry_after.min(block_ends)
             }
             _ => cached.retry_after,

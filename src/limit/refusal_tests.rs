@@ -82,6 +82,7 @@ fn the_429_body_is_json_with_every_member() {
         ],
         decided_at_us: 0,
         block_level: 3,
+        block_left: Duration::ZERO,
         receipt: None,
         approximate: false,
     };
@@ -141,6 +142,7 @@ fn rejection() -> Decision {
         ],
         decided_at_us: 0,
         block_level: 0,
+        block_left: Duration::ZERO,
         receipt: None,
         approximate: false,
     }
@@ -206,6 +208,7 @@ fn a_decision_naming_no_limit_gets_no_rate_limit_headers() {
     let none = Decision {
         limits: Vec::new(),
         block_level: 2,
+        block_left: Duration::ZERO,
         ..rejection()
     };
     let id = RequestId::generate();

@@ -71,6 +71,10 @@ impl LimitUsage {
     }
 }
 
+/// Values of a reply before its per-limit ones: code, retry (µs), block level, and what is left
+/// of the block serving a blocked decision (µs, 0 otherwise).
+pub const REPLY_HEAD: usize = 4;
+
 /// The answer for one request: outcome, how long to wait, and every limit's state in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
@@ -85,6 +89,9 @@ pub struct Decision {
     /// The block level of the key the decision names (the block serving, the block started,
     /// or the highest level one of its keys keeps); 0 when none.
     pub block_level: u64,
+    /// What is left of the block serving a blocked decision (zero otherwise): the store's own
+    /// count, whichever instance started it or saw it start.
+    pub block_left: Duration,
     /// How to take the charge back (outcome-counted routes only).
     pub receipt: Option<Receipt>,
     /// Some limit was counted in the in-process store's overflow sketch (the store was full of
@@ -93,13 +100,14 @@ pub struct Decision {
 }
 
 impl Decision {
-    /// Values per decision in a reply: code, retry and block level, then three per limit.
+    /// Values per decision in a reply: [`REPLY_HEAD`], then three per limit.
     pub fn reply_len(limits: &LimitSet) -> usize {
-        3 + 3 * limits.limits.len()
+        REPLY_HEAD + 3 * limits.limits.len()
     }
 
-    /// Decodes one decision of a script reply (`{code, retry_us, block_level, used_i,
-    /// reset_us_i, retry_us_i ...}`) made at `decided_at_us` for a key with these limits.
+    /// Decodes one decision of a script reply (`{code, retry_us, block_level, block_left_us,
+    /// used_i, reset_us_i, retry_us_i ...}`) made at `decided_at_us` for a key with these
+    /// limits.
     pub fn from_reply(
         limits: &LimitSet,
         reply: &[i64],
@@ -122,7 +130,7 @@ impl Decision {
         let usage: Vec<LimitUsage> = limits
             .limits
             .iter()
-            .zip(reply[3..].chunks_exact(3))
+            .zip(reply[REPLY_HEAD..].chunks_exact(3))
             .map(|(l, v)| {
                 // negative: a refusal that stands on reservations in flight, whose wait is
                 // told as at most the upstream's `timeout`; or, past `settle_us`, on attempts
@@ -156,6 +164,7 @@ impl Decision {
             limits: usage,
             decided_at_us,
             block_level: reply[2].max(0) as u64,
+            block_left: micros(reply[3]),
             receipt: None,
             approximate: false,
         })
@@ -169,6 +178,7 @@ impl Decision {
             limits: Vec::new(),
             decided_at_us: 0,
             block_level: 0,
+            block_left: Duration::ZERO,
             receipt: None,
             approximate: false,
         }
@@ -243,6 +253,7 @@ impl Decision {
                 .collect(),
             decided_at_us: self.decided_at_us + elapsed.as_micros() as u64,
             block_level: self.block_level,
+            block_left: self.block_left.saturating_sub(elapsed),
             receipt: None,
             approximate: self.approximate,
         }

@@ -19,7 +19,7 @@ pub mod refused;
 mod request;
 
 pub use backend::{Answer, Store};
-pub use decision::{Decision, LimitUsage, Outcome, Receipt, ReceiptPart, StoreError};
+pub use decision::{Decision, LimitUsage, Outcome, Receipt, ReceiptPart, StoreError, REPLY_HEAD};
 pub use eviction::{eviction_warnings, probe_eviction, EvictionTally};
 pub use memory::{Marker, MemoryStore};
 pub use plan::{BlockSpec, Limit, LimitSet, Refusals, StateSpec};

@@ -164,3 +164,48 @@ async fn blocks_grow_up_to_block_max_and_are_forgotten_after_block_forget() {
         "{metrics}"
     );
 }
+
+/// An instance that meets a block another instance started keeps its refusal only for what is
+/// left of that block, not for a whole block from then on: the attempt after the block ends
+/// reaches the store and starts the next, longer block, as it would on the instance that
+/// started the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_that_learns_of_a_block_midway_lets_it_end_on_time() {
+    let redis = RedisServer::start();
+    let up = upstream::start().await;
+    let routes = route(
+        "login",
+        "\"ip\"",
+        "on_exceed = \"block\"\nblock_for = \"4s\"\nblock_growth = 8",
+        &[("per-20s", 3, "20s")],
+    );
+    let prefix = unique_prefix("midway");
+    let a = on_redis(&redis, &prefix, &up.url(), &routes).await;
+    let b = on_redis(&redis, &prefix, &up.url(), &routes).await;
+    let client = HttpClient::default();
+    for _ in 0..3 {
+        assert_eq!(client.get(&a.url("/x"), &[]).await.status, 200);
+    }
+    let first = client.get(&a.url("/x"), &[]).await;
+    let started = Instant::now();
+    assert_eq!(first.json()["block_level"], 1, "{}", first.body);
+    // B meets the block midway and answers from its cache afterwards
+    wait_after(started, 1_000).await;
+    let midway = client.get(&b.url("/x"), &[]).await;
+    assert_eq!(midway.status, 429);
+    assert_eq!(midway.json()["block_level"], 1, "{}", midway.body);
+    // the block ended at 4 s; a whole block from B's first sight of it would run to 5 s
+    wait_after(started, 4_300).await;
+    let after = client.get(&b.url("/x"), &[]).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "too late to tell"
+    );
+    assert_eq!(after.status, 429);
+    assert_eq!(
+        after.json()["block_level"],
+        2,
+        "the next block: {}",
+        after.body
+    );
+}

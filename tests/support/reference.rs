@@ -247,6 +247,7 @@ impl Reference {
             limits,
             decided_at_us: now,
             block_level: 0,
+            block_left: Duration::ZERO,
             receipt: None,
             approximate: false,
         }

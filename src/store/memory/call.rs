@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use smallvec::{smallvec, SmallVec};
 
 use crate::algorithm::{KeyState, LimitParams};
-use crate::store::{BlockSpec, LimitSet};
+use crate::store::{BlockSpec, Decision, LimitSet};
 
 /// A block marker: the limit that started it, its end (µs) and its level.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,6 +177,7 @@ pub fn decide(
             code: 2,
             retry,
             level: b.level,
+            block_left: remaining,
             per_limit: &per_limit,
             flight: &flight,
         };
@@ -255,6 +256,7 @@ pub fn decide(
                 code: 0,
                 retry,
                 level,
+                block_left: 0,
                 per_limit: &per_limit,
                 flight: &flight,
             };
@@ -270,6 +272,7 @@ pub fn decide(
                 code: 1,
                 retry: 0,
                 level,
+                block_left: 0,
                 per_limit: &per_limit,
                 flight: &flight,
             };
@@ -309,6 +312,8 @@ struct Answer<'a> {
     code: i64,
     retry: i64,
     level: u64,
+    /// What is left of the block serving a blocked decision (µs, 0 otherwise).
+    block_left: i64,
     per_limit: &'a [i64],
     flight: &'a [bool],
 }
@@ -322,8 +327,13 @@ fn reply(
     answer: &Answer<'_>,
     now: u64,
 ) -> Vec<i64> {
-    let mut out = Vec::with_capacity(3 + 3 * set.limits.len());
-    out.extend([answer.code, answer.retry, answer.level as i64]);
+    let mut out = Vec::with_capacity(Decision::reply_len(set));
+    out.extend([
+        answer.code,
+        answer.retry,
+        answer.level as i64,
+        answer.block_left,
+    ]);
     for (i, l) in set.limits.iter().enumerate() {
         let state = state_mut(keys, &keys_of[l.state], || unreachable!());
         let (used, reset) = state.report(views[i], now);

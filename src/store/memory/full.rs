@@ -10,7 +10,7 @@
 
 use super::call::{self, Keys};
 use super::overflow::{Cells, Overflow};
-use crate::store::{LimitSet, Settlement};
+use crate::store::{LimitSet, Settlement, REPLY_HEAD};
 
 /// One limit counted in the sketch: its index in the set, its sketch and its key's cells.
 struct Counted {
@@ -120,7 +120,7 @@ pub fn decide(
             charged.push((c.limit, sketch.add(c.cells, l.cost_of(cost), now)));
         }
         let used = sketch.count(c.cells, now);
-        let at = 3 + 3 * c.limit;
+        let at = REPLY_HEAD + 3 * c.limit;
         reply[at] = i64::try_from(used).unwrap_or(i64::MAX);
         reply[at + 1] = sketch.reset_us(now) as i64;
         reply[at + 2] = wait as i64;

@@ -100,6 +100,7 @@ fn join(
     ];
     let mut outcome = Outcome::Allowed;
     let (mut retry_after, mut block_level, mut decided_at_us) = (Duration::ZERO, 0, 0);
+    let mut block_left = Duration::ZERO;
     let mut receipt = Vec::new();
     for part in parts {
         let d = part.result.as_ref().map_err(Clone::clone)?;
@@ -116,6 +117,7 @@ fn join(
             block_level = block_level.max(d.block_level);
         }
         decided_at_us = decided_at_us.max(d.decided_at_us);
+        block_left = block_left.max(d.block_left);
         if let Some(r) = &d.receipt {
             receipt.extend(r.parts.iter().map(|p| ReceiptPart {
                 slot: Some(part.slot),
@@ -130,6 +132,7 @@ fn join(
         limits,
         decided_at_us,
         block_level,
+        block_left,
         receipt: (allowed && wants_receipt && !receipt.is_empty()).then_some(Receipt {
             parts: receipt,
             cost,
