@@ -8,19 +8,33 @@
 
 use icu_normalizer::ComposingNormalizerBorrowed;
 
-/// `text` in NFKC and lower case (NFKC again after lowering, which can undo it), with the two
-/// letters whose lower case is not their case fold folded too: a final `ς` is `σ` and `ß` is
-/// `ss`, as Python's `casefold()`, SQL collations that ignore case and `UPPER()` lookups read
-/// them.
+/// `text` in NFKC and lower case (NFKC again after lowering, which can undo it), each letter as
+/// lookups that ignore case read it ([`case_fold`]), and `ß` as `ss`, as Python's `casefold()`,
+/// SQL collations that ignore case and `UPPER()` lookups read it.
 pub fn fold(text: &str) -> String {
     const NFKC: ComposingNormalizerBorrowed<'static> = ComposingNormalizerBorrowed::new_nfkc();
-    let mut lower = NFKC.normalize(text).to_lowercase();
-    if lower.contains(['ς', 'ß']) {
-        lower = lower.replace('ς', "σ").replace('ß', "ss");
+    let mut lower: String = NFKC.normalize(text).chars().flat_map(case_fold).collect();
+    if lower.contains('ß') {
+        lower = lower.replace('ß', "ss");
     }
     match NFKC.normalize(&lower) {
         std::borrow::Cow::Borrowed(_) => lower,
         std::borrow::Cow::Owned(again) => again,
+    }
+}
+
+/// `c` as lookups that ignore case read it: the lower case of its upper case when that is one
+/// letter, as Java's `equalsIgnoreCase`, .NET's ordinal ignore-case compare and JavaScript's
+/// `toUpperCase()` comparisons read it (a final `ς` is `σ`, the dotless `ı` is `i`, a Cyrillic
+/// `ᲀ` is `в`); the dotted `İ` is `i` (its simple lower case).
+fn case_fold(c: char) -> std::char::ToLowercase {
+    if c == 'İ' {
+        return 'i'.to_lowercase();
+    }
+    let mut upper = c.to_uppercase();
+    match (upper.next(), upper.next()) {
+        (Some(one), None) => one.to_lowercase(),
+        _ => c.to_lowercase(),
     }
 }
 
@@ -46,6 +60,11 @@ mod tests {
         assert_eq!(fold("STRASSE"), "strasse");
         assert_eq!(fold("abcΣ"), fold("abcσ"), "a final sigma");
         assert_eq!(fold("abcς"), "abcσ");
+        // what Java's equalsIgnoreCase and JavaScript's toUpperCase() take for the same letter
+        for spelling in ["victim", "vıctim", "vİctim", "VICTIM", "VİCTİM"] {
+            assert_eq!(fold(spelling), "victim", "{spelling}");
+        }
+        assert_eq!(fold("\u{1C80}ася"), "вася");
     }
 
     #[test]

@@ -191,8 +191,8 @@ async fn login_a_number_beyond_2_53_forgives_nobody() {
 }
 
 /// One username in the spellings a sign-in form reads as it (Django's NFKC: a long `ſ`, full-width
-/// letters; case; what `strip()` and `trim()` take from the ends: control characters, a BOM):
-/// one key, so exactly 5 password checks reach the upstream.
+/// letters; case, the dotless `ı` and dotted `İ` included; what `strip()` and `trim()` take from
+/// the ends: control characters, a BOM): one key, so exactly 5 password checks reach the upstream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_compatibility_spellings_of_one_username_get_five_checks() {
     let redis = RedisServer::start_async().await;
@@ -221,5 +221,14 @@ async fn login_compatibility_spellings_of_one_username_get_five_checks() {
     expected.resize(spellings.len(), 429);
     assert_eq!(statuses, expected);
     assert_eq!(upstream.bodies("/api/login").len(), 5, "exactly 5 checks");
+    // the dotless and the dotted i: one letter to Java's equalsIgnoreCase and toUpperCase()
+    let spellings = ["tim", "tım", "tİm", "TİM", "Tım", "TIM"];
+    let mut statuses = Vec::new();
+    for (i, user) in spellings.iter().enumerate() {
+        let r = post_as(&client, &url, &ip(100 + i as u32), &login(user, "guess")).await;
+        statuses.push(r.status.as_u16());
+    }
+    assert_eq!(statuses, [401, 401, 401, 401, 401, 429]);
+    assert_eq!(upstream.bodies("/api/login").len(), 10, "5 checks more");
     gw.stop().await;
 }
