@@ -231,7 +231,8 @@ impl Decision {
         }
     }
 
-    /// The same decision seen `elapsed` later (for answers from the deny cache).
+    /// The same decision seen `elapsed` later (for answers from the deny cache): each wait the
+    /// shorter by it, a limit whose wait has passed no longer refusing.
     pub fn aged(&self, elapsed: Duration) -> Decision {
         Decision {
             outcome: self.outcome,
@@ -241,13 +242,9 @@ impl Decision {
                 .iter()
                 .map(|l| LimitUsage {
                     reset: l.reset.saturating_sub(elapsed),
-                    retry_after: if l.exceeded() {
-                        l.retry_after
-                            .saturating_sub(elapsed)
-                            .max(Duration::from_micros(1))
-                    } else {
-                        Duration::ZERO
-                    },
+                    // a limit whose own wait has passed refuses no more (the 429's
+                    // `violated-policies` leaves it out)
+                    retry_after: l.retry_after.saturating_sub(elapsed),
                     ..l.clone()
                 })
                 .collect(),
@@ -312,5 +309,32 @@ impl StoreError {
             StoreError::Script(_) | StoreError::Unsupported(_) => "script",
             StoreError::Other(_) => "other",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_limit_whose_wait_has_passed_refuses_no_more() {
+        let usage = |secs: u64| LimitUsage {
+            used: 3,
+            limit: 3,
+            reset: Duration::from_secs(secs),
+            retry_after: Duration::from_secs(secs),
+            in_flight: false,
+        };
+        let refused = Decision {
+            outcome: Outcome::Rejected,
+            retry_after: Duration::from_secs(10),
+            limits: vec![usage(10), usage(2)],
+            ..Decision::unlimited()
+        };
+        assert_eq!(refused.exceeded_limits().collect::<Vec<_>>(), [0, 1]);
+        let later = refused.aged(Duration::from_secs(3));
+        assert_eq!(later.exceeded_limits().collect::<Vec<_>>(), [0]);
+        assert_eq!(later.retry_after, Duration::from_secs(7));
+        assert_eq!(later.rejecting_limit(), Some(0));
     }
 }
