@@ -216,16 +216,20 @@ end
 -- Whether a refusal stands on reservations still in flight: 0 when the answered entries of the
 -- limit's window alone leave no room for `cost` (the refusal is the answers'), else the time
 -- until the soonest reservation in it is settled (`settle` after its charge, at least 1 µs; a
--- charge of this call counts as made now). A reservation older than `settle` is an attempt
--- kept without an answer (its status never came): it counts, but it is no answer, so a
--- refusal that stands on such attempts alone starts no block either and waits as the window
--- says (-1). Read only on a blocking route's refusal.
+-- charge of this call counts as made now). An entry marked kept without an answer ('?', see
+-- `unanswered`), or a reservation older than `settle` (its settlement lost), is an attempt
+-- whose status never came: it counts, but it is no answer, so a refusal that stands on such
+-- attempts alone starts no block either and waits as the window says (-1). Read only on a
+-- blocking route's refusal.
 local function in_flight(v, key, name, limit, cost, settle)
   local entries = call('ZRANGEBYSCORE', key, '(' .. int(now - v.window), '+inf', 'WITHSCORES')
   local answered, soonest, kept = 0, nil, false
   for i = 1, #entries, 2 do
-    if string.byte(entries[i], -1) == 33 then
+    local last = string.byte(entries[i], -1)
+    if last == 33 then
       answered = answered + 1
+    elseif last == 63 then
+      kept = true
     elseif soonest == nil then
       local at = entries[i + 1] + 0
       if at + settle > now then soonest = at else kept = true end
@@ -268,9 +272,20 @@ local function confirm(key, name, limit, window, param, member, at, cost, tag)
   end
 end
 
--- An attempt kept without an answer stays a reservation: once older than `settle`, `in_flight`
--- tells it apart by its age.
+-- An attempt kept without an answer (its status never came) stays counted; its members take a
+-- trailing '?' (the same score: it counts exactly as before), so `in_flight` tells it from a
+-- reservation still in flight at once, not only once it is older than `settle`, and a reset,
+-- which forgives only the '!' members, keeps it.
 local function unanswered(key, name, limit, window, param, member, at, cost)
+  for j = 1, cost do
+    local m = member
+    if j > 1 then m = member .. '.' .. int(j) end
+    local score = call('ZSCORE', key, m)
+    if score then
+      call('ZREM', key, m)
+      call('ZADD', key, score, m .. '?')
+    end
+  end
 end
 
 -- Settles a reservation of `cost` units to `amount` (at most the limit: the script caps it):

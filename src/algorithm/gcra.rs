@@ -263,7 +263,7 @@ impl KeyState for GcraState {
         }
     }
 
-    fn unanswered(&mut self, limit: &LimitParams<'_>, at: u64, cost: u64, now: u64) {
+    fn unanswered(&mut self, limit: &LimitParams<'_>, _: &str, at: u64, cost: u64, now: u64) {
         if self.holds(limit) {
             add_units(&mut self.unanswered, limit, at, cost, now);
         }

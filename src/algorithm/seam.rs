@@ -89,9 +89,9 @@ pub trait KeyState: Send + 'static {
     /// Lua's `in_flight`: 0 when the answered charges in the view leave no room for `cost`
     /// under `limit` (a refusal that stands on answers); else the time until the soonest
     /// reservation in it is settled, `settle` after its charge (at least 1 µs); -1 when the
-    /// refusal stands on attempts kept without an answer (the log: reservations older than
-    /// `settle`; the counter and gcra: the answered charges with those [`KeyState::unanswered`]
-    /// tallied leave no room).
+    /// refusal stands on attempts kept without an answer (the log: entries
+    /// [`KeyState::unanswered`] marked, or reservations older than `settle`; the counter and
+    /// gcra: the answered charges with those it tallied leave no room).
     fn in_flight(
         &self,
         view: usize,
@@ -112,11 +112,19 @@ pub trait KeyState: Send + 'static {
         tag: &str,
         now: u64,
     );
-    /// Lua's `unanswered`: the charge made at `at` for `cost` units stays counted though no
-    /// answer came; an algorithm that keeps no time per charge tallies it apart from the
-    /// answered ones, so `in_flight` can tell a refusal standing on it (the others tell it by
-    /// its age, and keep nothing here).
-    fn unanswered(&mut self, _limit: &LimitParams<'_>, _at: u64, _cost: u64, _now: u64) {}
+    /// Lua's `unanswered`: the charge of `member`, made at `at` for `cost` units, stays
+    /// counted though no answer came: the log marks its entries, the counter and gcra tally it
+    /// apart from the answered ones, so `in_flight` can tell a refusal standing on it (a slot
+    /// keeps nothing here).
+    fn unanswered(
+        &mut self,
+        _limit: &LimitParams<'_>,
+        _member: &str,
+        _at: u64,
+        _cost: u64,
+        _now: u64,
+    ) {
+    }
     /// Lua's `settle`: the charge of `member` (made at `at` for `cost` units) becomes `amount`
     /// units (at most the limit), at `now`; answers how long (ms) the key must live at least
     /// from now when it charged more (`longest`: the state's longest window).

@@ -71,6 +71,8 @@ struct LogView {
 /// What ends the member of an answered entry (the script's `confirm`): a reset forgives these
 /// and keeps the others, the reservations still in flight.
 const ANSWERED: char = '!';
+/// What ends the member of an entry kept without an answer (the script's `unanswered`).
+const UNANSWERED: char = '?';
 
 /// The members of a charge of `cost` units whose first is `member`.
 fn units(member: &str, cost: u64) -> Vec<String> {
@@ -96,6 +98,18 @@ impl LogState {
             .entries
             .partition_point(|(s, m)| (*s, m.as_str()) <= (score, member.as_str()));
         self.entries.insert(at, (score, member));
+    }
+
+    /// Gives the entries of a charge of `cost` units whose first is `member` the ending `mark`
+    /// (the same score: they count as before), as the script's `confirm` and `unanswered` do.
+    fn mark(&mut self, member: &str, cost: u64, mark: String) {
+        for m in units(member, cost) {
+            let Some(i) = self.entries.iter().position(|(_, e)| *e == m) else {
+                continue;
+            };
+            let (score, _) = self.entries.remove(i).expect("found");
+            self.insert(score, format!("{m}{mark}"));
+        }
     }
 }
 
@@ -205,6 +219,8 @@ impl KeyState for LogState {
         for (score, member) in live {
             if member.ends_with(ANSWERED) {
                 answered += 1;
+            } else if member.ends_with(UNANSWERED) {
+                kept = true;
             } else if soonest.is_none() {
                 // older than `settle`: kept without an answer, not in flight
                 match *score + settle > now {
@@ -232,13 +248,11 @@ impl KeyState for LogState {
         tag: &str,
         _now: u64,
     ) {
-        for m in units(member, cost) {
-            let Some(i) = self.entries.iter().position(|(_, e)| *e == m) else {
-                continue;
-            };
-            let (score, _) = self.entries.remove(i).expect("found");
-            self.insert(score, format!("{m}{tag}{ANSWERED}"));
-        }
+        self.mark(member, cost, format!("{tag}{ANSWERED}"));
+    }
+
+    fn unanswered(&mut self, _limit: &LimitParams<'_>, member: &str, _at: u64, cost: u64, _: u64) {
+        self.mark(member, cost, UNANSWERED.to_string());
     }
 
     fn settle(&mut self, _limit: &LimitParams<'_>, c: &Settled<'_>, now: u64) -> Option<u64> {

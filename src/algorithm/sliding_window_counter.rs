@@ -261,7 +261,7 @@ impl KeyState for CounterState {
         self.add_to_tally(Side::Answered, limit, at, cost);
     }
 
-    fn unanswered(&mut self, limit: &LimitParams<'_>, at: u64, cost: u64, _now: u64) {
+    fn unanswered(&mut self, limit: &LimitParams<'_>, _: &str, at: u64, cost: u64, _now: u64) {
         self.add_to_tally(Side::Unanswered, limit, at, cost);
     }
 

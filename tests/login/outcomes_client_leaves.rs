@@ -369,8 +369,9 @@ async fn no_block_without_answers(
         assert_left(&gw, &format!("h1-unanswered-{i}"), 0);
     }
     assert_eq!(gw.used("login", "gus").await, 3, "no status: counted");
-    // the settle time of a reservation (connect 0.5 s + answer 1 s + 1 s) runs out
-    tokio::time::sleep(Duration::from_millis(1600)).await;
+    // Each was settled as kept without an answer once the upstream's timeout ran out, well
+    // within a reservation's settle time (connect 0.5 s + answer 1 s + 1 s): the store knows
+    // them for what they are at once, not only once that time has run out.
     let owner = post(
         &HttpClient::default(),
         &format!("http://{}/api/login", gw.proxy),

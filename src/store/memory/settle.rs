@@ -100,7 +100,7 @@ pub fn settle(
             let tag = charge.tags.get(set.slot_of(i)).map_or("", String::as_str);
             match kind {
                 SettleKind::Confirm => state.confirm(&limit, member, at, cost, tag, now),
-                SettleKind::Unanswered => state.unanswered(&limit, at, cost, now),
+                SettleKind::Unanswered => state.unanswered(&limit, member, at, cost, now),
                 SettleKind::Refund | SettleKind::Reset => {
                     state.refund(&limit, member, at, cost, now)
                 }
