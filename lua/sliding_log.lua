@@ -256,36 +256,32 @@ local function refund(key, name, limit, window, param, member, at, cost)
   call('ZREM', key, unpack(members))
 end
 
--- An entry is a reservation in flight until its attempt is answered; a counted answer gives its
--- members the answered form (the tag of the value sent, if any, and a trailing '!', which no
--- member the script writes ends with), so a reset can tell them apart. The entry keeps its
--- score: it counts exactly as before.
-local function confirm(key, name, limit, window, param, member, at, cost, tag)
+-- Gives the members of a charge of `cost` units whose first is `member` the ending `mark`, each
+-- keeping its score: it counts exactly as before.
+local function mark(key, member, cost, ending)
   for j = 1, cost do
     local m = member
     if j > 1 then m = member .. '.' .. int(j) end
     local score = call('ZSCORE', key, m)
     if score then
       call('ZREM', key, m)
-      call('ZADD', key, score, m .. tag .. '!')
+      call('ZADD', key, score, m .. ending)
     end
   end
 end
 
+-- An entry is a reservation in flight until its attempt is answered; a counted answer gives its
+-- members the answered form (the tag of the value sent, if any, and a trailing '!', which no
+-- member the script writes ends with), so a reset can tell them apart.
+local function confirm(key, name, limit, window, param, member, at, cost, tag)
+  mark(key, member, cost, tag .. '!')
+end
+
 -- An attempt kept without an answer (its status never came) stays counted; its members take a
--- trailing '?' (the same score: it counts exactly as before), so `in_flight` tells it from a
--- reservation still in flight at once, not only once it is older than `settle`, and a reset,
--- which forgives only the '!' members, keeps it.
+-- trailing '?', so `in_flight` tells it from a reservation still in flight at once, not only
+-- once it is older than `settle`, and a reset, which forgives only the '!' members, keeps it.
 local function unanswered(key, name, limit, window, param, member, at, cost)
-  for j = 1, cost do
-    local m = member
-    if j > 1 then m = member .. '.' .. int(j) end
-    local score = call('ZSCORE', key, m)
-    if score then
-      call('ZREM', key, m)
-      call('ZADD', key, score, m .. '?')
-    end
-  end
+  mark(key, member, cost, '?')
 end
 
 -- Settles a reservation of `cost` units to `amount` (at most the limit: the script caps it):
