@@ -74,6 +74,9 @@ struct WireHttp {
     path: Vec<u8>,
     #[prost(bytes = "vec", tag = "5")]
     host: Vec<u8>,
+    /// The request's size in bytes (-1: unknown): a body sent shorter was cut short.
+    #[prost(int64, tag = "9")]
+    size: i64,
     #[prost(bytes = "vec", tag = "11")]
     body: Vec<u8>,
     #[prost(bytes = "vec", tag = "12")]
@@ -123,6 +126,7 @@ fn fingerprint(wire: &mut WireCheck) -> u64 {
                 }
                 let h = &*http;
                 (&h.id, &h.method, &h.path, &h.host, &h.body, &h.raw_body).hash(&mut hasher);
+                h.size.hash(&mut hasher);
                 h.headers.hash(&mut hasher);
                 h.header_map.as_ref().map(|m| &m.headers).hash(&mut hasher);
             }
@@ -184,6 +188,7 @@ impl From<WireHttp> for HttpRequest {
             path: text(w.path),
             host: text(w.host),
             raw_body,
+            size: w.size,
             header_map,
             ..HttpRequest::default()
         }

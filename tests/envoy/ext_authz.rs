@@ -128,6 +128,13 @@ async fn a_body_envoy_cut_short_is_a_missing_key_and_charges_nothing() {
     let answer = check(&mut client, &unmarked).await;
     assert_eq!(answer.http_status, 400, "{answer:?}");
     assert_eq!(answer.json()["error"], "missing_key");
+    // ...or than the request's size told, with no Content-Length (HTTP/2, chunked)
+    let mut sized = otp(json, "203.0.113.9");
+    sized.headers.retain(|(name, _)| name != "content-length");
+    sized.size = Some(1000);
+    let answer = check(&mut client, &sized).await;
+    assert_eq!(answer.http_status, 400, "{answer:?}");
+    assert_eq!(answer.json()["error"], "missing_key");
     assert_eq!(used(&gw, "per-ip", "203.0.113.9").await, 0);
     // The same body, whole, is read and counted.
     let whole = otp(r#"{"phone":"0812-3456-7890"}"#, "203.0.113.9")

@@ -41,6 +41,8 @@ pub struct Described {
     pub source: String,
     /// When Envoy took the request (`attributes.request.time`: seconds, nanoseconds).
     pub time: Option<(i64, i32)>,
+    /// `attributes.request.http.size` when not the body's length.
+    pub size: Option<i64>,
 }
 
 impl Described {
@@ -59,6 +61,7 @@ impl Described {
             body: body.as_bytes().to_vec(),
             source: source.into(),
             time: None,
+            size: None,
         }
     }
 
@@ -118,7 +121,7 @@ impl Described {
                         host: self.host.clone(),
                         scheme: "http".into(),
                         protocol: "HTTP/1.1".into(),
-                        size: self.body.len() as i64,
+                        size: self.size.unwrap_or(self.body.len() as i64),
                         raw_body: self.body.clone(),
                         ..HttpRequest::default()
                     }),
