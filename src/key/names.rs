@@ -39,25 +39,47 @@ pub fn compare(name: &str, wanted: &str) -> NameMatch {
 }
 
 /// `name` as the frameworks that read it differently from each other take it: as it is (then
-/// folded); cut at its first NUL (PHP reads a field name as a C string); as Rack 2 reads a
-/// name with brackets (`\A[\[\]]*([^\[\]]+)\]*`: `]phone]`, `[phone` and `phone]` are
-/// `phone`); and with an unclosed `[` read as `_` (PHP: `phone[number` is `phone_number`).
+/// folded), as PHP reads it ([`php_reading`]), and as Rack 2 reads a name with brackets
+/// (`\A[\[\]]*([^\[\]]+)\]*`: `]phone]`, `[phone` and `phone]` are `phone`).
 fn readings(name: &str) -> impl Iterator<Item = std::borrow::Cow<'_, str>> {
     use std::borrow::Cow;
-    let at_nul = name.split('\0').next().filter(|cut| cut.len() < name.len());
     let rack = name
         .contains(['[', ']'])
         .then(|| name.trim_start_matches(['[', ']']))
         .and_then(|rest| rest.split(['[', ']']).next());
-    let unclosed = name
-        .find('[')
-        .filter(|&open| !name[open..].contains(']'))
-        .map(|open| format!("{}_{}", &name[..open], &name[open + 1..]));
-    let borrowed = [Some(name), at_nul, rack]
+    let php = Some(php_reading(name)).filter(|read| read != name);
+    [Some(name), rack]
         .into_iter()
         .flatten()
-        .map(Cow::Borrowed);
-    borrowed.chain(unclosed.map(Cow::Owned))
+        .map(Cow::Borrowed)
+        .chain(php.map(Cow::Owned))
+}
+
+/// `name` as PHP registers a field (`php_register_variable_ex`): a C string (cut at its first
+/// NUL), leading spaces skipped, ` ` and `.` as `_`; at the first `[`, an array (the name ends
+/// there) when a `]` follows, else that `[` and every later ` `, `.` and `[` as `_`
+/// (`phone[number` is `phone_number`, `a[b[c` is `a_b_c`).
+fn php_reading(name: &str) -> String {
+    let name = name
+        .split('\0')
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches(' ');
+    let underscored = |part: &str, also: &[char]| -> String {
+        part.chars()
+            .map(|c| match c == ' ' || c == '.' || also.contains(&c) {
+                true => '_',
+                false => c,
+            })
+            .collect()
+    };
+    match name.find('[') {
+        Some(open) if name[open..].contains(']') => underscored(&name[..open], &[]),
+        Some(open) => {
+            underscored(&name[..open], &[]) + "_" + &underscored(&name[open + 1..], &['['])
+        }
+        None => underscored(name, &[]),
+    }
 }
 
 /// How a name given as bytes (a decoded form field or query parameter, which need not be
@@ -165,10 +187,18 @@ mod tests {
         // PHP reads `.` and ` ` in a field name as `_`
         assert_eq!(compare("user.id", "user_id"), NameMatch::Copy);
         assert_eq!(compare("user id", "user_id"), NameMatch::Copy);
-        // PHP cuts a name at its NUL and reads an unclosed `[` as `_`
+        // PHP cuts a name at its NUL, reads an unclosed `[` as `_` and every later `[` too
         assert_eq!(compare("phone\u{0}x", "phone"), NameMatch::Copy);
         assert_eq!(compare("phone[number", "phone_number"), NameMatch::Copy);
         assert_eq!(compare("api[key", "api_key"), NameMatch::Copy);
+        assert_eq!(
+            compare("phone[number\u{0}x", "phone_number"),
+            NameMatch::Copy
+        );
+        assert_eq!(compare("a[b[c", "a_b_c"), NameMatch::Copy);
+        assert_eq!(compare("a[b_c\u{0}z", "a_b_c"), NameMatch::Copy);
+        assert_eq!(compare("a[b.c", "a_b_c"), NameMatch::Copy);
+        assert_eq!(compare("  phone[x] ", "phone"), NameMatch::Copy);
         // Rack 2 drops the brackets around a name
         for rack in ["phone]", "[phone", "]phone]", "[[phone]]", "phone]x"] {
             assert_eq!(compare(rack, "phone"), NameMatch::Copy, "{rack:?}");
