@@ -9,33 +9,24 @@
 use icu_normalizer::ComposingNormalizerBorrowed;
 
 /// `text` in NFKC and lower case (NFKC again after lowering, which can undo it), each letter as
-/// lookups that ignore case read it ([`case_fold`]), and `ß` as `ss`, as Python's `casefold()`,
-/// SQL collations that ignore case and `UPPER()` lookups read it.
+/// lookups that ignore case read it ([`case_fold`]): `ß` is `ss` and a final `ς` is `σ`, as
+/// Python's `casefold()`, SQL collations that ignore case and `UPPER()` lookups read them.
 pub fn fold(text: &str) -> String {
     const NFKC: ComposingNormalizerBorrowed<'static> = ComposingNormalizerBorrowed::new_nfkc();
-    let mut lower: String = NFKC.normalize(text).chars().flat_map(case_fold).collect();
-    if lower.contains('ß') {
-        lower = lower.replace('ß', "ss");
-    }
+    let lower: String = NFKC.normalize(text).chars().flat_map(case_fold).collect();
     match NFKC.normalize(&lower) {
         std::borrow::Cow::Borrowed(_) => lower,
         std::borrow::Cow::Owned(again) => again,
     }
 }
 
-/// `c` as lookups that ignore case read it: the lower case of its upper case when that is one
-/// letter, as Java's `equalsIgnoreCase`, .NET's ordinal ignore-case compare and JavaScript's
-/// `toUpperCase()` comparisons read it (a final `ς` is `σ`, the dotless `ı` is `i`, a Cyrillic
+/// `c` as lookups that ignore case read it: the lower case of its upper case, as Java's
+/// `equalsIgnoreCase`, .NET's ordinal ignore-case compare, `toUpperCase()` comparisons and
+/// Python's `casefold()` read it (the dotless `ı` is `i`, `ß` is `ss`, `ᾳ` is `αι`, a Cyrillic
 /// `ᲀ` is `в`); the dotted `İ` is `i` (its simple lower case).
-fn case_fold(c: char) -> std::char::ToLowercase {
-    if c == 'İ' {
-        return 'i'.to_lowercase();
-    }
-    let mut upper = c.to_uppercase();
-    match (upper.next(), upper.next()) {
-        (Some(one), None) => one.to_lowercase(),
-        _ => c.to_lowercase(),
-    }
+fn case_fold(c: char) -> impl Iterator<Item = char> {
+    let c = if c == 'İ' { 'i' } else { c };
+    c.to_uppercase().flat_map(char::to_lowercase)
 }
 
 /// `text` without what frameworks strip from either end of a field before they use it: Unicode
@@ -65,6 +56,8 @@ mod tests {
             assert_eq!(fold(spelling), "victim", "{spelling}");
         }
         assert_eq!(fold("\u{1C80}ася"), "вася");
+        // an iota subscript is an iota, as casefold() and toUpperCase() read it
+        assert_eq!(fold("ᾳ"), fold("αι"));
     }
 
     #[test]
