@@ -171,8 +171,9 @@ fn check(path: &Path, purpose: Option<Purpose>, strict: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The warnings about the store itself (a Redis that may evict limit keys), when it answers
-/// within half a second; none for the memory store or a Redis that does not answer.
+/// The warnings about the store itself (a Redis that may evict limit keys, or one that refuses
+/// the credentials), when it answers within half a second; none for the memory store or a
+/// Redis that does not answer.
 fn store_warnings(config: &Config) -> Vec<String> {
     let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -183,9 +184,13 @@ fn store_warnings(config: &Config) -> Vec<String> {
     let wait = std::time::Duration::from_millis(500);
     let probed = runtime.block_on(slidegate::store::probe_eviction(&config.store, wait));
     let url = slidegate::config::redact_url(&config.store.url);
-    probed.map_or_else(Vec::new, |nodes| {
-        slidegate::store::eviction_warnings(&nodes, &url)
-    })
+    match probed {
+        Ok(Some(nodes)) => slidegate::store::eviction_warnings(&nodes, &url),
+        Ok(None) => Vec::new(),
+        Err(refused) => vec![format!(
+            "store.url: {url}: {refused} (the gateway would start, and every route follow its on_error)"
+        )],
+    }
 }
 
 fn key(path: &Path, route: &str, limit: Option<&str>, values: &[String]) -> ExitCode {

@@ -266,6 +266,10 @@ pub enum StoreError {
     /// Not connected, or the connection broke.
     #[error("store connection failed: {0}")]
     Connection(String),
+    /// The server answered, but refused the credentials (`WRONGPASS`, `NOAUTH`): no wait
+    /// mends it, only the right password.
+    #[error("store refused the credentials: {0}")]
+    Refused(String),
     /// The script failed or replied in an unexpected shape.
     #[error("rate-limit script failed: {0}")]
     Script(String),
@@ -305,7 +309,7 @@ impl StoreError {
             // The replicas did not acknowledge in time: the store did not confirm the decision
             // within store.timeout.
             StoreError::Timeout(_) | StoreError::Unreplicated { .. } => "timeout",
-            StoreError::Connection(_) => "connection",
+            StoreError::Connection(_) | StoreError::Refused(_) => "connection",
             StoreError::Script(_) | StoreError::Unsupported(_) => "script",
             StoreError::Other(_) => "other",
         }

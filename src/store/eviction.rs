@@ -62,15 +62,25 @@ impl EvictionTally {
 }
 
 /// What `slidegate check` asks: the policy and evictions of every server of `config`'s Redis
-/// when it answers within `wait`; `None` for the memory store or a Redis that does not answer.
-pub async fn probe_eviction(config: &StoreConfig, wait: Duration) -> Option<Vec<NodeEviction>> {
+/// when it answers within `wait`; `Ok(None)` for the memory store or a Redis that does not
+/// answer (it may not be reachable from where `check` runs); the error of a Redis that answered
+/// but refused the credentials ([`StoreError::Refused`]).
+pub async fn probe_eviction(
+    config: &StoreConfig,
+    wait: Duration,
+) -> Result<Option<Vec<NodeEviction>>, StoreError> {
     if config.backend != crate::config::Backend::Redis {
-        return None;
+        return Ok(None);
     }
     let quiet: super::OnError = std::sync::Arc::new(|_: &StoreError| {});
-    let redis = RedisStore::connect(config, quiet, &[]).await.ok()?;
-    redis.wait_until_connected(wait).await.ok()?;
-    redis.eviction().await.ok()
+    let Ok(redis) = RedisStore::connect(config, quiet, &[]).await else {
+        return Ok(None);
+    };
+    match redis.wait_until_connected(wait).await {
+        Ok(()) => Ok(redis.eviction().await.ok()),
+        Err(refused @ StoreError::Refused(_)) => Err(refused),
+        Err(_) => Ok(None),
+    }
 }
 
 #[cfg(test)]

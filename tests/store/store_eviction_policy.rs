@@ -133,3 +133,40 @@ async fn a_redis_that_evicts_is_warned_about_and_its_evictions_are_exported() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stderr(&out), "");
 }
+
+/// `check` against a Redis that refuses the credentials (a rotated password) warns, naming
+/// Redis's own `WRONGPASS`, and `--strict` fails on it; one that cannot be reached from where
+/// `check` runs is no warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_warns_about_a_redis_that_refuses_the_credentials() {
+    let redis = RedisServer::start_async().await;
+    redis.cmd(&["CONFIG", "SET", "requirepass", "rotated"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.toml");
+    let path = file.to_str().unwrap();
+    let url = format!("redis://default:old@127.0.0.1:{}", redis.port);
+    let store = redis_store(&url, &unique_prefix("refused"));
+    std::fs::write(&file, config(&store, "http://127.0.0.1:9", ROUTES)).unwrap();
+    let out = slidegate(&["check", "--config", path], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let warned = stderr(&out);
+    assert!(
+        warned.contains(&format!("{path}: warning: store.url: redis://***@"))
+            && warned.contains("refused the credentials")
+            && warned.contains("WRONGPASS")
+            && !warned.contains("old@"),
+        "{warned}"
+    );
+    let strict = slidegate(&["check", "--strict", "--config", path], &[]);
+    assert_eq!(strict.status.code(), Some(1), "{}", stderr(&strict));
+
+    let (_hold, port) = support::reserved_port();
+    let unreachable = redis_store(&format!("redis://127.0.0.1:{port}"), "x");
+    std::fs::write(&file, config(&unreachable, "http://127.0.0.1:9", ROUTES)).unwrap();
+    let out = slidegate(&["check", "--strict", "--config", path], &[]);
+    assert!(
+        out.status.success(),
+        "not reachable from here: {}",
+        stderr(&out)
+    );
+}

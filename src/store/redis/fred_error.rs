@@ -42,6 +42,9 @@ pub(super) fn map_error(e: FredError) -> StoreError {
     {
         return StoreError::Connection(e.to_string());
     }
+    if details.starts_with("WRONGPASS") || details.starts_with("NOAUTH") {
+        return StoreError::Refused(e.to_string());
+    }
     if details.starts_with("NOSCRIPT")
         || details.starts_with("ERR")
         || details.starts_with("WRONGTYPE")
@@ -57,8 +60,8 @@ pub(super) fn map_error(e: FredError) -> StoreError {
         | ErrorKind::Canceled
         | ErrorKind::Backpressure
         | ErrorKind::Sentinel
-        | ErrorKind::Tls
-        | ErrorKind::Auth => StoreError::Connection(e.to_string()),
+        | ErrorKind::Tls => StoreError::Connection(e.to_string()),
+        ErrorKind::Auth => StoreError::Refused(e.to_string()),
         ErrorKind::Routing | ErrorKind::Cluster => StoreError::Script(e.to_string()),
         ErrorKind::Parse
         | ErrorKind::Protocol
