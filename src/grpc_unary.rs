@@ -58,7 +58,7 @@ pub trait UnaryMethod: Send + Sync + 'static {
 /// back. `None` without a deadline.
 fn answer_by(headers: &http::HeaderMap) -> Option<Instant> {
     let timeout = grpc_timeout(headers)?;
-    Some(Instant::now() + timeout - timeout / 10)
+    Instant::now().checked_add(timeout - timeout / 10)
 }
 
 /// The call's timeout, from its `grpc-timeout` header (at most 8 digits and a unit: `H`, `M`,
