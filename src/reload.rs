@@ -175,8 +175,9 @@ fn store_url_and_bound(running: &Config, configured: &Config) -> Vec<PendingSett
     out
 }
 
-/// `rls.listen`, `forward_auth.listen` and `ext_authz.listen` are read only at start (with whether the section is
-/// there at all: a listener is started or not): the running ones are kept.
+/// `rls.listen`, `forward_auth.listen` and `ext_authz.listen` are read only at start (with
+/// whether the section is there at all: a listener is started or not): the running ones are
+/// kept.
 fn decider_listeners(running: &Config, configured: &mut Config) -> Vec<PendingSetting> {
     let shown = |a: Option<std::net::SocketAddr>| a.map_or("none".to_string(), |a| a.to_string());
     let pairs = [

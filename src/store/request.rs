@@ -39,8 +39,9 @@ impl<'a> DecisionRequest<'a> {
 /// Settles what a decision charged, for some of its limits: `refund` gives the charge back (a
 /// reservation whose outcome is not counted), `confirm` marks it answered and counted (no longer
 /// in flight), `unanswered` keeps it counted though no answer came (tallied apart: a refusal it
-/// causes tells the window's wait, and starts no block), `reset` gives it back and forgets the limit's answered charges and the block
-/// level of its key, keeping the reservations still in flight.
+/// causes tells the window's wait, and starts no block), `reset` gives it back and forgets the
+/// limit's answered charges and the block level of its key, keeping the reservations still in
+/// flight.
 #[derive(Debug, Clone)]
 pub struct Settlement {
     /// The limits the decision was made with.

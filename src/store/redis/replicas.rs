@@ -182,9 +182,9 @@ enum Reason {
 
 /// Keeps `replicas` up to date for `client`'s connection while `retired` is not set: `ROLE` at
 /// each connection (the first included), after each short `WAIT`, and every [`DEGRADED_POLL`]
-/// while the master has fewer replicas than `configured` or a loss is pending. Call before the client connects, or
-/// its first connection goes unseen. The watch ends once `replicas` is dropped (the store with
-/// it).
+/// while the master has fewer replicas than `configured` or a loss is pending. Call before the
+/// client connects, or its first connection goes unseen. The watch ends once `replicas` is
+/// dropped (the store with it).
 pub fn watch(client: &Client, replicas: &Arc<Replicas>, configured: u32, retired: Arc<AtomicBool>) {
     let mut connections = client.reconnect_rx();
     let client = client.clone();
