@@ -151,8 +151,9 @@ impl Settling {
         ResB::Error: Into<BoxError>,
     {
         let status = response.status().as_u16();
-        // Forward auth answers before the request is served: no status of the attempt's own
-        // will come, so it stays counted.
+        // Forward auth answers before the request is served, and a proxy whose client's body
+        // broke off after the head went upstream answers for it: no status of the attempt's
+        // own will come, so it stays counted.
         let unseen = response.extensions().get::<OutcomeUnseen>().is_some();
         let mut decision = self.verdict.decision.take();
         let (settled, ending) = match self.reservation.take() {

@@ -36,8 +36,9 @@ pub struct ClientAddr(pub IpAddr);
 pub struct AnswerBy(pub std::time::Instant);
 
 /// Marks an inner service's response whose status says nothing of the request's outcome
-/// (forward auth answers before the request is served): an outcome-counted attempt stays
-/// counted instead of being settled by it (response extension).
+/// (forward auth answers before the request is served; the proxy's 400 for a client body that
+/// broke off after the head went upstream): an outcome-counted attempt stays counted instead of
+/// being settled by it (response extension).
 #[derive(Debug, Clone, Copy)]
 pub struct OutcomeUnseen;
 

@@ -25,7 +25,7 @@ use tokio::time::Sleep;
 use super::sent_body::BodyProgress;
 use super::upstream::{BoxError, Upstream};
 use crate::error::GatewayError;
-use crate::layer::Attempt;
+use crate::layer::{Attempt, OutcomeUnseen};
 use crate::metrics::RouteMetrics;
 use crate::request_id::RequestId;
 
@@ -129,8 +129,17 @@ where
                 metrics.upstream(Some(status));
                 (response, Some(status))
             }
-            // The client's body failed: the upstream neither answered nor failed.
-            Err(e @ GatewayError::BodyUnreadable(_)) => (e.into_response(this.request_id), None),
+            // The client's body failed: the upstream neither answered nor failed. Once the head
+            // went out, the upstream may have acted on it (an SMS sent for a number in the
+            // query): its answer never comes, so the 400 says nothing of the attempt's outcome
+            // and the attempt stays counted.
+            Err(e @ GatewayError::BodyUnreadable(_)) => {
+                let mut response = e.into_response(this.request_id);
+                if this.attempt.is_out() {
+                    response.extensions_mut().insert(OutcomeUnseen);
+                }
+                (response, None)
+            }
             Err(e) => {
                 metrics.upstream(None);
                 (e.into_response(this.request_id), None)

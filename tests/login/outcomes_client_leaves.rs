@@ -396,3 +396,32 @@ async fn no_block_without_answers(
     );
     assert_eq!(started, 0.0);
 }
+
+/// A client that sends the head and part of its body, then leaves: the head went upstream,
+/// which may act on it alone (a number in the query, credentials in a header), so the attempt
+/// stays counted though the gateway answers its broken body with a 400. An upload that broke
+/// off is no free attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_that_breaks_off_after_the_head_went_upstream_stays_counted() {
+    let auth = AuthUpstream::start().await;
+    let route = "[[routes]]\nname = \"login\"\npath = \"/api/login\"\nmethods = [\"POST\"]\n\
+                 upstream = \"up\"\nkey = [\"header:x-user\"]\n\n[[routes.limits]]\n\
+                 name = \"failed-logins\"\nlimit = 3\nwindow = \"10m\"\ncount_status = [401]\n";
+    let gw = LeavingGateway::start("backend = \"memory\"", &auth.url(), UPSTREAM, route);
+    let head = "POST /api/login HTTP/1.1\r\nHost: gw\r\nX-Request-Id: broke-off\r\n\
+                X-User: eve\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"u";
+    let mut stream = tokio::net::TcpStream::connect(gw.proxy).await.unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut stream, head.as_bytes())
+        .await
+        .unwrap();
+    // the head is forwarded as soon as it is admitted; the body follows as it comes
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    drop(stream);
+    let line = gw.access("broke-off");
+    assert_eq!(line["upstream_status"], 0, "{line}");
+    assert_eq!(
+        gw.used("login", "eve").await,
+        1,
+        "the attempt stays counted"
+    );
+}
