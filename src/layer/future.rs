@@ -225,8 +225,17 @@ where
                     return Poll::Ready(answered.map(|r| r.map(ResponseBody::inner)));
                 }
                 StateProj::Forwarding { call, settling, .. } => {
-                    let call = call.as_mut().expect("forwarding has its call");
-                    let answered = std::task::ready!(call.as_mut().poll(cx));
+                    let polled = call.as_mut().expect("forwarding has its call");
+                    // A call that panicked is dropped on the way out, never polled again by
+                    // a client that leaves (its reservation, dropped unsettled, stays counted).
+                    let poll = std::panic::AssertUnwindSafe(|| polled.as_mut().poll(cx));
+                    let answered = match std::panic::catch_unwind(poll) {
+                        Ok(poll) => std::task::ready!(poll),
+                        Err(panic) => {
+                            *call = None;
+                            std::panic::resume_unwind(panic)
+                        }
+                    };
                     let settling = settling.take().expect("forwarding has its settling");
                     this.state.set(State::Done);
                     return Poll::Ready(answered.map(|r| settling.finish(r)));

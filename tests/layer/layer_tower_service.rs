@@ -97,3 +97,48 @@ async fn the_layer_wraps_a_plain_tower_service() {
     assert_eq!(decisions(&m, "ping", "allowed"), 3.0);
     assert_eq!(decisions(&m, "ping", "rejected"), 1.0);
 }
+
+/// A handler whose future panics is dropped with its panic: the layer never polls it again
+/// (an `async fn` polled after panicking panics anew, a hand-written future may misbehave),
+/// and its reservation, dropped unsettled, stays counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_that_panics_is_never_polled_again() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tower::{Layer, ServiceExt};
+    let layer = RateLimitLayer::builder()
+        .memory()
+        .route(
+            RouteBuilder::new("login", "/login").limit_table(toml::toml! {
+                name = "failures"
+                limit = 2
+                window = "1m"
+                count_status = [401]
+            }),
+        )
+        .build()
+        .await
+        .unwrap();
+    let polls = Arc::new(AtomicUsize::new(0));
+    let counted = polls.clone();
+    let inner = tower::service_fn(move |_: http::Request<RequestBody<Full<Bytes>>>| {
+        let counted = counted.clone();
+        std::future::poll_fn(move |_| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            panic!("the handler panics");
+            #[allow(unreachable_code)]
+            std::task::Poll::Ready(Ok::<_, Infallible>(http::Response::new(Full::new(
+                Bytes::new(),
+            ))))
+        })
+    });
+    let service = layer.layer(inner);
+    let request = http::Request::post("/login")
+        .extension(ClientAddr("203.0.113.5".parse().unwrap()))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let called = tokio::spawn(service.oneshot(request)).await;
+    assert!(called.is_err_and(|e| e.is_panic()), "the handler's panic");
+    // a task the layer would spawn to carry the call on runs at once on this runtime
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(polls.load(Ordering::SeqCst), 1, "polled once");
+}
