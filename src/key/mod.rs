@@ -265,12 +265,20 @@ pub fn key_of_values(
 }
 
 /// The value at `path` of a JSON request body (one a JSON `Content-Type` names), read as a key
-/// part reads it (a number gives its digits); `None` when it is missing, ambiguous or not JSON.
-pub fn json_body_value(headers: &HeaderMap, body: &[u8], path: &[String]) -> Option<Vec<u8>> {
+/// part reads it (a number gives its digits); `Ok(None)` when it is missing, ambiguous or not
+/// JSON; `Err` for a number parsers read otherwise (a fraction, an exponent, beyond 2^53).
+pub fn json_body_value(
+    headers: &HeaderMap,
+    body: &[u8],
+    path: &[String],
+) -> Result<Option<Vec<u8>>, ReadError> {
     if body::kind(headers) != Ok(Some(BodyKind::Json)) {
-        return None;
+        return Ok(None);
     }
-    body::json_value(body, path).ok().flatten()
+    match body::json_value(body, path) {
+        Err(ReadError::Ambiguous) => Ok(None),
+        read => read,
+    }
 }
 
 /// Appends the client IP as a fallback value: `%ip:203.0.113.7`.

@@ -316,6 +316,25 @@ async fn a_reservation_above_the_limit_is_refused() {
     assert_eq!(whole.status, 200, "{}", whole.body);
 }
 
+/// A `max_tokens` spelled so that parsers read it otherwise (`5000.0`, `5e3`, digits beyond
+/// 2^53: a server that coerces it reads that many) reserves the most the limit takes, not 1: a
+/// key with tokens already charged is refused, as a plain `5000` would be.
+#[tokio::test]
+async fn a_max_tokens_spelled_otherwise_reserves_the_limit() {
+    let redis = RedisServer::start();
+    let up = llm::start().await;
+    let gw = gateway(&redis, &up).await;
+    let first = chat(&gw, "dot", r#"{"max_tokens":10,"reply_tokens":1}"#).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    for spelled in ["35.0", "3.5e1", "9007199254740993"] {
+        let body = format!(r#"{{"max_tokens":{spelled},"reply_tokens":1}}"#);
+        let refused = chat(&gw, "dot", &body).await;
+        assert_eq!(refused.status, 429, "{spelled}: {}", refused.body);
+    }
+    let plain = chat(&gw, "dot", r#"{"max_tokens":3,"reply_tokens":1}"#).await;
+    assert_eq!(plain.status, 200, "room for a plain 3: {}", plain.body);
+}
+
 /// A shadow route refuses nothing: a `max_tokens` above the limit goes upstream, held at the
 /// limit, and is charged what its answer states.
 #[tokio::test]
