@@ -34,6 +34,14 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The layer logs through `tracing` (a warning about forwarding headers no trusted proxy
+    // vouches for, a store that cannot be reached): an app shows them with its subscriber.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
     let args = Args::parse();
     let layer = RateLimitLayer::from_file(&args.config).await?;
     let scraped = layer.clone();
