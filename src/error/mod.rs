@@ -51,7 +51,7 @@ pub enum GatewayError {
         max: usize,
     },
     /// A body read for key parts is compressed.
-    #[error("the request body has Content-Encoding `{encoding}`; this route reads its rate-limit key from the body and takes it unencoded")]
+    #[error("the request body has Content-Encoding `{encoding}`; this route reads its rate-limit key or its cost from the body and takes it unencoded")]
     UnsupportedBodyEncoding {
         /// The encoding sent.
         encoding: String,
