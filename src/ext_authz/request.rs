@@ -21,7 +21,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
 use http_body_util::Full;
 
 use crate::forward_auth::OriginalError;
-use crate::layer::BodyCutShort;
+use crate::layer::{announced_length, BodyCutShort};
 
 /// `x-envoy-auth-partial-body`: Envoy's word that the body it sent is cut short.
 pub static PARTIAL_BODY: HeaderName = HeaderName::from_static("x-envoy-auth-partial-body");
@@ -156,7 +156,7 @@ fn body_of(http: &HttpRequest) -> Bytes {
 
 /// Whether the original request announced a body (a `Content-Length` above 0, or chunked).
 fn announces_body(headers: &HeaderMap) -> bool {
-    content_length(headers).is_some_and(|n| n > 0) || headers.contains_key(TRANSFER_ENCODING)
+    announced_length(headers).is_some_and(|n| n > 0) || headers.contains_key(TRANSFER_ENCODING)
 }
 
 /// Whether the body sent is shorter than the request's size (`size`, -1 when unknown) or its
@@ -165,13 +165,7 @@ fn announces_body(headers: &HeaderMap) -> bool {
 fn shorter_than_told(http: &HttpRequest, headers: &HeaderMap, sent: usize) -> bool {
     let sent = sent as u64;
     u64::try_from(http.size).is_ok_and(|size| size > sent)
-        || content_length(headers).is_some_and(|n| n > sent)
-}
-
-/// The request's `Content-Length`, when it is one number.
-fn content_length(headers: &HeaderMap) -> Option<u64> {
-    let value = headers.get(CONTENT_LENGTH)?.to_str().ok()?;
-    value.trim().parse::<u64>().ok()
+        || announced_length(headers).is_some_and(|n| n > sent)
 }
 
 #[cfg(test)]

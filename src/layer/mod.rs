@@ -46,5 +46,6 @@ pub(crate) use extensions::{request_id, Arrival};
 pub use future::ResponseFuture;
 pub use meter::MeteredBody;
 pub use rate_limit_layer::{LayerError, RateLimitLayer};
+pub use read::announced_length;
 pub use service::RateLimit;
 pub use shared::{ForwardingWarning, Shared, Unmatched};

@@ -36,15 +36,17 @@ pub fn start_reading(headers: &mut HeaderMap, max: usize) -> Result<(), GatewayE
             });
         }
     }
-    let announced = headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    if announced.is_some_and(|n| n > max as u64) {
+    if announced_length(headers).is_some_and(|n| n > max as u64) {
         return Err(GatewayError::BodyTooLarge { max });
     }
     headers.remove(EXPECT);
     Ok(())
+}
+
+/// The body's length as the request's `Content-Length` announces it, when that is one number.
+pub fn announced_length(headers: &HeaderMap) -> Option<u64> {
+    let value = headers.get(CONTENT_LENGTH)?.to_str().ok()?;
+    value.trim().parse().ok()
 }
 
 /// A body being read whole, with its bound and its deadline.
