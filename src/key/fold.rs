@@ -24,7 +24,7 @@ pub fn fold(text: &str) -> String {
 /// `equalsIgnoreCase`, .NET's ordinal ignore-case compare, `toUpperCase()` comparisons and
 /// Python's `casefold()` read it (the dotless `ı` is `i`, `ß` is `ss`, `ᾳ` is `αι`, a Cyrillic
 /// `ᲀ` is `в`); the dotted `İ` is `i` (its simple lower case).
-fn case_fold(c: char) -> impl Iterator<Item = char> {
+pub(super) fn case_fold(c: char) -> impl Iterator<Item = char> {
     let c = if c == 'İ' { 'i' } else { c };
     c.to_uppercase().flat_map(char::to_lowercase)
 }

@@ -47,7 +47,8 @@ fn readings(name: &str) -> impl Iterator<Item = std::borrow::Cow<'_, str>> {
         .contains(['[', ']'])
         .then(|| name.trim_start_matches(['[', ']']))
         .and_then(|rest| rest.split(['[', ']']).next());
-    let php = Some(php_reading(name)).filter(|read| read != name);
+    // PHP reads otherwise than folding only where a NUL or a `[` is (folding takes `.` and ` `)
+    let php = name.contains(['\0', '[']).then(|| php_reading(name));
     [Some(name), rack]
         .into_iter()
         .flatten()
@@ -95,19 +96,14 @@ pub fn compare_bytes(name: &[u8], wanted: &str) -> NameMatch {
 }
 
 /// The characters of `name` as a folding framework compares them: the name's core (see
-/// [`core`]) without invisible characters, each character in lower case, `.` and ` ` as `_`.
+/// [`core`]) without invisible characters, each character case-folded as a value is
+/// ([`super::fold::case_fold`]: `ı`, `İ` are `i`, `ſ` is `s`, the Kelvin sign `k`), `.` and
+/// ` ` as `_`.
 fn folded(name: &str) -> impl Iterator<Item = char> + '_ {
     core(name)
         .chars()
         .filter(|&c| !is_invisible(c))
-        .map(|c| match c {
-            // letters whose simple upper (`ı`, `ſ`) or lower (`İ`) case is ASCII; the Kelvin
-            // sign's lower case is `k` already
-            'ı' | 'İ' => 'i',
-            'ſ' => 's',
-            c => c,
-        })
-        .flat_map(char::to_lowercase)
+        .flat_map(super::fold::case_fold)
         .map(|c| match c {
             '.' | ' ' => '_',
             c => c,
