@@ -87,8 +87,16 @@ struct Millis(Duration);
 
 impl std::fmt::Display for Millis {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let us = self.0.as_micros();
-        write!(f, "{}.{:03}", us / 1000, us % 1000)
+        let us = u64::try_from(self.0.as_micros()).unwrap_or(u64::MAX);
+        f.write_str(itoa::Buffer::new().format(us / 1000))?;
+        let thousandths = us % 1000;
+        let digits = [
+            b'.',
+            b'0' + (thousandths / 100) as u8,
+            b'0' + (thousandths / 10 % 10) as u8,
+            b'0' + (thousandths % 10) as u8,
+        ];
+        f.write_str(std::str::from_utf8(&digits).map_err(|_| std::fmt::Error)?)
     }
 }
 

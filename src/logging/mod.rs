@@ -2,11 +2,18 @@
 //! (`info` by default); `SLIDEGATE_LOG_FORMAT=json` switches to JSON lines. The Redis client's
 //! own lines (`fred`) are filtered out unless the filter names them: while Redis is down it
 //! logs every reconnect attempt, and the gateway says once itself that the store is unreachable
-//! and once when it is back ([`StoreHealth`]).
+//! and once when it is back ([`StoreHealth`]). Lines read as `tracing-subscriber`'s default
+//! format writes them; [`PlainFields`] and [`LineTime`] only write them for less.
+
+mod fields;
+mod time;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tracing_subscriber::EnvFilter;
+
+pub use fields::PlainFields;
+pub use time::LineTime;
 
 use crate::store::{local_now_us, StoreError};
 
@@ -29,11 +36,12 @@ pub fn init() {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(ansi);
+        .with_ansi(ansi)
+        .with_timer(LineTime);
     if json {
         builder.json().init();
     } else {
-        builder.init();
+        builder.fmt_fields(PlainFields).init();
     }
     if let Some(e) = refused {
         tracing::warn!("SLIDEGATE_LOG `{wanted}` is not a log filter ({e}); logging at info");
