@@ -192,3 +192,41 @@ async fn otp_letters_unclear_numbers_and_foreign_prefixes_never_add_a_code() {
     assert_eq!(requests(&m, "otp-send", "allowed"), 3.0);
     gw.stop().await;
 }
+
+/// A body that parses both as JSON and as a form (`{"phone":<decoy>,"a":"&phone=<victim>&"}`),
+/// sent with a `Content-Type` frameworks read as different types: PHP and Rack cut
+/// `application/x-www-form-urlencoded,x/y+json` at the comma (or the space) and read the form's
+/// `phone`, the victim's, where the subtype's end says JSON; Laravel reads any type mentioning
+/// `/json` as JSON. Each is 400 `ambiguous_key` and never reaches the upstream, so no decoy
+/// number buys the victim a code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn otp_polyglot_bodies_with_types_read_two_ways_never_reach_the_upstream() {
+    let redis = RedisServer::start_async().await;
+    let upstream = AuthUpstream::start().await;
+    let gw = Recipe::start("otp.toml", &redis, &upstream).await;
+    let client = HttpClient::default();
+    let types = [
+        "application/x-www-form-urlencoded,x/y+json",
+        "application/x-www-form-urlencoded x/y+json",
+        "application/x-www-form-urlencoded, application/json",
+        "text/plain; x=/json",
+    ];
+    for (n, content_type) in types.iter().enumerate() {
+        let body = format!(r#"{{"phone":"0812-0000-000{n}","a":"&phone=081234567890&b="}}"#);
+        let r = client
+            .send(
+                http::Method::POST,
+                &gw.url("/api/otp/send"),
+                &[
+                    ("content-type", content_type),
+                    ("x-forwarded-for", &ip(n as u32)),
+                ],
+                &body,
+            )
+            .await;
+        assert_eq!(r.status, 400, "{content_type}: {}", r.body);
+        assert_eq!(r.json()["error"], "ambiguous_key", "{content_type}");
+    }
+    assert!(upstream.bodies("/api/otp/send").is_empty());
+    gw.stop().await;
+}
