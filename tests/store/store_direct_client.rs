@@ -283,3 +283,66 @@ async fn each_cluster_primary_has_its_own_lane_connection_and_fails_alone() {
         assert!(decision.is_ok(), "another node still decides: {decision:?}");
     }
 }
+
+/// A decision on keys that exist on neither node of a slot left migrating (a route with a log
+/// and a counter: two keys under one hash tag). The slot's owner answers `ASK`, and the target
+/// answers `TRYAGAIN` until the migration ends, for a call on several keys it does not all
+/// hold yet. The call is sent again until then, within `store.timeout`: the decision is made
+/// once the slot has moved, not failed to `on_error` after the first few tries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_in_a_migrating_slot_is_made_once_the_migration_ends() {
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
+    let store = redis_store_at(
+        &cluster.url(),
+        Duration::from_secs(3),
+        ClockSource::Redis,
+        ScriptsMode::Auto,
+    )
+    .await;
+    let sets = limit_sets(
+        "[[routes]]\nname = \"r\"\npath = \"/*\"\nupstream = \"up\"\n\
+         [[routes.limits]]\nname = \"log\"\nlimit = 10\nwindow = \"1m\"\n\
+         [[routes.limits]]\nname = \"counter\"\nlimit = 10\nwindow = \"1h\"\n\
+         algorithm = \"sliding_window_counter\"\n",
+    );
+    let prefix = unique_prefix("migrating");
+    let warm = bases(&prefix, "r", "warm-up");
+    store
+        .decide(DecisionRequest::charge(&sets[0], &warm, 1))
+        .await
+        .expect("the cluster decides");
+    let key = bases(&prefix, "r", "new-user");
+    let slot = cluster.nodes[0]
+        .cmd(&["CLUSTER", "KEYSLOT", &key[0]])
+        .int()
+        .to_string();
+    let from = &cluster.nodes[cluster.node_of(&key[0])];
+    let to = &cluster.nodes[(cluster.node_of(&key[0]) + 1) % 3];
+    let id = |n: &RedisServer| match n.cmd(&["CLUSTER", "MYID"]) {
+        Resp::Bulk(Some(id)) => id,
+        other => panic!("CLUSTER MYID: {other:?}"),
+    };
+    let (from_id, to_id) = (id(from), id(to));
+    to.cmd(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id]);
+    from.cmd(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]);
+
+    let started = Instant::now();
+    let end_migration = async {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        for node in [to, from] {
+            node.cmd(&["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]);
+        }
+    };
+    let (decided, ()) = tokio::join!(
+        store.decide(DecisionRequest::charge(&sets[0], &key, 1)),
+        end_migration
+    );
+    let decision = decided.expect("decided once the slot moved, not failed");
+    assert!(
+        matches!(decision.outcome, slidegate::store::Outcome::Allowed),
+        "{decision:?}"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(400));
+}

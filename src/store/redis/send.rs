@@ -2,7 +2,7 @@
 //! redirections there, all within the caller's deadline: `MOVED` (the slot table is patched
 //! and read again, the command goes to the new node), `ASK` (`ASKING` and the command go to
 //! the migration's target back to back, on one connection), `TRYAGAIN` (sent again after a
-//! short pause). A redirected command did not run, so nothing is charged twice.
+//! short pause, growing, until the migration ends or the deadline does). A redirected command did not run, so nothing is charged twice.
 //!
 //! When the caller asks for it ([`AckPolicy`]), `WAIT` goes out right behind the command, in
 //! the same write to the same connection: a `WAIT` sent once the reply is in could meet a
@@ -23,10 +23,16 @@ use super::fred_error::map_error;
 use super::nodes::Nodes;
 use super::redirect::Redirect;
 
-/// Most redirections one command follows (`MOVED`, `ASK` and `TRYAGAIN` together).
+/// Most redirections one command follows (`MOVED` and `ASK` together).
 pub const MAX_REDIRECTIONS: usize = 8;
-/// The pause before a command that met `TRYAGAIN` is sent again.
+/// The first pause before a command that met `TRYAGAIN` is sent again; each next one doubles,
+/// up to [`TRY_AGAIN_PAUSE_MAX`].
 pub const TRY_AGAIN_PAUSE: Duration = Duration::from_millis(2);
+/// The longest pause between two tries of a command that meets `TRYAGAIN`.
+const TRY_AGAIN_PAUSE_MAX: Duration = Duration::from_millis(50);
+/// How long a command that keeps meeting `TRYAGAIN` is sent again. The caller's deadline
+/// (`store.timeout`) ends it first; this only bounds a caller without one.
+const TRY_AGAIN_FOR: Duration = Duration::from_secs(10);
 
 /// Where a command goes.
 #[derive(Debug, Clone)]
@@ -61,7 +67,10 @@ pub async fn send(
         Route::Node(server) => (Some(nodes.node(server)), false),
     };
     let mut asking = false;
-    for _ in 0..MAX_REDIRECTIONS {
+    let mut redirections = 0;
+    let mut pause = TRY_AGAIN_PAUSE;
+    let started = std::time::Instant::now();
+    while redirections < MAX_REDIRECTIONS {
         let Some(node) = target.take() else {
             nodes.request_refresh();
             return failed(FredError::new(
@@ -90,15 +99,22 @@ pub async fn send(
                 nodes.moved(slot, to.clone());
                 target = Some(nodes.node(&to));
                 asking = false;
+                redirections += 1;
             }
             Some(Redirect::Ask { to, .. }) => {
                 target = Some(nodes.node(&to));
                 asking = true;
+                redirections += 1;
             }
-            Some(Redirect::TryAgain) => {
-                tokio::time::sleep(TRY_AGAIN_PAUSE).await;
+            // The slot is migrating and the command's keys are split between the two nodes,
+            // or exist on neither: it can run once the migration ends, so it is sent again
+            // until then (within the caller's deadline), never counted as a failure.
+            Some(Redirect::TryAgain) if started.elapsed() < TRY_AGAIN_FOR => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(TRY_AGAIN_PAUSE_MAX);
                 target = Some(node);
             }
+            Some(Redirect::TryAgain) => return sent,
             None => {
                 nodes.note_failure(&map_error(error.clone()));
                 return sent;
