@@ -6,8 +6,8 @@
 //! store may already have charged it. Dropping an unfinished `Deciding` hands its answer to a
 //! task of its own, which also takes the charge back when the route counts outcomes (the
 //! attempt never reached the upstream). One whose client goes away while it waits for room
-//! counts as the refusal it was waiting out (`rejected`, with its exceedances): it was never
-//! served, and the store charged nothing for it.
+//! counts as `delayed`, what the route did with it, with no exceedance: no 429 was sent, and
+//! the store charged nothing for it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -245,9 +245,12 @@ impl Drop for Deciding {
                 started,
                 delay,
             } => (answer, started, delay.is_some()),
-            State::Sleeping(_, refused) => {
+            State::Sleeping(_, mut waited_out) => {
                 if self.request.counted {
-                    self.request.limiter.record(&self.request.policy, &refused);
+                    waited_out.label = DecisionLabel::Delayed;
+                    self.request
+                        .limiter
+                        .record(&self.request.policy, &waited_out);
                 }
                 return;
             }

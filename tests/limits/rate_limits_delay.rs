@@ -95,3 +95,50 @@ async fn delay_mode_bounds_the_waiting_room() {
         "{metrics}"
     );
 }
+
+/// A client that gives up while its request waits for room got no 429: the request counts once,
+/// as `delayed` (what the route did with it), and no exceedance is counted for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_while_delayed_counts_no_refusal() {
+    let redis = RedisServer::start();
+    let up = upstream::start().await;
+    let routes = route(
+        "payments",
+        "\"route\"",
+        "on_exceed = \"delay\"\nmax_delay = \"5s\"\nmax_waiting = 10",
+        &[("per-4s", 1, "4s")],
+    );
+    let gw = on_redis(&redis, &unique_prefix("delay-leave"), &up.url(), &routes).await;
+    let client = HttpClient::default();
+    assert_eq!(client.status(&gw.url("/pay"), &[]).await, 200);
+    let url = gw.url("/pay");
+    let waited = tokio::time::timeout(Duration::from_millis(300), client.get(&url, &[]));
+    assert!(waited.await.is_err(), "the second request waits for room");
+    let metrics = |m: &str, labels: &[(&str, &str)]| {
+        support::metrics::value(m, "slidegate_requests_total", labels).unwrap_or(0.0)
+    };
+    let mut text = String::new();
+    for _ in 0..50 {
+        text = client.get(&gw.admin("/metrics"), &[]).await.body;
+        if metrics(&text, &[("route", "payments"), ("decision", "delayed")]) > 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        metrics(&text, &[("route", "payments"), ("decision", "delayed")]),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        metrics(&text, &[("route", "payments"), ("decision", "rejected")]),
+        0.0,
+        "{text}"
+    );
+    let exceeded = support::metrics::value(
+        &text,
+        "slidegate_limit_exceeded_total",
+        &[("route", "payments"), ("mode", "enforced")],
+    );
+    assert_eq!(exceeded.unwrap_or(0.0), 0.0, "{text}");
+}
