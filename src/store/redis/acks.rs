@@ -46,6 +46,8 @@ pub struct Wait {
     policy: AckPolicy,
     wanted: u32,
     replicas: Arc<Replicas>,
+    /// The connection of `replicas`' master it goes out on.
+    connection: u64,
 }
 
 /// The replicas' acknowledgement of what a command wrote: `WAIT`'s reply when it comes, and
@@ -74,6 +76,7 @@ impl AckPolicy {
             policy: *self,
             wanted,
             replicas: replicas.clone(),
+            connection: replicas.connection(),
         })
     }
 }
@@ -102,7 +105,10 @@ impl Acks {
         let reply = tokio::time::timeout(within, self.reply).await;
         let judged = self.wait.judge(reply.ok());
         match &judged {
-            Ok(acknowledged) => self.wait.replicas.acknowledged(*acknowledged),
+            Ok(acknowledged) => self
+                .wait
+                .replicas
+                .acknowledged(*acknowledged, self.wait.connection),
             // Fewer in time: a replica may be gone, which only `ROLE` tells.
             Err(StoreError::Unreplicated { .. }) => self.wait.replicas.short(),
             Err(_) => {}
@@ -143,7 +149,7 @@ mod tests {
     fn wait(configured: u32, seen: Option<u32>) -> Option<Wait> {
         let replicas = Arc::new(Replicas::default());
         if let Some(n) = seen {
-            replicas.acknowledged(n);
+            replicas.acknowledged(n, replicas.connection());
         }
         AckPolicy::new(configured, Duration::from_millis(50))?.wait_on(&replicas)
     }

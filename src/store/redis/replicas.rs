@@ -25,7 +25,7 @@
 //! by the worker a connection landed on, for up to another [`LOST_AFTER`].
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -49,6 +49,10 @@ const UNKNOWN: u32 = u32::MAX;
 #[derive(Debug)]
 pub struct Replicas {
     seen: AtomicU32,
+    /// Counts the connections made (`connected`): a `WAIT` reply counts for the connection it
+    /// was sent on only. A reply that comes late on a connection since replaced (an old master
+    /// that wakes after a failover) says nothing of the new master's replicas.
+    connection: AtomicU64,
     /// The master's address, as the connection reached it.
     server: Mutex<Option<String>>,
     /// Wakes the watch to read `ROLE` again (a `WAIT` came back short).
@@ -84,6 +88,7 @@ impl Default for Replicas {
     fn default() -> Replicas {
         Replicas {
             seen: AtomicU32::new(UNKNOWN),
+            connection: AtomicU64::new(0),
             server: Mutex::new(None),
             recheck: Arc::new(Notify::new()),
             fewer_since: Mutex::new(None),
@@ -112,9 +117,17 @@ impl Replicas {
             .map(|s| (s, seen))
     }
 
-    /// Notes a `WAIT` reply: `acknowledged` replicas hold the write, so the master has at
-    /// least that many.
-    pub fn acknowledged(&self, acknowledged: u32) {
+    /// The connection a `WAIT` sent now goes out on, as [`Replicas::acknowledged`] takes it.
+    pub fn connection(&self) -> u64 {
+        self.connection.load(Ordering::Acquire)
+    }
+
+    /// Notes a `WAIT` reply sent on `connection`: `acknowledged` replicas hold the write, so
+    /// the master has at least that many (nothing, when the connection has been replaced since).
+    pub fn acknowledged(&self, acknowledged: u32, connection: u64) {
+        if connection != self.connection() {
+            return;
+        }
         let _ = self
             .seen
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |seen| {
@@ -131,6 +144,7 @@ impl Replicas {
     /// A new connection, to `server`: nothing is known of its replicas until `ROLE` answers.
     fn connected(&self, server: String) {
         *self.server.lock().unwrap_or_else(|e| e.into_inner()) = Some(server);
+        self.connection.fetch_add(1, Ordering::AcqRel);
         self.seen.store(UNKNOWN, Ordering::Relaxed);
     }
 
@@ -276,6 +290,23 @@ mod tests {
         assert_eq!(replicas_in(slave), None);
     }
 
+    /// A `WAIT` sent to the old master before a failover, answered once that master wakes
+    /// (it was stopped, not dead), counts nothing for the new master, which has no replica:
+    /// taking its count would make every wait ask for a replica that is not there.
+    #[test]
+    fn a_late_wait_on_a_replaced_connection_counts_nothing() {
+        let replicas = Replicas::default();
+        replicas.connected("127.0.0.1:7000".into());
+        replicas.counted(1);
+        let on_old_master = replicas.connection();
+        replicas.connected("127.0.0.1:7001".into());
+        replicas.counted(0);
+        replicas.acknowledged(1, on_old_master);
+        assert_eq!(replicas.wanted(1), 0, "the new master has no replica");
+        replicas.acknowledged(1, replicas.connection());
+        assert_eq!(replicas.wanted(1), 1, "one on its own connection counts");
+    }
+
     #[test]
     fn every_connection_to_a_node_shares_its_replicas() {
         let book = ReplicaBook::default();
@@ -302,9 +333,9 @@ mod tests {
         replicas.counted(0);
         assert_eq!(replicas.wanted(2), 0, "no replica: no wait");
         assert_eq!(replicas.seen(), Some(("127.0.0.1:7000".into(), 0)));
-        replicas.acknowledged(1);
+        replicas.acknowledged(1, replicas.connection());
         assert_eq!(replicas.wanted(2), 1, "a WAIT that counted one raises it");
-        replicas.acknowledged(0);
+        replicas.acknowledged(0, replicas.connection());
         assert_eq!(
             replicas.wanted(2),
             1,
