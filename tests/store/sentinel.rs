@@ -37,3 +37,77 @@ async fn decisions_run_on_the_master_the_sentinel_names() {
         "the master holds the counts"
     );
 }
+
+/// A planned failover (`SENTINEL FAILOVER`, as for an upgrade): the old master never fails a
+/// call and keeps taking writes until the sentinels demote it, seconds later, and the full
+/// resync then wipes them. The gateway hears the sentinels announce the new master and moves
+/// at once: the requests allowed after the switch are counted on the new master, not on the
+/// old one, where their charges would be lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planned_failover_moves_decisions_to_the_new_master_at_once() {
+    use std::time::Duration;
+    use support::load::probe::info;
+    use support::load::wait_until;
+
+    let (master, replica, sentinel) = tokio::task::spawn_blocking(|| {
+        let master = RedisServer::start();
+        let port = master.port.to_string();
+        let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+        let sentinel = Sentinel::start(master.port, 1);
+        (master, replica, sentinel)
+    })
+    .await
+    .unwrap();
+    wait_until(Duration::from_secs(20), "the replica synced", || {
+        info(&replica, "replication").contains("master_link_status:up")
+    })
+    .await;
+    wait_until(Duration::from_secs(30), "the sentinel knows it", || {
+        sentinel.knows(1, 0)
+    })
+    .await;
+    let up = upstream::start().await;
+    let prefix = unique_prefix("planned");
+    let store = format!(
+        "backend = \"redis\"\nurl = \"redis-sentinel://127.0.0.1:{}/main\"\nkey_prefix = \"{prefix}\"\ntimeout = \"500ms\"\non_error = \"deny\"",
+        sentinel.port
+    );
+    let routes = "[[routes]]\nname = \"r\"\npath = \"/*\"\nupstream = \"up\"\n  [[routes.limits]]\n  name = \"m\"\n  limit = 100\n  window = \"1m\"\n";
+    let gw = gateway::start(&config(&store, &up.url(), routes)).await;
+    let client = HttpClient::default();
+    assert_eq!(client.get(&gw.url("/x"), &[]).await.status, 200);
+    let key = format!("{prefix}:{{r|127.0.0.1}}#log");
+    wait_until(Duration::from_secs(5), "the charge replicated", || {
+        replica.cmd(&["ZCARD", &key]).int() == 1
+    })
+    .await;
+
+    let Ok(support::redis::Resp::Simple(ok)) =
+        RedisServer::attach(sentinel.port).try_cmd(&["SENTINEL", "FAILOVER", "main"])
+    else {
+        panic!("SENTINEL FAILOVER refused");
+    };
+    assert_eq!(ok, "OK");
+    wait_until(
+        Duration::from_secs(20),
+        "the sentinel names the replica",
+        || sentinel.master_port() == Some(replica.port),
+    )
+    .await;
+    // The announcement, the client's reconnection and the lanes' check.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let mut allowed = 0;
+    for _ in 0..5 {
+        if client.get(&gw.url("/x"), &[]).await.status == 200 {
+            allowed += 1;
+        }
+    }
+    assert!(allowed > 0, "the new master decides");
+    assert_eq!(
+        replica.cmd(&["ZCARD", &key]).int(),
+        1 + allowed,
+        "every request allowed after the switch is counted on the new master (the old one \
+         holds {})",
+        master.cmd(&["ZCARD", &key]).int()
+    );
+}

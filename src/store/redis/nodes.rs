@@ -29,7 +29,8 @@ use crate::store::StoreError;
 pub struct Nodes {
     handle: Handle,
     kind: Kind,
-    /// A sentinel's master: asks the sentinels after a failed call ([`SentinelWatch`]).
+    /// A sentinel's master: follows the sentinels' announcements, and asks them after a failed
+    /// call ([`SentinelWatch`]).
     sentinel: Option<Arc<SentinelWatch>>,
     /// With `store.replica_acks` above 0: each node's replicas are watched.
     replicas: Option<ReplicaWatch>,
@@ -56,9 +57,13 @@ impl Nodes {
         replicas: Option<ReplicaWatch>,
     ) -> Result<Nodes, StoreError> {
         let node = Node::start(builder, None, &handle, replicas.as_ref())?;
+        let sentinel = SentinelWatch::of(&node);
+        if let Some(watch) = &sentinel {
+            watch.listen(&handle);
+        }
         Ok(Nodes {
             handle,
-            sentinel: SentinelWatch::of(&node),
+            sentinel,
             kind: Kind::Single(node),
             replicas,
         })
@@ -180,7 +185,7 @@ impl Nodes {
             return;
         }
         match (&self.kind, &self.sentinel) {
-            (Kind::Single(node), Some(watch)) => watch.after_failure(node, &self.handle),
+            (Kind::Single(_), Some(watch)) => watch.after_failure(&self.handle),
             _ => self.request_refresh(),
         }
     }
