@@ -6,6 +6,7 @@
 //! `%ip:<address>`, which no escaped value can equal (a `%` is always followed by hex digits).
 
 mod body;
+mod body_kind;
 mod client_ip;
 mod email;
 mod escape;
@@ -23,7 +24,7 @@ use std::net::IpAddr;
 
 use http::HeaderMap;
 
-pub use body::BodyKind;
+pub use body_kind::BodyKind;
 pub use client_ip::{
     client_ip, ip_key, is_trusted, unvouched_forwarding, X_FORWARDED_FOR, X_REAL_IP,
 };
@@ -272,7 +273,7 @@ pub fn json_body_value(
     body: &[u8],
     path: &[String],
 ) -> Result<Option<Vec<u8>>, ReadError> {
-    if body::kind(headers) != Ok(Some(BodyKind::Json)) {
+    if body_kind::kind(headers) != Ok(Some(BodyKind::Json)) {
         return Ok(None);
     }
     match body::json_value(body, path) {

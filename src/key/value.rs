@@ -12,7 +12,7 @@ use http::{HeaderMap, HeaderName};
 use super::client_ip::ip_key;
 use super::read_error::ReadError;
 use super::source::KeySource;
-use super::{body, form, jwt};
+use super::{body, body_kind, form, jwt};
 use crate::config::{KeyPart, PathCase};
 
 /// What parts of one key share: the verified token's claims, decoded once.
@@ -51,15 +51,15 @@ pub fn read(
         KeyPart::Path => Some(path_value(src.path, src.path_case).into_bytes()),
         KeyPart::Json(path) => {
             refuse_query_copy(src, &path[0])?;
-            match (body::kind(src.headers)?, src.body) {
-                (Some(body::BodyKind::Json), Some(b)) => body::json_value(b, path)?,
+            match (body_kind::kind(src.headers)?, src.body) {
+                (Some(body_kind::BodyKind::Json), Some(b)) => body::json_value(b, path)?,
                 _ => None,
             }
         }
         KeyPart::Form(name) => {
             refuse_query_copy(src, name)?;
-            match (body::kind(src.headers)?, src.body) {
-                (Some(body::BodyKind::Form), Some(b)) => form::field(b, name)?,
+            match (body_kind::kind(src.headers)?, src.body) {
+                (Some(body_kind::BodyKind::Form), Some(b)) => form::field(b, name)?,
                 _ => None,
             }
         }
