@@ -346,3 +346,61 @@ async fn a_decision_in_a_migrating_slot_is_made_once_the_migration_ends() {
     );
     assert!(started.elapsed() >= Duration::from_millis(400));
 }
+
+/// A graceful `CLUSTER FAILOVER` (an upgrade's routine step) while this store sends nothing to
+/// that node: its next decisions meet the old primary, now a replica answering `READONLY`, and
+/// are sent to the promoted one once the slot table names it, within the call. None fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_after_a_graceful_cluster_failover_follow_the_promoted_primary() {
+    use support::cluster::FailoverCluster;
+    let cluster = tokio::task::spawn_blocking(|| FailoverCluster::start([1, 0, 0]))
+        .await
+        .unwrap();
+    let store = redis_store_at(
+        &cluster.url(),
+        Duration::from_secs(2),
+        ClockSource::Redis,
+        ScriptsMode::Auto,
+    )
+    .await;
+    let sets = limit_sets(&route(1000));
+    let prefix = unique_prefix("promoted");
+    let on_first = (0..)
+        .map(|i| bases(&prefix, "r", &format!("k{i}")))
+        .find(|key| {
+            let slot = cluster.masters[0]
+                .cmd(&["CLUSTER", "KEYSLOT", &key[0]])
+                .int() as usize;
+            slot <= support::cluster::SLOTS[0].1 as usize
+        })
+        .unwrap();
+    store
+        .decide(DecisionRequest::charge(&sets[0], &on_first, 1))
+        .await
+        .expect("the cluster decides");
+    let replica = &cluster.replicas[0][0];
+    assert_eq!(
+        replica.cmd(&["CLUSTER", "FAILOVER"]),
+        Resp::Simple("OK".into())
+    );
+    let promoted_at = Instant::now();
+    while !matches!(replica.cmd(&["ROLE"]), Resp::Array(ref role)
+        if role.first() == Some(&Resp::Bulk(Some("master".into())))
+            || role.first() == Some(&Resp::Simple("master".into())))
+    {
+        assert!(
+            promoted_at.elapsed() < Duration::from_secs(10),
+            "never promoted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for n in 0..3 {
+        let decided = store
+            .decide(DecisionRequest::charge(&sets[0], &on_first, 1))
+            .await;
+        assert!(
+            decided.is_ok(),
+            "decision {n} after the promotion: {decided:?}"
+        );
+    }
+}

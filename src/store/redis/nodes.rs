@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use fred::interfaces::ClientLike;
 use fred::types::config::Server;
@@ -22,7 +23,7 @@ use tokio::runtime::Handle;
 use super::node::{Node, ReplicaWatch};
 use super::sentinel_watch::SentinelWatch;
 use super::slots::SlotTable;
-use super::topology::{renew, Topology};
+use super::topology::{renew, Topology, REFRESH_PAUSE};
 use crate::store::StoreError;
 
 /// One worker's connections.
@@ -173,6 +174,28 @@ impl Nodes {
         if let Kind::Cluster { topology, .. } = &self.kind {
             topology.moved(slot, to);
             self.request_refresh();
+        }
+    }
+
+    /// The node serving `slot` once the slot table names another primary than `from` (a
+    /// primary a failover demoted answers `READONLY`, and the cluster may not have told this
+    /// worker yet): the table is read again, at most every [`REFRESH_PAUSE`], for up to
+    /// `within`; `None` outside a cluster or when it still names `from`.
+    pub async fn new_primary(&self, slot: u16, from: &Server, within: Duration) -> Option<Node> {
+        let Kind::Cluster { topology, .. } = &self.kind else {
+            return None;
+        };
+        let until = Instant::now() + within;
+        loop {
+            let primary = topology.table().primary(slot).cloned();
+            if let Some(primary) = primary.filter(|p| p != from) {
+                return Some(self.node(&primary));
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            self.request_refresh();
+            tokio::time::sleep(REFRESH_PAUSE).await;
         }
     }
 

@@ -30,6 +30,9 @@ pub const MAX_REDIRECTIONS: usize = 8;
 pub const TRY_AGAIN_PAUSE: Duration = Duration::from_millis(2);
 /// The longest pause between two tries of a command that meets `TRYAGAIN`.
 const TRY_AGAIN_PAUSE_MAX: Duration = Duration::from_millis(50);
+/// How long a command that meets `READONLY` (a primary demoted by a failover) waits for the
+/// slot table to name the promoted one (the caller's deadline ends it first).
+const PROMOTION_WAIT: Duration = Duration::from_secs(2);
 /// How long a command that keeps meeting `TRYAGAIN` is sent again. The caller's deadline
 /// (`store.timeout`) ends it first; this only bounds a caller without one.
 const TRY_AGAIN_FOR: Duration = Duration::from_secs(10);
@@ -115,6 +118,27 @@ pub async fn send(
                 target = Some(node);
             }
             Some(Redirect::TryAgain) => return sent,
+            None if nodes.is_cluster() && is_readonly(error) => match route {
+                // The slot's primary is a replica now: sent to the one promoted, once the
+                // table names it.
+                Route::Slot(slot) => {
+                    target = nodes.new_primary(slot, &asked, PROMOTION_WAIT).await;
+                    if target.is_none() {
+                        nodes.note_failure(&map_error(error.clone()));
+                        return sent;
+                    }
+                    asking = false;
+                    redirections += 1;
+                }
+                // A call on this node's slots: each key's part goes where its slot is now.
+                Route::Node(_) => {
+                    nodes.request_refresh();
+                    return failed(FredError::new(
+                        ErrorKind::Cluster,
+                        "ERR the node is a replica now (READONLY): deciding per key",
+                    ));
+                }
+            },
             None => {
                 nodes.note_failure(&map_error(error.clone()));
                 return sent;
@@ -125,6 +149,11 @@ pub async fn send(
         ErrorKind::Cluster,
         format!("more than {MAX_REDIRECTIONS} cluster redirections"),
     ))
+}
+
+/// Whether the node answered that it is a replica (a primary a failover demoted).
+fn is_readonly(error: &FredError) -> bool {
+    error.details().starts_with("READONLY")
 }
 
 fn failed(error: FredError) -> Sent {
