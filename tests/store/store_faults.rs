@@ -342,3 +342,30 @@ async fn readyz_tells_why_redis_cannot_be_reached() {
     }
     drop(hold);
 }
+
+/// A Redis that became a replica (a standalone URL's server demoted by a failover, or a
+/// `REPLICAOF` by hand) answers `PING` but refuses every decision with `READONLY`: `/readyz`
+/// says the store is unavailable while a route fails closed, and ready again once it is a
+/// master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_is_unavailable_while_the_store_is_a_replica() {
+    let redis = RedisServer::start_async().await;
+    let other = RedisServer::start_async().await;
+    let up = upstream::start().await;
+    let gw = gateway::start(&config(
+        &store(&redis.url(), "replica"),
+        &up.url(),
+        &routes("deny"),
+    ))
+    .await;
+    let client = HttpClient::default();
+    assert_eq!(client.get(&gw.admin("/readyz"), &[]).await.status, 200);
+    redis.cmd(&["REPLICAOF", "127.0.0.1", &other.port.to_string()]);
+    let ready = client.get(&gw.admin("/readyz"), &[]).await;
+    assert_eq!(ready.status, 503, "{}", ready.body);
+    assert_eq!(ready.json()["status"], "unavailable", "{}", ready.body);
+    assert!(ready.body.contains("READONLY"), "{}", ready.body);
+    redis.cmd(&["REPLICAOF", "NO", "ONE"]);
+    assert_eq!(client.get(&gw.admin("/readyz"), &[]).await.status, 200);
+    gw.stop().await;
+}

@@ -73,10 +73,13 @@ impl RedisStore {
             .await
     }
 
-    /// `PING`: answered when some node answers (in a cluster, a primary: every instance sees
-    /// the same cluster, so one node's outage is not a reason to take them all out of a load
-    /// balancer; it shows in `slidegate_store_errors_total`). When none does, a node that is not
-    /// connected says why its last try failed (a refused password), where one did.
+    /// Whether the store answers as a master: `ROLE`, answered when some node says it is one
+    /// (in a cluster, a primary: every instance sees the same cluster, so one node's outage is
+    /// not a reason to take them all out of a load balancer; it shows in
+    /// `slidegate_store_errors_total`). A node that answers as a replica (a standalone URL's
+    /// server demoted by a failover) refuses every decision with `READONLY`, so it does not
+    /// answer for this. When none does, a node that is not connected says why its last try
+    /// failed (a refused password), where one did.
     pub async fn ping(&self) -> Result<(), StoreError> {
         let nodes = self.connection().nodes.every_node();
         let why = |e: StoreError| nodes.iter().find_map(|n| n.failure()).unwrap_or(e);
@@ -84,8 +87,24 @@ impl RedisStore {
             .run(async {
                 let pings = self.connection().nodes.every_node().into_iter().map(|n| {
                     Box::pin(async move {
-                        let _: String = n.client.ping(None).await.map_err(map_error)?;
-                        Ok::<(), StoreError>(())
+                        let role = CustomCommand::new_static("ROLE", ClusterHash::Random, false);
+                        let reply: Value = n
+                            .client
+                            .custom(role, Vec::<Value>::new())
+                            .await
+                            .map_err(map_error)?;
+                        match reply
+                            .into_array()
+                            .first()
+                            .and_then(Value::as_str)
+                            .as_deref()
+                        {
+                            Some("master") => Ok(()),
+                            Some(role) => Err(StoreError::Connection(format!(
+                                "the store's server is a {role}, which refuses writes (READONLY)"
+                            ))),
+                            None => Err(StoreError::Connection("ROLE gave no role".into())),
+                        }
                     })
                 });
                 match futures_util::future::select_ok(pings).await {
