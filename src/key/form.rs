@@ -1,6 +1,6 @@
 //! URL-encoded names and values: `form:NAME` key parts from an
-//! `application/x-www-form-urlencoded` body, `query:NAME` parts (read the same way), and the
-//! query's copies of a body part. Pairs split on `&`, `+` reads as a space, `%XX` decodes to the byte (not to text: bytes
+//! `application/x-www-form-urlencoded` body, `query:NAME` parts (read the same way), the
+//! query's copies of a body part, and the cookies named like one. Pairs split on `&`, `+` reads as a space, `%XX` decodes to the byte (not to text: bytes
 //! that are not UTF-8 stay apart, so they can be escaped apart). Names decode like values, so
 //! `%70hone` is `phone`.
 //!
@@ -44,6 +44,19 @@ pub fn names(input: &[u8], name: &str) -> bool {
         compare_bytes(&decode(split_pair(pair).0), name) != NameMatch::Other
             || names_in_pieces(pair, name)
     })
+}
+
+/// The values of the cookies named `name` in any spelling, in one `Cookie` header line: PHP
+/// splits the line on `;` (and `,`), trims each cookie, and decodes names and values as a
+/// query's.
+pub fn cookie_values<'a>(line: &'a [u8], name: &'a str) -> impl Iterator<Item = Cow<'a, [u8]>> {
+    line.split(|&b| b == b';' || b == b',')
+        .map(|cookie| cookie.trim_ascii())
+        .filter(|cookie| !cookie.is_empty())
+        .filter_map(move |cookie| {
+            let (key, value) = split_pair(cookie);
+            (compare_bytes(&decode(key), name) != NameMatch::Other).then(|| decode(value))
+        })
 }
 
 /// The non-empty `&`-separated pairs.

@@ -3,7 +3,7 @@
 //! in a spelling some framework reads as its name, is ambiguous (header lines, query
 //! parameters, body fields alike); so is a body part the query names too (`?phone=V` beside a
 //! body's `phone`): many frameworks merge the query into the parameters they read, some letting
-//! it win.
+//! it win; and a cookie named like a form or query part that says otherwise (PHP's `$_REQUEST`).
 
 use std::borrow::Cow;
 
@@ -33,10 +33,14 @@ pub fn read(
         KeyPart::Header(name) => header(src.headers, name)?,
         // read as strictly as a form body: a parameter named twice or in a folded spelling
         // (`?api_key=A&api_key=B`, `?API_KEY=`) is one frameworks read apart (first, last, all)
-        KeyPart::Query(name) => match src.query {
-            Some(q) => form::field(q.as_bytes(), name)?,
-            None => None,
-        },
+        KeyPart::Query(name) => {
+            let value = match src.query {
+                Some(q) => form::field(q.as_bytes(), name)?,
+                None => None,
+            };
+            refuse_cookie_copy(src.headers, name, value.as_deref())?;
+            value
+        }
         KeyPart::Jwt(claim) => {
             let claims = cache
                 .claims
@@ -58,10 +62,12 @@ pub fn read(
         }
         KeyPart::Form(name) => {
             refuse_query_copy(src, name)?;
-            match (body_kind::kind(src.headers)?, src.body) {
+            let value = match (body_kind::kind(src.headers)?, src.body) {
                 (Some(body_kind::BodyKind::Form), Some(b)) => form::field(b, name)?,
                 _ => None,
-            }
+            };
+            refuse_cookie_copy(src.headers, name, value.as_deref())?;
+            value
         }
     })
 }
@@ -111,6 +117,25 @@ fn refuse_query_copy(src: &KeySource<'_>, name: &str) -> Result<(), ReadError> {
     match src.query {
         Some(q) if form::names(q.as_bytes(), name) => Err(ReadError::Ambiguous),
         _ => Ok(()),
+    }
+}
+
+/// A cookie named like a `form:` or `query:` part (in any spelling) that holds another value
+/// than the part, or stands where the part is missing, is ambiguous: PHP's `$_REQUEST` merges
+/// cookies over the query and the form body wherever no `php.ini` sets `request_order` (the
+/// official Docker image ships none), so the upstream would act on the cookie's value.
+fn refuse_cookie_copy(
+    headers: &HeaderMap,
+    name: &str,
+    value: Option<&[u8]>,
+) -> Result<(), ReadError> {
+    let mut cookies = headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .flat_map(|line| form::cookie_values(line.as_bytes(), name));
+    match cookies.any(|cookie| Some(&*cookie) != value) {
+        true => Err(ReadError::Ambiguous),
+        false => Ok(()),
     }
 }
 

@@ -158,3 +158,59 @@ async fn expect_continue_is_answered_by_the_gateway_and_not_forwarded() {
     );
     gw.stop().await;
 }
+
+const FORM_OTP_ROUTE: &str = r#"
+[[routes]]
+name = "otp-form"
+path = "/api/otp/form"
+methods = ["POST"]
+upstream = "up"
+key = ["form:phone"]
+on_missing_key = "ip"
+
+  [[routes.limits]]
+  name = "per-phone"
+  limit = 3
+  window = "10m"
+"#;
+
+/// A `phone` cookie beside a form's `phone` field: PHP's `$_REQUEST` (with no `php.ini` setting
+/// `request_order`, as in the official Docker image) lets the cookie win, so a bot sends the
+/// victim's number in the cookie and a throwaway one in the form. A cookie that says another
+/// number than the field, or stands where the field is missing, is 400 `ambiguous_key` and never
+/// reaches the upstream; one that says the same number is no copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cookie_named_like_a_form_field_that_says_otherwise_is_ambiguous() {
+    let redis = RedisServer::start_async().await;
+    let upstream = AuthUpstream::start().await;
+    let gw = gateway_on(&redis, &upstream, FORM_OTP_ROUTE).await;
+    let client = HttpClient::default();
+    let url = gw.url("/api/otp/form");
+    let form = "application/x-www-form-urlencoded";
+    let send = |cookie: &'static str, body: &'static str| {
+        let (client, url) = (&client, &url);
+        async move {
+            let mut headers = vec![("content-type", form)];
+            if !cookie.is_empty() {
+                headers.push(("cookie", cookie));
+            }
+            client.send(http::Method::POST, url, &headers, body).await
+        }
+    };
+    for (cookie, body) in [
+        ("phone=081234567890", "phone=081200000001"),
+        ("session=x; Phone=081234567890", "phone=081200000002"),
+        ("a=1, phone%5B%5D=081234567890", "phone=081200000003"),
+        ("phone=081234567890", "other=1"),
+    ] {
+        let r = send(cookie, body).await;
+        assert_eq!(r.status, 400, "{cookie} {body}: {}", r.body);
+        assert_eq!(r.json()["error"], "ambiguous_key", "{cookie} {body}");
+    }
+    assert!(upstream.bodies("/api/otp/form").is_empty());
+    let same = send("phone=081234567890", "phone=081234567890").await;
+    assert_eq!(same.status, 200, "{}", same.body);
+    let none = send("", "phone=081234567890").await;
+    assert_eq!(none.status, 200, "{}", none.body);
+    gw.stop().await;
+}
