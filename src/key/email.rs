@@ -9,8 +9,7 @@
 //! domain without its trailing dot and in its ASCII form (IDNA, `bücher.de` ->
 //! `xn--bcher-kva.de`; UTS 46 also maps full-width letters and dots).
 
-use super::fold::fold;
-use super::names::is_invisible;
+use super::fold::{fold, is_invisible};
 
 /// The key of `text` as an e-mail address, or `None` when it is not a bare address.
 pub fn normalize_email(text: &str) -> Option<String> {

@@ -11,9 +11,20 @@ use icu_normalizer::ComposingNormalizerBorrowed;
 /// `text` in NFKC and lower case (NFKC again after lowering, which can undo it), each letter as
 /// lookups that ignore case read it ([`case_fold`]): `ß` is `ss` and a final `ς` is `σ`, as
 /// Python's `casefold()`, SQL collations that ignore case and `UPPER()` lookups read them.
+/// Characters that show nothing (Unicode's default-ignorable code points: `vic\u{200B}tim`) and
+/// control characters are dropped wherever they stand: collations ignore them at every
+/// strength, so a lookup through one reads `vic\u{200B}tim` as `victim`.
 pub fn fold(text: &str) -> String {
     const NFKC: ComposingNormalizerBorrowed<'static> = ComposingNormalizerBorrowed::new_nfkc();
-    let lower: String = NFKC.normalize(text).chars().flat_map(case_fold).collect();
+    let visible: String = text
+        .chars()
+        .filter(|&c| !is_invisible(c) && !c.is_control())
+        .collect();
+    let lower: String = NFKC
+        .normalize(&visible)
+        .chars()
+        .flat_map(case_fold)
+        .collect();
     match NFKC.normalize(&lower) {
         std::borrow::Cow::Borrowed(_) => lower,
         std::borrow::Cow::Owned(again) => again,
@@ -34,6 +45,34 @@ pub(super) fn case_fold(c: char) -> impl Iterator<Item = char> {
 /// everything up to a space) and the byte-order mark (JavaScript's `trim()`).
 pub fn trimmed(text: &str) -> &str {
     text.trim_matches(|c: char| c.is_whitespace() || c.is_control() || c == '\u{FEFF}')
+}
+
+/// Characters that show nothing and that some readers drop: Unicode's default-ignorable code
+/// points (the soft hyphen, the combining grapheme joiner, zero-width spaces and joiners,
+/// direction marks, the word joiner and invisible operators, variation selectors, the byte
+/// order mark, tags...), which collations ignore at every strength (ICU's, MySQL's
+/// `utf8mb4_0900_*`, MongoDB's), and NUL (which a C string ends at).
+pub(super) fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\0' | '\u{00AD}'
+            | '\u{034F}'
+            | '\u{061C}'
+            | '\u{115F}'..='\u{1160}'
+            | '\u{17B4}'..='\u{17B5}'
+            | '\u{180B}'..='\u{180F}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{206F}'
+            | '\u{3164}'
+            | '\u{FE00}'..='\u{FE0F}'
+            | '\u{FEFF}'
+            | '\u{FFA0}'
+            | '\u{FFF0}'..='\u{FFF8}'
+            | '\u{1BCA0}'..='\u{1BCA3}'
+            | '\u{1D173}'..='\u{1D17A}'
+            | '\u{E0000}'..='\u{E0FFF}'
+    )
 }
 
 #[cfg(test)]
@@ -58,6 +97,23 @@ mod tests {
         assert_eq!(fold("\u{1C80}ася"), "вася");
         // an iota subscript is an iota, as casefold() and toUpperCase() read it
         assert_eq!(fold("ᾳ"), fold("αι"));
+    }
+
+    #[test]
+    fn what_shows_nothing_is_no_part_of_a_name() {
+        for spelling in [
+            "vic\u{200B}tim",
+            "vic\u{00AD}tim",
+            "vic\u{034F}tim",
+            "victim\u{FE0F}",
+            "vic\u{200E}tim",
+            "v\u{2063}ictim",
+            "vic\u{E0041}tim",
+            "vic\u{1F}tim",
+            "vic\u{85}tim",
+        ] {
+            assert_eq!(fold(spelling), "victim", "{spelling:?}");
+        }
     }
 
     #[test]

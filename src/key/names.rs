@@ -15,6 +15,8 @@
 //! dropped) read it. The exact name is compared first, so the common case costs one comparison
 //! and allocates nothing.
 
+use super::fold::is_invisible;
+
 /// How a name relates to the wanted one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NameMatch {
@@ -125,16 +127,6 @@ fn core(name: &str) -> &str {
 /// Characters a name may be padded with: Unicode whitespace, NUL, invisible characters.
 fn is_padding(c: char) -> bool {
     c.is_whitespace() || c == '\0' || is_invisible(c)
-}
-
-/// Characters that show nothing and that some readers drop: the byte order mark, zero-width
-/// space, joiners and word joiner, the Mongolian vowel separator, the soft hyphen, and NUL
-/// (which a C string ends at).
-pub(super) fn is_invisible(c: char) -> bool {
-    matches!(
-        c,
-        '\0' | '\u{00AD}' | '\u{180E}' | '\u{200B}'..='\u{200D}' | '\u{2060}' | '\u{FEFF}'
-    )
 }
 
 #[cfg(test)]

@@ -192,7 +192,8 @@ async fn login_a_number_beyond_2_53_forgives_nobody() {
 
 /// One username in the spellings a sign-in form reads as it (Django's NFKC: a long `ſ`, full-width
 /// letters; case, the dotless `ı` and dotted `İ` included; what `strip()` and `trim()` take from
-/// the ends: control characters, a BOM): one key, so exactly 5 password checks reach the upstream.
+/// the ends: control characters, a BOM; what shows nothing anywhere, which collations ignore): one
+/// key, so exactly 5 password checks reach the upstream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_compatibility_spellings_of_one_username_get_five_checks() {
     let redis = RedisServer::start_async().await;
@@ -230,5 +231,21 @@ async fn login_compatibility_spellings_of_one_username_get_five_checks() {
     }
     assert_eq!(statuses, [401, 401, 401, 401, 401, 429]);
     assert_eq!(upstream.bodies("/api/login").len(), 10, "5 checks more");
+    // what shows nothing, inside the name: a collation (ICU's, MySQL's, MongoDB's) ignores it
+    let spellings = [
+        "ann",
+        "a\u{200B}nn",
+        "an\u{034F}n",
+        "ann\u{FE0F}",
+        "a\u{200E}nn",
+        "a\u{1F}nn",
+    ];
+    let mut statuses = Vec::new();
+    for (i, user) in spellings.iter().enumerate() {
+        let r = post_as(&client, &url, &ip(200 + i as u32), &login(user, "guess")).await;
+        statuses.push(r.status.as_u16());
+    }
+    assert_eq!(statuses, [401, 401, 401, 401, 401, 429]);
+    assert_eq!(upstream.bodies("/api/login").len(), 15, "5 checks more");
     gw.stop().await;
 }
