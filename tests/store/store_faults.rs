@@ -369,3 +369,22 @@ async fn readyz_is_unavailable_while_the_store_is_a_replica() {
     assert_eq!(client.get(&gw.admin("/readyz"), &[]).await.status, 200);
     gw.stop().await;
 }
+
+/// A least-privilege ACL user that may not run `ROLE` (an administrative command) still gets a
+/// ready gateway: readiness then asks `PING`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_is_ready_for_a_user_the_acl_denies_role() {
+    let redis = RedisServer::start_async().await;
+    redis.cmd(&[
+        "ACL", "SETUSER", "limited", "on", ">pw", "~*", "&*", "+@all", "-role",
+    ]);
+    let up = upstream::start().await;
+    let url = format!("redis://limited:pw@127.0.0.1:{}", redis.port);
+    let gw = gateway::start(&config(&store(&url, "acl"), &up.url(), &routes("deny"))).await;
+    let client = HttpClient::default();
+    let ready = client.get(&gw.admin("/readyz"), &[]).await;
+    assert_eq!(ready.status, 200, "{}", ready.body);
+    assert_eq!(ready.json()["status"], "ready", "{}", ready.body);
+    assert_eq!(client.get(&gw.url("/x"), &[]).await.status, 200);
+    gw.stop().await;
+}

@@ -85,28 +85,12 @@ impl RedisStore {
         let why = |e: StoreError| nodes.iter().find_map(|n| n.failure()).unwrap_or(e);
         self.admin_deadline()
             .run(async {
-                let pings = self.connection().nodes.every_node().into_iter().map(|n| {
-                    Box::pin(async move {
-                        let role = CustomCommand::new_static("ROLE", ClusterHash::Random, false);
-                        let reply: Value = n
-                            .client
-                            .custom(role, Vec::<Value>::new())
-                            .await
-                            .map_err(map_error)?;
-                        match reply
-                            .into_array()
-                            .first()
-                            .and_then(Value::as_str)
-                            .as_deref()
-                        {
-                            Some("master") => Ok(()),
-                            Some(role) => Err(StoreError::Connection(format!(
-                                "the store's server is a {role}, which refuses writes (READONLY)"
-                            ))),
-                            None => Err(StoreError::Connection("ROLE gave no role".into())),
-                        }
-                    })
-                });
+                let pings = self
+                    .connection()
+                    .nodes
+                    .every_node()
+                    .into_iter()
+                    .map(|n| Box::pin(async move { answers_as_master(&n.client).await }));
                 match futures_util::future::select_ok(pings).await {
                     Ok(_) => Ok(()),
                     Err(e) => Err(e),
@@ -333,4 +317,29 @@ pub fn parse_marker(text: &str) -> Option<Marker> {
         until: until.parse().ok()?,
         level: level.parse().ok()?,
     })
+}
+/// Whether `client`'s server answers as a master: its `ROLE`, or, for a user whose ACL denies
+/// `ROLE` (an administrative command), its `PING`.
+async fn answers_as_master(client: &fred::clients::Client) -> Result<(), StoreError> {
+    let role = CustomCommand::new_static("ROLE", ClusterHash::Random, false);
+    let reply: Value = match client.custom(role, Vec::<Value>::new()).await {
+        Ok(reply) => reply,
+        Err(e) if e.details().starts_with("NOPERM") => {
+            let _: String = client.ping(None).await.map_err(map_error)?;
+            return Ok(());
+        }
+        Err(e) => return Err(map_error(e)),
+    };
+    match reply
+        .into_array()
+        .first()
+        .and_then(Value::as_str)
+        .as_deref()
+    {
+        Some("master") => Ok(()),
+        Some(role) => Err(StoreError::Connection(format!(
+            "the store's server is a {role}, which refuses writes (READONLY)"
+        ))),
+        None => Err(StoreError::Connection("ROLE gave no role".into())),
+    }
 }
