@@ -16,6 +16,13 @@ use std::borrow::Cow;
 
 const SHARDS: usize = 16;
 
+/// The longest a refusal of a request decided in parts is remembered: in a Redis Cluster, each
+/// node's part charges before it knows the others' answers, so a part may refuse on charges
+/// that another part's refusal then takes back (a burst an exhausted per-IP limit refuses whole
+/// can fill a phone number's window for a moment). Kept this long, such a refusal shields the
+/// store from a flood on the key all the same, and lets the key in again soon after.
+pub const PARTS_DENIAL_KEPT: Duration = Duration::from_secs(1);
+
 /// A rejection remembered until it lapses.
 #[derive(Debug, Clone)]
 pub struct CachedDenial {
@@ -119,9 +126,10 @@ impl DenyCache {
         );
     }
 
-    /// Remembers a rejection the store made on a route with this mode. On a `block` route the
-    /// exceed that starts the block is remembered as the block itself, so the 429s answered
-    /// from the cache after it count as `blocked`, as they would from the store.
+    /// Remembers a rejection the store made on a route with this mode, for at most
+    /// `at_most` when given. On a `block` route the exceed that starts the block is remembered
+    /// as the block itself, so the 429s answered from the cache after it count as `blocked`,
+    /// as they would from the store.
     pub fn remember(
         &self,
         base: &str,
@@ -129,6 +137,7 @@ impl DenyCache {
         decision: &Decision,
         mode: &ExceedMode,
         limits: &Arc<LimitSet>,
+        at_most: Option<Duration>,
     ) {
         // (a refusal standing on reservations in flight started none: it stays a rejection,
         // cached until the soonest of them is settled)
@@ -157,6 +166,7 @@ impl DenyCache {
             }
             _ => cached.retry_after,
         };
+        let lasts = at_most.map_or(lasts, |at_most| lasts.min(at_most));
         self.insert(base, decided_at, cached, limits, lasts);
     }
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::deny_cache::{denials_by_key, DenyCache};
+use super::deny_cache::{denials_by_key, DenyCache, PARTS_DENIAL_KEPT};
 use super::keys::RequestKeys;
 use super::policy::RoutePolicy;
 use super::tier::Tier;
@@ -294,9 +294,21 @@ impl Limiter {
             (outcome, _) => {
                 let enforcing = matches!(mode, ExceedMode::Reject | ExceedMode::Block(_));
                 if enforcing && request.cost == 1 && !request.dry_run {
+                    // A part of a request decided in parts may have refused on charges that
+                    // another part's refusal then took back: it is kept a moment only.
+                    let kept_for = self
+                        .store
+                        .decides_in_parts(request.limits)
+                        .then_some(PARTS_DENIAL_KEPT);
                     for (base, denial) in denials_by_key(&decision, request) {
-                        self.deny_cache
-                            .remember(base, started, &denial, mode, request.limits);
+                        self.deny_cache.remember(
+                            base,
+                            started,
+                            &denial,
+                            mode,
+                            request.limits,
+                            kept_for,
+                        );
                     }
                 }
                 // The exceed that starts a block counts as rejected, the 429s after it as blocked.

@@ -113,6 +113,15 @@ impl Store {
         }
     }
 
+    /// Whether a request on `limits` is decided in parts, one per Redis Cluster node its keys
+    /// live on (each part charging before it knows the others' answers).
+    pub fn decides_in_parts(&self, limits: &LimitSet) -> bool {
+        match self {
+            Store::Redis(redis) => redis.decides_in_parts(limits),
+            Store::Memory(_) => false,
+        }
+    }
+
     /// `store.replica_acks` and each Redis master's replicas as last seen (kept only when
     /// that is above 0; the memory store has none).
     pub fn replicas(&self) -> (u32, Vec<(String, u32)>) {

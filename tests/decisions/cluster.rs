@@ -435,3 +435,44 @@ async fn slots_in_flight_are_taken_back_when_another_node_refuses() {
     // the node can overtake (a read through the gateway's admin API queues behind it)
     support::leaving::until(|| slots("ann") == 0).await;
 }
+
+/// A burst from one user whose own limit is spent, all at a victim's phone number on another
+/// node: the phone's part charges the first ones before the user's part refuses them all and
+/// they are taken back, and refuses the rest on those charges. Such a refusal is kept in the
+/// deny cache a moment only: a second later the victim's own request is decided by the store,
+/// which holds no charge of the burst, and goes through (it was held for the phone's whole
+/// window before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_refused_elsewhere_does_not_hold_a_victims_key_in_the_deny_cache() {
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+        .await
+        .unwrap();
+    let up = upstream::start().await;
+    let prefix = unique_prefix("phantom");
+    let gw = gateway::start(&config(
+        &store(&cluster, &prefix),
+        &up.url(),
+        PER_USER_AND_PHONE,
+    ))
+    .await;
+    let client = HttpClient::default();
+    let url = gw.url("/otp");
+    let user_key = |user: &str| format!("{prefix}:{{otp|{user}}}#log");
+    let phone_on = |node: usize| {
+        (0..1000)
+            .map(|i| format!("victim-phone-{i}"))
+            .find(|p| cluster.node_of(&format!("{prefix}:{{otp~x|{p}}}")) != node)
+            .unwrap()
+    };
+    let phone = phone_on(cluster.node_of(&user_key("attacker")));
+    for i in 0..3 {
+        let junk = format!("junk-{i}");
+        assert_eq!(otp(&client, &url, "attacker", &junk).await.0, 200);
+    }
+    let burst = (0..20).map(|_| otp(&client, &url, "attacker", &phone));
+    let answers = futures_util::future::join_all(burst).await;
+    assert!(answers.iter().all(|(s, _)| *s == 429), "{answers:?}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (status, limit) = otp(&client, &url, "victim", &phone).await;
+    assert_eq!(status, 200, "the victim refused by {limit:?}");
+}

@@ -29,7 +29,7 @@ use super::url::fred_url;
 use super::{dry, split};
 
 use crate::config::StoreConfig;
-use crate::store::{Decision, DecisionRequest, Settlement, StoreError};
+use crate::store::{Decision, DecisionRequest, LimitSet, Settlement, StoreError};
 use crate::workers::PerWorker;
 
 /// Counts a failed store call (the gateway counts it in `slidegate_store_errors_total`).
@@ -177,6 +177,12 @@ impl RedisStore {
         self.clustered()
     }
 
+    /// Whether a request on `limits` is decided one part per slot ([`split`]): in a cluster,
+    /// when its keys live in several slots.
+    pub fn decides_in_parts(&self, limits: &LimitSet) -> bool {
+        self.clustered() && limits.used_slots().len() > 1
+    }
+
     /// Queues one request on its node's lane, coalesced with the others in flight there; the
     /// answer is a future that owns what it needs. In a cluster, a request whose keys live in
     /// several slots is decided one part per slot ([`split`]).
@@ -184,7 +190,7 @@ impl RedisStore {
         if request.limits.limits.is_empty() {
             return RedisAnswer::Ready(Some(Ok(Decision::unlimited())));
         }
-        if self.clustered() && request.limits.used_slots().len() > 1 {
+        if self.decides_in_parts(&request.limits) {
             return RedisAnswer::Split(split::decide(self.clone(), request, now_us));
         }
         let (pending, receiver) = Pending::of(request, now_us, Deadline::after(self.inner.timeout));
