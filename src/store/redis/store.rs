@@ -190,7 +190,7 @@ impl RedisStore {
         if request.limits.limits.is_empty() {
             return RedisAnswer::Ready(Some(Ok(Decision::unlimited())));
         }
-        if self.decides_in_parts(&request.limits) {
+        if self.decides_in_parts(request.limits) {
             return RedisAnswer::Split(split::decide(self.clone(), request, now_us));
         }
         let (pending, receiver) = Pending::of(request, now_us, Deadline::after(self.inner.timeout));
