@@ -12,7 +12,7 @@
 
 use std::borrow::Cow;
 
-use super::names::{compare_bytes, NameMatch};
+use super::names::{compare_bytes, php_reads_as, NameMatch};
 use super::read_error::ReadError;
 
 /// The value of field `name` in a form body or a query (`None` when it is absent); ambiguous
@@ -46,17 +46,16 @@ pub fn names(input: &[u8], name: &str) -> bool {
     })
 }
 
-/// The values of the cookies named `name` in any spelling, in one `Cookie` header line: PHP
-/// splits the line on `;` (and `,`), trims each cookie, and decodes names and values as a
-/// query's.
+/// The values of the cookies PHP reads as `name`, in one `Cookie` header line, as PHP reads
+/// them: the line split on `;`, each cookie's name trimmed and taken as it is (case and
+/// escapes kept, as PHP 8 keeps them) or as PHP registers a name (`phone.x` is `phone_x`), its
+/// value with `%XX` decoded (a `+` stays a `+`).
 pub fn cookie_values<'a>(line: &'a [u8], name: &'a str) -> impl Iterator<Item = Cow<'a, [u8]>> {
-    line.split(|&b| b == b';' || b == b',')
-        .map(|cookie| cookie.trim_ascii())
-        .filter(|cookie| !cookie.is_empty())
-        .filter_map(move |cookie| {
-            let (key, value) = split_pair(cookie);
-            (compare_bytes(&decode(key), name) != NameMatch::Other).then(|| decode(value))
-        })
+    line.split(|&b| b == b';').filter_map(move |cookie| {
+        let (key, value) = split_pair(cookie);
+        let key = std::str::from_utf8(key.trim_ascii()).ok()?;
+        php_reads_as(key, name).then(|| decode_escapes(value.trim_ascii(), false))
+    })
 }
 
 /// The non-empty `&`-separated pairs.
@@ -81,7 +80,13 @@ fn names_in_pieces(pair: &[u8], name: &str) -> bool {
 
 /// `+` as a space and `%XX` as its byte; borrowed when there is neither.
 fn decode(bytes: &[u8]) -> Cow<'_, [u8]> {
-    if !bytes.iter().any(|&b| b == b'+' || b == b'%') {
+    decode_escapes(bytes, true)
+}
+
+/// `%XX` as its byte, and with `plus_is_space` `+` as a space; borrowed when there is neither.
+fn decode_escapes(bytes: &[u8], plus_is_space: bool) -> Cow<'_, [u8]> {
+    let plus = |b: u8| plus_is_space && b == b'+';
+    if !bytes.iter().any(|&b| plus(b) || b == b'%') {
         return Cow::Borrowed(bytes);
     }
     let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
@@ -89,7 +94,7 @@ fn decode(bytes: &[u8]) -> Cow<'_, [u8]> {
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
-            b'+' => out.push(b' '),
+            b if plus(b) => out.push(b' '),
             b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
                 (Some(h), Some(l)) => {
                     out.push(h << 4 | l);

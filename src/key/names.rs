@@ -58,6 +58,11 @@ fn readings(name: &str) -> impl Iterator<Item = std::borrow::Cow<'_, str>> {
         .chain(php.map(Cow::Owned))
 }
 
+/// Whether PHP registers `name` as `wanted` (exactly: PHP's names keep their case).
+pub fn php_reads_as(name: &str, wanted: &str) -> bool {
+    name == wanted || php_reading(name) == wanted
+}
+
 /// `name` as PHP registers a field (`php_register_variable_ex`): a C string (cut at its first
 /// NUL), leading spaces skipped, ` ` and `.` as `_`; at the first `[`, an array (the name ends
 /// there) when a `]` follows, else that `[` and every later ` `, `.` and `[` as `_`
