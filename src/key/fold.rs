@@ -34,9 +34,14 @@ pub fn fold(text: &str) -> String {
 /// `c` as lookups that ignore case read it: the lower case of its upper case, as Java's
 /// `equalsIgnoreCase`, .NET's ordinal ignore-case compare, `toUpperCase()` comparisons and
 /// Python's `casefold()` read it (the dotless `ı` is `i`, `ß` is `ss`, `ᾳ` is `αι`, a Cyrillic
-/// `ᲀ` is `в`); the dotted `İ` is `i` (its simple lower case).
+/// `ᲀ` is `в`); the dotted `İ` is `i` (its simple lower case), and the capital `ẞ` is `ss`, as
+/// `ß` is (its lower case is `ß`, whose upper case is `SS`).
 pub(super) fn case_fold(c: char) -> impl Iterator<Item = char> {
-    let c = if c == 'İ' { 'i' } else { c };
+    let c = match c {
+        'İ' => 'i',
+        'ẞ' => 'ß',
+        c => c,
+    };
     c.to_uppercase().flat_map(char::to_lowercase)
 }
 
@@ -88,6 +93,8 @@ mod tests {
         assert_eq!(fold("U\u{308}nal"), "ünal", "a combining mark is composed");
         assert_eq!(fold("straße"), "strasse");
         assert_eq!(fold("STRASSE"), "strasse");
+        assert_eq!(fold("STRAẞE"), "strasse");
+        assert_eq!(fold("straẞe"), "strasse");
         assert_eq!(fold("abcΣ"), fold("abcσ"), "a final sigma");
         assert_eq!(fold("abcς"), "abcσ");
         // what Java's equalsIgnoreCase and JavaScript's toUpperCase() take for the same letter
