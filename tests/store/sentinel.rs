@@ -111,3 +111,46 @@ async fn a_planned_failover_moves_decisions_to_the_new_master_at_once() {
         master.cmd(&["ZCARD", &key]).int()
     );
 }
+
+/// A gateway that starts on a healthy sentinel set says nothing of a failover: each worker's
+/// first check of the sentinels' master (as its subscription begins, before the store's
+/// connection is up) neither warns that they name another master nor reconnects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_on_a_healthy_sentinel_set_reports_no_failover() {
+    let master = RedisServer::start_async().await;
+    let master_port = master.port;
+    let sentinel = tokio::task::spawn_blocking(move || Sentinel::start(master_port, 1))
+        .await
+        .unwrap();
+    let up = upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    let store = format!(
+        "backend = \"redis\"\nurl = \"redis-sentinel://127.0.0.1:{}/main\"\nkey_prefix = \"{}\"\ntimeout = \"500ms\"",
+        sentinel.port,
+        unique_prefix("sentinel-start")
+    );
+    let routes = "[[routes]]\nname = \"r\"\npath = \"/*\"\nupstream = \"up\"\n";
+    std::fs::write(&path, config(&store, &up.url(), routes)).unwrap();
+    let process = support::process::Process::start(&path, &[("TOKIO_WORKER_THREADS", "2")]);
+    let mut lines = process.lines_until("listening on");
+    let proxy = lines[lines.len() - 1]
+        .split("listening on ")
+        .nth(1)
+        .and_then(|after| after.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    let client = HttpClient::default();
+    assert_eq!(
+        client.get(&format!("http://{proxy}/x"), &[]).await.status,
+        200
+    );
+    // the subscriptions' first checks run beside the start; give them their time
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    lines.extend(process.lines_so_far());
+    let warned: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("name another master"))
+        .collect();
+    assert!(warned.is_empty(), "{warned:?}");
+}

@@ -67,6 +67,11 @@ impl Process {
         );
     }
 
+    /// Every log line that has arrived and was not read yet.
+    pub fn lines_so_far(&self) -> Vec<String> {
+        self.lines.try_iter().collect()
+    }
+
     /// The first log line containing `needle`, within 10 s.
     pub fn wait_for(&self, needle: &str) -> String {
         self.lines_until(needle).pop().unwrap()

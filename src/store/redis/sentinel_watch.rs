@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use fred::interfaces::ClientLike;
 use fred::types::config::{Server, ServerConfig};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::runtime::Handle;
 
@@ -148,10 +148,13 @@ impl SentinelWatch {
         (out, replies)
     }
 
-    /// Reads the sentinel's announcements until its connection ends (`true`: listen again) or
-    /// the watch is dropped (`false`).
+    /// Reads the sentinel's announcements until its connection ends or stops answering
+    /// (`true`: listen again, to the next sentinel) or the watch is dropped (`false`). A quiet
+    /// connection is asked `PING` every [`LISTEN_CHECK`]; one that has not answered by the next
+    /// check (a stopped sentinel) is left.
     async fn hear(watch: &Weak<Self>, mut stream: TcpStream) -> bool {
         let mut input = Vec::new();
+        let mut pinged = false;
         loop {
             while let Ok(Some((message, used))) = parse(&input) {
                 input.drain(..used);
@@ -164,9 +167,18 @@ impl SentinelWatch {
             }
             match tokio::time::timeout(LISTEN_CHECK, stream.read_buf(&mut input)).await {
                 Ok(Ok(0) | Err(_)) => return true,
-                Ok(Ok(_)) => {}
+                Ok(Ok(_)) => pinged = false,
                 Err(_) if watch.strong_count() == 0 => return false,
-                Err(_) => {}
+                Err(_) if pinged => return true,
+                Err(_) => {
+                    let mut ping = Vec::new();
+                    push_array(&mut ping, 1);
+                    push_bulk(&mut ping, b"PING");
+                    if stream.write_all(&ping).await.is_err() {
+                        return true;
+                    }
+                    pinged = true;
+                }
             }
         }
     }
@@ -207,9 +219,11 @@ impl SentinelWatch {
         };
         let node = &self.node;
         let on = node.client.active_connections();
-        if on
-            .iter()
-            .any(|s| s.host == named.host && s.port == named.port)
+        // Not connected yet (at start): the client's connection asks the sentinels itself.
+        if on.is_empty()
+            || on
+                .iter()
+                .any(|s| s.host == named.host && s.port == named.port)
         {
             return;
         }
