@@ -271,7 +271,13 @@ impl Drop for Deciding {
         };
         runtime.spawn(async move {
             let mut verdict = request.conclude(answer.await, started);
-            if delayed && verdict.label == DecisionLabel::Allowed {
+            // It waited for room and its client left: delayed, whatever this last ask says
+            // (no 429 was sent).
+            let waited = matches!(
+                verdict.label,
+                DecisionLabel::Allowed | DecisionLabel::Rejected
+            );
+            if delayed && waited {
                 verdict.label = DecisionLabel::Delayed;
             }
             if request.counted {
