@@ -27,7 +27,8 @@ const SMUGGLED: [(&str, &str); 4] = [
 ];
 
 /// Three spellings of one number through `front`'s OTP location, then a fourth: 200, 200, 200,
-/// 429 with Retry-After and slidegate's problem body; the app got three OTP requests.
+/// 429 with Retry-After and slidegate's problem body; the app got three OTP requests, none with
+/// the host or scheme the client claimed in its own forwarding headers.
 async fn otp_by_phone(front: &Proxy, app: &upstream::Upstream) {
     let client = HttpClient::default();
     let mut statuses = Vec::new();
@@ -39,14 +40,25 @@ async fn otp_by_phone(front: &Proxy, app: &upstream::Upstream) {
         "6281234567890",
     ] {
         let body = format!(r#"{{"phone":"{phone}"}}"#);
+        // a client's own forwarding headers, which must not reach the app through the proxy
         let r = client
             .send(
                 Method::POST,
                 &front.url("/api/otp/send"),
-                &[("content-type", "application/json")],
+                &[
+                    ("content-type", "application/json"),
+                    ("x-forwarded-host", "evil.example"),
+                    ("x-forwarded-proto", "https"),
+                    ("forwarded", "for=6.6.6.6;host=evil.example"),
+                ],
                 &body,
             )
             .await;
+        if r.status == 200 {
+            let seen = &r.json()["headers"];
+            assert!(!seen.to_string().contains("evil.example"), "{seen}");
+            assert_eq!(seen["x-forwarded-proto"], "http", "{seen}");
+        }
         statuses.push(r.status.as_u16());
         last = Some(r);
     }
