@@ -56,10 +56,12 @@ pub enum GatewayError {
         /// The encoding sent.
         encoding: String,
     },
-    /// A body read for key parts did not arrive in time.
+    /// A body read for key parts did not arrive in time, or one on its way upstream stopped
+    /// coming.
     #[error("the request body did not arrive within {timeout_ms} ms")]
     BodyTimeout {
-        /// `server.header_read_timeout`.
+        /// `server.header_read_timeout`, or the upstream's `timeout` (the longest a body on its
+        /// way may stand still).
         timeout_ms: u128,
     },
     /// The request body broke off or was malformed (bad chunk framing), read for key parts or

@@ -1,7 +1,9 @@
 //! One request's exchange with its upstream, as the future [`ProxyService`](super::ProxyService)
 //! returns: the send ([`Upstream::forward`]'s future), bounded by the upstream's `timeout` from
 //! the moment the request body has been sent (a request without one: its head handed to a
-//! connection, so a connect is bounded by `connect_timeout` alone), and then the answer: the
+//! connection, so a connect is bounded by `connect_timeout` alone), a body on its way cut once
+//! it has not moved for that `timeout` (408 when the client stopped sending, 504 when the
+//! upstream stopped taking it), and then the answer: the
 //! upstream's response, or
 //! the gateway's 502 or 504, with the route's upstream metrics, the [`Attempt`] told the status,
 //! and the [`UpstreamOutcome`] for the access log when it is on.
@@ -22,7 +24,7 @@ use axum::body::Body;
 use http::Response;
 use tokio::time::Sleep;
 
-use super::sent_body::BodyProgress;
+use super::sent_body::{BodyProgress, Stall};
 use super::upstream::{BoxError, Upstream};
 use crate::error::GatewayError;
 use crate::layer::{Attempt, OutcomeUnseen};
@@ -53,9 +55,12 @@ pin_project_lite::pin_project! {
     pub struct Exchange<F> {
         #[pin]
         send: F,
-        // Made (its deadline set, from then) once the body has been sent.
+        // While the body is on its way, when to check that it still moves; once it has been
+        // sent, the upstream's deadline.
         #[pin]
         deadline: Option<Sleep>,
+        // `deadline` is the check that the body still moves.
+        checks_the_body: bool,
         progress: Option<Arc<BodyProgress>>,
         upstream: Arc<Upstream>,
         metrics: Arc<RouteMetrics>,
@@ -78,6 +83,7 @@ impl<F> Exchange<F> {
         Exchange {
             send,
             deadline: None,
+            checks_the_body: false,
             progress,
             upstream,
             metrics,
@@ -106,16 +112,33 @@ where
                     Some(p) => p.sent.load(Ordering::Relaxed),
                     None => this.attempt.is_out(),
                 };
-                if this.deadline.is_none() && sent {
-                    let timeout = this.upstream.config.timeout;
+                let timeout = this.upstream.config.timeout;
+                if sent && (this.deadline.is_none() || *this.checks_the_body) {
+                    *this.checks_the_body = false;
+                    this.deadline.set(Some(tokio::time::sleep(timeout)));
+                } else if !sent && this.deadline.is_none() && progress.is_some() {
+                    *this.checks_the_body = true;
                     this.deadline.set(Some(tokio::time::sleep(timeout)));
                 }
-                match this.deadline.as_pin_mut() {
-                    Some(deadline) => {
-                        std::task::ready!(deadline.poll(cx));
-                        Err(this.upstream.timed_out())
+                let Some(mut deadline) = this.deadline.as_mut().as_pin_mut() else {
+                    return Poll::Pending;
+                };
+                std::task::ready!(deadline.as_mut().poll(cx));
+                match (*this.checks_the_body, progress.map(|p| p.stalled(timeout))) {
+                    // A body that does not move for the upstream's `timeout` is cut, as NGINX
+                    // cuts one with `client_body_timeout` and `proxy_send_timeout`: the
+                    // client's stall is a 408, the upstream's a 504.
+                    (true, Some(Ok(Stall::Client))) => Err(GatewayError::BodyTimeout {
+                        timeout_ms: timeout.as_millis(),
+                    }),
+                    (true, Some(Err(left))) => {
+                        deadline.as_mut().reset(tokio::time::Instant::now() + left);
+                        if deadline.poll(cx).is_ready() {
+                            cx.waker().wake_by_ref();
+                        }
+                        return Poll::Pending;
                     }
-                    None => return Poll::Pending,
+                    _ => Err(this.upstream.timed_out()),
                 }
             }
         };
@@ -129,11 +152,11 @@ where
                 metrics.upstream(Some(status));
                 (response, Some(status))
             }
-            // The client's body failed: the upstream neither answered nor failed. Once the head
-            // went out, the upstream may have acted on it (an SMS sent for a number in the
-            // query): its answer never comes, so the 400 says nothing of the attempt's outcome
-            // and the attempt stays counted.
-            Err(e @ GatewayError::BodyUnreadable(_)) => {
+            // The client's body failed or stopped coming: the upstream neither answered nor
+            // failed. Once the head went out, the upstream may have acted on it (an SMS sent
+            // for a number in the query): its answer never comes, so the 400 or 408 says
+            // nothing of the attempt's outcome and the attempt stays counted.
+            Err(e @ (GatewayError::BodyUnreadable(_) | GatewayError::BodyTimeout { .. })) => {
                 let mut response = e.into_response(this.request_id);
                 if this.attempt.is_out() {
                     response.extensions_mut().insert(OutcomeUnseen);

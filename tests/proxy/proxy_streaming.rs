@@ -119,3 +119,79 @@ fn tokio_stream_of<T>(
 ) -> impl futures_util::Stream<Item = T> {
     futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
+
+/// A client that sends a request's head and part of its body, then nothing, to an upstream that
+/// answers late (as one that reads the whole body first): once the body has not moved for the
+/// upstream's `timeout` (2 s here), the gateway answers 408 `body_timeout`
+/// and closes the connection, as NGINX's `client_body_timeout` does, instead of holding the
+/// connection (and an upstream connection) for as long as the client likes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_body_that_stops_coming_is_cut() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let up = upstream::start().await;
+    let routes = "[[routes]]\nname = \"all\"\npath = \"/*\"\nupstream = \"up\"\n";
+    let gw = gateway::start(&config(MEMORY, &up.url(), routes)).await;
+    let mut stream = tokio::net::TcpStream::connect(gw.running().proxy_addr)
+        .await
+        .unwrap();
+    stream
+        .write_all(
+            b"POST /slow?ms=8000 HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n0123456789",
+        )
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+        .await
+        .expect("the gateway cuts the stalled body and closes")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("body_timeout"), "{answer}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// An upstream that accepts a request and never reads its body: once the body has not moved
+/// for the upstream's `timeout`, the client gets 504, as NGINX's `proxy_send_timeout` gives,
+/// instead of an upload that hangs with no answer and no access log line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_stops_reading_a_body_is_a_504() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        drop(stream);
+    });
+    let routes = "[[routes]]\nname = \"all\"\npath = \"/*\"\nupstream = \"up\"\n";
+    let gw = gateway::start(&config(MEMORY, &format!("http://{addr}"), routes)).await;
+    let stream = tokio::net::TcpStream::connect(gw.running().proxy_addr)
+        .await
+        .unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    let size = 64 << 20;
+    let writing = tokio::spawn(async move {
+        let head = format!("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: {size}\r\n\r\n");
+        writer.write_all(head.as_bytes()).await?;
+        let chunk = vec![b'x'; 1 << 16];
+        for _ in 0..(size >> 16) {
+            writer.write_all(&chunk).await?;
+        }
+        Ok::<_, std::io::Error>(writer)
+    });
+    let mut answer = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(15), reader.read(&mut answer))
+        .await
+        .expect("an answer while the upload is stuck")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.starts_with("HTTP/1.1 504"), "{answer}");
+    writing.abort();
+    held.abort();
+}
