@@ -115,6 +115,10 @@ impl GatewayError {
                 "request_head_too_large",
             ),
             GatewayError::Route(RouteError::NoRoute { .. }) => (StatusCode::NOT_FOUND, "no_route"),
+            GatewayError::Route(RouteError::TransferCoding(_)) => (
+                StatusCode::NOT_IMPLEMENTED,
+                "transfer_coding_not_implemented",
+            ),
             GatewayError::Original(e) => (StatusCode::BAD_REQUEST, e.code()),
             // A value that is not one (not a phone number) is a missing part: the same code,
             // its own detail.

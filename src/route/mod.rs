@@ -36,6 +36,10 @@ pub enum RouteError {
         /// The bound.
         max: String,
     },
+    /// A transfer coding other than `chunked` (`gzip, chunked`): the gateway would forward the
+    /// body without it, another request than the one sent (RFC 9112 6.1).
+    #[error("the transfer coding `{0}` is not implemented; only `chunked` is")]
+    TransferCoding(String),
     /// No route takes this method and path.
     #[error("no route matches {method} {path}")]
     NoRoute {
@@ -97,6 +101,7 @@ pub fn admit<'t>(
             max: format!("{} bytes", server.max_header_bytes),
         });
     }
+    only_chunked(&head.headers)?;
     normalize_uri(&mut head.uri)?;
     let routed = routing_form(head.uri.path())?;
     table
@@ -105,6 +110,23 @@ pub fn admit<'t>(
             method: head.method.to_string(),
             path: head.uri.path().to_string(),
         })
+}
+
+/// A request's `Transfer-Encoding` names `chunked` alone, if it is sent (hyper decodes the
+/// chunks and nothing else, as NGINX, which answers 501 to any other coding).
+fn only_chunked(headers: &http::HeaderMap) -> Result<(), RouteError> {
+    let codings = headers
+        .get_all(http::header::TRANSFER_ENCODING)
+        .iter()
+        .flat_map(|line| line.as_bytes().split(|&b| b == b','))
+        .map(|coding| coding.trim_ascii());
+    for (n, coding) in codings.enumerate() {
+        if n > 0 || !coding.eq_ignore_ascii_case(b"chunked") {
+            let text = String::from_utf8_lossy(coding).into_owned();
+            return Err(RouteError::TransferCoding(text));
+        }
+    }
+    Ok(())
 }
 
 /// RFC 9112 3.2: an HTTP/1.1 request has exactly one `Host` (an HTTP/2 one names its authority
