@@ -3,7 +3,10 @@
 //! whether the next bytes written start a message (where hyper's own refusals can only be).
 //!
 //! The watchdog ([`Activity::due`]) closes a connection whose request head takes longer than
-//! `header_read_timeout`, and a connection with no request in flight for `idle_timeout`
+//! `header_read_timeout`, one whose client has taken none of what the gateway writes for
+//! `idle_timeout` (as NGINX's `send_timeout`: a client that stops reading a streamed answer must
+//! not hold the connection, and the upstream's, for as long as it likes), and a connection with
+//! no request in flight for `idle_timeout`
 //! (HTTP/1.1 keep-alive, and HTTP/2 with no open stream). An HTTP/1 head is timed from its
 //! first byte; an HTTP/2 connection's reads are not watched, so only its first request is
 //! timed, from the connection's first bytes (a client that sends a preface, or half of one,
@@ -24,6 +27,9 @@ pub struct Activity {
     response_done: AtomicBool,
     /// The next write starts a message that no request of ours answers.
     between_messages: AtomicBool,
+    /// Microseconds from `started`, plus one, since when the client has taken nothing written
+    /// (the socket's buffer full); 0: the last write went out.
+    write_blocked_since: AtomicU64,
 }
 
 /// Why the watchdog acts.
@@ -35,6 +41,8 @@ pub enum Due {
     HeadTimeout,
     /// Idle for `idle_timeout`: shut it down gracefully.
     Idle,
+    /// The client took nothing written for `idle_timeout`: close the connection.
+    WriteStalled,
 }
 
 impl Activity {
@@ -47,6 +55,7 @@ impl Activity {
             head_since: AtomicU64::new(u64::from(head_arriving)),
             response_done: AtomicBool::new(false),
             between_messages: AtomicBool::new(true),
+            write_blocked_since: AtomicU64::new(0),
         }
     }
 
@@ -60,6 +69,18 @@ impl Activity {
             && self.head_since.load(Ordering::Acquire) == 0
         {
             self.head_since.store(self.now_us() + 1, Ordering::Release);
+        }
+    }
+
+    /// A write to the client went out (`blocked` false) or found its buffer full.
+    pub fn wrote(&self, blocked: bool) {
+        let since = self.write_blocked_since.load(Ordering::Relaxed);
+        match (blocked, since) {
+            (true, 0) => self
+                .write_blocked_since
+                .store(self.now_us() + 1, Ordering::Relaxed),
+            (false, 1..) => self.write_blocked_since.store(0, Ordering::Relaxed),
+            _ => {}
         }
     }
 
@@ -96,10 +117,18 @@ impl Activity {
     /// What the watchdog should do now: `http1` says whether a head in progress is all that
     /// counts (an HTTP/2 connection awaiting its first request is held to both bounds).
     pub fn due(&self, header_read_timeout: Duration, idle_timeout: Duration, http1: bool) -> Due {
-        if self.in_flight.load(Ordering::Acquire) > 0 {
-            return Due::At(None);
-        }
         let now = self.now_us();
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            let blocked = self.write_blocked_since.load(Ordering::Relaxed);
+            if blocked == 0 {
+                return Due::At(None);
+            }
+            let end = blocked - 1 + idle_timeout.as_micros() as u64;
+            return match now >= end {
+                true => Due::WriteStalled,
+                false => Due::At(Some(self.started + Duration::from_micros(end))),
+            };
+        }
         let at = |end: u64| Due::At(Some(self.started + Duration::from_micros(end)));
         let idle_end = self.idle_since.load(Ordering::Acquire) + idle_timeout.as_micros() as u64;
         let head = self.head_since.load(Ordering::Acquire);

@@ -137,7 +137,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Refusals<S> {
         if let Some(status) = this.refusal(buf) {
             return this.replace(cx, status, buf.len());
         }
-        Pin::new(&mut this.inner).poll_write(cx, buf)
+        let written = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.activity.wrote(written.is_pending());
+        written
     }
 
     fn poll_write_vectored(
@@ -154,7 +156,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Refusals<S> {
         if let Some(status) = bufs.first().and_then(|b| this.refusal(b)) {
             return this.replace(cx, status, total);
         }
-        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
+        let written = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.activity.wrote(written.is_pending());
+        written
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -85,8 +85,9 @@ enum Event<T> {
     Timer,
 }
 
-/// Drives `conn` while watching it: a head past `header_read_timeout` closes it, `idle_timeout`
-/// with nothing in flight or the drain shut it down gracefully, and a connection still idle a
+/// Drives `conn` while watching it: a head past `header_read_timeout` closes it, as does a
+/// client that took nothing written for `idle_timeout`; `idle_timeout` with nothing in flight or
+/// the drain shut it down gracefully, and a connection still idle a
 /// whole period after that (a client that ignores HTTP/2's GOAWAY and PING) is closed. HTTP/2
 /// rapid resets (`resets` tripped) shut it down at once and close it [`RESET_CUT_GRACE`] later.
 ///
@@ -162,7 +163,7 @@ pub async fn watch<C: Future<Output = Result<(), hyper::Error>>>(
                 let now = tokio::time::Instant::now();
                 let due = activity.due(bounds.header_read_timeout, bounds.idle_timeout, http1);
                 let next = match due {
-                    Due::HeadTimeout => return Ok(()),
+                    Due::HeadTimeout | Due::WriteStalled => return Ok(()),
                     Due::Idle if shutting => return Ok(()),
                     Due::Idle => {
                         shut_down(conn.as_mut());

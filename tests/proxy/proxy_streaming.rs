@@ -195,3 +195,55 @@ async fn an_upstream_that_stops_reading_a_body_is_a_504() {
     writing.abort();
     held.abort();
 }
+
+/// A client that asks for a large answer and stops reading it: once it has taken nothing the
+/// gateway writes for `idle_timeout` (1 s here), the connection is closed, as NGINX's
+/// `send_timeout` closes one, instead of holding it and the upstream's for as long as the client
+/// likes. The bytes already in the socket's buffers still arrive, then the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_an_answer_is_cut() {
+    use support::gateway::with_server;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    // An upstream whose answer never ends: a gigabyte announced, written as fast as it goes.
+    let endless = tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut head = [0u8; 4096];
+        let _ = stream.read(&mut head).await;
+        let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 1073741824\r\n\r\n";
+        stream.write_all(answer).await.unwrap();
+        let chunk = vec![b'x'; 1 << 16];
+        while stream.write_all(&chunk).await.is_ok() {}
+    });
+    let routes = "[[routes]]\nname = \"all\"\npath = \"/*\"\nupstream = \"up\"\n";
+    let toml = with_server(
+        &config(MEMORY, &format!("http://{addr}"), routes),
+        "idle_timeout = \"1s\"",
+    );
+    let gw = gateway::start(&toml).await;
+    let mut stream = tokio::net::TcpStream::connect(gw.running().proxy_addr)
+        .await
+        .unwrap();
+    stream
+        .write_all(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    // reads nothing while the gateway's writes fill the socket's buffers
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let (mut got, mut buf) = (0usize, vec![0u8; 1 << 16]);
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return true,
+                Ok(n) => got += n,
+            }
+            if got > 256 << 20 {
+                return false;
+            }
+        }
+    })
+    .await;
+    assert_eq!(ended, Ok(true), "the answer kept coming: {got} bytes");
+    endless.abort();
+}
