@@ -47,13 +47,14 @@ pub fn names(input: &[u8], name: &str) -> bool {
 }
 
 /// The values of the cookies PHP reads as `name`, in one `Cookie` header line, as PHP reads
-/// them: the line split on `;`, each cookie's name trimmed and taken as it is (case and
+/// them: the line split on `;`, each cookie's name after its leading spaces taken as it is (case and
 /// escapes kept, as PHP 8 keeps them) or as PHP registers a name (`phone.x` is `phone_x`), its
 /// value with `%XX` decoded (a `+` stays a `+`).
 pub fn cookie_values<'a>(line: &'a [u8], name: &'a str) -> impl Iterator<Item = Cow<'a, [u8]>> {
     line.split(|&b| b == b';').filter_map(move |cookie| {
         let (key, value) = split_pair(cookie);
-        let key = std::str::from_utf8(key.trim_ascii()).ok()?;
+        // PHP skips the spaces before a name; one after it is its own (`phone ` is `phone_`)
+        let key = std::str::from_utf8(key.trim_ascii_start()).ok()?;
         php_reads_as(key, name).then(|| decode_escapes(value.trim_ascii(), false))
     })
 }

@@ -38,6 +38,29 @@ fn set_by_the_gateway(name: &HeaderName) -> bool {
         || name == crate::request_id::X_REQUEST_ID
 }
 
+/// The other headers frameworks read for the scheme, port, host or path a client used
+/// (Symfony's and Spring's trusted headers, Rack's `scheme`, ASP.NET's path base): only a
+/// trusted proxy may say them; the gateway sets none of them itself.
+static CLAIMED_ORIGIN: [&str; 6] = [
+    "x-forwarded-port",
+    "x-forwarded-prefix",
+    "x-forwarded-ssl",
+    "x-forwarded-scheme",
+    "x-forwarded-server",
+    "front-end-https",
+];
+
+/// Removes the [`CLAIMED_ORIGIN`] headers an untrusted client sent (one look at the names
+/// tells when there are none, as for most requests).
+fn remove_claimed_origin(headers: &mut HeaderMap) {
+    let claimed = |name: &HeaderName| CLAIMED_ORIGIN.contains(&name.as_str());
+    if headers.keys().any(claimed) {
+        for name in CLAIMED_ORIGIN {
+            headers.remove(name);
+        }
+    }
+}
+
 /// The hop-by-hop headers every message loses: RFC 9110's (`Connection` first), and the older
 /// `Keep-Alive` and `Proxy-Connection`.
 static HOP_BY_HOP: [&HeaderName; 9] = [
@@ -118,6 +141,7 @@ pub fn set_forwarded(
     headers.insert(X_FORWARDED_FOR.clone(), xff);
     if !peer.trusted {
         headers.remove(FORWARDED);
+        remove_claimed_origin(headers);
     }
     let real = if client == peer.ip {
         peer.ip_value.clone()

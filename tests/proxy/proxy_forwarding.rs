@@ -141,3 +141,35 @@ key = ["route"]
     assert!(refused.header("retry-after").is_some());
     assert_eq!(head("/nowhere").await.status, 404);
 }
+
+/// The headers frameworks read for the port, path prefix or scheme a client used
+/// (`X-Forwarded-Port`, `-Prefix`, `-Ssl`, `-Scheme`, `Front-End-Https`): from a client that is
+/// no trusted proxy they are dropped, as `X-Forwarded-Host` and `-Proto` are replaced, so an app
+/// that trusts the gateway builds no link on a client's word; a trusted proxy's are kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_own_origin_headers_reach_the_upstream_only_from_a_trusted_proxy() {
+    let up = upstream::start().await;
+    let routes = "[[routes]]\nname = \"all\"\npath = \"/*\"\nupstream = \"up\"\n";
+    let claimed = [
+        ("x-forwarded-port", "444"),
+        ("x-forwarded-prefix", "/evil"),
+        ("x-forwarded-ssl", "on"),
+        ("x-forwarded-scheme", "https"),
+        ("front-end-https", "on"),
+    ];
+    let client = HttpClient::default();
+    let untrusted = gateway::start(&config(MEMORY, &up.url(), routes)).await;
+    let seen = client.get(&untrusted.url("/x"), &claimed).await.json();
+    for (name, _) in claimed {
+        assert!(seen["headers"].get(name).is_none(), "{name}: {seen}");
+    }
+    let trusting = gateway::with_server(
+        &config(MEMORY, &up.url(), routes),
+        "trusted_proxies = [\"127.0.0.1/32\"]",
+    );
+    let trusted = gateway::start(&trusting).await;
+    let seen = client.get(&trusted.url("/x"), &claimed).await.json();
+    for (name, value) in claimed {
+        assert_eq!(seen["headers"][name], value, "{name}: {seen}");
+    }
+}

@@ -71,19 +71,34 @@ async fn otp_by_phone(front: &Proxy, app: &upstream::Upstream) {
 }
 
 /// Four requests of another path through `front`'s subrequest: 200, 200, 200, 429 with
-/// Retry-After; each carries [`SMUGGLED`] headers, which change nothing.
+/// Retry-After; each carries [`SMUGGLED`] headers, which change nothing, and forged forwarding
+/// headers, which never reach the app.
 async fn the_rest_by_forward_auth(front: &Proxy) {
     let client = HttpClient::default();
     let mut replies = Vec::new();
+    // with a client's own forwarding headers, which must not reach the app either
+    let forged = [
+        ("x-forwarded-host", "evil.example"),
+        ("x-forwarded-proto", "https"),
+        ("forwarded", "for=6.6.6.6;host=evil.example"),
+        ("x-real-ip", "6.6.6.6"),
+    ];
+    let headers: Vec<(&str, &str)> = SMUGGLED.iter().chain(&forged).copied().collect();
     for _ in 0..4 {
         let r = client
-            .send(Method::POST, &front.url("/api/items"), &SMUGGLED, "{}")
+            .send(Method::POST, &front.url("/api/items"), &headers, "{}")
             .await;
         replies.push(r);
     }
     let statuses: Vec<u16> = replies.iter().map(|r| r.status.as_u16()).collect();
     let (first, last) = (&replies[0], &replies[3]);
     assert_eq!(statuses, [200, 200, 200, 429], "{}", front.log());
+    let seen = &first.json()["headers"];
+    assert!(
+        !seen.to_string().contains("evil.example") && !seen.to_string().contains("6.6.6.6"),
+        "{seen}"
+    );
+    assert_eq!(seen["x-forwarded-proto"], "http", "{seen}");
     // The app's answers carry slidegate's headers.
     assert_eq!(
         first.header("ratelimit-policy"),
