@@ -211,13 +211,14 @@ async fn a_cookie_named_like_a_form_field_that_says_otherwise_is_ambiguous() {
         assert_eq!(r.json()["error"], "ambiguous_key", "{cookie} {body}");
     }
     assert!(upstream.bodies("/api/otp/form").is_empty());
-    // cookies PHP does not read as `phone` (its names keep their case and escapes, and it
-    // splits a line on `;` only), and one that says the same number
+    // cookies PHP does not read as `phone` (its names keep their case, escapes and a trailing
+    // space, read as `_`, and it splits a line on `;` only), and one that says the same number
     for (n, cookie) in [
         "phone=081234567890",
         "Phone=081299999999",
         "%70hone=081299999999",
         "prefs=a,phone=081299999999",
+        "phone =081299999999",
         "",
     ]
     .into_iter()
@@ -228,6 +229,7 @@ async fn a_cookie_named_like_a_form_field_that_says_otherwise_is_ambiguous() {
             "phone=081200000010",
             "phone=081200000011",
             "phone=081200000012",
+            "phone=081200000014",
             "phone=081200000013",
         ][n];
         let r = send(cookie, body).await;
