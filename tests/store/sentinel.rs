@@ -8,6 +8,21 @@ use support::redis::RedisServer;
 use support::sentinel::Sentinel;
 use support::{unique_prefix, upstream};
 
+/// A `[store]` on `sentinel`'s master `main`, failing closed.
+fn sentinel_store(sentinel: &Sentinel, prefix: &str) -> String {
+    format!(
+        "backend = \"redis\"\nurl = \"redis-sentinel://127.0.0.1:{}/main\"\nkey_prefix = \"{prefix}\"\ntimeout = \"500ms\"\non_error = \"deny\"",
+        sentinel.port
+    )
+}
+
+/// One route `r` on upstream `up` with a limit `m` of `limit` a minute.
+fn route(limit: u64) -> String {
+    format!(
+        "[[routes]]\nname = \"r\"\npath = \"/*\"\nupstream = \"up\"\n  [[routes.limits]]\n  name = \"m\"\n  limit = {limit}\n  window = \"1m\"\n"
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decisions_run_on_the_master_the_sentinel_names() {
     let master = RedisServer::start_async().await;
@@ -17,12 +32,12 @@ async fn decisions_run_on_the_master_the_sentinel_names() {
         .unwrap();
     let up = upstream::start().await;
     let prefix = unique_prefix("sentinel");
-    let store = format!(
-        "backend = \"redis\"\nurl = \"redis-sentinel://127.0.0.1:{}/main\"\nkey_prefix = \"{prefix}\"\ntimeout = \"500ms\"\non_error = \"deny\"",
-        sentinel.port
-    );
-    let routes = "[[routes]]\nname = \"r\"\npath = \"/*\"\nupstream = \"up\"\n  [[routes.limits]]\n  name = \"m\"\n  limit = 2\n  window = \"1m\"\n";
-    let gw = gateway::start(&config(&store, &up.url(), routes)).await;
+    let gw = gateway::start(&config(
+        &sentinel_store(&sentinel, &prefix),
+        &up.url(),
+        &route(2),
+    ))
+    .await;
     let client = HttpClient::default();
     let mut codes = Vec::new();
     for _ in 0..3 {
@@ -68,12 +83,12 @@ async fn a_planned_failover_moves_decisions_to_the_new_master_at_once() {
     .await;
     let up = upstream::start().await;
     let prefix = unique_prefix("planned");
-    let store = format!(
-        "backend = \"redis\"\nurl = \"redis-sentinel://127.0.0.1:{}/main\"\nkey_prefix = \"{prefix}\"\ntimeout = \"500ms\"\non_error = \"deny\"",
-        sentinel.port
-    );
-    let routes = "[[routes]]\nname = \"r\"\npath = \"/*\"\nupstream = \"up\"\n  [[routes.limits]]\n  name = \"m\"\n  limit = 100\n  window = \"1m\"\n";
-    let gw = gateway::start(&config(&store, &up.url(), routes)).await;
+    let gw = gateway::start(&config(
+        &sentinel_store(&sentinel, &prefix),
+        &up.url(),
+        &route(100),
+    ))
+    .await;
     let client = HttpClient::default();
     assert_eq!(client.get(&gw.url("/x"), &[]).await.status, 200);
     let key = format!("{prefix}:{{r|127.0.0.1}}#log");
@@ -125,13 +140,8 @@ async fn a_start_on_a_healthy_sentinel_set_reports_no_failover() {
     let up = upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("config.toml");
-    let store = format!(
-        "backend = \"redis\"\nurl = \"redis-sentinel://127.0.0.1:{}/main\"\nkey_prefix = \"{}\"\ntimeout = \"500ms\"",
-        sentinel.port,
-        unique_prefix("sentinel-start")
-    );
-    let routes = "[[routes]]\nname = \"r\"\npath = \"/*\"\nupstream = \"up\"\n";
-    std::fs::write(&path, config(&store, &up.url(), routes)).unwrap();
+    let store = sentinel_store(&sentinel, &unique_prefix("sentinel-start"));
+    std::fs::write(&path, config(&store, &up.url(), &route(100))).unwrap();
     let process = support::process::Process::start(&path, &[("TOKIO_WORKER_THREADS", "2")]);
     let mut lines = process.lines_until("listening on");
     let proxy = lines[lines.len() - 1]
