@@ -52,10 +52,10 @@ fn kind_of(value: &HeaderValue) -> Result<Option<BodyKind>, ReadError> {
         _ => None,
     };
     let well_formed = is_token(kind) && is_token(subtype);
-    let says_json = {
-        let lower = value.to_ascii_lowercase();
-        lower.contains("/json") || lower.contains("+json")
-    };
+    let says_json = value
+        .as_bytes()
+        .windows(5)
+        .any(|w| w[1..].eq_ignore_ascii_case(b"json") && (w[0] == b'/' || w[0] == b'+'));
     if !well_formed && (named.is_some() || says_json || media.contains("form"))
         || (says_json && named != Some(BodyKind::Json))
     {

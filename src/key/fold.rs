@@ -16,10 +16,11 @@ use icu_normalizer::ComposingNormalizerBorrowed;
 /// strength, so a lookup through one reads `vic\u{200B}tim` as `victim`.
 pub fn fold(text: &str) -> String {
     const NFKC: ComposingNormalizerBorrowed<'static> = ComposingNormalizerBorrowed::new_nfkc();
-    let visible: String = text
-        .chars()
-        .filter(|&c| !is_invisible(c) && !c.is_control())
-        .collect();
+    let shows_nothing = |c: char| is_invisible(c) || c.is_control();
+    let visible: std::borrow::Cow<'_, str> = match text.chars().any(shows_nothing) {
+        true => text.chars().filter(|&c| !shows_nothing(c)).collect(),
+        false => text.into(),
+    };
     let lower: String = NFKC
         .normalize(&visible)
         .chars()

@@ -58,9 +58,10 @@ fn readings(name: &str) -> impl Iterator<Item = std::borrow::Cow<'_, str>> {
         .chain(php.map(Cow::Owned))
 }
 
-/// Whether PHP registers `name` as `wanted` (exactly: PHP's names keep their case).
+/// Whether PHP registers `name` as `wanted` (exactly: PHP's names keep their case). Its
+/// reading differs from the name only where a space, `.`, `[` or NUL is.
 pub fn php_reads_as(name: &str, wanted: &str) -> bool {
-    name == wanted || php_reading(name) == wanted
+    name == wanted || (name.contains([' ', '.', '[', '\0']) && php_reading(name) == wanted)
 }
 
 /// `name` as PHP registers a field (`php_register_variable_ex`): a C string (cut at its first

@@ -53,7 +53,11 @@ static CLAIMED_ORIGIN: [&str; 6] = [
 /// Removes the [`CLAIMED_ORIGIN`] headers an untrusted client sent (one look at the names
 /// tells when there are none, as for most requests).
 fn remove_claimed_origin(headers: &mut HeaderMap) {
-    let claimed = |name: &HeaderName| CLAIMED_ORIGIN.contains(&name.as_str());
+    let claimed = |name: &HeaderName| {
+        let name = name.as_str();
+        (name.starts_with("x-forwarded-") || name.starts_with("front-end-"))
+            && CLAIMED_ORIGIN.contains(&name)
+    };
     if headers.keys().any(claimed) {
         for name in CLAIMED_ORIGIN {
             headers.remove(name);

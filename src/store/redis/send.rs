@@ -2,7 +2,9 @@
 //! redirections there, all within the caller's deadline: `MOVED` (the slot table is patched
 //! and read again, the command goes to the new node), `ASK` (`ASKING` and the command go to
 //! the migration's target back to back, on one connection), `TRYAGAIN` (sent again after a
-//! short pause, growing, until the migration ends or the deadline does). A redirected command did not run, so nothing is charged twice.
+//! short pause, growing, until the migration ends or the deadline does), `READONLY` in a
+//! cluster (sent to the promoted primary once the slot table names it). A redirected command
+//! did not run, so nothing is charged twice.
 //!
 //! When the caller asks for it ([`AckPolicy`]), `WAIT` goes out right behind the command, in
 //! the same write to the same connection: a `WAIT` sent once the reply is in could meet a
@@ -72,7 +74,8 @@ pub async fn send(
     let mut asking = false;
     let mut redirections = 0;
     let mut pause = TRY_AGAIN_PAUSE;
-    let started = std::time::Instant::now();
+    // When the first `TRYAGAIN` came.
+    let mut trying_since: Option<std::time::Instant> = None;
     while redirections < MAX_REDIRECTIONS {
         let Some(node) = target.take() else {
             nodes.request_refresh();
@@ -112,7 +115,12 @@ pub async fn send(
             // The slot is migrating and the command's keys are split between the two nodes,
             // or exist on neither: it can run once the migration ends, so it is sent again
             // until then (within the caller's deadline), never counted as a failure.
-            Some(Redirect::TryAgain) if started.elapsed() < TRY_AGAIN_FOR => {
+            Some(Redirect::TryAgain)
+                if trying_since
+                    .get_or_insert_with(std::time::Instant::now)
+                    .elapsed()
+                    < TRY_AGAIN_FOR =>
+            {
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(TRY_AGAIN_PAUSE_MAX);
                 target = Some(node);
