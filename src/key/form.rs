@@ -1,8 +1,8 @@
 //! URL-encoded names and values: `form:NAME` key parts from an
 //! `application/x-www-form-urlencoded` body, `query:NAME` parts (read the same way), the
-//! query's copies of a body part, and the cookies named like one. Pairs split on `&`, `+` reads as a space, `%XX` decodes to the byte (not to text: bytes
-//! that are not UTF-8 stay apart, so they can be escaped apart). Names decode like values, so
-//! `%70hone` is `phone`.
+//! query's copies of a body part, and the cookies PHP reads as one. Pairs split on `&`, `+`
+//! reads as a space, `%XX` decodes to the byte (not to text: bytes that are not UTF-8 stay
+//! apart, so they can be escaped apart). Names decode like values, so `%70hone` is `phone`.
 //!
 //! Differences from a plain parser, for a key the upstream must read the same way: a field
 //! named twice, or in a spelling a framework folds into its name (`PHONE`, `phone[]`: see
@@ -47,9 +47,9 @@ pub fn names(input: &[u8], name: &str) -> bool {
 }
 
 /// The values of the cookies PHP reads as `name`, in one `Cookie` header line, as PHP reads
-/// them: the line split on `;`, each cookie's name after its leading spaces taken as it is (case and
-/// escapes kept, as PHP 8 keeps them) or as PHP registers a name (`phone.x` is `phone_x`), its
-/// value with `%XX` decoded (a `+` stays a `+`).
+/// them: the line split on `;`, each cookie's name after its leading spaces taken as it is
+/// (case and escapes kept, as PHP 8 keeps them) or as PHP registers a name (`phone.x` is
+/// `phone_x`), its value with `%XX` decoded (a `+` stays a `+`).
 pub fn cookie_values<'a>(line: &'a [u8], name: &'a str) -> impl Iterator<Item = Cow<'a, [u8]>> {
     line.split(|&b| b == b';').filter_map(move |cookie| {
         let (key, value) = split_pair(cookie);

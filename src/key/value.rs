@@ -120,8 +120,8 @@ fn refuse_query_copy(src: &KeySource<'_>, name: &str) -> Result<(), ReadError> {
     }
 }
 
-/// A cookie named like a `form:` or `query:` part (in any spelling) that holds another value
-/// than the part, or stands where the part is missing, is ambiguous: PHP's `$_REQUEST` merges
+/// A cookie PHP reads as a `form:` or `query:` part's name ([`form::cookie_values`]) that holds
+/// another value than the part, or stands where the part is missing, is ambiguous: PHP's `$_REQUEST` merges
 /// cookies over the query and the form body wherever no `php.ini` sets `request_order` (the
 /// official Docker image ships none), so the upstream would act on the cookie's value.
 fn refuse_cookie_copy(

@@ -117,18 +117,18 @@ impl Activity {
     /// What the watchdog should do now: `http1` says whether a head in progress is all that
     /// counts (an HTTP/2 connection awaiting its first request is held to both bounds).
     pub fn due(&self, header_read_timeout: Duration, idle_timeout: Duration, http1: bool) -> Due {
-        let now = self.now_us();
         if self.in_flight.load(Ordering::Acquire) > 0 {
             let blocked = self.write_blocked_since.load(Ordering::Relaxed);
             if blocked == 0 {
                 return Due::At(None);
             }
             let end = blocked - 1 + idle_timeout.as_micros() as u64;
-            return match now >= end {
+            return match self.now_us() >= end {
                 true => Due::WriteStalled,
                 false => Due::At(Some(self.started + Duration::from_micros(end))),
             };
         }
+        let now = self.now_us();
         let at = |end: u64| Due::At(Some(self.started + Duration::from_micros(end)));
         let idle_end = self.idle_since.load(Ordering::Acquire) + idle_timeout.as_micros() as u64;
         let head = self.head_since.load(Ordering::Acquire);

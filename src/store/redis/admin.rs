@@ -318,6 +318,7 @@ pub fn parse_marker(text: &str) -> Option<Marker> {
         level: level.parse().ok()?,
     })
 }
+
 /// Whether `client`'s server answers as a master: its `ROLE`, or, for a user whose ACL denies
 /// `ROLE` (an administrative command), its `PING`.
 async fn answers_as_master(client: &fred::clients::Client) -> Result<(), StoreError> {

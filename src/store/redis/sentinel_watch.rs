@@ -133,19 +133,27 @@ impl SentinelWatch {
         Some(stream)
     }
 
-    /// `AUTH` (with the store's credentials, as the client library authenticates to sentinels)
-    /// and `SUBSCRIBE +switch-master`, and how many replies they take.
+    /// [`Self::authenticated`] and `SUBSCRIBE +switch-master`, and how many replies they take.
     fn subscription(&self) -> (Vec<u8>, usize) {
-        let mut out = Vec::new();
-        let mut replies = 1;
-        if let Some(password) = &self.password {
-            push_auth(&mut out, self.username.as_deref(), password);
-            replies += 1;
-        }
+        let (mut out, replies) = self.authenticated();
         push_array(&mut out, 2);
         push_bulk(&mut out, b"SUBSCRIBE");
         push_bulk(&mut out, SWITCH_MASTER);
-        (out, replies)
+        (out, replies + 1)
+    }
+
+    /// What a connection to a sentinel opens with: `AUTH` with the store's credentials, as the
+    /// client library authenticates to sentinels (nothing without a password), and how many
+    /// replies that takes.
+    fn authenticated(&self) -> (Vec<u8>, usize) {
+        let mut out = Vec::new();
+        match &self.password {
+            Some(password) => {
+                push_auth(&mut out, self.username.as_deref(), password);
+                (out, 1)
+            }
+            None => (out, 0),
+        }
     }
 
     /// Reads the sentinel's announcements until its connection ends or stops answering
@@ -156,7 +164,13 @@ impl SentinelWatch {
         let mut input = Vec::new();
         let mut pinged = false;
         loop {
-            while let Ok(Some((message, used))) = parse(&input) {
+            loop {
+                let (message, used) = match parse(&input) {
+                    Ok(Some(parsed)) => parsed,
+                    Ok(None) => break,
+                    // not RESP: listen to the next sentinel
+                    Err(_) => return true,
+                };
                 input.drain(..used);
                 let Some(watch) = watch.upgrade() else {
                     return false;
@@ -255,17 +269,12 @@ impl SentinelWatch {
         let mut stream = TcpStream::connect((&*sentinel.host, sentinel.port))
             .await
             .map_err(|e| e.to_string())?;
-        let mut out = Vec::new();
-        let mut replies = 1;
-        if let Some(password) = &self.password {
-            push_auth(&mut out, self.username.as_deref(), password);
-            replies += 1;
-        }
+        let (mut out, replies) = self.authenticated();
         push_array(&mut out, 3);
         push_bulk(&mut out, b"SENTINEL");
         push_bulk(&mut out, b"GET-MASTER-ADDR-BY-NAME");
         push_bulk(&mut out, self.service.as_bytes());
-        server_of(exchange(&mut stream, &out, replies).await?)
+        server_of(exchange(&mut stream, &out, replies + 1).await?)
     }
 }
 
