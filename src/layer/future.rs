@@ -158,9 +158,14 @@ where
                 state.set(State::Done);
                 return;
             }
-            StateProj::Reading { step, .. } | StateProj::Deciding { step, .. } => {
+            StateProj::Reading { step, .. } => {
                 step.as_ref().map(|s| s.decided(None)).unwrap_or_default()
             }
+            // one that waited for room was delayed, and the access line says so
+            StateProj::Deciding { step, deciding } => step
+                .as_ref()
+                .map(|s| s.decided(deciding.waiting().as_ref()))
+                .unwrap_or_default(),
             StateProj::Answer { decided, .. } => decided.take().unwrap_or_default(),
             StateProj::Calling { .. } => Decided::default(),
         };

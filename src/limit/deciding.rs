@@ -146,6 +146,22 @@ impl Deciding {
         self
     }
 
+    /// What the route did with a request still waiting for room, as its client leaves: it was
+    /// `delayed`, standing on the refusal it waits out (`None` while it is not waiting). While
+    /// the store is asked again after a wait, that refusal is gone: the verdict names no limit.
+    pub fn waiting(&self) -> Option<Verdict> {
+        let mut verdict = match &self.state {
+            State::Sleeping(_, waited_out) => waited_out.clone(),
+            State::Asking { delay: Some(_), .. } => {
+                let tier = self.request.tier.name.as_ref();
+                Verdict::new(DecisionLabel::Delayed, None, tier)
+            }
+            _ => return None,
+        };
+        verdict.label = DecisionLabel::Delayed;
+        Some(verdict)
+    }
+
     fn finish(&mut self, verdict: Verdict) -> Poll<Verdict> {
         self.state = State::Done;
         let r = &self.request;
@@ -239,22 +255,19 @@ impl Future for Deciding {
 
 impl Drop for Deciding {
     fn drop(&mut self) {
+        if let (State::Sleeping(..), Some(delayed)) = (&self.state, self.waiting()) {
+            if self.request.counted {
+                self.request.limiter.record(&self.request.policy, &delayed);
+            }
+            return;
+        }
         let (answer, started, delayed) = match std::mem::replace(&mut self.state, State::Done) {
             State::Asking {
                 answer,
                 started,
                 delay,
             } => (answer, started, delay.is_some()),
-            State::Sleeping(_, mut waited_out) => {
-                if self.request.counted {
-                    waited_out.label = DecisionLabel::Delayed;
-                    self.request
-                        .limiter
-                        .record(&self.request.policy, &waited_out);
-                }
-                return;
-            }
-            State::Start | State::Done => return,
+            State::Sleeping(..) | State::Start | State::Done => return,
         };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;

@@ -6,7 +6,12 @@ use crate::support;
 
 use std::time::Duration;
 
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
 use support::http::HttpClient;
+use support::leaving::{eventually, LeavingGateway};
+use support::metrics::value;
 use support::rate_limits::{on_redis, route};
 use support::redis::RedisServer;
 use support::{unique_prefix, upstream};
@@ -94,4 +99,36 @@ async fn delay_mode_bounds_the_waiting_room() {
         metrics.contains("slidegate_requests_total{decision=\"rejected\",route=\"capped\"} 3"),
         "{metrics}"
     );
+}
+
+/// A client that leaves while its request waits for room leaves an access line that says what
+/// the route did with it: status 499, decision `delayed`, and the limit it waited on (the
+/// request is counted `delayed` in the metrics too; `tests/admin/metrics.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_the_delay_room_is_logged_as_delayed() {
+    let up = upstream::start().await;
+    let routes = route(
+        "paced",
+        "\"route\"",
+        "on_exceed = \"delay\"\nmax_delay = \"20s\"\nmax_waiting = 10",
+        &[("per-window", 1, "10s")],
+    );
+    let gw = LeavingGateway::start("backend = \"memory\"", &up.url(), "", &routes);
+    let client = HttpClient::default();
+    let first = client.get(&format!("http://{}/first", gw.proxy), &[]).await;
+    assert_eq!(first.status, 200);
+    let waiting = || async {
+        let metrics = gw.metrics().await;
+        let room = value(&metrics, "slidegate_delay_waiting", &[("route", "paced")]);
+        (room == Some(1.0)).then_some(())
+    };
+    let mut stream = TcpStream::connect(gw.proxy).await.unwrap();
+    let request = "GET /second HTTP/1.1\r\nHost: gw\r\nX-Request-Id: left-waiting\r\n\r\n";
+    stream.write_all(request.as_bytes()).await.unwrap();
+    eventually(waiting).await;
+    drop(stream);
+    let line = gw.access("left-waiting");
+    assert_eq!(line["status"], 499, "{line}");
+    assert_eq!(line["decision"], "delayed", "{line}");
+    assert_eq!(line["limit"], "per-window", "{line}");
 }
