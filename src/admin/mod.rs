@@ -95,30 +95,26 @@ async fn healthz() -> Response {
 }
 
 /// 200 when the config is loaded and the store answers; while it does not, 503 if any route
-/// fails closed (traffic would get 503s), else 200 marked degraded.
-async fn readyz(State(state): State<Arc<GatewayState>>) -> Response {
+/// fails closed (traffic would get 503s; a problem body, as every error the gateway answers),
+/// else 200 marked degraded.
+async fn readyz(
+    State(state): State<Arc<GatewayState>>,
+    Extension(id): Extension<RequestId>,
+) -> Response {
     let store = state.limiter().store();
     let backend = store.backend();
-    match store.ping().await {
-        Ok(()) => Json(json!({"status": "ready", "store": backend})).into_response(),
-        Err(e) => {
-            let fails_closed = state
-                .table()
-                .config
-                .any_route_fails_closed(&state.running.store);
-            let status = if fails_closed {
-                axum::http::StatusCode::SERVICE_UNAVAILABLE
-            } else {
-                axum::http::StatusCode::OK
-            };
-            let body = json!({
-                "status": if fails_closed { "unavailable" } else { "degraded" },
-                "store": backend,
-                "error": e.to_string(),
-            });
-            (status, Json(body)).into_response()
-        }
+    let Err(e) = store.ping().await else {
+        return Json(json!({"status": "ready", "store": backend})).into_response();
+    };
+    let fails_closed = state
+        .table()
+        .config
+        .any_route_fails_closed(&state.running.store);
+    if fails_closed {
+        return AdminError::StoreUnavailable(e.to_string()).into_response(&id);
     }
+    let body = json!({"status": "degraded", "store": backend, "error": e.to_string()});
+    Json(body).into_response()
 }
 
 async fn reload(

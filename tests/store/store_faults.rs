@@ -363,7 +363,10 @@ async fn readyz_is_unavailable_while_the_store_is_a_replica() {
     redis.cmd(&["REPLICAOF", "127.0.0.1", &other.port.to_string()]);
     let ready = client.get(&gw.admin("/readyz"), &[]).await;
     assert_eq!(ready.status, 503, "{}", ready.body);
-    assert_eq!(ready.json()["status"], "unavailable", "{}", ready.body);
+    let problem = ready.json();
+    assert_eq!(problem["status"], 503, "{}", ready.body);
+    assert_eq!(problem["error"], "store_unavailable", "{}", ready.body);
+    assert!(problem["request_id"].is_string(), "{}", ready.body);
     assert!(ready.body.contains("READONLY"), "{}", ready.body);
     redis.cmd(&["REPLICAOF", "NO", "ONE"]);
     assert_eq!(client.get(&gw.admin("/readyz"), &[]).await.status, 200);
