@@ -14,6 +14,7 @@ use crate::config::ExceedMode;
 use crate::store::{Decision, DecisionRequest, LimitSet, Outcome};
 use std::borrow::Cow;
 
+/// The most shards the cache is split into (fewer when `store.max_keys` is below this).
 const SHARDS: usize = 16;
 
 /// The longest a refusal of a request decided in parts is remembered: in a Redis Cluster, each
@@ -54,29 +55,39 @@ impl CachedDenial {
 /// Shared by every request of the instance; it holds at most `store.max_keys` keys (a full
 /// cache skips new entries: they are only a shortcut, the store still decides).
 pub struct DenyCache {
-    shards: Box<[Mutex<HashMap<String, CachedDenial, RandomState>>]>,
+    shards: Box<[Shard]>,
     hasher: RandomState,
-    max_per_shard: usize,
+}
+
+/// A part of the cache, with its share of `store.max_keys`.
+struct Shard {
+    entries: Mutex<HashMap<String, CachedDenial, RandomState>>,
+    capacity: usize,
 }
 
 impl DenyCache {
-    /// An empty cache of at most `max_keys` keys.
+    /// An empty cache of at most `max_keys` keys: the shards' shares add up to exactly that.
     pub fn new(max_keys: usize) -> DenyCache {
+        let n = SHARDS.min(max_keys).max(1);
+        let shards = (0..n).map(|i| Shard {
+            entries: Mutex::new(HashMap::default()),
+            capacity: max_keys / n + usize::from(i < max_keys % n),
+        });
         DenyCache {
-            shards: (0..SHARDS)
-                .map(|_| Mutex::new(HashMap::default()))
-                .collect(),
+            shards: shards.collect(),
             hasher: RandomState::default(),
-            max_per_shard: max_keys.div_ceil(SHARDS).max(1),
         }
+    }
+
+    fn shard_of(&self, base: &str) -> &Shard {
+        &self.shards[(self.hasher.hash_one(base) as usize) % self.shards.len()]
     }
 
     fn shard(
         &self,
         base: &str,
     ) -> std::sync::MutexGuard<'_, HashMap<String, CachedDenial, RandomState>> {
-        let i = (self.hasher.hash_one(base) as usize) % SHARDS;
-        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
+        self.shard_of(base).lock()
     }
 
     /// The live denial for `base`, if any.
@@ -107,11 +118,12 @@ impl DenyCache {
             return;
         }
         let until = decided_at + lasts;
-        let mut shard = self.shard(base);
-        if shard.len() >= self.max_per_shard && !shard.contains_key(base) {
+        let part = self.shard_of(base);
+        let mut shard = part.lock();
+        if shard.len() >= part.capacity && !shard.contains_key(base) {
             let now = Instant::now();
             shard.retain(|_, d| d.until > now);
-            if shard.len() >= self.max_per_shard {
+            if shard.len() >= part.capacity {
                 return;
             }
         }
@@ -194,7 +206,7 @@ impl DenyCache {
         self.shards
             .iter()
             .map(|s| {
-                let mut shard = s.lock().unwrap_or_else(|e| e.into_inner());
+                let mut shard = s.lock();
                 shard.retain(|_, d| d.until > now);
                 shard.len()
             })
@@ -204,8 +216,14 @@ impl DenyCache {
     /// Forgets everything (a reload).
     pub fn clear(&self) {
         for s in self.shards.iter() {
-            s.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            s.lock().clear();
         }
+    }
+}
+
+impl Shard {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, CachedDenial, RandomState>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -262,4 +280,53 @@ fn denial_of_slot(decision: &Decision, set: &LimitSet, slot: usize) -> Decision 
     }
     denial.retry_after = wait;
     denial
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::AlgorithmId;
+    use crate::store::LimitUsage;
+
+    /// A refusal of one limit of 1 a minute, waiting `wait`.
+    fn refusal(wait: Duration) -> Decision {
+        Decision {
+            outcome: Outcome::Rejected,
+            retry_after: wait,
+            limits: vec![LimitUsage {
+                used: 1,
+                limit: 1,
+                reset: wait,
+                retry_after: wait,
+                in_flight: false,
+            }],
+            decided_at_us: 0,
+            block_level: 0,
+            block_left: Duration::ZERO,
+            receipt: None,
+            approximate: false,
+        }
+    }
+
+    /// However `store.max_keys` divides among the shards, the cache holds exactly that many
+    /// keys once more keys than that are refused.
+    #[test]
+    fn the_cache_holds_at_most_max_keys() {
+        let set = Arc::new(LimitSet::simple(&[(
+            "per-minute",
+            1,
+            60_000_000,
+            AlgorithmId::SLIDING_LOG,
+        )]));
+        let decision = refusal(Duration::from_secs(60));
+        for max_keys in [1, 2, 15, 17, 100, 1000] {
+            let cache = DenyCache::new(max_keys);
+            let now = Instant::now();
+            for k in 0..20 * max_keys {
+                let key = format!("route|{k}");
+                cache.remember(&key, now, &decision, &ExceedMode::Reject, &set, None);
+            }
+            assert_eq!(cache.live_entries(now), max_keys, "max_keys {max_keys}");
+        }
+    }
 }
