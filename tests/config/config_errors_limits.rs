@@ -91,6 +91,15 @@ fn counter_limit_times_window_2_53() {
     );
 }
 
+/// The larger of gcra's limit and burst is the value at fault: here the burst, on line 16.
+#[test]
+fn gcra_burst_times_window_2_53() {
+    assert_eq!(
+        load_err("gcra_burst_times_window_2_53.toml"),
+        "gcra_burst_times_window_2_53.toml:16:11: routes[0].limits[0].burst: burst (or limit) * window must stay below 2^53 microseconds for gcra's arithmetic to be exact (here 9007199255 * 1000000 µs); lower them"
+    );
+}
+
 #[test]
 fn sliding_log_limit_times_window_2_53() {
     assert_eq!(

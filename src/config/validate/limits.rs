@@ -80,7 +80,12 @@ impl Validator<'_> {
         let window_us = window.as_micros() as u64;
         let bounds = |value: u64| algorithm.get().check(value, window_us, burst);
         if let Err(why) = bounds(limit as u64) {
-            return self.error(l.limit.span(), format!("{key}.limit: {why}"));
+            // the larger of the two is the value at fault
+            let (span, setting) = match (&l.burst, burst) {
+                (Some(raw), Some(b)) if b > limit as u64 => (raw.span(), "burst"),
+                _ => (l.limit.span(), "limit"),
+            };
+            return self.error(span, format!("{key}.{setting}: {why}"));
         }
         let segments = self.tier_values(&l.segments, &format!("{key}.segments"), |s| {
             known_segment(&context.tiers, s)
