@@ -25,6 +25,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU16, AtomicU8, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::Response;
@@ -123,12 +124,13 @@ pub type OnDeparted = Box<dyn FnOnce(Departed) + Send>;
 /// A forwarded call of the inner service, boxed so that it can outlive its client.
 pub(super) type InnerCall<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-/// What a forwarded request's answer needs: the verdict (for its headers), the reservation to
-/// settle, and what the access log shows.
+/// What a forwarded request's answer needs: the verdict (for its headers) and when it came,
+/// the reservation to settle, and what the access log shows.
 pub(super) struct Settling {
     pub route: Arc<Route>,
     pub tier: Option<Arc<Tier>>,
     pub verdict: Verdict,
+    pub decided_at: Instant,
     pub reservation: Option<Reservation>,
     pub decided: Decided,
 }
@@ -176,7 +178,11 @@ impl Settling {
             }),
             None => response.map(ResponseBody::inner),
         };
-        if let (true, Some(d), Some(tier)) = (self.route.config.headers, &decision, &self.tier) {
+        if let (true, Some(d), Some(tier)) = (self.route.config.headers, &mut decision, &self.tier)
+        {
+            // `t` and the resets count from now, not from the decision: the upstream took its
+            // time to answer
+            d.age(self.decided_at.elapsed());
             add_headers(response.headers_mut(), tier, d);
         }
         response.extensions_mut().insert(self.decided);

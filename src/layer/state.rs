@@ -6,6 +6,7 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::header::ACCEPT_ENCODING;
@@ -247,6 +248,7 @@ where
                 route,
                 tier,
                 verdict,
+                decided_at: Instant::now(),
                 reservation,
                 decided,
             })),

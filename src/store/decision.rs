@@ -234,26 +234,27 @@ impl Decision {
     /// The same decision seen `elapsed` later (for answers from the deny cache): each wait the
     /// shorter by it, a limit whose wait has passed no longer refusing.
     pub fn aged(&self, elapsed: Duration) -> Decision {
-        Decision {
-            outcome: self.outcome,
-            retry_after: self.retry_after.saturating_sub(elapsed),
-            limits: self
-                .limits
-                .iter()
-                .map(|l| LimitUsage {
-                    reset: l.reset.saturating_sub(elapsed),
-                    // a limit whose own wait has passed refuses no more (the 429's
-                    // `violated-policies` leaves it out)
-                    retry_after: l.retry_after.saturating_sub(elapsed),
-                    ..l.clone()
-                })
-                .collect(),
-            decided_at_us: self.decided_at_us + elapsed.as_micros() as u64,
-            block_level: self.block_level,
-            block_left: self.block_left.saturating_sub(elapsed),
+        let mut later = Decision {
             receipt: None,
-            approximate: self.approximate,
+            ..self.clone()
+        };
+        later.age(elapsed);
+        later
+    }
+
+    /// Makes this the decision seen `elapsed` later, in place (the headers of an answer that
+    /// came that long after its decision): each wait and reset the shorter by it, the instant
+    /// the later one.
+    pub fn age(&mut self, elapsed: Duration) {
+        self.retry_after = self.retry_after.saturating_sub(elapsed);
+        for l in &mut self.limits {
+            l.reset = l.reset.saturating_sub(elapsed);
+            // a limit whose own wait has passed refuses no more (the 429's `violated-policies`
+            // leaves it out)
+            l.retry_after = l.retry_after.saturating_sub(elapsed);
         }
+        self.decided_at_us += elapsed.as_micros() as u64;
+        self.block_left = self.block_left.saturating_sub(elapsed);
     }
 }
 

@@ -153,3 +153,30 @@ async fn headers_false_removes_the_rate_limit_headers_from_every_response() {
         rejected.headers
     );
 }
+
+/// `t` and `X-RateLimit-Reset` count from when the answer goes out, not from the decision: an
+/// upstream that takes 1.5 s to answer the first request of a 10 s window leaves 9 s (8.5
+/// rounded up), as the next request, answered at once, also says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resets_count_from_the_answer_not_from_the_decision() {
+    let up = upstream::start().await;
+    let routes = r#"
+[[routes]]
+name = "slow"
+path = "/*"
+upstream = "up"
+key = ["route"]
+  [[routes.limits]]
+  name = "per-10s"
+  limit = 10
+  window = "10s"
+"#;
+    let gw = gateway::start(&config(MEMORY, &up.url(), routes)).await;
+    let client = HttpClient::default();
+    let slow = client.get(&gw.url("/slow?ms=1500"), &[]).await;
+    assert_eq!(slow.status, 200);
+    assert_eq!(slow.header("ratelimit"), Some("\"per-10s\";r=9;t=9"));
+    assert_eq!(slow.header("x-ratelimit-reset"), Some("9"));
+    let next = client.get(&gw.url("/fast"), &[]).await;
+    assert_eq!(next.header("ratelimit"), Some("\"per-10s\";r=8;t=9"));
+}
