@@ -25,7 +25,7 @@ use hyper::body::Incoming;
 use tower::Service;
 
 use crate::access_log::{self, Answered};
-use crate::error::GatewayError;
+use crate::error::{GatewayError, CLIENT_CLOSED_REQUEST};
 use crate::key::is_trusted;
 use crate::layer::{Arrival, Decided, Departed, RateLimit, ResponseBody, Shared};
 use crate::peer::Peer;
@@ -129,9 +129,6 @@ struct Logged {
     /// The target as the client sent it (a clone shares its bytes).
     uri: http::Uri,
 }
-
-/// The status an access log line shows for a request whose client left before its answer.
-pub const CLIENT_CLOSED_REQUEST: u16 = 499;
 
 pin_project_lite::pin_project! {
     /// A request through the gateway: the layer's future, then the request id on the answer

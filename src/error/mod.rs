@@ -68,6 +68,10 @@ pub enum GatewayError {
     /// on its way upstream.
     #[error("the request body could not be read: {0}")]
     BodyUnreadable(String),
+    /// The client closed its connection before its request body was whole: no answer reaches
+    /// it, and the access log says 499, as for any client that left before its answer.
+    #[error("the client closed its connection before its request body was whole")]
+    ClientLeft,
     /// `Connection` names a header the request's meaning rests on: forwarding without it would
     /// send another request than the one counted.
     #[error("the Connection header names {header}, which this request cannot go without; send Connection with hop-by-hop headers only")]
@@ -103,7 +107,30 @@ impl From<crate::limit::KeysError> for GatewayError {
     }
 }
 
+/// The status an access log line shows for a request whose client left before its answer
+/// (NGINX's "client closed request").
+pub const CLIENT_CLOSED_REQUEST: u16 = 499;
+
+fn client_closed_request() -> StatusCode {
+    StatusCode::from_u16(CLIENT_CLOSED_REQUEST).expect("499 is a status code")
+}
+
 impl GatewayError {
+    /// A request body that failed as it was read: [`GatewayError::ClientLeft`] when the
+    /// client's connection ended before the body was whole (an unexpected end of its stream,
+    /// anywhere in the error's chain), else [`GatewayError::BodyUnreadable`].
+    pub fn of_body(e: &(dyn std::error::Error + 'static)) -> GatewayError {
+        let mut cause = Some(e);
+        while let Some(c) = cause {
+            let eof = c.downcast_ref::<std::io::Error>();
+            if eof.is_some_and(|io| io.kind() == std::io::ErrorKind::UnexpectedEof) {
+                return GatewayError::ClientLeft;
+            }
+            cause = c.source();
+        }
+        GatewayError::BodyUnreadable(error_chain(e))
+    }
+
     /// The status and machine-readable code of this error.
     pub fn status_and_code(&self) -> (StatusCode, &'static str) {
         use crate::route::RouteError;
@@ -137,6 +164,7 @@ impl GatewayError {
             ),
             GatewayError::BodyTimeout { .. } => (StatusCode::REQUEST_TIMEOUT, "body_timeout"),
             GatewayError::BodyUnreadable(_) => (StatusCode::BAD_REQUEST, "body_unreadable"),
+            GatewayError::ClientLeft => (client_closed_request(), "client_closed_request"),
             GatewayError::ConnectionRemoves { .. } => (StatusCode::BAD_REQUEST, "bad_request"),
             GatewayError::StoreUnavailable => {
                 (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable")
@@ -161,6 +189,7 @@ impl GatewayError {
                 | GatewayError::UnsupportedBodyEncoding { .. }
                 | GatewayError::BodyTimeout { .. }
                 | GatewayError::BodyUnreadable(_)
+                | GatewayError::ClientLeft
                 | GatewayError::ConnectionRemoves { .. }
         )
     }
@@ -189,4 +218,16 @@ impl From<crate::rls::RlsError> for tonic::Status {
             crate::rls::RlsError::Invalid(_) => tonic::Status::invalid_argument(e.to_string()),
         }
     }
+}
+
+/// An error and its causes on one line, for logs.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }

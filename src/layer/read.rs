@@ -88,7 +88,7 @@ where
                 }
                 Poll::Ready(Some(Err(e))) => {
                     let e: BoxError = e.into();
-                    return Poll::Ready(Err(GatewayError::BodyUnreadable(e.to_string())));
+                    return Poll::Ready(Err(GatewayError::of_body(&*e)));
                 }
                 Poll::Ready(None) => {
                     return Poll::Ready(Ok(std::mem::take(&mut self.buf).freeze()));

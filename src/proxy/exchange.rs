@@ -156,7 +156,11 @@ where
             // failed. Once the head went out, the upstream may have acted on it (an SMS sent
             // for a number in the query): its answer never comes, so the 400 or 408 says
             // nothing of the attempt's outcome and the attempt stays counted.
-            Err(e @ (GatewayError::BodyUnreadable(_) | GatewayError::BodyTimeout { .. })) => {
+            Err(
+                e @ (GatewayError::BodyUnreadable(_)
+                | GatewayError::ClientLeft
+                | GatewayError::BodyTimeout { .. }),
+            ) => {
                 let mut response = e.into_response(this.request_id);
                 if this.attempt.is_out() {
                     response.extensions_mut().insert(OutcomeUnseen);

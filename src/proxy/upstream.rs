@@ -43,7 +43,7 @@ use super::headers::{remove_hop_by_hop, set_forwarded};
 use super::joined_body::JoinedBody;
 use super::sent_body::{BodyProgress, SentBody};
 use crate::config::UpstreamConfig;
-use crate::error::GatewayError;
+use crate::error::{error_chain, GatewayError};
 use crate::layer::{Attempt, RequestBody};
 use crate::peer::Peer;
 use crate::request_id::{RequestId, X_REQUEST_ID};
@@ -168,7 +168,7 @@ impl Upstream {
     /// framing), its fault; else the upstream could not be reached or failed the request.
     pub(super) fn failed(&self, e: BoxError, progress: Option<&BodyProgress>) -> GatewayError {
         if progress.is_some_and(|p| p.failed.load(Ordering::Relaxed)) {
-            return GatewayError::BodyUnreadable(error_chain(&*e));
+            return GatewayError::of_body(&*e);
         }
         tracing::warn!(upstream = %self.config.name, error = %error_chain(&*e), "upstream request failed");
         GatewayError::UpstreamConnect {
@@ -385,16 +385,4 @@ impl hyper::body::Body for DrivenBody {
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
     }
-}
-
-/// An error and its causes on one line, for logs.
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }

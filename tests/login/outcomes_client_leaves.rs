@@ -399,8 +399,8 @@ async fn no_block_without_answers(
 
 /// A client that sends the head and part of its body, then leaves: the head went upstream,
 /// which may act on it alone (a number in the query, credentials in a header), so the attempt
-/// stays counted though the gateway answers its broken body with a 400. An upload that broke
-/// off is no free attempt.
+/// stays counted, and its access line says the client left (499). An upload that broke off is
+/// no free attempt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_that_breaks_off_after_the_head_went_upstream_stays_counted() {
     let auth = AuthUpstream::start().await;
@@ -418,10 +418,33 @@ async fn an_upload_that_breaks_off_after_the_head_went_upstream_stays_counted() 
     tokio::time::sleep(Duration::from_secs(1)).await;
     drop(stream);
     let line = gw.access("broke-off");
+    assert_eq!(line["status"], 499, "{line}");
     assert_eq!(line["upstream_status"], 0, "{line}");
     assert_eq!(
         gw.used("login", "eve").await,
         1,
         "the attempt stays counted"
+    );
+}
+
+/// A client that leaves while the gateway reads its body for the key leaves a 499 access line,
+/// not a 400: its body did not break, its connection ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_while_its_body_is_read_for_the_key_is_logged_499() {
+    let auth = AuthUpstream::start().await;
+    let gw = LeavingGateway::start("backend = \"memory\"", &auth.url(), UPSTREAM, &login());
+    let head = "POST /api/login HTTP/1.1\r\nHost: gw\r\nX-Request-Id: left-reading\r\n\
+                Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"user";
+    let mut stream = tokio::net::TcpStream::connect(gw.proxy).await.unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut stream, head.as_bytes())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(stream);
+    let line = gw.access("left-reading");
+    assert_eq!(line["status"], 499, "{line}");
+    assert!(
+        auth.bodies("/api/login").is_empty(),
+        "nothing went upstream"
     );
 }
