@@ -255,8 +255,8 @@ impl Future for Deciding {
 
 impl Drop for Deciding {
     fn drop(&mut self) {
-        if let (State::Sleeping(..), Some(delayed)) = (&self.state, self.waiting()) {
-            if self.request.counted {
+        if matches!(self.state, State::Sleeping(..)) {
+            if let (true, Some(delayed)) = (self.request.counted, self.waiting()) {
                 self.request.limiter.record(&self.request.policy, &delayed);
             }
             return;
