@@ -1,5 +1,4 @@
-//! A request's limits decided: each charged group (one per cost, the largest first, and one
-//! more for each copy of a descriptor met again) in one
+//! A request's limits decided: each charged group (one per cost, the largest first) in one
 //! atomic decision through the limiter (a request refused by one descriptor of a group is
 //! charged to none of it, and the groups after a refusal are only read), the read set
 //! (`hits_addend` 0) beside them at cost 0. When a request has several charged groups, each

@@ -1,8 +1,7 @@
 //! A `RateLimitRequest` read into what is decided: each descriptor matched in its domain's tree
 //! (or given Envoy's own limit), with its cost; `unlimited` and `replaces` applied as
 //! envoyproxy/ratelimit applies them; and the limits that are charged gathered into one set per
-//! cost (a descriptor met twice is charged twice, as envoyproxy/ratelimit increments each: the
-//! second copy in a set of its own), so that each is one atomic decision.
+//! cost (a descriptor met twice counts once), so that each is one atomic decision.
 //!
 //! Nothing a request carries turns a limit off: only a request that names no domain or no
 //! descriptor is an error. A value of any length is decided (keyed by its SHA-256 past 256
@@ -179,21 +178,18 @@ pub fn plan(domain: &Domain, request: &RateLimitRequest) -> Plan {
         statuses: Vec::with_capacity(n),
         ..Plan::default()
     };
-    // Each descriptor charges its own cost, as envoyproxy/ratelimit increments each: one met
-    // again with the same cost goes to a group of its own (its `copy`), decided after the
-    // first and seeing its charge.
-    let copies = copy_numbers(&found);
-    let mut groups: Vec<(u64, usize)> = (found.iter().zip(&copies))
-        .filter_map(|(f, &copy)| match f {
-            Some(Ok(f)) if f.cost > 0 => Some((f.cost, copy)),
+    let mut costs: Vec<u64> = found
+        .iter()
+        .filter_map(|f| match f {
+            Some(Ok(f)) if f.cost > 0 => Some(f.cost),
             _ => None,
         })
         .collect();
-    groups.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    groups.dedup();
-    plan.charged = groups
+    costs.sort_unstable_by(|a, b| b.cmp(a));
+    costs.dedup();
+    plan.charged = costs
         .iter()
-        .map(|&(cost, _)| CostGroup {
+        .map(|&cost| CostGroup {
             cost,
             set: LimitSetPlan::default(),
         })
@@ -227,9 +223,7 @@ pub fn plan(domain: &Domain, request: &RateLimitRequest) -> Plan {
                 }
             }
             Some(f) => {
-                let group = (groups.iter())
-                    .position(|&g| g == (f.cost, copies[i]))
-                    .expect("its group");
+                let group = costs.iter().position(|&c| c == f.cost).expect("its cost");
                 Status::Counted {
                     group: Some(group),
                     index: plan.charged[group].set.index_of(f.part, f.key),
@@ -238,23 +232,10 @@ pub fn plan(domain: &Domain, request: &RateLimitRequest) -> Plan {
         };
         plan.statuses.push(status);
     }
+    plan.charged.retain(|g| !g.set.parts.is_empty());
     // Group indexes shift if a group lost every descriptor to a refusal: number them again.
-    renumber(&mut plan);
+    renumber(&mut plan, &costs);
     plan
-}
-
-/// Per descriptor, how many earlier descriptors matched the same limit with the same key and
-/// cost (0 for the first, and for one that matched nothing).
-fn copy_numbers(found: &[Option<Result<Found, ()>>]) -> Vec<usize> {
-    let same = |a: &Found, b: &Found| a.part == b.part && a.key == b.key && a.cost == b.cost;
-    (0..found.len())
-        .map(|i| match &found[i] {
-            Some(Ok(f)) => (found[..i].iter())
-                .filter(|e| matches!(e, Some(Ok(e)) if same(e, f)))
-                .count(),
-            _ => 0,
-        })
-        .collect()
 }
 
 /// The plan of a request with more descriptors that match a limit than one decision takes:
@@ -295,19 +276,15 @@ fn note_once(parts: &mut Vec<Part>, part: Part) {
     }
 }
 
-/// Drops the groups that lost every descriptor to a refusal and points each counted
-/// descriptor at its group's new place.
-fn renumber(plan: &mut Plan) {
-    let mut place = Vec::with_capacity(plan.charged.len());
-    let mut kept = 0;
-    for g in &plan.charged {
-        place.push(kept);
-        kept += usize::from(!g.set.parts.is_empty());
-    }
-    plan.charged.retain(|g| !g.set.parts.is_empty());
+/// Points each counted descriptor at its group's place once empty groups are gone.
+fn renumber(plan: &mut Plan, costs: &[u64]) {
+    let kept: Vec<u64> = plan.charged.iter().map(|g| g.cost).collect();
     for s in &mut plan.statuses {
         if let Status::Counted { group: Some(g), .. } = s {
-            *g = place[*g];
+            *g = kept
+                .iter()
+                .position(|&c| c == costs[*g])
+                .expect("a counted descriptor's group is kept");
         }
     }
 }

@@ -92,31 +92,6 @@ async fn admin_config_shows_the_rate_limit_service_and_its_domains() {
     assert_eq!(domain["limits"][0]["window"], "1m", "{rls}");
 }
 
-/// A descriptor met twice in one request is charged twice, as envoyproxy/ratelimit increments
-/// each: with 3 a minute, the first request takes 2 (its statuses say 2 and then 1 left), the
-/// second fits one copy only and is refused, charging nothing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_descriptor_met_twice_is_charged_twice() {
-    let redis = RedisServer::start();
-    let gw = serve(&redis, "rls-twice", ATOMIC, "").await;
-    let mut c = client(&gw).await;
-    let twice = request(
-        "atomic",
-        vec![
-            remote_address("203.0.113.71"),
-            remote_address("203.0.113.71"),
-        ],
-    );
-    let first = ask(&mut c, twice.clone()).await;
-    assert_eq!(codes(&first), ["OK", "OK"]);
-    let left: Vec<u32> = first.statuses.iter().map(|s| s.limit_remaining).collect();
-    assert_eq!(left, [2, 1]);
-    assert_eq!(used(&gw, "atomic", "per-ip", "203.0.113.71").await, 2);
-    let second = ask(&mut c, twice).await;
-    assert_eq!(overall(&second), "OVER_LIMIT", "{second:?}");
-    assert_eq!(used(&gw, "atomic", "per-ip", "203.0.113.71").await, 2);
-}
-
 /// Descriptors of different `hits_addend` are decided as groups, the largest cost first: a
 /// refusal by a later group takes back what the earlier ones charged before the request is
 /// answered, so the request is charged to none of its descriptors, its statuses show none of
