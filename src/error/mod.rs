@@ -68,9 +68,12 @@ pub enum GatewayError {
     /// on its way upstream.
     #[error("the request body could not be read: {0}")]
     BodyUnreadable(String),
-    /// The client closed its connection before its request body was whole: no answer reaches
-    /// it, and the access log says 499, as for any client that left before its answer.
-    #[error("the client closed its connection before its request body was whole")]
+    /// The client ended its side before its request body was whole (closed its connection,
+    /// reset its HTTP/2 stream): the access log says 499, as for any client that left before
+    /// its answer ([`ClientClosed`]); one that only half-closed still reads a 400.
+    #[error(
+        "the request body could not be read: the client closed its side before the body was whole"
+    )]
     ClientLeft,
     /// `Connection` names a header the request's meaning rests on: forwarding without it would
     /// send another request than the one counted.
@@ -111,20 +114,29 @@ impl From<crate::limit::KeysError> for GatewayError {
 /// (NGINX's "client closed request").
 pub const CLIENT_CLOSED_REQUEST: u16 = 499;
 
-fn client_closed_request() -> StatusCode {
-    StatusCode::from_u16(CLIENT_CLOSED_REQUEST).expect("499 is a status code")
-}
+/// On an answer: its client closed its side before its request was whole, so the access log
+/// shows [`CLIENT_CLOSED_REQUEST`], whatever status goes out (a client that only half-closed
+/// still reads it).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientClosed;
 
 impl GatewayError {
     /// A request body that failed as it was read: [`GatewayError::ClientLeft`] when the
-    /// client's connection ended before the body was whole (an unexpected end of its stream,
-    /// anywhere in the error's chain), else [`GatewayError::BodyUnreadable`].
+    /// client ended its side before the body was whole (anywhere in the error's chain: an
+    /// unexpected end of its HTTP/1.1 stream; an HTTP/2 stream it reset, a GOAWAY it sent, a
+    /// connection that failed under the stream), else [`GatewayError::BodyUnreadable`] (bad
+    /// chunk framing, a body short of its length at the end of an HTTP/2 stream).
     pub fn of_body(e: &(dyn std::error::Error + 'static)) -> GatewayError {
         let mut cause = Some(e);
         while let Some(c) = cause {
             let eof = c.downcast_ref::<std::io::Error>();
             if eof.is_some_and(|io| io.kind() == std::io::ErrorKind::UnexpectedEof) {
                 return GatewayError::ClientLeft;
+            }
+            if let Some(h2) = c.downcast_ref::<h2::Error>() {
+                if h2.is_remote() || h2.is_io() {
+                    return GatewayError::ClientLeft;
+                }
             }
             cause = c.source();
         }
@@ -164,7 +176,7 @@ impl GatewayError {
             ),
             GatewayError::BodyTimeout { .. } => (StatusCode::REQUEST_TIMEOUT, "body_timeout"),
             GatewayError::BodyUnreadable(_) => (StatusCode::BAD_REQUEST, "body_unreadable"),
-            GatewayError::ClientLeft => (client_closed_request(), "client_closed_request"),
+            GatewayError::ClientLeft => (StatusCode::BAD_REQUEST, "body_unreadable"),
             GatewayError::ConnectionRemoves { .. } => (StatusCode::BAD_REQUEST, "bad_request"),
             GatewayError::StoreUnavailable => {
                 (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable")
@@ -203,10 +215,16 @@ impl GatewayError {
                 .headers_mut()
                 .insert(RETRY_AFTER, HeaderValue::from(STORE_UNAVAILABLE_RETRY_SECS));
         }
-        if matches!(self, GatewayError::BodyTimeout { .. }) {
+        if matches!(
+            self,
+            GatewayError::BodyTimeout { .. } | GatewayError::ClientLeft
+        ) {
             response
                 .headers_mut()
                 .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        if matches!(self, GatewayError::ClientLeft) {
+            response.extensions_mut().insert(ClientClosed);
         }
         response
     }

@@ -6,6 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use crate::access_log;
+use crate::error::{ClientClosed, CLIENT_CLOSED_REQUEST};
 use crate::metrics::DecisionLabel;
 use crate::peer::Peer;
 use crate::request_id::RequestId;
@@ -90,8 +91,12 @@ impl Decided {
 /// How a response answers its request, as the access log shows it: its status and what the
 /// layer decided (from its extensions); the upstream's answer is the proxy's to add.
 pub fn answered<B>(response: &http::Response<B>) -> access_log::Answered<'_> {
+    let left = response.extensions().get::<ClientClosed>().is_some();
     access_log::Answered {
-        status: response.status().as_u16(),
+        status: match left {
+            true => CLIENT_CLOSED_REQUEST,
+            false => response.status().as_u16(),
+        },
         decided: response.extensions().get::<Decided>().map(Decided::for_log),
         upstream: None,
     }

@@ -11,6 +11,8 @@ use crate::support;
 
 use std::time::Duration;
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
 use support::http::HttpClient;
 use support::leaving::{eventually, post_and_close, post_and_reset, LeavingGateway};
 use support::metrics::value;
@@ -428,21 +430,59 @@ async fn an_upload_that_breaks_off_after_the_head_went_upstream_stays_counted() 
 }
 
 /// A client that leaves while the gateway reads its body for the key leaves a 499 access line,
-/// not a 400: its body did not break, its connection ended.
+/// not a 400, whether it closes its HTTP/1.1 connection or resets its HTTP/2 stream: its body
+/// did not break, its client left. One that only half-closes (shuts its writing side and waits)
+/// still reads an answer, a 400 (the body it sent is short), and is logged 499 too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_leaves_while_its_body_is_read_for_the_key_is_logged_499() {
     let auth = AuthUpstream::start().await;
     let gw = LeavingGateway::start("backend = \"memory\"", &auth.url(), UPSTREAM, &login());
-    let head = "POST /api/login HTTP/1.1\r\nHost: gw\r\nX-Request-Id: left-reading\r\n\
-                Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"user";
+    let head = |id: &str| {
+        format!(
+            "POST /api/login HTTP/1.1\r\nHost: gw\r\nX-Request-Id: {id}\r\n\
+             Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"user"
+        )
+    };
+    // HTTP/1.1, the connection closed
     let mut stream = tokio::net::TcpStream::connect(gw.proxy).await.unwrap();
-    tokio::io::AsyncWriteExt::write_all(&mut stream, head.as_bytes())
+    stream
+        .write_all(head("left-closed").as_bytes())
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     drop(stream);
-    let line = gw.access("left-reading");
-    assert_eq!(line["status"], 499, "{line}");
+    assert_eq!(gw.access("left-closed")["status"], 499);
+    // HTTP/2, the stream reset after part of its body
+    let mut h2 = gw.h2().await;
+    h2 = h2.ready().await.unwrap();
+    let req = http::Request::post("http://gw/api/login")
+        .header("x-request-id", "left-reset")
+        .header("content-type", "application/json")
+        .header("content-length", "100")
+        .body(())
+        .unwrap();
+    let (_answer, mut body) = h2.send_request(req, false).unwrap();
+    body.send_data(bytes::Bytes::from_static(b"{\"user"), false)
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    body.send_reset(h2::Reason::CANCEL);
+    assert_eq!(gw.access("left-reset")["status"], 499);
+    // HTTP/1.1, half-closed: the answer still comes
+    let mut stream = tokio::net::TcpStream::connect(gw.proxy).await.unwrap();
+    stream
+        .write_all(head("half-closed").as_bytes())
+        .await
+        .unwrap();
+    stream.shutdown().await.unwrap();
+    let mut answer = String::new();
+    let read = stream.read_to_string(&mut answer);
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("an answer within 10 s")
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    assert!(answer.contains("body_unreadable"), "{answer}");
+    assert_eq!(gw.access("half-closed")["status"], 499);
     assert!(
         auth.bodies("/api/login").is_empty(),
         "nothing went upstream"
