@@ -244,11 +244,16 @@ impl Decision {
 
     /// Makes this the decision seen `elapsed` later, in place (the headers of an answer that
     /// came that long after its decision): each wait and reset the shorter by it, the instant
-    /// the later one.
+    /// the later one. A unit that came back meanwhile is not counted back (the store was not
+    /// asked again): the reset of a limit still in use stops at the next instant, not at 0.
     pub fn age(&mut self, elapsed: Duration) {
         self.retry_after = self.retry_after.saturating_sub(elapsed);
         for l in &mut self.limits {
-            l.reset = l.reset.saturating_sub(elapsed);
+            let least = match l.used {
+                0 => Duration::ZERO,
+                _ => l.reset.min(Duration::from_millis(1)),
+            };
+            l.reset = l.reset.saturating_sub(elapsed).max(least);
             // a limit whose own wait has passed refuses no more (the 429's `violated-policies`
             // leaves it out)
             l.retry_after = l.retry_after.saturating_sub(elapsed);
@@ -341,5 +346,27 @@ mod tests {
         assert_eq!(later.exceeded_limits().collect::<Vec<_>>(), [0]);
         assert_eq!(later.retry_after, Duration::from_secs(7));
         assert_eq!(later.rejecting_limit(), Some(0));
+    }
+
+    /// Aged past its reset, a limit still in use says its next unit comes at the next instant
+    /// (`t` rounds it up to 1 s), not that nothing is counted: the units that came back meanwhile
+    /// are not in its `used`.
+    #[test]
+    fn an_answer_later_than_the_reset_keeps_a_reset() {
+        let usage = |used: u64, reset: u64| LimitUsage {
+            used,
+            limit: 3,
+            reset: Duration::from_secs(reset),
+            retry_after: Duration::ZERO,
+            in_flight: false,
+        };
+        let mut allowed = Decision {
+            limits: vec![usage(2, 2), usage(0, 0), usage(1, 10)],
+            ..Decision::unlimited()
+        };
+        allowed.age(Duration::from_secs(3));
+        let resets: Vec<Duration> = allowed.limits.iter().map(|l| l.reset).collect();
+        let ms = Duration::from_millis;
+        assert_eq!(resets, [ms(1), ms(0), ms(7_000)]);
     }
 }
