@@ -49,11 +49,22 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// The set whose verdict the answer's headers show: the refusing group, else the first.
+    /// The set whose verdict the answer's headers show: the refusing group, else the one with
+    /// the tightest limit (least remaining, then the soonest reset), as a route's answer shows
+    /// its tightest limit.
     pub fn shown(&self) -> Option<&Decided> {
+        let tightest = |d: &&Decided| {
+            let decision = d.verdict.decision.as_ref();
+            let limit = decision.and_then(|d| Some(&d.limits[d.tightest_limit()?]));
+            limit.map(|l| (l.remaining(), l.reset))
+        };
         (self.charged.iter())
             .find(|d| !d.verdict.forwards())
-            .or(self.charged.first())
+            .or_else(|| {
+                // a set the store gave no decision for (`None`) sorts after every other
+                (self.charged.iter())
+                    .min_by_key(|d| tightest(d).map_or((1, None), |t| (0, Some(t))))
+            })
     }
 }
 

@@ -210,6 +210,29 @@ async fn answers_carry_the_traffic_paths_headers_when_asked() {
     assert!(plain.response_headers_to_add.is_empty());
 }
 
+/// A request whose descriptors of different costs are decided as groups shows, in its headers,
+/// the tightest limit of all of them (least remaining), as a route's answer does: here the
+/// address's (2 of 3 left), not the first group's user (6 of 10 left after a cost of 4).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headers_show_the_tightest_limit_of_every_cost_group() {
+    let redis = RedisServer::start();
+    let gw = serve(&redis, "rls-headers-groups", ATOMIC, "headers = true").await;
+    let mut c = client(&gw).await;
+    let mixed = request(
+        "atomic",
+        vec![
+            with_hits(request_header("user", "kim"), 4),
+            remote_address("192.0.2.77"),
+        ],
+    );
+    let answer = ask(&mut c, mixed).await;
+    assert_eq!(codes(&answer), ["OK", "OK"]);
+    let left: Vec<u32> = answer.statuses.iter().map(|s| s.limit_remaining).collect();
+    assert_eq!(left, [6, 2]);
+    assert_eq!(header(&answer, "ratelimit"), Some("\"per-ip\";r=2;t=60"));
+    assert_eq!(header(&answer, "x-ratelimit-remaining"), Some("2"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decisions_count_under_the_domain_and_repeated_refusals_skip_redis() {
     let redis = RedisServer::start();
