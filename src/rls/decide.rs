@@ -51,7 +51,7 @@ pub struct Outcome {
 impl Outcome {
     /// The set whose verdict the answer's headers show: the refusing group, else the one with
     /// the tightest limit (least remaining, then the soonest reset), as a route's answer shows
-    /// its tightest limit.
+    /// its tightest limit; with no charged group, the descriptors read only.
     pub fn shown(&self) -> Option<&Decided> {
         let tightest = |d: &&Decided| {
             let decision = d.verdict.decision.as_ref();
@@ -65,6 +65,7 @@ impl Outcome {
                 (self.charged.iter())
                     .min_by_key(|d| tightest(d).map_or((1, None), |t| (0, Some(t))))
             })
+            .or(self.read.as_ref())
     }
 }
 
