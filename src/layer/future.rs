@@ -61,8 +61,8 @@ where
         let (mut head, body) = req.into_parts();
         let request_id = request_id(&head.extensions);
         let table = shared.table.load();
-        let proxied_only = shared.unmatched == Unmatched::NotFound;
-        let route = match admit(&table, &mut head, proxied_only) {
+        let proxy = shared.unmatched == Unmatched::NotFound;
+        let route = match admit(&table, &mut head, proxy) {
             Ok(route) => route.clone(),
             Err(RouteError::NoRoute { .. }) if shared.unmatched == Unmatched::PassThrough => {
                 let future = inner.call(Request::from_parts(head, RequestBody::stream(body)));

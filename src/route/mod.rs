@@ -68,21 +68,38 @@ pub fn normalize_uri(uri: &mut Uri) -> Result<(), PathError> {
     Ok(())
 }
 
-/// The checks before routing, then the route: the head within bounds, a path with one safe
-/// spelling (which replaces the one sent), matched in its routing form (without its `;`
-/// parameters, one spelling of each escape). With
-/// `proxied_only`, routes without an upstream (forward auth's alone) are passed over.
-/// (Conflicting framing never gets this far: hyper
+/// The checks before routing, then the route: a path with one safe spelling (which replaces the
+/// one sent), matched in its routing form (without its `;` parameters, one spelling of each
+/// escape). For the gateway's proxy listener (`proxy`), first the head within its server's
+/// bounds and a transfer coding it can forward, and routes without an upstream (forward
+/// auth's alone) are passed over; an embedded layer leaves those to the service it wraps,
+/// whose server has its own. (Conflicting framing never gets this far: hyper
 /// decodes a request with both `Content-Length` and `Transfer-Encoding` by the latter alone,
 /// drops the former and closes the connection after the answer, as RFC 9112 6.1 allows.)
 pub fn admit<'t>(
     table: &'t RouteTable,
     head: &mut Parts,
-    proxied_only: bool,
+    proxy: bool,
 ) -> Result<&'t Arc<Route>, RouteError> {
-    let server = &table.config.server;
-    // before the bounds: split cookie fields are one field, as an HTTP/1.1 client sends them
+    // split cookie fields are one field, as an HTTP/1.1 client sends them
     cookies::join_http2(head.version, &mut head.headers);
+    if proxy {
+        within_bounds(&table.config.server, head)?;
+        only_chunked(&head.headers)?;
+    }
+    normalize_uri(&mut head.uri)?;
+    let routed = routing_form(head.uri.path())?;
+    table
+        .find(&head.method, &routed, proxy)
+        .ok_or_else(|| RouteError::NoRoute {
+            method: head.method.to_string(),
+            path: head.uri.path().to_string(),
+        })
+}
+
+/// The head within the server's bounds: its fields (`max_headers`) and its bytes, the target
+/// included (`max_header_bytes`).
+fn within_bounds(server: &crate::config::ServerConfig, head: &Parts) -> Result<(), RouteError> {
     if head.headers.len() > server.max_headers {
         return Err(RouteError::HeadTooLarge {
             what: format!("{} header fields", head.headers.len()),
@@ -101,15 +118,7 @@ pub fn admit<'t>(
             max: format!("{} bytes", server.max_header_bytes),
         });
     }
-    only_chunked(&head.headers)?;
-    normalize_uri(&mut head.uri)?;
-    let routed = routing_form(head.uri.path())?;
-    table
-        .find(&head.method, &routed, proxied_only)
-        .ok_or_else(|| RouteError::NoRoute {
-            method: head.method.to_string(),
-            path: head.uri.path().to_string(),
-        })
+    Ok(())
 }
 
 /// A request's `Transfer-Encoding` names `chunked` alone, if it is sent (hyper decodes the

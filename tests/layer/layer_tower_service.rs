@@ -142,3 +142,37 @@ async fn a_handler_that_panics_is_never_polled_again() {
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert_eq!(polls.load(Ordering::SeqCst), 1, "polled once");
 }
+
+/// An embedded layer leaves the head's bounds to the server of the service it wraps (a layer
+/// file cannot set them): a request with 150 header fields and a 40 KB query, which the
+/// gateway's proxy listener answers 431, reaches the service, routed or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedded_layer_leaves_the_heads_bounds_to_the_service() {
+    use tower::{Layer, ServiceExt};
+    let layer = RateLimitLayer::builder()
+        .memory()
+        .route(RouteBuilder::new("ping", "/ping").limit("per-minute", 5, "1m"))
+        .build()
+        .await
+        .unwrap();
+    let inner = tower::service_fn(|_req: http::Request<RequestBody<Full<Bytes>>>| async {
+        Ok::<_, Infallible>(http::Response::new(Full::new(Bytes::from_static(b"seen"))))
+    });
+    let service = layer.layer(inner);
+    let query = "q=".to_string() + &"a".repeat(40_000);
+    for path in ["/ping", "/elsewhere"] {
+        let mut req = http::Request::get(format!("{path}?{query}"))
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        for i in 0..150 {
+            let name = http::HeaderName::try_from(format!("x-field-{i}")).unwrap();
+            req.headers_mut().insert(name, "v".parse().unwrap());
+        }
+        req.extensions_mut()
+            .insert(ClientAddr(IpAddr::from([192, 0, 2, 9])));
+        let response = service.clone().oneshot(req).await.unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(body, Bytes::from_static(b"seen"), "{path}");
+    }
+}
