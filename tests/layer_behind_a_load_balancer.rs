@@ -134,3 +134,36 @@ async fn a_layer_logs_the_warnings_of_its_file() {
         lines[0]
     );
 }
+
+/// A server that gives the layer no client address (axum served without connect info) makes
+/// every client one `ip` key: the layer says so once, naming the fix, and counts them as one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_with_no_client_address_are_warned_about_once() {
+    use tower::ServiceExt;
+    captured_logs();
+    let layer = RateLimitLayer::builder()
+        .memory()
+        .route(
+            RouteBuilder::new("otp", "/otp/send")
+                .methods(&["POST"])
+                .limit("per-ip", 2, "1h"),
+        )
+        .build()
+        .await
+        .unwrap();
+    let service = app(&layer);
+    let warning = "no client address";
+    let before = log_lines_with(warning).len();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let req = http::Request::post("/otp/send")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let response = service.clone().oneshot(req).await.unwrap();
+        seen.push(response.status().as_u16());
+    }
+    assert_eq!(seen, [200, 200, 429], "every client one key");
+    let lines = log_lines_with(warning);
+    assert_eq!(lines.len(), before + 1, "once per layer: {lines:?}");
+    assert!(lines[before].contains("into_make_service_with_connect_info"));
+}

@@ -116,25 +116,24 @@ pub fn request_id(extensions: &http::Extensions) -> RequestId {
 
 /// The client's address from the request's extensions: the gateway's [`Arrival`], else a
 /// [`ClientAddr`] (another listener's, or an embedding server's), else axum's `ConnectInfo`,
-/// else the `TcpConnectInfo` a tonic server gives every request, else unspecified (every client
-/// one key).
-pub(super) fn client_addr(extensions: &http::Extensions) -> IpAddr {
+/// else the `TcpConnectInfo` a tonic server gives every request; `None` without any.
+pub(super) fn client_addr(extensions: &http::Extensions) -> Option<IpAddr> {
     if let Some(arrival) = extensions.get::<Arrival>() {
-        return arrival.peer.ip;
+        return Some(arrival.peer.ip);
     }
     if let Some(ClientAddr(ip)) = extensions.get::<ClientAddr>() {
-        return *ip;
+        return Some(*ip);
     }
     if let Some(axum::extract::ConnectInfo(addr)) =
         extensions.get::<axum::extract::ConnectInfo<SocketAddr>>()
     {
-        return addr.ip();
+        return Some(addr.ip());
     }
     if let Some(addr) = extensions
         .get::<tonic::transport::server::TcpConnectInfo>()
         .and_then(|info| info.remote_addr())
     {
-        return addr.ip();
+        return Some(addr.ip());
     }
-    IpAddr::from([0, 0, 0, 0])
+    None
 }

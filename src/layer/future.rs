@@ -74,7 +74,8 @@ where
             }
         };
         let server = &table.config.server;
-        let peer = client_addr(&head.extensions);
+        let peer =
+            client_addr(&head.extensions).unwrap_or_else(|| shared.forwarding_warned.no_address());
         shared
             .forwarding_warned
             .check(peer, &head.headers, &server.trusted_proxies);

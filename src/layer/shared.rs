@@ -36,23 +36,39 @@ pub struct Shared {
     pub forwarding_warned: ForwardingWarning,
 }
 
-/// The once-per-layer warning that requests from a private or loopback peer carry forwarding
-/// headers while `server.trusted_proxies` does not cover that peer: the sign of a layer behind
-/// a load balancer that counts every client as the balancer. Once logged, a request costs one
-/// relaxed atomic load.
+/// The once-per-layer warnings about where clients come from: requests from a private or
+/// loopback peer carry forwarding headers while `server.trusted_proxies` does not cover that
+/// peer (the sign of a layer behind a load balancer that counts every client as the
+/// balancer); requests come with no client address at all (a server that gives none, so every
+/// client is one `ip` key). Once logged, a request costs one relaxed atomic load.
 #[derive(Debug, Default)]
-pub struct ForwardingWarning(AtomicBool);
+pub struct ForwardingWarning {
+    forwarding: AtomicBool,
+    addressless: AtomicBool,
+}
 
 impl ForwardingWarning {
+    /// The address a request with none counts as, `0.0.0.0`, saying once what that means.
+    pub fn no_address(&self) -> IpAddr {
+        if !self.addressless.load(Ordering::Relaxed)
+            && !self.addressless.swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(
+                "a request reached the rate-limit layer with no client address (no ConnectInfo, TcpConnectInfo or ClientAddr extension): every client counts as 0.0.0.0 for `ip` keys, `exempt` and `on_missing_key = \"ip\"`; serve axum with into_make_service_with_connect_info::<SocketAddr>(), or set a ClientAddr extension. Logged once."
+            );
+        }
+        IpAddr::from([0, 0, 0, 0])
+    }
+
     /// Logs the warning if this request shows the sign and it was not logged yet.
     pub fn check(&self, peer: IpAddr, headers: &http::HeaderMap, trusted: &[ipnet::IpNet]) {
-        if self.0.load(Ordering::Relaxed) {
+        if self.forwarding.load(Ordering::Relaxed) {
             return;
         }
         let Some(header) = crate::key::unvouched_forwarding(peer, headers, trusted) else {
             return;
         };
-        if self.0.swap(true, Ordering::Relaxed) {
+        if self.forwarding.swap(true, Ordering::Relaxed) {
             return;
         }
         tracing::warn!(
