@@ -167,3 +167,52 @@ async fn requests_with_no_client_address_are_warned_about_once() {
     assert_eq!(lines.len(), before + 1, "once per layer: {lines:?}");
     assert!(lines[before].contains("into_make_service_with_connect_info"));
 }
+
+/// Behind a trusted balancer, the layer keeps the balancer's `X-Request-Id`, as the gateway
+/// does: a 429's body names it, so the refusal can be found in the balancer's logs. From a
+/// peer no `trusted_proxies` lists, the id is the layer's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_balancers_request_id_names_the_refusal() {
+    use slidegate::layer::ClientAddr;
+    use tower::ServiceExt;
+    let layer = RateLimitLayer::builder()
+        .memory()
+        .server("trusted_proxies", vec!["127.0.0.1/32"])
+        .route(
+            RouteBuilder::new("otp", "/otp/send")
+                .methods(&["POST"])
+                .limit("per-ip", 1, "1h"),
+        )
+        .build()
+        .await
+        .unwrap();
+    let service = app(&layer);
+    let refused_id = |peer: [u8; 4], id: &'static str| {
+        let service = service.clone();
+        async move {
+            let mut last = None;
+            for _ in 0..2 {
+                let mut req = http::Request::post("/otp/send")
+                    .header("x-request-id", id)
+                    .header("x-forwarded-for", "198.51.100.40")
+                    .body(axum::body::Body::empty())
+                    .unwrap();
+                req.extensions_mut()
+                    .insert(ClientAddr(std::net::IpAddr::from(peer)));
+                last = Some(service.clone().oneshot(req).await.unwrap());
+            }
+            let response = last.unwrap();
+            assert_eq!(response.status(), 429);
+            let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            problem["request_id"].as_str().unwrap().to_string()
+        }
+    };
+    assert_eq!(refused_id([127, 0, 0, 1], "lb-7f3a").await, "lb-7f3a");
+    assert_ne!(
+        refused_id([203, 0, 113, 5], "client-made").await,
+        "client-made"
+    );
+}

@@ -5,6 +5,8 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
+use http::request::Parts;
+
 use crate::access_log;
 use crate::error::{ClientClosed, CLIENT_CLOSED_REQUEST};
 use crate::metrics::DecisionLabel;
@@ -105,13 +107,24 @@ pub fn answered<B>(response: &http::Response<B>) -> access_log::Answered<'_> {
 /// The request's id from its extensions: its [`Arrival`]'s, else a [`RequestId`] (another
 /// listener's), else a new one.
 pub fn request_id(extensions: &http::Extensions) -> RequestId {
+    given_id(extensions).unwrap_or_else(RequestId::generate)
+}
+
+/// The id a listener gave the request: its [`Arrival`]'s, else a [`RequestId`] extension.
+fn given_id(extensions: &http::Extensions) -> Option<RequestId> {
     if let Some(arrival) = extensions.get::<Arrival>() {
-        return arrival.request_id.clone();
+        return Some(arrival.request_id.clone());
     }
-    extensions
-        .get::<RequestId>()
-        .cloned()
-        .unwrap_or_else(RequestId::generate)
+    extensions.get::<RequestId>().cloned()
+}
+
+/// The id of a request the layer takes: the one a listener gave it, else (an embedded layer)
+/// the `X-Request-Id` of a peer `server.trusted_proxies` lists, as the gateway keeps a trusted
+/// proxy's, else a new one.
+pub(super) fn arriving_id(head: &Parts, peer: IpAddr, trusted: &[ipnet::IpNet]) -> RequestId {
+    given_id(&head.extensions).unwrap_or_else(|| {
+        RequestId::for_request(&head.headers, crate::key::is_trusted(peer, trusted))
+    })
 }
 
 /// The client's address from the request's extensions: the gateway's [`Arrival`], else a

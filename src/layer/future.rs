@@ -15,7 +15,7 @@ use tower::Service;
 
 use super::attempt::{Departed, OnDeparted};
 use super::body::{BoxError, RequestBody, ResponseBody};
-use super::extensions::{client_addr, request_id, BodyCutShort, Decided};
+use super::extensions::{arriving_id, client_addr, BodyCutShort, Decided};
 use super::read::{start_reading, Reading};
 use super::shared::{Shared, Unmatched};
 use super::state::{State, StateProj, Step};
@@ -59,8 +59,11 @@ where
     /// The route and the client first; then the body, the keys and the decision.
     pub(super) fn start(shared: &Shared, mut inner: S, req: Request<B>) -> Self {
         let (mut head, body) = req.into_parts();
-        let request_id = request_id(&head.extensions);
         let table = shared.table.load();
+        let server = &table.config.server;
+        let peer =
+            client_addr(&head.extensions).unwrap_or_else(|| shared.forwarding_warned.no_address());
+        let request_id = arriving_id(&head, peer, &server.trusted_proxies);
         let proxy = shared.unmatched == Unmatched::NotFound;
         let route = match admit(&table, &mut head, proxy) {
             Ok(route) => route.clone(),
@@ -74,8 +77,6 @@ where
             }
         };
         let server = &table.config.server;
-        let peer =
-            client_addr(&head.extensions).unwrap_or_else(|| shared.forwarding_warned.no_address());
         shared
             .forwarding_warned
             .check(peer, &head.headers, &server.trusted_proxies);
