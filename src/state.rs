@@ -68,6 +68,7 @@ impl GatewayState {
                 unmatched: Unmatched::NotFound,
                 resets: None,
                 forwarding_warned: Default::default(),
+                inner_is_upstream: false,
             }),
             upstreams: Arc::new(ArcSwap::from_pointee(upstreams)),
             rls: Arc::new(ArcSwap::from_pointee(rls)),

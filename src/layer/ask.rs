@@ -38,6 +38,7 @@ impl Asker {
             unmatched: Unmatched::PassThrough,
             resets: None,
             forwarding_warned: ForwardingWarning::default(),
+            inner_is_upstream: false,
         });
         Asker {
             limit: RateLimit::new(Allow, shared.clone()),

@@ -131,6 +131,8 @@ pub(super) struct Settling {
     pub tier: Option<Arc<Tier>>,
     pub verdict: Verdict,
     pub decided_at: Instant,
+    /// The answer counts in `slidegate_upstream_*` (an embedded layer's app).
+    pub inner_is_upstream: bool,
     pub reservation: Option<Reservation>,
     pub decided: Decided,
 }
@@ -153,6 +155,7 @@ impl Settling {
         ResB::Error: Into<BoxError>,
     {
         let status = response.status().as_u16();
+        self.count_upstream(Some(status));
         // Forward auth answers before the request is served, and a proxy whose client's body
         // broke off after the head went upstream answers for it: no status of the attempt's
         // own will come, so it stays counted.
@@ -187,6 +190,15 @@ impl Settling {
         }
         response.extensions_mut().insert(self.decided);
         response
+    }
+
+    /// Counts the app's answer (`None`: none came) as the upstream's, for an embedded layer.
+    fn count_upstream(&self, status: Option<u16>) {
+        if self.inner_is_upstream {
+            let metrics = &self.route.metrics;
+            metrics.upstream(status);
+            (metrics.upstream_duration).observe(self.decided_at.elapsed().as_secs_f64());
+        }
     }
 
     /// The client left before the request went upstream: the reservation goes back at once.
@@ -245,6 +257,7 @@ pub(super) fn leave<ResB, E>(
             None => (None, None),
         };
         let mut settling = settling;
+        settling.count_upstream(answer.as_ref().map(|a| a.status.as_u16()));
         let status = attempt.status_after_leaving(answer.as_ref().map(|a| a.status.as_u16()));
         let mut ending = None;
         if let Some(reservation) = settling.reservation.take() {

@@ -98,6 +98,7 @@ where
             client_ip: client,
             keys: None,
             tier: None,
+            inner_is_upstream: shared.inner_is_upstream,
         });
         let policy = &step.route.policy;
         if let Some(header) = removes_meaning(&step.head.headers, &policy.guarded_headers) {

@@ -69,6 +69,7 @@ impl RateLimitLayer {
             unmatched: Unmatched::PassThrough,
             resets,
             forwarding_warned: ForwardingWarning::default(),
+            inner_is_upstream: true,
         });
         Ok(RateLimitLayer { shared, metrics })
     }

@@ -34,6 +34,10 @@ pub struct Shared {
     pub resets: Option<crate::limit::ResetFollower>,
     /// Whether the warning about forwarding headers no trusted proxy vouches for was logged.
     pub forwarding_warned: ForwardingWarning,
+    /// The service the layer wraps is the app itself (an embedded layer): its answers count
+    /// as the upstream's in `slidegate_upstream_*`. The gateway's proxy counts its own, and
+    /// forward auth and ext_authz have no upstream.
+    pub inner_is_upstream: bool,
 }
 
 /// The once-per-layer warnings about where clients come from: requests from a private or

@@ -80,6 +80,8 @@ pub(super) struct Step<S, B> {
     pub client_ip: IpAddr,
     pub keys: Option<Arc<RequestKeys>>,
     pub tier: Option<Arc<Tier>>,
+    /// Its answer counts as the upstream's (`super::Shared::inner_is_upstream`).
+    pub inner_is_upstream: bool,
 }
 
 impl<S, B> Step<S, B>
@@ -226,6 +228,7 @@ where
             route,
             client_ip,
             tier,
+            inner_is_upstream,
             ..
         } = self;
         head.extensions.insert(MatchedRoute {
@@ -249,6 +252,7 @@ where
                 tier,
                 verdict,
                 decided_at: Instant::now(),
+                inner_is_upstream,
                 reservation,
                 decided,
             })),

@@ -176,3 +176,52 @@ async fn an_embedded_layer_leaves_the_heads_bounds_to_the_service() {
         assert_eq!(body, Bytes::from_static(b"seen"), "{path}");
     }
 }
+
+/// An embedded layer's app is its upstream: each answer the layer forwards counts in
+/// `slidegate_upstream_requests_total` by its class, and in the duration histogram, as the
+/// gateway counts its upstream's (a refusal the app never saw counts nothing there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedded_layers_app_answers_count_as_the_upstreams() {
+    use tower::{Layer, ServiceExt};
+    let layer = RateLimitLayer::builder()
+        .memory()
+        .route(RouteBuilder::new("app", "/*").limit("per-minute", 3, "1m"))
+        .build()
+        .await
+        .unwrap();
+    let inner = tower::service_fn(|req: http::Request<RequestBody<Full<Bytes>>>| async move {
+        let status: u16 = req.uri().path()[1..].parse().unwrap();
+        let mut response = http::Response::new(Full::new(Bytes::new()));
+        *response.status_mut() = http::StatusCode::from_u16(status).unwrap();
+        Ok::<_, Infallible>(response)
+    });
+    let service = layer.layer(inner);
+    for path in ["/200", "/404", "/500", "/200"] {
+        let mut req = http::Request::get(path)
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        req.extensions_mut()
+            .insert(ClientAddr(IpAddr::from([192, 0, 2, 10])));
+        service.clone().oneshot(req).await.unwrap();
+    }
+    let m = layer.metrics().encode();
+    let upstream = |class: &str| {
+        support::layer::count(
+            &m,
+            "slidegate_upstream_requests_total",
+            &[("route", "app"), ("status", class)],
+        )
+    };
+    assert_eq!(
+        [upstream("2xx"), upstream("4xx"), upstream("5xx")],
+        [1.0, 1.0, 1.0],
+        "{m}"
+    );
+    assert_eq!(decisions(&m, "app", "rejected"), 1.0);
+    let observed = support::layer::count(
+        &m,
+        "slidegate_upstream_duration_seconds_count",
+        &[("route", "app")],
+    );
+    assert_eq!(observed, 3.0, "{m}");
+}
