@@ -70,7 +70,8 @@ pub enum GatewayError {
     BodyUnreadable(String),
     /// The client ended its side before its request body was whole (closed its connection,
     /// reset its HTTP/2 stream): the access log says 499, as for any client that left before
-    /// its answer ([`ClientClosed`]); one that only half-closed still reads a 400.
+    /// its answer ([`ClientClosed`]); one that only half-closed still reads a 400. Nothing
+    /// the client sent was refused: it is no `bad_request`.
     #[error(
         "the request body could not be read: the client closed its side before the body was whole"
     )]
@@ -123,14 +124,21 @@ pub struct ClientClosed;
 impl GatewayError {
     /// A request body that failed as it was read: [`GatewayError::ClientLeft`] when the
     /// client ended its side before the body was whole (anywhere in the error's chain: an
-    /// unexpected end of its HTTP/1.1 stream; an HTTP/2 stream it reset, a GOAWAY it sent, a
-    /// connection that failed under the stream), else [`GatewayError::BodyUnreadable`] (bad
-    /// chunk framing, a body short of its length at the end of an HTTP/2 stream).
+    /// unexpected end of its HTTP/1.1 stream, or a connection it reset; an HTTP/2 stream it
+    /// reset, a GOAWAY it sent, a connection that failed under the stream), else
+    /// [`GatewayError::BodyUnreadable`] (bad chunk framing, a body short of its length at the
+    /// end of an HTTP/2 stream).
     pub fn of_body(e: &(dyn std::error::Error + 'static)) -> GatewayError {
+        use std::io::ErrorKind;
+        let gone = [
+            ErrorKind::UnexpectedEof,
+            ErrorKind::ConnectionReset,
+            ErrorKind::ConnectionAborted,
+        ];
         let mut cause = Some(e);
         while let Some(c) = cause {
-            let eof = c.downcast_ref::<std::io::Error>();
-            if eof.is_some_and(|io| io.kind() == std::io::ErrorKind::UnexpectedEof) {
+            let io = c.downcast_ref::<std::io::Error>().map(std::io::Error::kind);
+            if io.is_some_and(|kind| gone.contains(&kind)) {
                 return GatewayError::ClientLeft;
             }
             if let Some(h2) = c.downcast_ref::<h2::Error>() {
@@ -201,7 +209,6 @@ impl GatewayError {
                 | GatewayError::UnsupportedBodyEncoding { .. }
                 | GatewayError::BodyTimeout { .. }
                 | GatewayError::BodyUnreadable(_)
-                | GatewayError::ClientLeft
                 | GatewayError::ConnectionRemoves { .. }
         )
     }

@@ -50,8 +50,8 @@ pub struct Outcome {
 
 impl Outcome {
     /// The set whose verdict the answer's headers show: the refusing group, else the one with
-    /// the tightest limit (least remaining, then the soonest reset), as a route's answer shows
-    /// its tightest limit; with no charged group, the descriptors read only.
+    /// the tightest limit (least remaining, then the soonest reset) of the charged groups and
+    /// the descriptors read only, as a route's answer shows its tightest limit.
     pub fn shown(&self) -> Option<&Decided> {
         let tightest = |d: &&Decided| {
             let decision = d.verdict.decision.as_ref();
@@ -62,10 +62,9 @@ impl Outcome {
             .find(|d| !d.verdict.forwards())
             .or_else(|| {
                 // a set the store gave no decision for (`None`) sorts after every other
-                (self.charged.iter())
+                (self.charged.iter().chain(&self.read))
                     .min_by_key(|d| tightest(d).map_or((1, None), |t| (0, Some(t))))
             })
-            .or(self.read.as_ref())
     }
 }
 

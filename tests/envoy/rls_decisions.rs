@@ -235,6 +235,18 @@ async fn headers_show_the_tightest_limit_of_every_cost_group() {
     let read = request("atomic", vec![with_hits(remote_address("192.0.2.77"), 0)]);
     let answer = ask(&mut c, read).await;
     assert_eq!(header(&answer, "ratelimit"), Some("\"per-ip\";r=2;t=60"));
+    // and a descriptor read beside a charged one shows when it is the tighter
+    let beside = request(
+        "atomic",
+        vec![
+            request_header("user", "kim"),
+            with_hits(remote_address("192.0.2.77"), 0),
+        ],
+    );
+    let answer = ask(&mut c, beside).await;
+    let left: Vec<u32> = answer.statuses.iter().map(|s| s.limit_remaining).collect();
+    assert_eq!(left, [5, 2]);
+    assert_eq!(header(&answer, "ratelimit"), Some("\"per-ip\";r=2;t=60"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -430,8 +430,8 @@ async fn an_upload_that_breaks_off_after_the_head_went_upstream_stays_counted() 
 }
 
 /// A client that leaves while the gateway reads its body for the key leaves a 499 access line,
-/// not a 400, whether it closes its HTTP/1.1 connection or resets its HTTP/2 stream: its body
-/// did not break, its client left. One that only half-closes (shuts its writing side and waits)
+/// not a 400, whether it closes (or resets) its HTTP/1.1 connection or resets its HTTP/2
+/// stream: its body did not break, its client left, and it is no `bad_request`. One that only half-closes (shuts its writing side and waits)
 /// still reads an answer, a 400 (the body it sent is short), and is logged 499 too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_leaves_while_its_body_is_read_for_the_key_is_logged_499() {
@@ -452,6 +452,13 @@ async fn a_client_that_leaves_while_its_body_is_read_for_the_key_is_logged_499()
     tokio::time::sleep(Duration::from_millis(300)).await;
     drop(stream);
     assert_eq!(gw.access("left-closed")["status"], 499);
+    // HTTP/1.1, the connection reset (RST, not FIN)
+    let mut stream = tokio::net::TcpStream::connect(gw.proxy).await.unwrap();
+    stream.write_all(head("left-rst").as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stream.set_linger(Some(Duration::ZERO)).unwrap();
+    drop(stream);
+    assert_eq!(gw.access("left-rst")["status"], 499);
     // HTTP/2, the stream reset after part of its body
     let mut h2 = gw.h2().await;
     h2 = h2.ready().await.unwrap();
@@ -487,4 +494,9 @@ async fn a_client_that_leaves_while_its_body_is_read_for_the_key_is_logged_499()
         auth.bodies("/api/login").is_empty(),
         "nothing went upstream"
     );
+    // a client that left sent nothing the route refuses: no bad_request
+    let metrics = gw.metrics().await;
+    let bad = [("route", "login"), ("decision", "bad_request")];
+    let bad = counter(&metrics, "slidegate_requests_total", &bad);
+    assert_eq!(bad, 0.0, "{metrics}");
 }
