@@ -456,7 +456,7 @@ async fn a_client_that_leaves_while_its_body_is_read_for_the_key_is_logged_499()
     let mut stream = tokio::net::TcpStream::connect(gw.proxy).await.unwrap();
     stream.write_all(head("left-rst").as_bytes()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    stream.set_linger(Some(Duration::ZERO)).unwrap();
+    stream.set_zero_linger().unwrap();
     drop(stream);
     assert_eq!(gw.access("left-rst")["status"], 499);
     // HTTP/2, the stream reset after part of its body
