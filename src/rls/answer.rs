@@ -87,7 +87,7 @@ pub fn response(plan: &Plan, outcome: &Outcome, headers: bool) -> RateLimitRespo
     let mut response_headers_to_add = match (refused_unseen, outcome.shown(), headers) {
         (_, _, false) => Vec::new(),
         (Some(limit), _, true) => unseen_refusal_headers(limit),
-        (None, Some(shown), true) => rate_limit_headers(shown),
+        (None, Some(shown), true) => rate_limit_headers(shown, outcome),
         (None, None, true) => Vec::new(),
     };
     if headers
@@ -198,9 +198,9 @@ fn status(set: &Decided, index: usize) -> DescriptorStatus {
     }
 }
 
-/// `RateLimit-Policy`, `RateLimit`, `X-RateLimit-*` of the charged set, and `Retry-After` when
-/// refused: the headers a route's answer carries.
-fn rate_limit_headers(set: &Decided) -> Vec<HeaderValue> {
+/// `RateLimit`, `X-RateLimit-*` of the set shown, `RateLimit-Policy` of every set decided, and
+/// `Retry-After` when refused: the headers a route's answer carries.
+fn rate_limit_headers(set: &Decided, outcome: &Outcome) -> Vec<HeaderValue> {
     let mut headers = HeaderMap::new();
     let verdict = &set.verdict;
     if let Some(d) = &verdict.decision {
@@ -213,7 +213,29 @@ fn rate_limit_headers(set: &Decided) -> Vec<HeaderValue> {
             http::HeaderValue::from(ceil_secs(wait).max(1)),
         );
     }
-    proto_headers(&headers)
+    let mut headers = proto_headers(&headers);
+    if let Some(policy) = headers.iter_mut().find(|h| h.key == "ratelimit-policy") {
+        policy.value = every_policy(outcome);
+    }
+    headers
+}
+
+/// `RateLimit-Policy` of every set the request was decided in, each limit once, in the sets'
+/// order: as a route's answer lists every limit it is under, however the costs split them.
+fn every_policy(outcome: &Outcome) -> String {
+    let mut entries: Vec<&str> = Vec::new();
+    for set in outcome.charged.iter().chain(&outcome.read) {
+        let policy = set.combo.all.default_tier().policy_header.as_ref();
+        let Some(text) = policy.and_then(|p| p.to_str().ok()) else {
+            continue;
+        };
+        for entry in text.split(", ") {
+            if !entries.contains(&entry) {
+                entries.push(entry);
+            }
+        }
+    }
+    entries.join(", ")
 }
 
 /// `headers` as Envoy's header values.

@@ -231,6 +231,11 @@ async fn headers_show_the_tightest_limit_of_every_cost_group() {
     assert_eq!(left, [6, 2]);
     assert_eq!(header(&answer, "ratelimit"), Some("\"per-ip\";r=2;t=60"));
     assert_eq!(header(&answer, "x-ratelimit-remaining"), Some("2"));
+    // the policy lists every limit the request is under, however its costs split them
+    assert_eq!(
+        header(&answer, "ratelimit-policy"),
+        Some("\"per-user\";q=10;w=60, \"per-ip\";q=3;w=60")
+    );
     // a request that only reads (`hits_addend` 0) shows what it read
     let read = request("atomic", vec![with_hits(remote_address("192.0.2.77"), 0)]);
     let answer = ask(&mut c, read).await;
