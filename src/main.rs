@@ -172,8 +172,8 @@ fn check(path: &Path, purpose: Option<Purpose>, strict: bool) -> ExitCode {
 }
 
 /// The warnings about the store itself (a Redis that may evict limit keys, or one that refuses
-/// the credentials), when it answers within half a second; none for the memory store or a
-/// Redis that does not answer.
+/// the credentials), when it answers within a second; none for the memory store or a Redis
+/// that does not answer.
 fn store_warnings(config: &Config) -> Vec<String> {
     let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -181,7 +181,7 @@ fn store_warnings(config: &Config) -> Vec<String> {
     else {
         return Vec::new();
     };
-    let wait = std::time::Duration::from_millis(500);
+    let wait = std::time::Duration::from_secs(1);
     let probed = runtime.block_on(slidegate::store::probe_eviction(&config.store, wait));
     let url = slidegate::config::redact_url(&config.store.url);
     match probed {

@@ -36,7 +36,17 @@ impl RedisStore {
             self.inner.connections.all()[0].nodes.refresh().await?;
             self.connect_nodes(wait).await
         });
-        Box::pin(connected).await
+        // A node that refused the credentials says so even when the whole wait ran out first.
+        Box::pin(connected)
+            .await
+            .map_err(|timeout| self.node_failure().unwrap_or(timeout))
+    }
+
+    /// Why some node's last try to connect failed, when one did and it is still not connected.
+    fn node_failure(&self) -> Option<StoreError> {
+        let all = self.inner.connections.all();
+        let mut nodes = all.iter().flat_map(|c| c.nodes.every_node());
+        nodes.find_map(|n| n.failure())
     }
 
     /// Every worker's connection to every node, each within `each`; a node that does not
