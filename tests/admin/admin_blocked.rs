@@ -279,7 +279,10 @@ async fn listed_across_the_end_of_a_block(store: &str) {
         let high = ms(window_end.1.saturating_duration_since(asked)) + slack;
         assert!(
             (low..=high).contains(&retry),
-            "retry_after_ms {retry} outside {low}..={high}: {entry}"
+            "retry_after_ms {retry} outside {low}..={high}: {entry} ({store}; asked {} ms after \
+             the allowed request, {} ms after the refusal; seen {seen:?})",
+            ms(asked - before_allowed),
+            ms(asked - before_block),
         );
         let reason = entry["reason"].as_str().unwrap().to_string();
         if answered < block_end.0 {
