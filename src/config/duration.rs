@@ -1,7 +1,7 @@
 //! The config's duration syntax: a whole number and a unit, `250ms`, `1s`, `5m`, `1h`, `1d`,
-//! `7d`, or several such run together (`1h30m`, summed). Nothing else: no spaces, fractions,
-//! months or years, so that `1M` (a minute or a month?) or `1.5s` is an error to fix rather
-//! than a guess. [`format`] writes a duration back in the same syntax, so what `check`,
+//! `7d`, or several such run together, largest unit first and each once (`1h30m`, summed).
+//! Nothing else: no spaces, fractions, months or years, so that `1M` (a minute or a month?),
+//! `1.5s` or `1h1h` is an error to fix rather than a guess. [`format`] writes a duration back in the same syntax, so what `check`,
 //! `/admin/config` and error messages show can be pasted into a file.
 
 use std::time::Duration;
@@ -24,6 +24,9 @@ pub enum DurationError {
     /// A unit that is not one of ours (`min`, `M`, `y`, ...).
     #[error("`{0}` is not a unit (ms, s, m, h, d)")]
     Unit(String),
+    /// A unit written again, or after a smaller one (`1h1h`, `30m1h`): likely a typo.
+    #[error("units run together go from the largest to the smallest, each once (`1h30m`)")]
+    Order,
     /// Beyond what a duration holds.
     #[error("too long")]
     Overflow,
@@ -33,6 +36,7 @@ pub enum DurationError {
 pub fn parse(text: &str) -> Result<Duration, DurationError> {
     let mut rest = text;
     let mut total = Duration::ZERO;
+    let mut smallest_yet = Duration::MAX;
     if rest.is_empty() {
         return Err(DurationError::Syntax);
     }
@@ -53,6 +57,10 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
             .iter()
             .find(|(name, _)| *name == unit)
             .ok_or_else(|| DurationError::Unit(unit.to_string()))?;
+        if *length >= smallest_yet {
+            return Err(DurationError::Order);
+        }
+        smallest_yet = *length;
         total = length
             .checked_mul(number)
             .and_then(|d| total.checked_add(d))
@@ -131,5 +139,13 @@ mod tests {
         }
         assert_eq!(parse("1M"), Err(DurationError::Unit("M".into())));
         assert_eq!(parse("99999999999d"), Err(DurationError::Overflow));
+    }
+
+    #[test]
+    fn units_run_together_go_down_each_once() {
+        for text in ["1h1h", "1s1h", "1ms1m", "30m1h", "1s500ms500ms"] {
+            assert_eq!(parse(text), Err(DurationError::Order), "{text:?}");
+        }
+        assert_eq!(parse("1d2h3m4s5ms"), Ok(Duration::from_millis(93_784_005)));
     }
 }
