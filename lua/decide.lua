@@ -61,7 +61,9 @@
 --   block_left_us  with code 2, what is left of the block serving; 0 otherwise
 --
 -- Block marker: "<limit name> <block end µs> <level>", kept block_forget past the block's end,
--- so the next block of the key is one level up while it exists.
+-- so the next block of the key is one level up while it exists. A block belongs to the limit
+-- that started it: once a reload removes or renames that limit, its marker refuses nothing
+-- (its level still counts for the next block).
 --
 -- Refusal index (a plan with one): a charging decision that refuses (code 0 or 2) records, per
 -- key slot, its recording limit with the longest wait (the first of equals): ZADD of member
@@ -333,6 +335,14 @@ local function record_refusal(plan, k, per_limit)
   end
 end
 
+-- The index of the limit called `name` among the plan's `n` `names`, if one is.
+local function limit_named(names, n, name)
+  for i = 1, n do
+    if names[i] == name then return i end
+  end
+  return nil
+end
+
 -- Reused for every decision (a fresh table per decision costs more than clearing one).
 local st, v, per_limit, costs = {}, {}, {}, {}
 
@@ -354,13 +364,17 @@ local function decide_one(plan, cost, d, k)
     per_limit[i], flight[i] = nil, nil
   end
 
-  -- blocks: the key slot blocked longest decides; the level reported is the highest kept
-  local blocked, level, markers = nil, 0, k + plan.q
+  -- blocks: the key slot blocked longest (by a limit the plan still has) decides; the level
+  -- reported is the highest kept
+  local blocked, named, level, markers = nil, 1, 0, k + plan.q
   if plan.block_ms > 0 then
     for s = 1, plan.slots do
       local b = block_of(keys[markers + s])
       if b then
-        if b.untl > now and (blocked == nil or b.untl > blocked.untl) then blocked = b end
+        if b.untl > now and (blocked == nil or b.untl > blocked.untl) then
+          local by = limit_named(names, n, b.name)
+          if by then blocked, named = b, by end
+        end
         if b.level > level then level = b.level end
       end
     end
@@ -370,9 +384,7 @@ local function decide_one(plan, cost, d, k)
     -- Retry-After is the remaining block time, or a limit's own wait if later: a client that
     -- waits it is allowed, whichever instance answers.
     local retry = blocked.untl - now
-    local named = 1
     for i = 1, n do
-      if names[i] == blocked.name then named = i end
       if not alg[lstate[i]].fits(v[i], limits[i], costs[i]) then
         local w = alg[lstate[i]].wait(v[i], limits[i], costs[i])
         per_limit[i] = w

@@ -156,20 +156,23 @@ impl Limiter {
             let Some((limit, key)) = split_member(&member) else {
                 continue;
             };
-            let Some(i) = policy.config.limits.iter().position(|l| l.name == limit) else {
-                continue;
+            let slots = match policy.config.limits.iter().position(|l| l.name == limit) {
+                Some(i) => policy.slot_of(i)..policy.slot_of(i) + 1,
+                // recorded by a limit a reload renamed or removed since: the key's slot is
+                // whichever refuses it now (its window's count outlives the name)
+                None => 0..policy.slots.len(),
             };
-            let slot = policy.slot_of(i);
-            let tag = &policy.slots[slot].tag;
-            let base = layout::base_of_named(&policy.key_prefix, policy.name(), tag, key);
-            if !seen.insert(base.clone()) {
-                continue;
+            for slot in slots {
+                let tag = &policy.slots[slot].tag;
+                let base = layout::base_of_named(&policy.key_prefix, policy.name(), tag, key);
+                if seen.insert(base.clone()) {
+                    targets.push(Target {
+                        slot,
+                        key: key.to_string(),
+                        base,
+                    });
+                }
             }
-            targets.push(Target {
-                slot,
-                key: key.to_string(),
-                base,
-            });
         }
         Ok(targets)
     }
@@ -216,7 +219,8 @@ impl Limiter {
     }
 }
 
-/// Whether a key is refused, from its windows' dry-run `decision` and its block `marker`.
+/// Whether a key is refused, from its windows' dry-run `decision` and its block `marker` (`set`:
+/// the limits of the key's slot, which name the blocks that still refuse).
 fn refusal(
     target: &Target,
     decision: &Decision,
@@ -232,7 +236,9 @@ fn refusal(
         .rejecting_limit()
         .map(|i| set.limits[i].name.clone());
     let level = marker.as_ref().map_or(0, |m| m.level);
-    let (reason, retry_after, limit) = match marker.filter(|m| m.until > now) {
+    // a block whose limit a reload removed or renamed refuses nothing (as the store decides)
+    let blocking = marker.filter(|m| m.until > now && set.named(&m.name).is_some());
+    let (reason, retry_after, limit) = match blocking {
         Some(block) => {
             let left = Duration::from_micros(block.until - now);
             match window_limit.filter(|_| window_wait > left) {

@@ -208,6 +208,12 @@ impl LimitSet {
             .recording(self.refusals.clone())
     }
 
+    /// The index of the limit called `name`, if the set has one (a block marker's limit may
+    /// have been removed or renamed by a reload since: such a block refuses nothing).
+    pub fn named(&self, name: &str) -> Option<usize> {
+        self.limits.iter().position(|l| l.name == name)
+    }
+
     /// The key slot limit `i` counts.
     pub fn slot_of(&self, i: usize) -> usize {
         self.states[self.limits[i].state].slot

@@ -186,3 +186,125 @@ async fn a_reload_that_changes_server_listen_names_it_as_pending_a_restart() {
         (serde_json::json!("127.0.0.1:0"), serde_json::json!([]))
     );
 }
+
+/// A route that blocks a user after one request a minute.
+const BLOCKS: &str = r#"
+[[routes]]
+name = "login"
+path = "/login"
+upstream = "up"
+key = ["header:X-User"]
+on_exceed = "block"
+block_for = "1m"
+  [[routes.limits]]
+  name = "per-minute"
+  limit = 1
+  window = "1m"
+"#;
+
+/// A block belongs to the limit that started it: a reload that removes the limit (an operator
+/// lifting a rule that locks customers out) lifts its blocks. One that renames it lifts them
+/// too but keeps the window's count, which refuses under the new name and is listed under it
+/// (`/admin/blocked` finds the key though its refusal was recorded under the old name); a
+/// request over it starts the next block, one level up. On Redis and on the memory store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_removes_or_renames_a_blocking_limit() {
+    let redis = RedisServer::start();
+    for store in [
+        redis_store(&redis.url(), &unique_prefix("renamed")),
+        "backend = \"memory\"".to_string(),
+    ] {
+        blocks_across_a_rename_and_a_removal(&store).await;
+    }
+}
+
+async fn blocks_across_a_rename_and_a_removal(store: &str) {
+    let up = upstream::start().await;
+    let gw = gateway::start(&config(store, &up.url(), BLOCKS)).await;
+    let client = HttpClient::default();
+    let (k, v) = auth();
+    let reload = |text: String| {
+        gw.rewrite(&text);
+        let (client, url, v) = (client.clone(), gw.admin("/admin/reload"), v.clone());
+        async move {
+            let r = client.send(Method::POST, &url, &[(k, &v)], "").await;
+            assert_eq!(r.status, 200, "{}", r.body);
+        }
+    };
+    let listed = || {
+        let (client, url, v) = (
+            client.clone(),
+            gw.admin("/admin/blocked?route=login"),
+            v.clone(),
+        );
+        async move { client.get(&url, &[(k, &v)]).await.json()["blocked"].clone() }
+    };
+    for user in ["ann", "bob"] {
+        assert_eq!(
+            client.status(&gw.url("/login"), &[("x-user", user)]).await,
+            200
+        );
+        let r = client.get(&gw.url("/login"), &[("x-user", user)]).await;
+        assert_eq!(r.status, 429, "{}", r.body);
+        assert_eq!(r.json()["block_level"], 1, "{}", r.body);
+    }
+
+    // renamed: the blocks are gone with their name, the window's counts are not
+    reload(config(
+        store,
+        &up.url(),
+        &BLOCKS.replace("per-minute", "a-minute"),
+    ))
+    .await;
+    let blocked = listed().await;
+    let shown = |b: &serde_json::Value| {
+        let field = |name: &str| b[name].to_string();
+        format!(
+            "{} {} {} {}",
+            field("key"),
+            field("limit"),
+            field("reason"),
+            field("block_level")
+        )
+    };
+    let shown_all = |list: &serde_json::Value| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(shown)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        shown_all(&blocked),
+        [
+            r#""bob" "a-minute" "window" 1"#,
+            r#""ann" "a-minute" "window" 1"#
+        ],
+        "{blocked}"
+    );
+    let r = client.get(&gw.url("/login"), &[("x-user", "ann")]).await;
+    assert_eq!(r.status, 429, "{}", r.body);
+    assert_eq!(r.json()["limit"], "a-minute", "{}", r.body);
+    assert_eq!(r.json()["block_level"], 2, "{}", r.body);
+    let blocked = listed().await;
+    assert_eq!(
+        shown_all(&blocked),
+        [
+            r#""ann" "a-minute" "block" 2"#,
+            r#""bob" "a-minute" "window" 1"#
+        ],
+        "{blocked}"
+    );
+
+    // removed: nothing refuses them any more
+    let hourly = BLOCKS
+        .replace("per-minute", "per-hour")
+        .replace("window = \"1m\"", "window = \"1h\"")
+        .replace("limit = 1", "limit = 100");
+    reload(config(store, &up.url(), &hourly)).await;
+    for user in ["ann", "bob"] {
+        let r = client.get(&gw.url("/login"), &[("x-user", user)]).await;
+        assert_eq!(r.status, 200, "{user}: {}", r.body);
+    }
+    assert_eq!(listed().await, serde_json::json!([]));
+}

@@ -145,18 +145,21 @@ pub fn decide(
     let q = set.states.len();
     let mut per_limit: Few<i64> = smallvec![0; n];
     let mut flight: Few<bool> = smallvec![false; n];
-    let (mut blocked, mut level): (Option<Marker>, u64) = (None, 0);
+    // the key slot blocked longest, by a limit the set still has (a block whose limit a reload
+    // removed or renamed refuses nothing; its level still counts for the next block)
+    let (mut blocked, mut level): (Option<(Marker, usize)>, u64) = (None, 0);
     if set.block.is_some() {
         for s in 0..set.slots {
             if let Some(m) = marker(keys, &keys_of[q + s]) {
-                if m.until > now && blocked.as_ref().is_none_or(|b| m.until > b.until) {
-                    blocked = Some(m.clone());
+                let longer = blocked.as_ref().is_none_or(|(b, _)| m.until > b.until);
+                if let (true, true, Some(named)) = (m.until > now, longer, set.named(&m.name)) {
+                    blocked = Some((m.clone(), named));
                 }
                 level = level.max(m.level);
             }
         }
     }
-    let reply = if let Some(b) = blocked {
+    let reply = if let Some((b, named)) = blocked {
         // Retry-After is the remaining block time, or a limit's own wait if later.
         let remaining = (b.until - now) as i64;
         let mut retry = remaining;
@@ -168,10 +171,6 @@ pub fn decide(
                 retry = retry.max(per_limit[i]);
             }
         }
-        let named = (0..n)
-            .rev()
-            .find(|&i| set.limits[i].name == b.name)
-            .unwrap_or(0);
         per_limit[named] = per_limit[named].max(remaining);
         let answer = Answer {
             code: 2,
