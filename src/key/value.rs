@@ -42,6 +42,9 @@ pub fn read(
             value
         }
         KeyPart::Jwt(claim) => {
+            // two tokens are ambiguous as any header sent twice: the upstream may act on the
+            // other one (HAProxy's `req.hdr()` takes the last line)
+            header(src.headers, &http::header::AUTHORIZATION)?;
             let claims = cache
                 .claims
                 .get_or_insert_with(|| src.jwt.and_then(|v| v.verified_claims(src.headers)));

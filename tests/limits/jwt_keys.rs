@@ -2,7 +2,7 @@
 //! ES256 public key), with issuer and audience checked when set (a token must then carry them),
 //! that carry `exp` when
 //! `jwt.require_exp = true`, are not expired and are past their `nbf`; anything else is a
-//! missing key.
+//! missing key. Two `Authorization` lines are ambiguous, as any key header sent twice.
 
 use crate::support;
 
@@ -79,6 +79,13 @@ async fn hs256_claims_key_the_limit_and_forged_tokens_count_as_missing() {
         200,
         "bob has his own quota"
     );
+    // two tokens: the upstream may act on either (HAProxy's `req.hdr()` takes the last), so
+    // bob's must not pay for alice's
+    let r = client
+        .get(&url, &[("authorization", &bob), ("authorization", &alice)])
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.json()["error"], "ambiguous_key");
 
     let forged = format!(
         "Bearer {}",
