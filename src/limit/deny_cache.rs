@@ -153,7 +153,7 @@ impl DenyCache {
     ) {
         // (a refusal standing on reservations in flight started none: it stays a rejection,
         // cached until the soonest of them is settled)
-        let starts_block = decision.refused_on_answers() && matches!(mode, ExceedMode::Block(_));
+        let starts_block = decision.starts_blocks(limits) && matches!(mode, ExceedMode::Block(_));
         let cached = Decision {
             outcome: if starts_block {
                 Outcome::Blocked

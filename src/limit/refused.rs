@@ -70,10 +70,11 @@ impl Limiter {
         let (ExceedMode::Block(_), Some(d)) = (&policy.config.on_exceed, &verdict.decision) else {
             return;
         };
-        if verdict.label != DecisionLabel::Rejected || !d.refused_on_answers() {
+        let limits = &policy.default_tier().limits;
+        if verdict.label != DecisionLabel::Rejected || !d.starts_blocks(limits) {
             return;
         }
-        for (_, named) in blocked_slots(policy, d) {
+        for (_, named) in blocked_slots(policy, d, limits) {
             policy.metrics.blocks_started[named].inc();
         }
     }
@@ -284,14 +285,12 @@ impl WindowSets {
 }
 
 /// The key slots a charging exceed blocked, each with the limit that names its block: every
-/// slot with a refusing limit, named by its longest wait (as `lua/decide.lua` starts them).
-fn blocked_slots(policy: &RoutePolicy, d: &Decision) -> Vec<(usize, usize)> {
+/// slot with a limit of `limits` whose refusal starts blocks, named by its longest wait (as
+/// `lua/decide.lua` starts them).
+fn blocked_slots(policy: &RoutePolicy, d: &Decision, limits: &LimitSet) -> Vec<(usize, usize)> {
     let mut out: Vec<(usize, usize)> = Vec::new();
-    for (i, usage) in d.limits.iter().enumerate() {
-        // a refusal that stands on reservations in flight started no block
-        if !usage.exceeded() || usage.in_flight {
-            continue;
-        }
+    for i in d.limits_starting_blocks(limits) {
+        let usage = &d.limits[i];
         let slot = policy.slot_of(i);
         match out.iter_mut().find(|(s, _)| *s == slot) {
             Some((_, named)) if d.limits[*named].retry_after < usage.retry_after => *named = i,

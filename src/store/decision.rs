@@ -189,11 +189,32 @@ impl Decision {
         self.outcome == Outcome::Allowed
     }
 
-    /// Whether a rejection started blocks: some limit refused on answered attempts (on a
-    /// blocking route, the store blocks each key slot such a limit counts).
+    /// Whether a rejection stands on answered attempts: some limit refused on more than the
+    /// reservations still in flight (once one of those is answered, a refusal that stood on
+    /// them alone may go another way).
     pub fn refused_on_answers(&self) -> bool {
         self.outcome == Outcome::Rejected
             && self.limits.iter().any(|l| l.exceeded() && !l.in_flight)
+    }
+
+    /// Whether a rejection started blocks (on a blocking route): some limit of `set` that
+    /// starts blocks refused on answered attempts; the store blocks each key slot such a limit
+    /// counts. A limit on attempts in flight (`concurrency`) starts none.
+    pub fn starts_blocks(&self, set: &LimitSet) -> bool {
+        self.outcome == Outcome::Rejected && self.limits_starting_blocks(set).next().is_some()
+    }
+
+    /// The limits of `set` whose refusal started a block: each that starts blocks and refused
+    /// on answered attempts (see [`Decision::starts_blocks`]).
+    pub fn limits_starting_blocks<'a>(
+        &'a self,
+        set: &'a LimitSet,
+    ) -> impl Iterator<Item = usize> + 'a {
+        (self.limits.iter().enumerate())
+            .filter(|(i, l)| {
+                l.exceeded() && !l.in_flight && set.limits.get(*i).is_some_and(|s| s.starts_blocks)
+            })
+            .map(|(i, _)| i)
     }
 
     /// Indexes of the limits that refused the request, in the route's order (a 429's

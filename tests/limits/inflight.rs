@@ -376,3 +376,48 @@ async fn two_concurrency_limits_of_a_route_go_by_their_own_names() {
     );
     up.release(1);
 }
+
+/// On a route that blocks, a full key's refusal starts no block: its 429s are `rejected`
+/// (from the store and from the deny cache alike), `slidegate_blocks_started_total` stays at
+/// 0, no block level is kept, and the key is let in once its slot is free.
+#[tokio::test]
+async fn a_full_key_starts_no_block_on_a_blocking_route() {
+    let redis = RedisServer::start();
+    let up = llm::start().await;
+    let store = redis_store(&redis.url(), &unique_prefix("inflight-block"));
+    let blocking = ROUTE.replace("limit = 2\n", "limit = 1\n").replace(
+        "key = [\"header:x-api-key\"]\n",
+        "key = [\"header:x-api-key\"]\non_exceed = \"block\"\nblock_for = \"1m\"\n",
+    );
+    let gw = start(&config(&store, &up.url(), &blocking)).await;
+    let mut slot = held(&gw, "eve").await;
+    assert_eq!(slot.status(), 200);
+    slot.body_mut().frame().await.unwrap().unwrap();
+    for _ in 0..3 {
+        let refused = post(&gw, "eve").await;
+        assert_eq!(refused.status, 429, "{}", refused.body);
+        assert_eq!(refused.json()["limit"], "inflight", "{}", refused.body);
+        let level = refused.json()["block_level"].as_u64().unwrap_or(0);
+        assert_eq!(level, 0, "{}", refused.body);
+    }
+    let metrics = HttpClient::default()
+        .get(&gw.admin("/metrics"), &[])
+        .await
+        .body;
+    let started = support::observe::metric(
+        &metrics,
+        "slidegate_blocks_started_total",
+        &[("route", "chat")],
+    );
+    assert_eq!(started, 0.0, "no block started");
+    let [_, rejected, _, blocked, ..] = support::observe::decisions(&metrics, "chat");
+    assert_eq!((rejected, blocked), (3, 0), "every 429 a rejection");
+    up.release(1);
+    slot.into_body().collect().await.unwrap();
+    let let_in = eventually(|| async {
+        let r = post(&gw, "eve").await;
+        (r.status == 200).then_some(r)
+    })
+    .await;
+    assert_eq!(let_in.status, 200);
+}
