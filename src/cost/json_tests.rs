@@ -37,6 +37,19 @@ fn names_are_compared_decoded_and_the_last_copy_wins() {
     assert_eq!(whole("n", r#"{"n":1,"n":2}"#), Some(2));
     assert_eq!(whole("n", r#"{"n":1,"n":"2"}"#), None);
     assert_eq!(whole("n", r#"{"n\"":1,"x":"n\\\"}"}"#), None);
+    // a later copy of a member on the way replaces the earlier one whole
+    let usage = |later: &str| {
+        whole(
+            "usage.n",
+            &format!(r#"{{"usage":{{"n":23}},"usage":{later}}}"#),
+        )
+    };
+    assert_eq!(usage("null"), None);
+    assert_eq!(usage("{}"), None);
+    assert_eq!(usage(r#"{"m":1}"#), None);
+    assert_eq!(usage(r#"{"n":50}"#), Some(50));
+    assert_eq!(whole("a.0.n", r#"{"a":[{"n":1}],"a":[]}"#), None);
+    assert_eq!(whole("a.0.n", r#"{"a":[{"n":1}],"a":[{"n":2}]}"#), Some(2));
 }
 
 #[test]

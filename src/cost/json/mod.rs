@@ -282,8 +282,9 @@ impl PathScanner {
         let depth = self.stack.len();
         let on = depth == 0 || (self.on_path == depth && self.stack[depth - 1].member_on_path);
         self.wanted = on && depth == self.path.len();
-        if self.wanted {
-            // the last copy of a member named twice wins
+        if on {
+            // the last copy of a member named twice wins, with all it holds: a later copy of
+            // the member or of one on its way (`"usage":null`) replaces what an earlier one said
             self.found = None;
         }
         match b {
