@@ -289,3 +289,56 @@ async fn a_slot_whose_charge_the_replicas_did_not_acknowledge_is_freed() {
     }
     gw.stop().await;
 }
+
+/// While the replica lags (paused), a `WAIT` blocks the master's connection, and the lane's
+/// next call runs only once it returns: after the first `WAIT` that came back short, the waits
+/// are short probes, so the calls behind them are decided in their own time: every key over
+/// its limit is still refused (it was let in by `on_error = "allow"`, its call having run out
+/// of time behind a whole `store.timeout` of `WAIT`), and an allowed decision still goes to
+/// `on_error`. Once the replica answers again, a `WAIT` counts it and decisions are the
+/// store's again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_decided_in_time_while_the_replica_lags() {
+    let (master, replica) = synced_pair().await;
+    let (gw, _up, _prefix) = gateway_on(&master, "acks-lag").await;
+    let client = HttpClient::default();
+    seen_replica(&gw, &master).await;
+    let users: Vec<String> = (0..8).map(|i| format!("spent{i}")).collect();
+    for user in &users {
+        let r = client.get(&gw.url("/allow/x"), &[("x-user", user)]).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    replica.pause();
+    // the first wait runs out whole: the lag is seen
+    let r = client.get(&gw.url("/deny/x"), &[("x-user", "first")]).await;
+    assert_eq!(r.status, 503, "{}", r.body);
+
+    for user in &users {
+        let r = client.get(&gw.url("/allow/x"), &[("x-user", user)]).await;
+        assert_eq!(r.status, 429, "{user} is over its limit: {}", r.body);
+    }
+    let at_once = users.iter().map(|user| {
+        let (client, url) = (client.clone(), gw.url("/allow/x"));
+        let user = user.clone();
+        async move { client.get(&url, &[("x-user", &user)]).await.status }
+    });
+    let statuses = futures_util::future::join_all(at_once).await;
+    assert!(statuses.iter().all(|&s| s == 429), "{statuses:?}");
+    let r = client.get(&gw.url("/allow/x"), &[("x-user", "new")]).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.header("ratelimit").is_none(), "on_error let it in");
+
+    replica.resume();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for i in 0.. {
+        let user = format!("later{i}");
+        let r = client.get(&gw.url("/deny/x"), &[("x-user", &user)]).await;
+        if r.status == 200 {
+            assert!(r.header("ratelimit").is_some(), "decided by the store");
+            break;
+        }
+        assert!(Instant::now() < deadline, "still lagging: {}", r.body);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    gw.stop().await;
+}

@@ -9,6 +9,13 @@
 //! master's replicas are then read again, and a replica it no longer has is no longer asked
 //! for.
 //!
+//! A `WAIT` blocks its connection in Redis: the lane's next call, sent behind it, runs only
+//! once it returns. So while the replicas lag (a `WAIT` came back short), the wait is a probe
+//! of [`PROBE_SHARE`] of `store.timeout` ([`Replicas::lagging`]): a lagging replica still
+//! sends the call's allowed decisions to `on_error`, sooner, and the calls behind it (their
+//! refusals above all) no longer run out of their own time waiting for it. A `WAIT` that
+//! counts enough replicas ends that, as does `ROLE` showing them caught up ([`super::replicas`]).
+//!
 //! What it promises: a failover that promotes a replica which acknowledged keeps every
 //! allowed decision. Redis does not promise that the promoted replica is one that acknowledged
 //! (Sentinel and Cluster both prefer the replica with the largest replication offset, which
@@ -30,6 +37,9 @@ use crate::store::StoreError;
 
 /// How long past `WAIT`'s own timeout the gateway waits for its reply to arrive.
 const REPLY_GRACE: Duration = Duration::from_millis(10);
+/// While the replicas lag, a `WAIT` waits this share of `store.timeout` (at least 1 ms): a
+/// replica that keeps up acknowledges within a round trip, long before it.
+const PROBE_SHARE: u32 = 10;
 
 /// A `WAIT` reply still to come.
 pub type WaitReply = Pin<Box<dyn Future<Output = Result<Value, FredError>> + Send>>;
@@ -43,11 +53,12 @@ pub struct AckPolicy {
 
 /// One `WAIT` to send: how many replicas it asks for, on the node whose replicas it counts.
 pub struct Wait {
-    policy: AckPolicy,
     wanted: u32,
     replicas: Arc<Replicas>,
     /// The connection of `replicas`' master it goes out on.
     connection: u64,
+    /// How long it waits: `store.timeout`, or a probe's share of it while the replicas lag.
+    timeout: Duration,
 }
 
 /// The replicas' acknowledgement of what a command wrote: `WAIT`'s reply when it comes, and
@@ -72,11 +83,15 @@ impl AckPolicy {
     /// configured or every replica it has, whichever is fewer; `None` when that is none.
     pub fn wait_on(&self, replicas: &Arc<Replicas>) -> Option<Wait> {
         let wanted = replicas.wanted(self.replicas);
+        let timeout = match replicas.lagging() {
+            true => (self.timeout / PROBE_SHARE).max(Duration::from_millis(1)),
+            false => self.timeout,
+        };
         (wanted > 0).then(|| Wait {
-            policy: *self,
             wanted,
             replicas: replicas.clone(),
             connection: replicas.connection(),
+            timeout,
         })
     }
 }
@@ -84,7 +99,7 @@ impl AckPolicy {
 impl Wait {
     /// `WAIT wanted timeout_ms`.
     pub fn command(&self) -> (CustomCommand, Vec<Value>) {
-        let millis = self.policy.timeout.as_millis().clamp(1, i64::MAX as u128) as i64;
+        let millis = self.timeout.as_millis().clamp(1, i64::MAX as u128) as i64;
         (
             CustomCommand::new_static("WAIT", ClusterHash::Random, false),
             vec![Value::from(self.wanted as i64), Value::from(millis)],
@@ -99,17 +114,19 @@ impl Wait {
 
 impl Acks {
     /// Waits for `WAIT`'s reply (at most its timeout and [`REPLY_GRACE`]) and tells whether
-    /// enough replicas acknowledged; a count is noted as the node's replicas seen.
+    /// enough replicas acknowledged; a count is noted as the node's replicas seen, and ends a
+    /// lag.
     pub async fn confirm(self) -> Result<(), StoreError> {
-        let within = self.wait.policy.timeout + REPLY_GRACE;
+        let within = self.wait.timeout + REPLY_GRACE;
         let reply = tokio::time::timeout(within, self.reply).await;
         let judged = self.wait.judge(reply.ok());
         match &judged {
-            Ok(acknowledged) => self
-                .wait
-                .replicas
-                .acknowledged(*acknowledged, self.wait.connection),
-            // Fewer in time: a replica may be gone, which only `ROLE` tells.
+            Ok(acknowledged) => {
+                let replicas = &self.wait.replicas;
+                replicas.acknowledged(*acknowledged, self.wait.connection);
+                replicas.caught_up(self.wait.connection);
+            }
+            // Fewer in time: the replicas lag, or one is gone, which only `ROLE` tells.
             Err(StoreError::Unreplicated { .. }) => self.wait.replicas.short(),
             Err(_) => {}
         }
@@ -136,7 +153,7 @@ impl Wait {
             _ => Err(StoreError::Unreplicated {
                 acknowledged: acknowledged.map(u64::from),
                 wanted: self.wanted,
-                within: self.policy.timeout,
+                within: self.timeout,
             }),
         }
     }
@@ -169,6 +186,18 @@ mod tests {
         assert_eq!(args[0], Value::from(1));
         let (_, args) = wait(2, Some(3)).unwrap().command();
         assert_eq!(args[0], Value::from(2));
+    }
+
+    #[test]
+    fn while_the_replicas_lag_the_wait_is_a_probe() {
+        let replicas = Arc::new(Replicas::default());
+        let policy = AckPolicy::new(1, Duration::from_millis(200)).unwrap();
+        let millis = |wait: Option<Wait>| wait.unwrap().command().1[1].clone();
+        assert_eq!(millis(policy.wait_on(&replicas)), Value::from(200));
+        replicas.short();
+        assert_eq!(millis(policy.wait_on(&replicas)), Value::from(20));
+        replicas.caught_up(replicas.connection());
+        assert_eq!(millis(policy.wait_on(&replicas)), Value::from(200));
     }
 
     #[test]

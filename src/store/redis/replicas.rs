@@ -18,6 +18,11 @@
 //! asked for (without that, a replica that died with no failover would send every allowed
 //! decision to `on_error` until the next reconnection).
 //!
+//! A short `WAIT` marks the replicas as lagging ([`Replicas::lagging`]: later waits are
+//! probes, see [`super::acks`]) until a `WAIT` counts enough of them, or until `ROLE`, read on
+//! every [`DEGRADED_POLL`] meanwhile, shows that enough of them hold what the master had
+//! written at the read before (a replica slower than a probe but within `store.timeout`).
+//!
 //! A master's replicas are the master's, not a connection's: every worker's connection to one
 //! node shares one [`Replicas`] ([`ReplicaBook`]), so a loss one worker's `ROLE` read takes is
 //! taken by every worker at once. Without that, a worker that met no short `WAIT` would go on
@@ -59,6 +64,10 @@ pub struct Replicas {
     recheck: Arc<Notify>,
     /// Since when `ROLE` has listed fewer replicas than `seen` (not yet taken as lost).
     fewer_since: Mutex<Option<Instant>>,
+    /// A `WAIT` came back short, and none has counted enough since.
+    lagging: AtomicBool,
+    /// While lagging: the master's replication offset at the last `ROLE` read.
+    lag_mark: Mutex<Option<u64>>,
 }
 
 /// Each node's [`Replicas`], shared by every worker's connection to it: a cluster node by its
@@ -92,6 +101,8 @@ impl Default for Replicas {
             server: Mutex::new(None),
             recheck: Arc::new(Notify::new()),
             fewer_since: Mutex::new(None),
+            lagging: AtomicBool::new(false),
+            lag_mark: Mutex::new(None),
         }
     }
 }
@@ -135,10 +146,49 @@ impl Replicas {
             });
     }
 
-    /// Notes a `WAIT` that came back with fewer acknowledgements than it asked for: the watch
-    /// reads `ROLE` again soon, apart from any decision (several such waits, one read).
+    /// Notes a `WAIT` that came back with fewer acknowledgements than it asked for: the
+    /// replicas lag until one counts enough, and the watch reads `ROLE` again soon, apart from
+    /// any decision (several such waits, one read).
     pub fn short(&self) {
+        self.lagging.store(true, Ordering::Relaxed);
         self.recheck.notify_one();
+    }
+
+    /// Whether the replicas lag: a `WAIT` came back short, and neither a `WAIT` nor `ROLE` has
+    /// shown them caught up since.
+    pub fn lagging(&self) -> bool {
+        self.lagging.load(Ordering::Relaxed)
+    }
+
+    /// Notes a `WAIT` sent on `connection` that counted enough replicas: they keep up.
+    pub fn caught_up(&self, connection: u64) {
+        if connection == self.connection() {
+            self.end_lag();
+        }
+    }
+
+    fn end_lag(&self) {
+        self.lagging.store(false, Ordering::Relaxed);
+        *self.lag_mark.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// Notes a `ROLE` read while lagging: the lag ends once `configured` replicas (or every
+    /// one the wait asks for) hold what the master had written at the read before.
+    fn offsets_read(&self, offsets: &Offsets, configured: u32) {
+        if !self.lagging() {
+            return;
+        }
+        let mut mark = self.lag_mark.lock().unwrap_or_else(|e| e.into_inner());
+        let wanted = self.wanted(configured) as usize;
+        let caught_up =
+            mark.is_some_and(|m| offsets.replicas.iter().filter(|&&o| o >= m).count() >= wanted);
+        match caught_up {
+            true => {
+                drop(mark);
+                self.end_lag();
+            }
+            false => *mark = Some(offsets.master),
+        }
     }
 
     /// A new connection, to `server`: nothing is known of its replicas until `ROLE` answers.
@@ -146,6 +196,7 @@ impl Replicas {
         *self.server.lock().unwrap_or_else(|e| e.into_inner()) = Some(server);
         self.connection.fetch_add(1, Ordering::AcqRel);
         self.seen.store(UNKNOWN, Ordering::Relaxed);
+        self.end_lag();
     }
 
     /// Notes a `ROLE` reply's count at `now`, on a connection `ROLE` was read on before: more
@@ -167,9 +218,10 @@ impl Replicas {
 
     /// Whether `ROLE` is read on every [`DEGRADED_POLL`]: while the master has fewer replicas
     /// than `configured`, or lists fewer than the wait asks for (so the loss is taken once
-    /// [`LOST_AFTER`] has passed, not at the next short `WAIT`).
+    /// [`LOST_AFTER`] has passed, not at the next short `WAIT`), or while they lag.
     fn polled(&self, configured: u32) -> bool {
         self.wanted(configured) < configured
+            || self.lagging()
             || self
                 .fewer_since
                 .lock()
@@ -233,31 +285,50 @@ pub fn watch(client: &Client, replicas: &Arc<Replicas>, configured: u32, retired
                 Reason::Poll if !replicas.polled(configured) => continue,
                 Reason::Poll | Reason::Short => false,
             };
-            match (role(&client).await, connected) {
-                (Some(count), true) => replicas.counted(count),
-                (Some(count), false) => replicas.listed(count, Instant::now()),
-                (None, _) => {}
+            let Some(offsets) = role(&client).await else {
+                continue;
+            };
+            let count = offsets.replicas.len() as u32;
+            match connected {
+                true => replicas.counted(count),
+                false => replicas.listed(count, Instant::now()),
             }
+            replicas.offsets_read(&offsets, configured);
         }
     });
 }
 
-/// The replicas `ROLE` lists (`None`: no answer in time, or the server is no master).
-async fn role(client: &Client) -> Option<u32> {
+/// A master's replication offset and the offset each replica it lists (those online) last
+/// acknowledged.
+#[derive(Debug, PartialEq, Eq)]
+struct Offsets {
+    master: u64,
+    replicas: Vec<u64>,
+}
+
+/// What `ROLE` says of the master's replicas (`None`: no answer in time, or the server is no
+/// master).
+async fn role(client: &Client) -> Option<Offsets> {
     let command = CustomCommand::new_static("ROLE", ClusterHash::Random, false);
     let reply = tokio::time::timeout(ROLE_TIMEOUT, client.custom::<Value, Value>(command, vec![]));
     replicas_in(reply.await.ok()?.ok()?)
 }
 
-/// A master's `ROLE` reply, `["master", offset, [[ip, port, offset], ...]]`: how many replicas
-/// it lists (those online).
-fn replicas_in(reply: Value) -> Option<u32> {
+/// A master's `ROLE` reply, `["master", offset, [[ip, port, offset], ...]]`, as [`Offsets`]
+/// (an offset that cannot be read counts as 0).
+fn replicas_in(reply: Value) -> Option<Offsets> {
     let mut parts = reply.into_array().into_iter();
     if parts.next()?.as_str()?.as_ref() != "master" {
         return None;
     }
-    let listed = parts.nth(1)?;
-    Some(listed.into_array().len() as u32)
+    let offset = |v: Value| v.as_u64().unwrap_or(0);
+    let master = offset(parts.next()?);
+    let listed = parts.next()?.into_array();
+    let replicas = listed
+        .into_iter()
+        .map(|r| r.into_array().into_iter().nth(2).map_or(0, offset))
+        .collect();
+    Some(Offsets { master, replicas })
 }
 
 #[cfg(test)]
@@ -277,10 +348,14 @@ mod tests {
                 Value::Array(listed),
             ])
         };
-        assert_eq!(replicas_in(master(vec![])), Some(0));
+        let count = |reply: Value| replicas_in(reply).map(|o| o.replicas.len());
+        assert_eq!(count(master(vec![])), Some(0));
         assert_eq!(
             replicas_in(master(vec![replica("7001"), replica("7002")])),
-            Some(2)
+            Some(Offsets {
+                master: 100,
+                replicas: vec![100, 100]
+            })
         );
         let slave = Value::Array(vec![
             "slave".into(),
@@ -288,6 +363,35 @@ mod tests {
             Value::Integer(7000),
         ]);
         assert_eq!(replicas_in(slave), None);
+    }
+
+    /// A lag ends when a `WAIT` counts enough replicas, or when `ROLE` shows them holding what
+    /// the master had written at the read before; a replica that stands still keeps it.
+    #[test]
+    fn a_lag_ends_once_the_replicas_caught_up() {
+        let replicas = Replicas::default();
+        replicas.connected("127.0.0.1:7000".into());
+        replicas.counted(1);
+        let read = |master: u64, replica: u64| Offsets {
+            master,
+            replicas: vec![replica],
+        };
+        replicas.short();
+        assert!(replicas.lagging());
+        replicas.offsets_read(&read(500, 100), 1);
+        replicas.offsets_read(&read(900, 100), 1);
+        assert!(replicas.lagging(), "a replica that stands still lags");
+        replicas.offsets_read(&read(1200, 950), 1);
+        assert!(
+            !replicas.lagging(),
+            "it holds what the master had a read ago"
+        );
+        replicas.short();
+        replicas.caught_up(replicas.connection());
+        assert!(!replicas.lagging(), "a WAIT that counted enough");
+        replicas.short();
+        replicas.connected("127.0.0.1:7001".into());
+        assert!(!replicas.lagging(), "a new master");
     }
 
     /// A `WAIT` sent to the old master before a failover, answered once that master wakes
