@@ -1,8 +1,9 @@
-//! What a reload may not do ([`ReloadError`]): besides a file that fails validation, two edits
-//! that validate but would take the running gateway somewhere an operator never meant to go.
-//! An empty config file (a write still under way: truncated, not yet rewritten; or nothing but
-//! comments) would drop
-//! every route, turning every limit off; and an `admin.token_env` naming a variable the
+//! What a reload may not do ([`ReloadError`]): besides a file that fails validation, three
+//! edits that validate but would take the running gateway somewhere an operator never meant
+//! to go. An empty config file (a write still under way: truncated, not yet rewritten; or
+//! nothing but comments) would drop every route, turning every limit off; a plans file
+//! emptied the same way would take every key off its plan; and an `admin.token_env` naming a
+//! variable the
 //! gateway's environment does not hold (the environment is the one it started with) would
 //! leave the admin API with no token, refusing every call, the next reload included. Both are
 //! refused, and the running config stays.
@@ -28,6 +29,9 @@ pub enum ReloadError {
     /// The file holds no setting.
     #[error("{}: the file is empty, no setting in it (a write still under way?): a reload would drop every route", .0.display())]
     EmptyFile(PathBuf),
+    /// The plans file, which held keys, holds none.
+    #[error("{}: the plans file is empty, no key in it (a write still under way?): every key would lose its plan", .0.display())]
+    EmptiedPlans(PathBuf),
     /// The admin API would lose its token.
     #[error("{0}: admin.token_env: `{1}` is not set in the gateway's environment: the admin API would refuse every call, this reload's next included (a new variable needs a restart)")]
     AdminLockedOut(Location, String),
@@ -62,6 +66,17 @@ pub fn refuse_empty(path: &Path) -> Result<(), ReloadError> {
     };
     match toml::from_str::<toml::Table>(&text) {
         Ok(table) if table.is_empty() => Err(ReloadError::EmptyFile(path.to_path_buf())),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses `new` when its plans file holds no key where `current`'s held some: a file being
+/// rewritten in place (truncated, not yet written) would take every key off its plan. A
+/// plans file that starts empty is no error.
+pub fn refuse_emptied_plans(current: &Config, new: &Config) -> Result<(), ReloadError> {
+    let emptied = current.membership.plan_count() > 0 && new.membership.plan_count() == 0;
+    match (&new.tier_files.plans, emptied) {
+        (Some(path), true) => Err(ReloadError::EmptiedPlans(path.clone())),
         _ => Ok(()),
     }
 }

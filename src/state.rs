@@ -19,7 +19,9 @@ use crate::limit::{Limiter, RoutePolicy};
 use crate::metrics::Metrics;
 use crate::proxy::Upstreams;
 pub use crate::reload::ReloadError;
-use crate::reload::{keep_restart_only, refuse_empty, refuse_lockout, PendingSetting};
+use crate::reload::{
+    keep_restart_only, refuse_emptied_plans, refuse_empty, refuse_lockout, PendingSetting,
+};
 use crate::rls::RlsTable;
 use crate::route::{Carried, CompileError, Route, RouteTable};
 use crate::store::Store;
@@ -115,6 +117,7 @@ impl GatewayState {
         let result = refuse_empty(&self.config_path)
             .and_then(|()| Ok(Config::load_with_env(&self.config_path, env)?))
             .and_then(|c| refuse_lockout(&self.running, &c).map(|()| c))
+            .and_then(|c| refuse_emptied_plans(&self.table().config, &c).map(|()| c))
             .and_then(|c| self.apply(c));
         if result.is_ok() {
             self.note_files_named();

@@ -187,8 +187,7 @@ pub struct PlansFileError {
     pub at: Option<(String, std::ops::Range<usize>)>,
 }
 
-/// Reads a plans file: one `"KEY" = "PLAN"` per line (TOML), keys unique, at least one (a
-/// file with none, whitespace and comments aside, is refused as a write still under way).
+/// Reads a plans file: one `"KEY" = "PLAN"` per line (TOML), keys unique.
 pub fn read_plans(path: &Path) -> Result<HashMap<String, String>, PlansFileError> {
     let text = std::fs::read_to_string(path).map_err(|e| PlansFileError {
         message: format!("cannot read `{}`: {e}", path.display()),
@@ -207,13 +206,6 @@ pub fn read_plans(path: &Path) -> Result<HashMap<String, String>, PlansFileError
                 })
             }
         };
-    if table.is_empty() {
-        // as an empty config is refused: a write still under way would drop every key's plan
-        return Err(PlansFileError {
-            message: "the plans file is empty, no key in it (a write still under way?): every key would lose its plan".into(),
-            at: Some((text.clone(), 0..text.len())),
-        });
-    }
     table
         .into_iter()
         .map(|(key, plan)| {

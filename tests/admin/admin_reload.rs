@@ -308,3 +308,66 @@ async fn blocks_across_a_rename_and_a_removal(store: &str) {
     }
     assert_eq!(listed().await, serde_json::json!([]));
 }
+
+/// A route whose keys on plan `gold` get 3 a day, and keys on no plan none.
+const PLANS: &str = r#"
+[plans]
+members_file = "plans.toml"
+unknown = "reject"
+
+[[routes]]
+name = "api"
+path = "/api/*"
+upstream = "up"
+key = ["header:x-api-key"]
+  [[routes.limits]]
+  name = "per-day"
+  limit = 1
+  window = "1d"
+  [routes.limits.plans]
+  gold = 3
+"#;
+
+/// A plans file may start empty, and keys join it by a reload; but a reload that would empty a
+/// plans file that held keys (a tool rewriting it in place: truncated, not yet written) is
+/// refused, as an empty config is: every key would lose its plan (here: be refused as on
+/// none) until the rest arrives. The running plans stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_empties_the_plans_file_is_refused() {
+    let up = upstream::start().await;
+    let toml = config("backend = \"memory\"", &up.url(), PLANS);
+    let gw = gateway::start_with_files(&toml, &[("plans.toml", b"# none yet\n".to_vec())]).await;
+    let client = HttpClient::default();
+    let (k, v) = auth();
+    let gold = [("x-api-key", "gold-key")];
+    assert_eq!(
+        client.status(&gw.url("/api/x"), &gold).await,
+        403,
+        "on no plan yet"
+    );
+    let reload = || {
+        let (client, url, v) = (client.clone(), gw.admin("/admin/reload"), v.clone());
+        async move { client.send(Method::POST, &url, &[(k, &v)], "").await }
+    };
+
+    gw.write_file("plans.toml", b"\"gold-key\" = \"gold\"\n");
+    let r = reload().await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        client.status(&gw.url("/api/x"), &gold).await,
+        200,
+        "on gold now"
+    );
+
+    for emptied in ["", "# being rewritten\n"] {
+        gw.write_file("plans.toml", emptied.as_bytes());
+        let r = reload().await;
+        assert_eq!(r.status, 422, "{}", r.body);
+        assert!(r.body.contains("plans file is empty"), "{}", r.body);
+        assert_eq!(
+            client.status(&gw.url("/api/x"), &gold).await,
+            200,
+            "the running plans stay"
+        );
+    }
+}
