@@ -391,3 +391,21 @@ async fn readyz_is_ready_for_a_user_the_acl_denies_role() {
     assert_eq!(client.get(&gw.url("/x"), &[]).await.status, 200);
     gw.stop().await;
 }
+
+/// A cluster none of whose seed nodes answers at start has no node to ask: `/readyz` says so
+/// (a 503 problem body), where it used to panic and drop the connection, which a load
+/// balancer's probe reads as the pod being broken, fail-open routes or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_answers_for_a_cluster_with_no_node_known() {
+    let (_hold, port) = support::reserved_port();
+    let up = upstream::start().await;
+    let url = format!("redis-cluster://127.0.0.1:{port}");
+    let gw = gateway::start(&config(&store(&url, "nonode"), &up.url(), &routes("deny"))).await;
+    let client = HttpClient::default();
+    for _ in 0..2 {
+        let ready = client.get(&gw.admin("/readyz"), &[]).await;
+        assert_eq!(ready.status, 503, "{}", ready.body);
+        assert_eq!(ready.json()["error"], "store_unavailable", "{}", ready.body);
+    }
+    gw.stop().await;
+}

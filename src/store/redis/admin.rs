@@ -85,16 +85,17 @@ impl RedisStore {
         let why = |e: StoreError| nodes.iter().find_map(|n| n.failure()).unwrap_or(e);
         self.admin_deadline()
             .run(async {
-                let pings = self
-                    .connection()
-                    .nodes
-                    .every_node()
-                    .into_iter()
-                    .map(|n| Box::pin(async move { answers_as_master(&n.client).await }));
-                match futures_util::future::select_ok(pings).await {
-                    Ok(_) => Ok(()),
-                    Err(e) => Err(e),
+                let pings: Vec<_> = (self.connection().nodes.every_node().into_iter())
+                    .map(|n| Box::pin(async move { answers_as_master(&n.client).await }))
+                    .collect();
+                if pings.is_empty() {
+                    // a cluster whose slot table was never read: no node is known yet
+                    return Err(StoreError::Connection(
+                        "no node of the cluster is known yet (its slot table was never read)"
+                            .into(),
+                    ));
                 }
+                futures_util::future::select_ok(pings).await.map(drop)
             })
             .await
             .map_err(why)
