@@ -62,8 +62,8 @@
 --
 -- Block marker: "<limit name> <block end µs> <level>", kept block_forget past the block's end,
 -- so the next block of the key is one level up while it exists. A block belongs to the limit
--- that started it: once a reload removes or renames that limit, its marker refuses nothing
--- (its level still counts for the next block).
+-- that started it: once a reload removes or renames that limit, or gives it another key, its
+-- marker refuses nothing (its level still counts for the next block).
 --
 -- Refusal index (a plan with one): a charging decision that refuses (code 0 or 2) records, per
 -- key slot, its recording limit with the longest wait (the first of equals): ZADD of member
@@ -335,10 +335,11 @@ local function record_refusal(plan, k, per_limit)
   end
 end
 
--- The index of the limit called `name` among the plan's `n` `names`, if one is.
-local function limit_named(names, n, name)
-  for i = 1, n do
-    if names[i] == name then return i end
+-- The index of the limit called `name` that counts key slot `s` of `plan`, if one does.
+local function limit_named(plan, s, name)
+  local names, lstate, sslot = plan.names, plan.lstate, plan.sslot
+  for i = 1, plan.n do
+    if names[i] == name and sslot[lstate[i]] == s then return i end
   end
   return nil
 end
@@ -372,7 +373,7 @@ local function decide_one(plan, cost, d, k)
       local b = block_of(keys[markers + s])
       if b then
         if b.untl > now and (blocked == nil or b.untl > blocked.untl) then
-          local by = limit_named(names, n, b.name)
+          local by = limit_named(plan, s, b.name)
           if by then blocked, named = b, by end
         end
         if b.level > level then level = b.level end

@@ -152,9 +152,9 @@ impl Limiter {
     /// Forgets the targets' counts and blocks (levels included) in the store, the fallback and
     /// this instance's deny cache; answers, slot by slot, whether there was anything to forget.
     /// With `limit`, only that limit's state (and what shares it: two `sliding_log` limits of
-    /// one key keep one set), and the key's block only when one of those limits started it: a
-    /// slot in flight freed keeps the key's window counts, and a limit freed lifts no block
-    /// another limit started.
+    /// one key keep one set), and the key's block only when one of those limits started it (or
+    /// no limit of the key's slot goes by its name any more): a slot in flight freed keeps the
+    /// key's window counts, and a limit freed lifts no block another limit started.
     pub async fn reset(
         &self,
         policy: &RoutePolicy,
@@ -183,7 +183,11 @@ impl Limiter {
                 Some(k) => {
                     let names = cleared(target).into_iter().map(|i| &limits.limits[i].name);
                     let started = self.block_named(&part, &target.base).await?;
-                    let lift = started.is_some_and(|s| names.into_iter().any(|n| *n == s));
+                    // a marker no limit of the slot goes by any more (a reload renamed, removed
+                    // or moved its limit) is the slot's: any of its limits lifts it, level too
+                    let lift = started.is_some_and(|s| {
+                        part.named(0, &s).is_none() || names.into_iter().any(|n| *n == s)
+                    });
                     self.store.reset_limit(&part, k, &bases, lift).await?
                         + fallback.reset_limit(&part, k, &bases, lift).await?
                 }

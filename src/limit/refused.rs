@@ -237,8 +237,9 @@ fn refusal(
         .rejecting_limit()
         .map(|i| set.limits[i].name.clone());
     let level = marker.as_ref().map_or(0, |m| m.level);
-    // a block whose limit a reload removed or renamed refuses nothing (as the store decides)
-    let blocking = marker.filter(|m| m.until > now && set.named(&m.name).is_some());
+    // a block whose limit a reload removed, renamed or gave another key refuses nothing (as
+    // the store decides); `set` is the key's slot alone, its slot 0
+    let blocking = marker.filter(|m| m.until > now && set.named(0, &m.name).is_some());
     let (reason, retry_after, limit) = match blocking {
         Some(block) => {
             let left = Duration::from_micros(block.until - now);

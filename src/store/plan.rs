@@ -208,10 +208,11 @@ impl LimitSet {
             .recording(self.refusals.clone())
     }
 
-    /// The index of the limit called `name`, if the set has one (a block marker's limit may
-    /// have been removed or renamed by a reload since: such a block refuses nothing).
-    pub fn named(&self, name: &str) -> Option<usize> {
-        self.limits.iter().position(|l| l.name == name)
+    /// The index of the limit called `name` that counts key slot `slot`, if the set has one (a
+    /// block marker's limit may have been removed, renamed or given another key by a reload
+    /// since: such a block refuses nothing).
+    pub fn named(&self, slot: usize, name: &str) -> Option<usize> {
+        (0..self.limits.len()).find(|&i| self.limits[i].name == name && self.slot_of(i) == slot)
     }
 
     /// The key slot limit `i` counts.

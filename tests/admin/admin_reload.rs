@@ -296,6 +296,18 @@ async fn blocks_across_a_rename_and_a_removal(store: &str) {
         "{blocked}"
     );
 
+    // an operator lifts bob by the limit's new name: his level goes with the old block
+    let usage = |user: &str, method: Method| {
+        let url = gw.admin(&format!(
+            "/admin/usage?route=login&key={user}&limit=a-minute"
+        ));
+        let (client, v) = (client.clone(), v.clone());
+        async move { client.send(method, &url, &[(k, &v)], "").await.json() }
+    };
+    assert_eq!(usage("bob", Method::GET).await["block_level"], 1);
+    assert_eq!(usage("bob", Method::DELETE).await["reset"], true);
+    assert_eq!(usage("bob", Method::GET).await["block_level"], 0);
+
     // removed: nothing refuses them any more
     let hourly = BLOCKS
         .replace("per-minute", "per-hour")
@@ -307,7 +319,38 @@ async fn blocks_across_a_rename_and_a_removal(store: &str) {
         assert_eq!(r.status, 200, "{user}: {}", r.body);
     }
     assert_eq!(listed().await, serde_json::json!([]));
+
+    // given another key (a limit of its own on the phone number), under the same name: the
+    // user's block is no block of the phone's, nor of the user's any more
+    reload(config(store, &up.url(), &format!("{BLOCKS}{HOURLY_TOO}"))).await;
+    assert_eq!(
+        client.status(&gw.url("/login"), &[("x-user", "cat")]).await,
+        200
+    );
+    assert_eq!(
+        client.status(&gw.url("/login"), &[("x-user", "cat")]).await,
+        429
+    );
+    let phoned = BLOCKS.replace(
+        "name = \"per-minute\"\n",
+        "name = \"per-minute\"\n  key = [\"header:X-Phone\"]\n",
+    );
+    reload(config(store, &up.url(), &format!("{phoned}{HOURLY_TOO}"))).await;
+    for phone in ["p1", "p2"] {
+        let who = [("x-user", "cat"), ("x-phone", phone)];
+        let r = client.get(&gw.url("/login"), &who).await;
+        assert_eq!(r.status, 200, "{phone}: {}", r.body);
+    }
 }
+
+/// A second limit on the route's own key, so that its key slot stays in the route's plan
+/// whatever the first limit counts.
+const HOURLY_TOO: &str = r#"
+  [[routes.limits]]
+  name = "per-hour"
+  limit = 100
+  window = "1h"
+"#;
 
 /// A route whose keys on plan `gold` get 3 a day, and keys on no plan none.
 const PLANS: &str = r#"

@@ -145,14 +145,15 @@ pub fn decide(
     let q = set.states.len();
     let mut per_limit: Few<i64> = smallvec![0; n];
     let mut flight: Few<bool> = smallvec![false; n];
-    // the key slot blocked longest, by a limit the set still has (a block whose limit a reload
-    // removed or renamed refuses nothing; its level still counts for the next block)
+    // the key slot blocked longest, by a limit of the set that still counts that slot (a block
+    // whose limit a reload removed, renamed or gave another key refuses nothing; its level
+    // still counts for the next block)
     let (mut blocked, mut level): (Option<(Marker, usize)>, u64) = (None, 0);
     if set.block.is_some() {
         for s in 0..set.slots {
             if let Some(m) = marker(keys, &keys_of[q + s]) {
                 let longer = blocked.as_ref().is_none_or(|(b, _)| m.until > b.until);
-                if let (true, true, Some(named)) = (m.until > now, longer, set.named(&m.name)) {
+                if let (true, true, Some(named)) = (m.until > now, longer, set.named(s, &m.name)) {
                     blocked = Some((m.clone(), named));
                 }
                 level = level.max(m.level);
