@@ -261,7 +261,7 @@ impl Limiter {
         let local = result.is_err();
         let decision = match result {
             Ok(d) => {
-                self.health.answered();
+                self.health.answered(d.allowed());
                 self.note_refusals(&request, &d);
                 if !request.dry_run {
                     let histogram = &policy.metrics.decision_duration.store;

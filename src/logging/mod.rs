@@ -8,7 +8,7 @@
 mod fields;
 mod time;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tracing_subscriber::EnvFilter;
 
@@ -49,11 +49,15 @@ pub fn init() {
 }
 
 /// Whether the store answers, as the decisions see it: each change is logged once ("store
-/// unreachable: ...", "store is back after 3.2 s"), not every failed call.
+/// unreachable: ...", "store is back after 3.2 s"), not every failed call. Replicas that do not
+/// acknowledge (`store.replica_acks`) are an outage of their own: Redis still answers, and its
+/// refusals (which wait for no replica) do not end it, only an allowed decision does.
 #[derive(Default)]
 pub struct StoreHealth {
     /// When the store stopped answering (µs since the epoch); 0 while it answers.
     down_since: AtomicU64,
+    /// Whether the outage is the replicas' (their acknowledgements did not come).
+    unreplicated: AtomicBool,
 }
 
 impl StoreHealth {
@@ -63,15 +67,29 @@ impl StoreHealth {
         if self
             .down_since
             .compare_exchange(0, now, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
+            .is_err()
         {
-            tracing::warn!(error = %error, "store unreachable: {error}; routes follow their on_error until it answers");
+            return;
+        }
+        let unreplicated = matches!(error, StoreError::Unreplicated { .. });
+        self.unreplicated.store(unreplicated, Ordering::Relaxed);
+        match unreplicated {
+            true => {
+                tracing::warn!(error = %error, "store replicas do not acknowledge: {error}; allowed decisions follow their route's on_error until they do")
+            }
+            false => {
+                tracing::warn!(error = %error, "store unreachable: {error}; routes follow their on_error until it answers")
+            }
         }
     }
 
-    /// A decision succeeded: the end of an outage is logged with its length.
-    pub fn answered(&self) {
+    /// A decision succeeded (`allowed` or not): the end of an outage is logged with its length.
+    pub fn answered(&self, allowed: bool) {
         if self.down_since.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        if !allowed && self.unreplicated.load(Ordering::Relaxed) {
+            // a refusal waits for no replica: it says nothing of theirs
             return;
         }
         let since = self.down_since.swap(0, Ordering::AcqRel);

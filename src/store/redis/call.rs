@@ -339,7 +339,9 @@ impl Caller {
                 let _ = p.reply.send(Ok(answer));
             }
         }
-        let acknowledging = acks.filter(|_| !held.is_empty()).map(|acks| {
+        // a `WAIT` that holds no decision back is still read: its count tells whether the
+        // replicas lag (then the next waits are probes), which the calls behind it depend on
+        let acknowledging = acks.map(|acks| {
             let held = (held, held_slots);
             Box::pin(answer_acknowledged(held, acks, self.on_error.clone())) as Acknowledging
         });
@@ -353,13 +355,14 @@ impl Caller {
 /// Answers the decisions that waited for the replicas once `acks` came: as decided, or (too
 /// few replicas acknowledged) with the error, counted once by `on_error`; their charge stays,
 /// but the slots they took are to be released (returned): `on_error` answered their attempts.
+/// With none held, the `WAIT` is only read, for the lag it tells.
 async fn answer_acknowledged(
     (held, slots): (Vec<(Pending, Answer)>, Vec<PendingSettlement>),
     acks: Acks,
     on_error: Arc<dyn Fn(&StoreError) + Send + Sync>,
 ) -> Vec<PendingSettlement> {
     let confirmed = acks.confirm().await;
-    if let Err(e) = &confirmed {
+    if let (Err(e), false) = (&confirmed, held.is_empty()) {
         on_error(e);
     }
     for (p, answer) in held {
