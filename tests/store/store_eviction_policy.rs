@@ -170,3 +170,25 @@ async fn check_warns_about_a_redis_that_refuses_the_credentials() {
         stderr(&out)
     );
 }
+
+/// The same through a cluster URL: the node asked for the slot table refuses the credentials,
+/// and `check` names it at once instead of waiting out its second as if nothing answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_warns_about_a_cluster_that_refuses_the_credentials() {
+    let node = RedisServer::start_with(&["--cluster-enabled", "yes"]);
+    node.cmd(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]);
+    node.cmd(&["CONFIG", "SET", "requirepass", "rotated"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.toml");
+    let path = file.to_str().unwrap();
+    let url = format!("redis-cluster://default:old@127.0.0.1:{}", node.port);
+    let store = redis_store(&url, &unique_prefix("refused-cluster"));
+    std::fs::write(&file, config(&store, "http://127.0.0.1:9", ROUTES)).unwrap();
+    let strict = slidegate(&["check", "--strict", "--config", path], &[]);
+    assert_eq!(strict.status.code(), Some(1), "{}", stderr(&strict));
+    let warned = stderr(&strict);
+    assert!(
+        warned.contains("refused the credentials") && warned.contains("WRONGPASS"),
+        "{warned}"
+    );
+}
