@@ -216,7 +216,8 @@ impl Limiter {
     }
 
     /// The deny cache's answer for a request, if one of its keys is held back. A cached denial
-    /// was decided for one unit: it answers requests of cost >= 1 on enforcing routes.
+    /// was decided for one unit, or refused whatever the cost (a full `concurrency` key): it
+    /// answers requests of cost >= 1 on enforcing routes.
     pub(super) fn cached(
         &self,
         policy: &RoutePolicy,
@@ -245,8 +246,8 @@ impl Limiter {
     /// The rules after the store answered, once for both entry points: a failure applies the
     /// route's `on_error` (allow, deny, or the in-process fallback); a decision is measured (one
     /// the in-process store's overflow sketch made counts as `kind="full"`), then
-    /// labelled by the route's mode, and an enforced denial of one unit is remembered in the deny
-    /// cache for the keys that refused. Nothing is counted in `slidegate_requests_total` here
+    /// labelled by the route's mode, and an enforced denial of one unit (or of attempts alone,
+    /// whatever the cost) is remembered in the deny cache for the keys that refused. Nothing is counted in `slidegate_requests_total` here
     /// (a delayed request is decided more than once), and a dry run is measured nowhere.
     pub(super) fn conclude(
         &self,
@@ -293,7 +294,10 @@ impl Limiter {
             (_, ExceedMode::Shadow) => DecisionLabel::ShadowRejected,
             (outcome, _) => {
                 let enforcing = matches!(mode, ExceedMode::Reject | ExceedMode::Block(_));
-                if enforcing && request.cost == 1 && !request.dry_run {
+                // a refusal of one unit refuses every cost; so does one of attempts alone
+                let one_unit =
+                    request.cost == 1 || decision.refused_whatever_the_cost(request.limits);
+                if enforcing && one_unit && !request.dry_run {
                     // A part of a request decided in parts may have refused on charges that
                     // another part's refusal then took back: it is kept a moment only.
                     let kept_for = self

@@ -204,6 +204,13 @@ impl Decision {
         self.outcome == Outcome::Rejected && self.limits_starting_blocks(set).next().is_some()
     }
 
+    /// Whether the refusal holds whatever the request's cost: every limit of `set` that refused
+    /// counts attempts, not units (a full `concurrency` key refuses one unit as it refuses 50).
+    pub fn refused_whatever_the_cost(&self, set: &LimitSet) -> bool {
+        let mut refusing = (self.limits.iter().enumerate()).filter(|(_, l)| l.exceeded());
+        refusing.all(|(i, _)| set.limits.get(i).is_some_and(|s| s.per_attempt))
+    }
+
     /// The limits of `set` whose refusal started a block: each that starts blocks and refused
     /// on answered attempts (see [`Decision::starts_blocks`]).
     pub fn limits_starting_blocks<'a>(

@@ -421,3 +421,38 @@ async fn a_full_key_starts_no_block_on_a_blocking_route() {
     .await;
     assert_eq!(let_in.status, 200);
 }
+
+/// A full key's refusal does not depend on the cost: on a route that reserves 5 units of a
+/// `cost_from` limit, the deny cache still answers its retries (it kept only refusals of one
+/// unit, and every retry went to the store).
+#[tokio::test]
+async fn a_full_keys_retries_are_answered_by_the_deny_cache_whatever_the_cost() {
+    let redis = RedisServer::start();
+    let up = llm::start().await;
+    let store = redis_store(&redis.url(), &unique_prefix("inflight-cached"));
+    let route = ROUTE.replace("limit = 2\n", "limit = 1\n").replace(
+        "  name = \"per-minute\"\n  limit = 6\n",
+        "  name = \"per-minute\"\n  limit = 1000\n  cost = 5\n  cost_from = \"sse:usage.total_tokens\"\n",
+    );
+    let gw = start(&config(&store, &up.url(), &route)).await;
+    let mut slot = held(&gw, "fay").await;
+    assert_eq!(slot.status(), 200);
+    slot.body_mut().frame().await.unwrap().unwrap();
+    for _ in 0..3 {
+        let refused = post(&gw, "fay").await;
+        assert_eq!(refused.status, 429, "{}", refused.body);
+        assert_eq!(refused.json()["limit"], "inflight", "{}", refused.body);
+    }
+    let metrics = HttpClient::default()
+        .get(&gw.admin("/metrics"), &[])
+        .await
+        .body;
+    let hits = support::observe::metric(
+        &metrics,
+        "slidegate_deny_cache_hits_total",
+        &[("route", "chat")],
+    );
+    assert_eq!(hits, 2.0, "the retries after the first refusal");
+    up.release(1);
+    slot.into_body().collect().await.unwrap();
+}
