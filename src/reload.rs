@@ -3,10 +3,9 @@
 //! to go. An empty config file (a write still under way: truncated, not yet rewritten; or
 //! nothing but comments) would drop every route, turning every limit off; a plans file
 //! emptied the same way would take every key off its plan; and an `admin.token_env` naming a
-//! variable the
-//! gateway's environment does not hold (the environment is the one it started with) would
-//! leave the admin API with no token, refusing every call, the next reload included. Both are
-//! refused, and the running config stays.
+//! variable the gateway's environment does not hold (the environment is the one it started
+//! with) would leave the admin API with no token, refusing every call, the next reload
+//! included. All three are refused, and the running config stays.
 //!
 //! What a reload cannot change: the settings read only at start ([`RESTART_ONLY`], `store.url`,
 //! the deciders' listeners) keep their running values, and each one the file changed is named

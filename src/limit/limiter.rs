@@ -247,8 +247,9 @@ impl Limiter {
     /// route's `on_error` (allow, deny, or the in-process fallback); a decision is measured (one
     /// the in-process store's overflow sketch made counts as `kind="full"`), then
     /// labelled by the route's mode, and an enforced denial of one unit (or of attempts alone,
-    /// whatever the cost) is remembered in the deny cache for the keys that refused. Nothing is counted in `slidegate_requests_total` here
-    /// (a delayed request is decided more than once), and a dry run is measured nowhere.
+    /// whatever the cost) is remembered in the deny cache for the keys that refused. Nothing is
+    /// counted in `slidegate_requests_total` here (a delayed request is decided more than
+    /// once), and a dry run is measured nowhere.
     pub(super) fn conclude(
         &self,
         policy: &RoutePolicy,

@@ -81,8 +81,7 @@ impl RedisStore {
     /// answer for this. When none does, a node that is not connected says why its last try
     /// failed (a refused password), where one did.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        let nodes = self.connection().nodes.every_node();
-        let why = |e: StoreError| nodes.iter().find_map(|n| n.failure()).unwrap_or(e);
+        let why = |e: StoreError| self.node_failure().unwrap_or(e);
         self.admin_deadline()
             .run(async {
                 let pings: Vec<_> = (self.connection().nodes.every_node().into_iter())

@@ -22,6 +22,8 @@ use crate::store::StoreError;
 const FIRST_CONNECT: Duration = Duration::from_secs(1);
 /// The most a retired client's `QUIT` is waited for.
 const QUIT_WAIT: Duration = Duration::from_secs(1);
+/// How often a client being waited for is asked whether its server refused the credentials.
+const REFUSAL_POLL: Duration = Duration::from_millis(20);
 /// A broken connection is tried again at once, then after 50 ms, doubling up to this: the most
 /// a server that is back (a master the sentinels name after a failover, a restarted one) goes
 /// unused. Low because each try is one cheap connect (or one question to a sentinel) per
@@ -129,6 +131,23 @@ impl Node {
             .unwrap_or_else(|e| e.into_inner())
             .clone()
             .filter(|_| !self.client.is_connected())
+    }
+
+    /// Waits for its connection; a server that refused the credentials (`WRONGPASS`) says so
+    /// at once rather than once the caller's wait runs out (the client keeps trying meanwhile).
+    pub async fn connected(&self) -> Result<(), StoreError> {
+        let connected = self.client.wait_for_connect();
+        tokio::pin!(connected);
+        loop {
+            tokio::select! {
+                done = &mut connected => return done.map_err(map_error),
+                _ = tokio::time::sleep(REFUSAL_POLL) => {
+                    if let Some(refused @ StoreError::Refused(_)) = self.failure() {
+                        return Err(refused);
+                    }
+                }
+            }
+        }
     }
 
     /// Closes its connection for good (its keeper does not start it again).

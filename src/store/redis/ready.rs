@@ -4,9 +4,6 @@
 
 use std::time::Duration;
 
-use fred::interfaces::ClientLike;
-
-use super::fred_error::map_error;
 use super::{Deadline, RedisStore};
 use crate::store::StoreError;
 
@@ -43,7 +40,7 @@ impl RedisStore {
     }
 
     /// Why some node's last try to connect failed, when one did and it is still not connected.
-    fn node_failure(&self) -> Option<StoreError> {
+    pub(super) fn node_failure(&self) -> Option<StoreError> {
         let all = self.inner.connections.all();
         let mut nodes = all.iter().flat_map(|c| c.nodes.every_node());
         nodes.find_map(|n| n.failure())
@@ -61,7 +58,7 @@ impl RedisStore {
         let connected = futures_util::future::join_all(nodes.map(|n| async move {
             let connect = Deadline::after(each);
             connect
-                .run(async { n.client.wait_for_connect().await.map_err(map_error) })
+                .run(n.connected())
                 .await
                 .map_err(|timeout| n.failure().unwrap_or(timeout))
         }))

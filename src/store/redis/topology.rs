@@ -23,8 +23,6 @@ use crate::store::StoreError;
 pub const REFRESH_PAUSE: Duration = Duration::from_millis(100);
 /// The most one read of the slot table (connecting included) may take.
 pub const REFRESH_TIMEOUT: Duration = Duration::from_secs(1);
-/// How often a node being connected to for the slot table is asked whether it refused.
-const REFUSAL_POLL: Duration = Duration::from_millis(20);
 
 /// How a client for one server is made: the URL's settings with that server.
 pub type MakeBuilder = Arc<dyn Fn(FredConfig) -> Builder + Send + Sync>;
@@ -174,30 +172,13 @@ async fn read_from(
     read.map(|(table, _)| table)
 }
 
-/// Waits for `node`'s connection; a node that refused the credentials (`WRONGPASS`) says so
-/// at once rather than once the wait runs out (the client keeps trying meanwhile).
-async fn connected_or_refused(node: &Node) -> Result<(), StoreError> {
-    let connected = node.client.wait_for_connect();
-    tokio::pin!(connected);
-    loop {
-        tokio::select! {
-            done = &mut connected => return done.map_err(map_error),
-            _ = tokio::time::sleep(REFUSAL_POLL) => {
-                if let Some(refused @ StoreError::Refused(_)) = node.failure() {
-                    return Err(refused);
-                }
-            }
-        }
-    }
-}
-
 /// `CLUSTER SLOTS` of one node, within [`REFRESH_TIMEOUT`] (waiting for its connection first
 /// when `connect`).
 async fn ask_slots(node: &Node, connect: bool) -> Result<SlotTable, StoreError> {
     let server = node.server.clone().expect("a cluster node has a server");
     let ask = async {
         if connect {
-            connected_or_refused(node).await?;
+            node.connected().await?;
         }
         let command = CustomCommand::new_static("CLUSTER", ClusterHash::Random, false);
         let reply: Value = node
