@@ -214,9 +214,12 @@ impl Future for Deciding {
                     {
                         return this.finish(verdict);
                     }
+                    // taken before the store is asked: a refusal it answers is not
+                    // remembered where room was given back since
+                    let started = Instant::now();
                     this.state = State::Asking {
                         answer: r.ask(),
-                        started: Instant::now(),
+                        started,
                         delay: None,
                     };
                 }
@@ -241,9 +244,10 @@ impl Future for Deciding {
                     else {
                         unreachable!("sleeping")
                     };
+                    let started = Instant::now();
                     this.state = State::Asking {
                         answer: this.request.ask(),
-                        started: Instant::now(),
+                        started,
                         delay: Some(delay),
                     };
                 }

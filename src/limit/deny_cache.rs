@@ -2,9 +2,15 @@
 //! requests with a 429 until T without asking the store again, so a flood on one key costs
 //! Redis nothing. Entries are keyed by the decision base (route and key), carry the decision
 //! that produced them (the 429 is rebuilt from it, aged), and are dropped on reload or reset.
+//!
+//! A refusal is concluded after the store decided it, and room may be given back in between
+//! (an attempt admitted beside it refunded, a reset): the cache remembers, key by key (hashed
+//! into a fixed table), when it last forgot, and does not remember a refusal the store was asked
+//! for before then. Otherwise the refusal, concluded last, would outlive the room given back.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use foldhash::quality::RandomState;
 use std::sync::{Arc, Mutex};
@@ -16,6 +22,10 @@ use std::borrow::Cow;
 
 /// The most shards the cache is split into (fewer when `store.max_keys` is below this).
 const SHARDS: usize = 16;
+
+/// How many "forgotten at" stamps the cache keeps: keys share them by hash, so a key may now
+/// and then not be remembered because another was forgotten (the store then decides it).
+const FORGOTTEN_STAMPS: usize = 4096;
 
 /// The longest a refusal of a request decided in parts is remembered: in a Redis Cluster, each
 /// node's part charges before it knows the others' answers, so a part may refuse on charges
@@ -57,6 +67,9 @@ impl CachedDenial {
 pub struct DenyCache {
     shards: Box<[Shard]>,
     hasher: RandomState,
+    /// When each group of keys was last forgotten, in nanoseconds since `epoch` (0: never).
+    forgotten: Box<[AtomicU64]>,
+    epoch: Instant,
 }
 
 /// A part of the cache, with its share of `store.max_keys`.
@@ -76,11 +89,32 @@ impl DenyCache {
         DenyCache {
             shards: shards.collect(),
             hasher: RandomState::default(),
+            forgotten: (0..FORGOTTEN_STAMPS).map(|_| AtomicU64::new(0)).collect(),
+            epoch: Instant::now(),
         }
     }
 
     fn shard_of(&self, base: &str) -> &Shard {
         &self.shards[(self.hasher.hash_one(base) as usize) % self.shards.len()]
+    }
+
+    /// The stamp of when `base` (and the keys sharing its stamp) was last forgotten.
+    fn forgotten_stamp(&self, base: &str) -> &AtomicU64 {
+        let h = self.hasher.hash_one(base) as usize;
+        // the shard takes the low bits; the stamp, the next ones
+        &self.forgotten[(h / self.shards.len()) % self.forgotten.len()]
+    }
+
+    /// Notes that `base` is forgotten now: a refusal asked for before this is not remembered.
+    fn note_forgotten(&self, base: &str) {
+        let now = self.epoch.elapsed().as_nanos() as u64 + 1;
+        self.forgotten_stamp(base).fetch_max(now, Ordering::AcqRel);
+    }
+
+    /// Whether `base` was forgotten at or after `asked` (when the store was asked).
+    fn forgotten_since(&self, base: &str, asked: Instant) -> bool {
+        let asked = asked.saturating_duration_since(self.epoch).as_nanos() as u64 + 1;
+        self.forgotten_stamp(base).load(Ordering::Acquire) >= asked
     }
 
     fn shard(
@@ -105,7 +139,8 @@ impl DenyCache {
 
     /// Remembers that `base` must wait `decision.retry_after` from `decided_at` (a decision
     /// made with `limits`), for at most `lasts` of it. The wait is counted from before the
-    /// store was asked, so the entry lapses no later than the truth.
+    /// store was asked, so the entry lapses no later than the truth; a key forgotten since
+    /// then is not remembered (room was given back after the store decided, or while it did).
     fn insert(
         &self,
         base: &str,
@@ -120,6 +155,10 @@ impl DenyCache {
         let until = decided_at + lasts;
         let part = self.shard_of(base);
         let mut shard = part.lock();
+        // checked under the shard's lock, which a removal stamps before it takes
+        if self.forgotten_since(base, decided_at) {
+            return;
+        }
         if shard.len() >= part.capacity && !shard.contains_key(base) {
             let now = Instant::now();
             shard.retain(|_, d| d.until > now);
@@ -182,8 +221,10 @@ impl DenyCache {
         self.insert(base, decided_at, cached, limits, lasts);
     }
 
-    /// Forgets `base` (an admin reset).
+    /// Forgets `base` (room given back: a refund, a reset), and any refusal of it the store
+    /// was asked for before now and that is not concluded yet.
     pub fn remove(&self, base: &str) {
+        self.note_forgotten(base);
         self.shard(base).remove(base);
     }
 
@@ -191,6 +232,7 @@ impl DenyCache {
     /// once one of them is answered, the store may answer otherwise (the block the answered
     /// attempts start, the window's own wait).
     pub fn remove_in_flight(&self, base: &str) {
+        self.note_forgotten(base);
         let mut shard = self.shard(base);
         let in_flight = shard.get(base).is_some_and(|d| {
             d.decision.outcome == Outcome::Rejected && !d.decision.refused_on_answers()
@@ -328,5 +370,26 @@ mod tests {
             }
             assert_eq!(cache.live_entries(now), max_keys, "max_keys {max_keys}");
         }
+    }
+
+    /// A refusal the store was asked for before its key was forgotten (an attempt beside it
+    /// refunded) is not remembered; one asked for after is.
+    #[test]
+    fn a_refusal_asked_for_before_a_refund_is_not_remembered() {
+        let set = Arc::new(LimitSet::simple(&[(
+            "per-minute",
+            1,
+            60_000_000,
+            AlgorithmId::SLIDING_LOG,
+        )]));
+        let decision = refusal(Duration::from_secs(60));
+        let cache = DenyCache::new(100);
+        let asked = Instant::now();
+        cache.remove("route|k");
+        cache.remember("route|k", asked, &decision, &ExceedMode::Reject, &set, None);
+        assert!(cache.get("route|k", Instant::now()).is_none());
+        let asked = Instant::now();
+        cache.remember("route|k", asked, &decision, &ExceedMode::Reject, &set, None);
+        assert!(cache.get("route|k", Instant::now()).is_some());
     }
 }

@@ -179,6 +179,63 @@ async fn ten_attempts_left_before_the_upstream_lock_nobody_out() {
     gw.stop().await;
 }
 
+/// Ten attempts for one account sent while the store is held (Redis paused) and reset before it
+/// answers: every decision is concluded after its client left, the five admitted ones refunded
+/// and the five refused ones (standing on those five) answered to no one. What the refusals
+/// told nobody must not outlive the refunds: nothing is left in the instance's deny cache, so
+/// the owner's next attempt is decided by the store. Three rounds, an account each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempts_reset_while_the_store_decides_leave_no_refusal_cached() {
+    let redis = RedisServer::start_async().await;
+    let upstream = full_listener();
+    let gw = Recipe::start_at("login.toml", &redis, &format!("http://{}", upstream.addr)).await;
+    for round in 0..3 {
+        let user = format!("victim{round}");
+        let stream = TcpStream::connect(gw.running().proxy_addr).await.unwrap();
+        let (client, conn) = h2::client::handshake(stream).await.unwrap();
+        tokio::spawn(conn);
+        let mut client = client.ready().await.unwrap();
+        redis.pause();
+        let mut streams = Vec::new();
+        for _ in 0..10 {
+            let req = http::Request::post("http://gw/api/login")
+                .header("content-type", "application/json")
+                .body(())
+                .unwrap();
+            let (response, mut send) = client.send_request(req, false).unwrap();
+            let body = BODY.replace("%USER%", &user);
+            send.send_data(Bytes::from(body), true).unwrap();
+            streams.push((response, send));
+        }
+        // the gateway reads the ten and asks the store, which answers nothing yet
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        for (_, send) in &mut streams {
+            send.send_reset(h2::Reason::CANCEL);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        redis.resume();
+        let usage = settled_usage(&gw, &user).await;
+        assert_eq!(usage["blocked_ms"], 0, "{user} is locked out: {usage}");
+        // every answer was concluded before the refunds were applied; a moment more for any
+        // refusal concluded last
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let path = format!("/admin/usage?route=login&key={user}&limit=failed-logins");
+        let cached = gw.admin_get_patiently(&path).await["deny_cached_ms"].clone();
+        assert_eq!(
+            cached, 0,
+            "round {round}: {user}'s attempts are refused from the cache"
+        );
+    }
+    let m = gw.metrics().await;
+    let admitted = support::metrics::value(
+        &m,
+        "slidegate_outcome_refunds_total",
+        &[("route", "login"), ("limit", "failed-logins")],
+    );
+    assert_eq!(admitted, Some(15.0), "five refunds a round:\n{m}");
+    gw.stop().await;
+}
+
 fn retry_after(headers: &http::HeaderMap) -> u64 {
     headers
         .get("retry-after")
