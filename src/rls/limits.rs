@@ -116,6 +116,15 @@ impl Domain {
         }
     }
 
+    /// Whether `part` is counted by a sliding log, which writes an entry per unit charged.
+    pub fn logs_each_unit(&self, part: &Part) -> bool {
+        let algorithm = match part {
+            Part::Rule(r) | Part::Override { rule: Some(r), .. } => self.rule(*r).algorithm,
+            Part::Override { rule: None, .. } => crate::algorithm::AlgorithmId::SLIDING_LOG,
+        };
+        algorithm == crate::algorithm::AlgorithmId::SLIDING_LOG
+    }
+
     /// Whether `part` is a rule in shadow mode (Envoy's own limits never are).
     pub fn is_shadow(&self, part: &Part) -> bool {
         matches!(part, Part::Rule(r) if self.rule(*r).shadow)

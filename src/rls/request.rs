@@ -7,8 +7,9 @@
 //! descriptor is an error. A value of any length is decided (keyed by its SHA-256 past 256
 //! bytes); a cost above a limit makes that descriptor OVER_LIMIT (a shadow-mode limit's: over,
 //! yet OK, as shadow mode always answers); a request with more than
-//! [`MAX_DESCRIPTORS`] descriptors that match a limit is refused, decided by nothing (the bound
-//! keeps one store call short): each matching descriptor OVER_LIMIT, the others OK; an Envoy
+//! [`MAX_DESCRIPTORS`] descriptors that match a limit, or whose costs to sliding logs add up to
+//! more than [`MAX_LOGGED_UNITS`], is refused, decided by nothing (the bounds keep one store
+//! call short): each matching descriptor OVER_LIMIT, the others OK; an Envoy
 //! override with a unit or a value the limit's algorithm cannot take is OVER_LIMIT for its
 //! descriptor; `is_negative_hits` descriptors are only read.
 
@@ -21,6 +22,11 @@ use crate::config::LimitConfig;
 /// Most descriptors that match a limit decided in one request; a request with more is refused
 /// (one store call stays short).
 pub const MAX_DESCRIPTORS: usize = 64;
+
+/// Most units one request charges to sliding logs, all its descriptors together: a sliding log
+/// writes an entry per unit, and 64 descriptors of cost 10,000 would hold Redis for most of a
+/// second. A request over it is refused, as one with too many descriptors is.
+pub const MAX_LOGGED_UNITS: u64 = 20_000;
 
 /// Why a request gets no answer but a gRPC error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -171,7 +177,15 @@ pub fn plan(domain: &Domain, request: &RateLimitRequest) -> Plan {
     let matched = (found.iter())
         .filter(|f| matches!(f, Some(Ok(f)) if !is_replaced(&f.part)))
         .count();
-    if matched > MAX_DESCRIPTORS {
+    // (a cost above its limit is refused on its own, charging nothing)
+    let logged: u64 = (found.iter())
+        .filter_map(|f| match f {
+            Some(Ok(f)) if !is_replaced(&f.part) && domain.logs_each_unit(&f.part) => Some(f),
+            _ => None,
+        })
+        .filter(|f| f.cost <= domain.limit_of(&f.part))
+        .fold(0, |sum, f| sum.saturating_add(f.cost));
+    if matched > MAX_DESCRIPTORS || logged > MAX_LOGGED_UNITS {
         return too_many(domain, found, &unlimited, is_replaced);
     }
     let mut plan = Plan {
@@ -238,8 +252,8 @@ pub fn plan(domain: &Domain, request: &RateLimitRequest) -> Plan {
     plan
 }
 
-/// The plan of a request with more descriptors that match a limit than one decision takes:
-/// each of them refused, showing its limit; the others as they are (OK).
+/// The plan of a request with more descriptors that match a limit, or more units to log, than
+/// one decision takes: each of them refused, showing its limit; the others as they are (OK).
 fn too_many(
     domain: &Domain,
     found: Vec<Option<Result<Found, ()>>>,

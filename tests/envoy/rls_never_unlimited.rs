@@ -132,6 +132,48 @@ async fn a_cost_above_a_limit_is_over_limit_and_charges_nothing() {
     gw.stop().await;
 }
 
+/// Descriptors whose costs to sliding logs add up past 20,000 units (an entry written per
+/// unit) are refused whole and charge nothing; at the bound they are decided, and counters
+/// that write no entry per unit are not held to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sliding_log_units_past_one_calls_bound_are_refused_uncharged() {
+    const BIG: &str = r#"
+domain: d
+descriptors:
+  - key: log
+    rate_limit: { unit: hour, requests_per_unit: 10000, name: per-log }
+  - key: counter
+    rate_limit:
+      { unit: hour, requests_per_unit: 10000, name: per-counter, algorithm: sliding_window_counter }
+"#;
+    let redis = RedisServer::start();
+    let gw = serve(&redis, "rls-units", BIG, "").await;
+    let mut c = client(&gw).await;
+    let costly = |key: &str, values: &[&str]| {
+        let descriptors = values
+            .iter()
+            .map(|v| with_hits(descriptor(&[(key, v)]), 10_000));
+        request("d", descriptors.collect())
+    };
+    let r = ask(&mut c, costly("log", &["a", "b", "c"])).await;
+    assert_eq!(codes(&r), ["OVER_LIMIT"; 3], "{r:?}");
+    assert_eq!(current_limit(&r.statuses[0]), Some(10_000));
+    assert_eq!(redis.cmd(&["DBSIZE"]).int(), 0, "nothing written");
+    let r = ask(&mut c, costly("log", &["a", "b"])).await;
+    assert_eq!(codes(&r), ["OK"; 2], "20,000 units are decided: {r:?}");
+    let r = ask(&mut c, costly("counter", &["a", "b", "c"])).await;
+    assert_eq!(
+        codes(&r),
+        ["OK"; 3],
+        "a counter writes no entry per unit: {r:?}"
+    );
+    // "c" was never charged: its whole limit is left
+    let r = ask(&mut c, costly("log", &["c"])).await;
+    assert_eq!(codes(&r), ["OK"], "{r:?}");
+    assert_eq!(r.statuses[0].limit_remaining, 0);
+    gw.stop().await;
+}
+
 fn ip(
     address: &str,
 ) -> envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor {
