@@ -30,6 +30,9 @@ pub struct Refusal {
     names: Box<[Box<str>]>,
     /// The same as JSON strings, for `violated-policies`.
     policies: Box<[Box<str>]>,
+    /// Whether the route blocks: its 429 bodies always carry `block_level` (0 for a refusal
+    /// that started no block).
+    blocks: bool,
     /// The body's end: the tier's member (`,"plan":"gold"`) and the closing brace.
     tail: Box<str>,
     /// The headers of a 429 with the rate-limit ones (`None` when the tier has no limits), the
@@ -73,6 +76,7 @@ impl Refusal {
             heads: heads.collect(),
             policies: names.iter().map(|n| json_string(n).into()).collect(),
             names,
+            blocks: limits.block.is_some(),
             tail: tail.into(),
             described: policy.map(|p| header_template(Some(p))),
             quiet: header_template(None),
@@ -81,7 +85,8 @@ impl Refusal {
 
     /// The 429 for a rejected or blocked decision: `Retry-After`, the rate-limit headers
     /// (unless the route turned them off: `headers = false` tells an attacker nothing of the
-    /// quota) and the problem body naming the limit (the block level, `"approximate": true`
+    /// quota) and the problem body naming the limit (the block level on a blocking route,
+    /// `"approximate": true`
     /// when the in-process store's overflow sketch decided, and the segment or plan whose
     /// values applied). The body has the members of every gateway error
     /// (`crate::error::problem_body`) plus the limit's.
@@ -128,7 +133,7 @@ impl Refusal {
         body.push_str("],\"retry_after_ms\":");
         let mut digits = itoa::Buffer::new();
         body.push_str(digits.format(ceil_millis(decision.retry_after).max(1)));
-        if decision.block_level > 0 {
+        if self.blocks || decision.block_level > 0 {
             body.push_str(",\"block_level\":");
             body.push_str(digits.format(decision.block_level));
         }

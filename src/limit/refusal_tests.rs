@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::algorithm::AlgorithmId;
-use crate::store::{LimitUsage, Outcome};
+use crate::store::{BlockSpec, LimitUsage, Outcome};
 
 #[test]
 fn json_strings_read_back_as_written() {
@@ -269,4 +269,27 @@ fn body_of(r: Response<Body>) -> serde_json::Value {
         .expect("a body in memory cannot fail")
         .to_bytes();
     serde_json::from_slice(&bytes).expect("the body is JSON")
+}
+
+#[test]
+fn a_blocking_routes_refusal_says_its_level_even_when_no_block_started() {
+    let id = RequestId::generate();
+    let plain = rejection();
+    let body = body_of(refusal(None).answer(&plain, &id, true));
+    assert!(
+        body.get("block_level").is_none(),
+        "a rejecting route has none"
+    );
+    let log = AlgorithmId::SLIDING_LOG;
+    let mut set = LimitSet::simple(&[("per-minute", 5, 60_000_000, log)]);
+    set.block = Some(BlockSpec {
+        block_ms: 60_000,
+        growth: 2.0,
+        max_ms: 3_600_000,
+        forget_ms: 86_400_000,
+    });
+    let blocking = Refusal::new("login", &set, None, None);
+    // a refusal while attempts are in flight starts no block: level 0, said as 0
+    let body = body_of(blocking.answer(&plain, &id, true));
+    assert_eq!(body["block_level"], 0);
 }
