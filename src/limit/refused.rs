@@ -179,7 +179,8 @@ impl Limiter {
     }
 
     /// For each candidate, whether and why it is refused now: one dry-run decision of its
-    /// windows alone (no block), all in one batch, and its block marker.
+    /// windows alone (no block) at what an attempt reserves, all in one batch, and its block
+    /// marker.
     async fn refusals(
         &self,
         policy: &RoutePolicy,
@@ -188,13 +189,20 @@ impl Limiter {
         let mut windows = WindowSets::default();
         let sets: Vec<Arc<LimitSet>> = candidates.iter().map(|t| windows.of(policy, t)).collect();
         let bases: Vec<[String; 1]> = candidates.iter().map(|t| [t.base.clone()]).collect();
+        // what an attempt reserves without a body: the route's `cost`, 1 for `json:PATH`
+        let no_headers = http::HeaderMap::new();
+        let costs = candidates.iter().map(|t| {
+            let reservation = policy.reservation(t.tier(policy), None, &no_headers);
+            reservation.unwrap_or(1)
+        });
         let requests: Vec<DecisionRequest<'_>> = sets
             .iter()
             .zip(&bases)
-            .map(|(limits, bases)| DecisionRequest {
+            .zip(costs)
+            .map(|((limits, bases), cost)| DecisionRequest {
                 limits,
                 bases,
-                cost: 1,
+                cost,
                 dry_run: true,
                 receipt: false,
             })

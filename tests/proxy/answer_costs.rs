@@ -402,3 +402,31 @@ async fn only_limits_with_cost_from_have_cost_series() {
         "no cost_from: no series"
     );
 }
+
+/// Who is refused now counts what an attempt of the route reserves: a key with fewer units left
+/// than the route's `cost` is refused, so `/admin/blocked` lists it, though one unit would fit.
+#[tokio::test]
+async fn a_key_left_less_than_the_reservation_is_listed_as_refused() {
+    let redis = RedisServer::start();
+    let up = llm::start().await;
+    let gw = gateway(&redis, &up).await;
+    let headers = [("x-api-key", "ann")];
+    let get = |tokens: u64| {
+        let url = gw.url(&format!("/header?tokens={tokens}"));
+        async move { HttpClient::default().get(&url, &headers).await }
+    };
+    // 48 of 50 charged: 2 left, one attempt reserves 3
+    assert_eq!(get(48).await.status, 200);
+    assert_eq!(used(&gw, "metered", "units", "ann").await, 48);
+    assert_eq!(get(1).await.status, 429, "3 reserved do not fit in 2");
+    let (name, token) = auth();
+    let listing = HttpClient::default()
+        .get(&gw.admin("/admin/blocked?route=metered"), &[(name, &token)])
+        .await;
+    assert_eq!(listing.status, 200, "{}", listing.body);
+    let blocked = listing.json()["blocked"].clone();
+    assert_eq!(blocked.as_array().map(Vec::len), Some(1), "{blocked}");
+    assert_eq!(blocked[0]["key"], "ann");
+    assert_eq!(blocked[0]["limit"], "units");
+    assert_eq!(blocked[0]["reason"], "window");
+}
