@@ -360,8 +360,12 @@ fn run(path: &Path) -> ExitCode {
     match workers.run(slidegate::app::run(config, handles)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e}");
-            eprintln!("slidegate: {e}");
+            // said once, in the log's own format; plainly only when the log filter drops it
+            if tracing::enabled!(tracing::Level::ERROR) {
+                tracing::error!("{e}");
+            } else {
+                eprintln!("slidegate: {e}");
+            }
             ExitCode::FAILURE
         }
     }

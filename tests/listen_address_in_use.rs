@@ -1,7 +1,8 @@
 //! A listen address another process holds is an error at start: a second slidegate on the same
 //! proxy, admin or forward-auth port exits non-zero with "address in use", even though the
 //! first one's workers share their ports through `SO_REUSEPORT` (which would let any process of
-//! the same user join them). The first gateway keeps serving every request.
+//! the same user join them), saying so once, in the log's format (a JSON line with JSON logs),
+//! plainly when logging is off. The first gateway keeps serving every request.
 
 mod support;
 
@@ -45,9 +46,14 @@ fn address_after(line: &str, label: &str) -> SocketAddr {
     text.parse().unwrap_or_else(|_| panic!("{line}"))
 }
 
-/// Runs a second gateway on `config` and returns its exit status and what it wrote, within 10 s.
-fn second_gateway(config: &Path) -> (std::process::ExitStatus, String) {
-    let mut cmd = command(config, &[("TOKIO_WORKER_THREADS", "2")]);
+/// Runs a second gateway on `config` with `env` and returns its exit status and what it wrote,
+/// within 10 s.
+fn second_gateway(config: &Path, env: &[(&str, &str)]) -> (std::process::ExitStatus, String) {
+    let env: Vec<(&str, &str)> = [("TOKIO_WORKER_THREADS", "2")]
+        .into_iter()
+        .chain(env.iter().copied())
+        .collect();
+    let mut cmd = command(config, &env);
     cmd.stdout(std::process::Stdio::null());
     let mut child = cmd.spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -86,16 +92,33 @@ async fn a_second_gateway_on_a_held_port_exits_with_address_in_use() {
     ];
     for (which, p, a, f) in held {
         let config = write_config(dir.path(), "second.toml", &up.url(), p, a, f);
-        let (status, stderr) = second_gateway(&config);
+        let (status, stderr) = second_gateway(&config, &[]);
         assert!(
             !status.success(),
             "a second gateway on the first one's {which} port started: {stderr}"
         );
-        assert!(
-            stderr.contains("address in use"),
-            "{which}: the error says why: {stderr}"
+        assert_eq!(
+            stderr.matches("address in use").count(),
+            1,
+            "{which}: the error says why, once: {stderr}"
         );
     }
+    // JSON logs: the error is a JSON line like every other, said once
+    let config = write_config(dir.path(), "second.toml", &up.url(), proxy.port(), 0, 0);
+    let (status, stderr) = second_gateway(&config, &[("SLIDEGATE_LOG_FORMAT", "json")]);
+    assert!(!status.success(), "{stderr}");
+    let lines: Vec<serde_json::Value> = (stderr.lines())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l:?}")))
+        .collect();
+    let errors: Vec<&serde_json::Value> = (lines.iter())
+        .filter(|l| l.to_string().contains("address in use"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert_eq!(errors[0]["level"], "ERROR", "{stderr}");
+    // logging turned off: the error is still said, plainly
+    let (status, stderr) = second_gateway(&config, &[("SLIDEGATE_LOG", "off")]);
+    assert!(!status.success(), "{stderr}");
+    assert_eq!(stderr.matches("address in use").count(), 1, "{stderr}");
 
     // The first gateway alone answers on its port, every time.
     let client = HttpClient::default();
