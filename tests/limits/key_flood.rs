@@ -264,7 +264,8 @@ key = ["json:username"]
 /// Under a flood that filled the table, an account the table does not hold is counted in the
 /// sketch, and what the answer gives back reaches the sketch too: a user who logs in often is
 /// never locked out by successes (each reservation given back), while failures still count
-/// there and refuse the sixth attempt. Without it, every admitted attempt stayed charged:
+/// there and refuse the sixth attempt, and `/admin/blocked` lists the account (a dry run in
+/// the sketch). Without it, every admitted attempt stayed charged:
 /// five successful logins locked the account for up to two windows, no failure needed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_store_counts_only_failed_logins_too() {
@@ -304,5 +305,15 @@ async fn a_full_store_counts_only_failed_logins_too() {
     let r = post(login("right")).await;
     assert_eq!(r.status, 429, "five failures still count: {}", r.body);
     assert_eq!(r.json()["approximate"], true, "{}", r.body);
+    // and the account is listed as refused, though the table does not hold it
+    let (name, token) = support::admin::auth();
+    let listing = client
+        .get(&gw.admin("/admin/blocked?route=login"), &[(name, &token)])
+        .await;
+    assert_eq!(listing.status, 200, "{}", listing.body);
+    let blocked = listing.json()["blocked"].clone();
+    assert_eq!(blocked.as_array().map(Vec::len), Some(1), "{blocked}");
+    assert_eq!(blocked[0]["limit"], "failed-logins", "{blocked}");
+    assert_eq!(blocked[0]["reason"], "window", "{blocked}");
     gw.stop().await;
 }

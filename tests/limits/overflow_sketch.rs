@@ -4,7 +4,8 @@
 //! A property test against the plain reference models (`support/reference.rs`): whatever the
 //! mix of held keys, flood keys and victims, and for every windowed algorithm, a decision the
 //! table made is exactly the model's, a decision the sketch made never allows what the model
-//! refuses, and no key is allowed more than `limit` times by the sketch within any window. And
+//! refuses, no key is allowed more than `limit` times by the sketch within any window, and a
+//! dry run just before each decision answers as it does (the sketch's refusals too). And
 //! the flip side: keys that come during a flood are still served, within what the sketch's size
 //! promises.
 
@@ -15,7 +16,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestCaseResult, TestRunner};
-use slidegate::store::{Decision, LimitSet, MemoryStore, Store};
+use slidegate::store::{Decision, DecisionRequest, LimitSet, MemoryStore, Store};
 use support::reference::Reference;
 use support::store::{bases, decide_at, limit_sets};
 
@@ -106,7 +107,23 @@ async fn ask(
         model: Reference::of(set),
         sketch_allowed: Vec::new(),
     });
-    let decision: Decision = decide_at(store, set, &bases("p", "r", &key), Some(now), 1).await;
+    let bases = bases("p", "r", &key);
+    // a dry run at the same instant answers as the call does, the sketch's refusals included
+    let dry = DecisionRequest {
+        dry_run: true,
+        ..DecisionRequest::charge(set, &bases, 1)
+    };
+    let dry = (store.decide_many(&[dry], Some(now)).await.pop())
+        .expect("one answer")
+        .expect("store decides");
+    let decision: Decision = decide_at(store, set, &bases, Some(now), 1).await;
+    prop_assert_eq!(
+        (dry.allowed(), dry.approximate),
+        (decision.allowed(), decision.approximate),
+        "a dry run of {} at {} answered unlike the call",
+        key,
+        now
+    );
     let mut model = followed.model.clone();
     let modelled = model.decide(now, 1);
     if decision.approximate {

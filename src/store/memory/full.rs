@@ -84,6 +84,50 @@ pub fn decide(
     member: &str,
     now: u64,
 ) -> (Vec<i64>, InSketch) {
+    decide_in(
+        overflow,
+        keys,
+        set,
+        keys_of,
+        cost,
+        member,
+        now,
+        Sketch::Charged,
+    )
+}
+
+/// A dry run of [`decide`] on copies of the table's keys (`keys`, charged as a dry run charges
+/// them): the same answer, the sketch left as it was.
+pub fn decide_dry(
+    overflow: &Overflow,
+    keys: &mut Keys,
+    set: &LimitSet,
+    keys_of: &[String],
+    cost: u64,
+    now: u64,
+) -> (Vec<i64>, InSketch) {
+    decide_in(overflow, keys, set, keys_of, cost, "dry", now, Sketch::Read)
+}
+
+/// Whether a decision in the sketch charges it or only reads it (a dry run).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sketch {
+    Charged,
+    Read,
+}
+
+/// [`decide`], charging the sketch or not (`sketch`).
+#[allow(clippy::too_many_arguments)]
+fn decide_in(
+    overflow: &Overflow,
+    keys: &mut Keys,
+    set: &LimitSet,
+    keys_of: &[String],
+    cost: u64,
+    member: &str,
+    now: u64,
+    sketch_use: Sketch,
+) -> (Vec<i64>, InSketch) {
     let absent: Vec<String> = keys
         .iter()
         .filter(|(_, slot)| slot.is_none())
@@ -116,10 +160,13 @@ pub fn decide(
     for (c, &wait) in counted.iter().zip(&waits) {
         let l = &set.limits[c.limit];
         let sketch = sketches.get(c.scope, l.window_us, now);
-        if allowed {
+        let mut used = sketch.count(c.cells, now);
+        if allowed && sketch_use == Sketch::Charged {
             charged.push((c.limit, sketch.add(c.cells, l.cost_of(cost), now)));
+            used = sketch.count(c.cells, now);
+        } else if allowed {
+            used += l.cost_of(cost);
         }
-        let used = sketch.count(c.cells, now);
         let at = REPLY_HEAD + 3 * c.limit;
         reply[at] = i64::try_from(used).unwrap_or(i64::MAX);
         reply[at + 1] = sketch.reset_us(now) as i64;

@@ -23,7 +23,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use call::Marker;
 use call::{Keys, Slot, Value};
-use settle::SettleKind;
 use shard::{hash_tag, Guards, Held, Shard, SHARDS};
 
 use super::refused::{refused_entries, Refused};
@@ -255,7 +254,9 @@ impl MemoryStore {
     }
 
     /// Decides a dry run's request on `scratch`, copies of the keys taken on first use: made
-    /// exactly as it would be, charging and blocking the copies only.
+    /// exactly as it would be, charging and blocking the copies only (a key counted in the
+    /// overflow sketch is decided there, the sketch only read: dry runs of one batch do not see
+    /// each other's units there).
     fn decide_dry(
         &self,
         scratch: &mut Keys,
@@ -279,8 +280,26 @@ impl MemoryStore {
             }
             self.put_back(&mut held, keys);
         }
-        let reply = call::decide(scratch, set, &keys_of, request.cost, "dry", 1, now);
-        Decision::from_reply(set, &reply, now)
+        // this request's keys, moved out of the scratch and back: a key the table has no room
+        // for is decided in the overflow sketch, as the call would be, which is only read
+        let mut own: Keys = (keys_of.iter())
+            .filter_map(|k| scratch.remove_entry(k))
+            .collect();
+        let overflows = request.cost > 0 && self.overflows(&own, set, &keys_of, &[], now);
+        let (reply, in_sketch) = match overflows {
+            true => {
+                let overflow = &self.inner.overflow;
+                full::decide_dry(overflow, &mut own, set, &keys_of, request.cost, now)
+            }
+            false => {
+                let reply = call::decide(&mut own, set, &keys_of, request.cost, "dry", 1, now);
+                (reply, full::InSketch::default())
+            }
+        };
+        scratch.extend(own);
+        let mut decision = Decision::from_reply(set, &reply, now)?;
+        decision.approximate = in_sketch.counted;
+        Ok(decision)
     }
 
     /// Applies a settlement: refunds, confirmations, charges kept without an answer and resets
@@ -300,34 +319,7 @@ impl MemoryStore {
         });
         let (mut held, mut keys) = self.take(&keys_of, now);
         for part in &settlement.receipt.parts {
-            let only = |i: &usize| part.slot.is_none_or(|s| set.slot_of(*i) == s);
-            let charge = settle::Charge {
-                member: &part.member,
-                at: part.decided_at_us,
-                cost: settlement.receipt.cost,
-                tags: &settlement.tags,
-            };
-            let apply = |keys: &mut Keys, kind, limits: &[usize]| {
-                let limits: call::Few<usize> = limits.iter().copied().filter(only).collect();
-                settle::settle(keys, set, &keys_of, kind, &limits, &charge, now);
-            };
-            apply(&mut keys, SettleKind::Refund, &settlement.refund);
-            // (a cost is settled to its amount before it is confirmed as answered)
-            for &(i, amount) in &settlement.settle_to {
-                apply(&mut keys, SettleKind::To(amount), &[i]);
-            }
-            // (a settled cost is confirmed as the amount it came to)
-            for &i in settlement.confirm.iter().filter(|i| only(i)) {
-                let cost = settlement.settle_to.iter().find(|(l, _)| *l == i);
-                let charge = settle::Charge {
-                    cost: cost.map_or(charge.cost, |(_, amount)| *amount),
-                    ..charge
-                };
-                let confirm = SettleKind::Confirm;
-                settle::settle(&mut keys, set, &keys_of, confirm, &[i], &charge, now);
-            }
-            apply(&mut keys, SettleKind::Unanswered, &settlement.unanswered);
-            apply(&mut keys, SettleKind::Reset, &settlement.reset);
+            settle::apply(&mut keys, settlement, &keys_of, part, now);
             full::settle(
                 &self.inner.overflow,
                 settlement,

@@ -2,9 +2,9 @@
 //! limit's charge given back, confirmed, kept without an answer, reset (its answered charges
 //! forgiven and its block lifted) or settled to a number of units.
 
-use super::call::{params, state_mut, state_windows, Keys, Slot, Value};
+use super::call::{params, state_mut, state_windows, Few, Keys, Slot, Value};
 use crate::algorithm::Settled;
-use crate::store::LimitSet;
+use crate::store::{LimitSet, ReceiptPart, Settlement};
 
 /// The charge a settlement takes back: its first member, when it was made, its units, and per
 /// key slot the tag of the value the attempt sent (`""` or `~<hex>`).
@@ -21,7 +21,7 @@ pub struct Charge<'a> {
 
 /// What a settlement does to a limit's charge (the script's settlement kinds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SettleKind {
+enum SettleKind {
     /// `r`: the charge goes back.
     Refund,
     /// `c`: answered and counted; no longer in flight.
@@ -34,9 +34,49 @@ pub enum SettleKind {
     To(u64),
 }
 
+/// Applies to `keys` what `settlement` does to one part of its receipt (`part`, the charge of
+/// one call), at `now`: refunds, costs settled to their amount, confirmations (at the amount
+/// settled), charges kept without an answer, then resets. `keys_of`: the set's keys.
+pub fn apply(
+    keys: &mut Keys,
+    settlement: &Settlement,
+    keys_of: &[String],
+    part: &ReceiptPart,
+    now: u64,
+) {
+    let set = &settlement.limits;
+    let only = |i: &usize| part.slot.is_none_or(|s| set.slot_of(*i) == s);
+    let charge = Charge {
+        member: &part.member,
+        at: part.decided_at_us,
+        cost: settlement.receipt.cost,
+        tags: &settlement.tags,
+    };
+    let apply = |keys: &mut Keys, kind, limits: &[usize]| {
+        let limits: Few<usize> = limits.iter().copied().filter(only).collect();
+        settle(keys, set, keys_of, kind, &limits, &charge, now);
+    };
+    apply(keys, SettleKind::Refund, &settlement.refund);
+    // (a cost is settled to its amount before it is confirmed as answered)
+    for &(i, amount) in &settlement.settle_to {
+        apply(keys, SettleKind::To(amount), &[i]);
+    }
+    // (a settled cost is confirmed as the amount it came to)
+    for &i in settlement.confirm.iter().filter(|i| only(i)) {
+        let cost = settlement.settle_to.iter().find(|(l, _)| *l == i);
+        let charge = Charge {
+            cost: cost.map_or(charge.cost, |(_, amount)| *amount),
+            ..charge
+        };
+        settle(keys, set, keys_of, SettleKind::Confirm, &[i], &charge, now);
+    }
+    apply(keys, SettleKind::Unanswered, &settlement.unanswered);
+    apply(keys, SettleKind::Reset, &settlement.reset);
+}
+
 /// A settlement, as the settlement loop of `decide.lua`: `kind` for limits `limits` of `set`,
 /// on the keys `keys_of`, at `now`.
-pub fn settle(
+fn settle(
     keys: &mut Keys,
     set: &LimitSet,
     keys_of: &[String],
