@@ -198,10 +198,14 @@ impl Decision {
     }
 
     /// Whether a rejection started blocks (on a blocking route): some limit of `set` that
-    /// starts blocks refused on answered attempts; the store blocks each key slot such a limit
-    /// counts. A limit on attempts in flight (`concurrency`) starts none.
+    /// starts blocks refused on answered attempts, and the store says the block's level (a
+    /// block starts at level 1; the in-process store's overflow sketch, with no room for a
+    /// marker, starts none and says 0); the store blocks each key slot such a limit counts. A
+    /// limit on attempts in flight (`concurrency`) starts none.
     pub fn starts_blocks(&self, set: &LimitSet) -> bool {
-        self.outcome == Outcome::Rejected && self.limits_starting_blocks(set).next().is_some()
+        self.outcome == Outcome::Rejected
+            && self.block_level > 0
+            && self.limits_starting_blocks(set).next().is_some()
     }
 
     /// Whether the refusal holds whatever the request's cost: every limit of `set` that refused

@@ -317,3 +317,76 @@ async fn a_full_store_counts_only_failed_logins_too() {
     assert_eq!(blocked[0]["reason"], "window", "{blocked}");
     gw.stop().await;
 }
+
+/// A blocking route beside a flood route: a key refused in the overflow sketch starts no block
+/// (the table has no room for its marker), so `slidegate_blocks_started_total` counts only the
+/// block of the key the table holds.
+const BLOCK_BESIDE_FLOOD: &str = r#"
+[[routes]]
+name = "flood"
+path = "/flood"
+upstream = "up"
+key = ["header:x-user"]
+  [[routes.limits]]
+  name = "per-hour"
+  limit = 5
+  window = "1h"
+
+[[routes]]
+name = "otp"
+path = "/otp"
+upstream = "up"
+key = ["header:x-phone"]
+on_exceed = "block"
+block_for = "10m"
+  [[routes.limits]]
+  name = "per-phone"
+  limit = 2
+  window = "1m"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_in_the_sketch_is_not_counted_as_a_block_started() {
+    let up = upstream::start().await;
+    let store = format!("backend = \"memory\"\nmax_keys = {MAX_KEYS}");
+    let gw = gateway::start(&config(&store, &up.url(), BLOCK_BESIDE_FLOOD)).await;
+    let client = HttpClient::default();
+    let otp = |phone: &'static str| {
+        let client = client.clone();
+        let url = gw.url("/otp");
+        async move { client.get(&url, &[("x-phone", phone)]).await }
+    };
+    let blocks_started = |metrics: &str| {
+        value(
+            metrics,
+            "slidegate_blocks_started_total",
+            &[("route", "otp"), ("limit", "per-phone")],
+        )
+        .unwrap_or(0.0)
+    };
+    // a key the table holds: its third attempt starts a block
+    let statuses = [otp("held").await, otp("held").await, otp("held").await];
+    assert_eq!(statuses.map(|r| r.status.as_u16()), [200, 200, 429]);
+    let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
+    assert_eq!(blocks_started(&metrics), 1.0, "the held key's block");
+    for i in 0..FLOOD {
+        let user = format!("flood{i}");
+        client.status(&gw.url("/flood"), &[("x-user", &user)]).await;
+    }
+    // a key the table does not hold: refused in the sketch, no marker, no block
+    let statuses = [otp("newer").await, otp("newer").await, otp("newer").await];
+    assert_eq!(
+        statuses.each_ref().map(|r| r.status.as_u16()),
+        [200, 200, 429]
+    );
+    let refused = statuses[2].json();
+    assert_eq!(refused["approximate"], true, "{refused}");
+    assert_eq!(refused["block_level"], 0, "{refused}");
+    let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
+    assert_eq!(
+        blocks_started(&metrics),
+        1.0,
+        "no block started in the sketch"
+    );
+    gw.stop().await;
+}
