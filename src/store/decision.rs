@@ -197,15 +197,12 @@ impl Decision {
             && self.limits.iter().any(|l| l.exceeded() && !l.in_flight)
     }
 
-    /// Whether a rejection started blocks (on a blocking route): some limit of `set` that
-    /// starts blocks refused on answered attempts, and the store says the block's level (a
-    /// block starts at level 1; the in-process store's overflow sketch, with no room for a
-    /// marker, starts none and says 0); the store blocks each key slot such a limit counts. A
-    /// limit on attempts in flight (`concurrency`) starts none.
+    /// Whether a rejection started blocks: a limit of `set` that starts them refused on
+    /// answered attempts, and the store says the level (0: no marker set, as in the memory
+    /// store's overflow sketch). A limit on attempts in flight (`concurrency`) starts none.
     pub fn starts_blocks(&self, set: &LimitSet) -> bool {
-        self.outcome == Outcome::Rejected
-            && self.block_level > 0
-            && self.limits_starting_blocks(set).next().is_some()
+        let started = self.outcome == Outcome::Rejected && self.block_level > 0;
+        started && self.limits_starting_blocks(set).next().is_some()
     }
 
     /// Whether the refusal holds whatever the request's cost: every limit of `set` that refused
@@ -221,10 +218,9 @@ impl Decision {
         &'a self,
         set: &'a LimitSet,
     ) -> impl Iterator<Item = usize> + 'a {
+        let starts = |i: usize| set.limits.get(i).is_some_and(|s| s.starts_blocks);
         (self.limits.iter().enumerate())
-            .filter(|(i, l)| {
-                l.exceeded() && !l.in_flight && set.limits.get(*i).is_some_and(|s| s.starts_blocks)
-            })
+            .filter(move |(i, l)| l.exceeded() && !l.in_flight && starts(*i))
             .map(|(i, _)| i)
     }
 
