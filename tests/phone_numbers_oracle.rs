@@ -166,6 +166,14 @@ fn named_spellings_read_as_libphonenumber_reads_them() {
         ("SG", "001 1 202 555 0143", "+12025550143"),
         ("BR", "0014 1 202 555 0143", "+12025550143"),
         ("ID", "008 1 202 555 0143", "+12025550143"),
+        // after the region's own dialling-out prefix, a foreign number whose national number
+        // starts with the region's national prefix keeps it
+        ("US", "011 44 121 234 5678", "+441212345678"),
+        ("US", "011 33 1 23 45 67 89", "+33123456789"),
+        ("US", "011 49 151 23456789", "+4915123456789"),
+        ("GB", "00 39 02 1234 5678", "+390212345678"),
+        ("ID", "008 39 02 1234 5678", "+390212345678"),
+        ("GB", "+0033123456789", "+33123456789"),
     ] {
         assert_eq!(phone(region, text).as_deref(), Ok(e164), "{region} {text}");
     }

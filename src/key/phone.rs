@@ -6,7 +6,8 @@
 //!
 //! Differences from calling `phonenumber::parse`: the crate reads a space-free `+8190-1234-2527`
 //! as country code 8190, takes any leading `00` for a dialling-out prefix only where the region
-//! says so but strips national prefixes with the region's rules from foreign numbers, and
+//! says so but strips national prefixes with the region's rules from foreign numbers (so it is
+//! asked about a number after the region's dialling-out prefix as `+` and the rest), and
 //! matches number patterns by prefix; libphonenumber does none of these. And what
 //! libphonenumber itself reads loosely is refused here: any letter (it maps three or more to
 //! keypad digits and drops fewer), an extension, a second `+`, any character but digits and
@@ -45,9 +46,14 @@ pub fn normalize_phone(text: &str, region: Option<Id>) -> Option<String> {
     if !(MIN_NSN..=MAX_NSN).contains(&national.len()) || !is_valid(cc, &national) {
         return None;
     }
-    // the crate must read the spelling the same way (the country is the `+`'s, not the region's)
-    let crate_region = if plus { None } else { region };
-    let cleaned = if plus { format!("+{digits}") } else { digits };
+    // the crate must read the spelling alike: a number after a `+` or the region's dialling-out
+    // prefix as `+` and the rest (it strips the region's national prefix from foreign numbers)
+    let idd = (!plus || extract_cc(&digits).is_none()).then(|| strip_idd(default?, &digits));
+    let (crate_region, cleaned) = match idd.flatten() {
+        Some(rest) => (None, format!("+{rest}")),
+        None if plus => (None, format!("+{digits}")),
+        None => (region, digits),
+    };
     let theirs = phonenumber::parse(crate_region, &cleaned).ok()?;
     let zeros = "0".repeat(theirs.national().zeros() as usize);
     let agrees = theirs.code().value() == cc
@@ -385,11 +391,8 @@ fn compile(meta: &Metadata) -> Option<Compiled> {
 /// The metadata of a country code's main region (the one libphonenumber reads its numbers by).
 fn main_metadata(cc: u16) -> Option<&'static Metadata> {
     let metas = DATABASE.by_code(&cc)?;
-    metas
-        .iter()
-        .find(|m| m.is_main_country_for_code())
-        .or(metas.first())
-        .copied()
+    let main = metas.iter().find(|m| m.is_main_country_for_code());
+    main.or(metas.first()).copied()
 }
 
 #[cfg(test)]
