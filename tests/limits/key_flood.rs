@@ -236,7 +236,8 @@ async fn a_key_flood_on_the_embedded_layer_opens_no_limit() {
 }
 
 /// A login route beside the flood's, both on one full memory store: only failures count.
-const LOGIN_BESIDE_FLOOD: &str = r#"
+/// The route whose fresh keys fill the table, beside the route under test.
+const FLOOD_ROUTE: &str = r#"
 [[routes]]
 name = "flood"
 path = "/flood"
@@ -246,7 +247,9 @@ key = ["header:x-user"]
   name = "per-hour"
   limit = 5
   window = "1h"
+"#;
 
+const LOGIN_BESIDE_FLOOD: &str = r#"
 [[routes]]
 name = "login"
 path = "/api/login"
@@ -271,7 +274,12 @@ key = ["json:username"]
 async fn a_full_store_counts_only_failed_logins_too() {
     let up = support::auth::AuthUpstream::start().await;
     let store = format!("backend = \"memory\"\nmax_keys = {MAX_KEYS}");
-    let gw = gateway::start(&config(&store, &up.url(), LOGIN_BESIDE_FLOOD)).await;
+    let gw = gateway::start(&config(
+        &store,
+        &up.url(),
+        &format!("{FLOOD_ROUTE}{LOGIN_BESIDE_FLOOD}"),
+    ))
+    .await;
     let client = HttpClient::default();
     for i in 0..FLOOD {
         let user = format!("flood{i}");
@@ -323,16 +331,6 @@ async fn a_full_store_counts_only_failed_logins_too() {
 /// block of the key the table holds.
 const BLOCK_BESIDE_FLOOD: &str = r#"
 [[routes]]
-name = "flood"
-path = "/flood"
-upstream = "up"
-key = ["header:x-user"]
-  [[routes.limits]]
-  name = "per-hour"
-  limit = 5
-  window = "1h"
-
-[[routes]]
 name = "otp"
 path = "/otp"
 upstream = "up"
@@ -349,7 +347,12 @@ block_for = "10m"
 async fn a_refusal_in_the_sketch_is_not_counted_as_a_block_started() {
     let up = upstream::start().await;
     let store = format!("backend = \"memory\"\nmax_keys = {MAX_KEYS}");
-    let gw = gateway::start(&config(&store, &up.url(), BLOCK_BESIDE_FLOOD)).await;
+    let gw = gateway::start(&config(
+        &store,
+        &up.url(),
+        &format!("{FLOOD_ROUTE}{BLOCK_BESIDE_FLOOD}"),
+    ))
+    .await;
     let client = HttpClient::default();
     let otp = |phone: &'static str| {
         let client = client.clone();

@@ -98,26 +98,13 @@ async fn ten_attempts_left_before_the_upstream_lock_nobody_out() {
 
     // HTTP/2: ten streams in one write; the five refusals answer, the five admitted hang on
     // the upstream's handshake until their streams are reset
-    let stream = TcpStream::connect(gw.running().proxy_addr).await.unwrap();
-    let (client, conn) = h2::client::handshake(stream).await.unwrap();
-    tokio::spawn(conn);
-    let mut client = client.ready().await.unwrap();
-    let mut streams = Vec::new();
-    for _ in 0..10 {
-        let req = http::Request::post("http://gw/api/login")
-            .header("content-type", "application/json")
-            .body(())
-            .unwrap();
-        let (response, mut send) = client.send_request(req, false).unwrap();
-        let body = BODY.replace("%USER%", "victim");
-        send.send_data(Bytes::from(body), true).unwrap();
-        streams.push((Box::pin(response), send));
-    }
+    let client = h2_client(&gw).await;
+    let streams = ten_h2_attempts(client, "victim");
     let mut refusals = Vec::new();
     let mut pending = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-    for (mut response, send) in streams {
-        match tokio::time::timeout_at(deadline, &mut response).await {
+    for (response, send) in streams {
+        match tokio::time::timeout_at(deadline, response).await {
             Ok(Ok(r)) => refusals.push((r.status().as_u16(), retry_after(r.headers()))),
             _ => pending.push(send),
         }
@@ -191,22 +178,9 @@ async fn attempts_reset_while_the_store_decides_leave_no_refusal_cached() {
     let gw = Recipe::start_at("login.toml", &redis, &format!("http://{}", upstream.addr)).await;
     for round in 0..3 {
         let user = format!("victim{round}");
-        let stream = TcpStream::connect(gw.running().proxy_addr).await.unwrap();
-        let (client, conn) = h2::client::handshake(stream).await.unwrap();
-        tokio::spawn(conn);
-        let mut client = client.ready().await.unwrap();
+        let client = h2_client(&gw).await;
         redis.pause();
-        let mut streams = Vec::new();
-        for _ in 0..10 {
-            let req = http::Request::post("http://gw/api/login")
-                .header("content-type", "application/json")
-                .body(())
-                .unwrap();
-            let (response, mut send) = client.send_request(req, false).unwrap();
-            let body = BODY.replace("%USER%", &user);
-            send.send_data(Bytes::from(body), true).unwrap();
-            streams.push((response, send));
-        }
+        let mut streams = ten_h2_attempts(client, &user);
         // the gateway reads the ten and asks the store, which answers nothing yet
         tokio::time::sleep(Duration::from_millis(150)).await;
         for (_, send) in &mut streams {
@@ -234,6 +208,34 @@ async fn attempts_reset_while_the_store_decides_leave_no_refusal_cached() {
     );
     assert_eq!(admitted, Some(15.0), "five refunds a round:\n{m}");
     gw.stop().await;
+}
+
+/// An HTTP/2 connection to `gw`'s proxy listener, ready to send.
+async fn h2_client(gw: &Recipe) -> h2::client::SendRequest<Bytes> {
+    let stream = TcpStream::connect(gw.running().proxy_addr).await.unwrap();
+    let (client, conn) = h2::client::handshake(stream).await.unwrap();
+    tokio::spawn(conn);
+    client.ready().await.unwrap()
+}
+
+/// Ten login attempts for `user` on `client`, each sent whole in its own stream: each
+/// stream's response and its sending half (to reset it).
+fn ten_h2_attempts(
+    mut client: h2::client::SendRequest<Bytes>,
+    user: &str,
+) -> Vec<(h2::client::ResponseFuture, h2::SendStream<Bytes>)> {
+    let body = BODY.replace("%USER%", user);
+    let mut streams = Vec::new();
+    for _ in 0..10 {
+        let req = http::Request::post("http://gw/api/login")
+            .header("content-type", "application/json")
+            .body(())
+            .unwrap();
+        let (response, mut send) = client.send_request(req, false).unwrap();
+        send.send_data(Bytes::from(body.clone()), true).unwrap();
+        streams.push((response, send));
+    }
+    streams
 }
 
 fn retry_after(headers: &http::HeaderMap) -> u64 {
