@@ -326,9 +326,9 @@ async fn a_full_store_counts_only_failed_logins_too() {
     gw.stop().await;
 }
 
-/// A blocking route beside a flood route: a key refused in the overflow sketch starts no block
-/// (the table has no room for its marker), so `slidegate_blocks_started_total` counts only the
-/// block of the key the table holds.
+/// A blocking route beside a flood route: a key the table has no room for is blocked as one it
+/// holds (its marker kept in the block sketch), for the whole `block_for`, and
+/// `slidegate_blocks_started_total` counts both blocks.
 const BLOCK_BESIDE_FLOOD: &str = r#"
 [[routes]]
 name = "otp"
@@ -344,7 +344,7 @@ block_for = "10m"
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refusal_in_the_sketch_is_not_counted_as_a_block_started() {
+async fn a_key_the_table_has_no_room_for_is_blocked_as_one_it_holds() {
     let up = upstream::start().await;
     let store = format!("backend = \"memory\"\nmax_keys = {MAX_KEYS}");
     let gw = gateway::start(&config(
@@ -376,20 +376,17 @@ async fn a_refusal_in_the_sketch_is_not_counted_as_a_block_started() {
         let user = format!("flood{i}");
         client.status(&gw.url("/flood"), &[("x-user", &user)]).await;
     }
-    // a key the table does not hold: refused in the sketch, no marker, no block
+    // a key the table does not hold: refused in the sketch, blocked there
     let statuses = [otp("newer").await, otp("newer").await, otp("newer").await];
     assert_eq!(
         statuses.each_ref().map(|r| r.status.as_u16()),
         [200, 200, 429]
     );
+    assert_eq!(statuses[2].headers["retry-after"], "600", "the whole block");
     let refused = statuses[2].json();
     assert_eq!(refused["approximate"], true, "{refused}");
-    assert_eq!(refused["block_level"], 0, "{refused}");
+    assert_eq!(refused["block_level"], 1, "{refused}");
     let metrics = client.get(&gw.admin("/metrics"), &[]).await.body;
-    assert_eq!(
-        blocks_started(&metrics),
-        1.0,
-        "no block started in the sketch"
-    );
+    assert_eq!(blocks_started(&metrics), 2.0, "both keys' blocks");
     gw.stop().await;
 }

@@ -13,10 +13,11 @@ use crate::support;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestCaseResult, TestRunner};
-use slidegate::store::{Decision, DecisionRequest, LimitSet, MemoryStore, Store};
+use slidegate::store::{Decision, DecisionRequest, LimitSet, MemoryStore, Outcome, Store};
 use support::reference::Reference;
 use support::store::{bases, decide_at, limit_sets};
 
@@ -276,4 +277,42 @@ async fn a_full_key_in_the_sketch_tells_a_slots_wait() {
     assert!(!full.allowed() && full.approximate, "{full:?}");
     assert_eq!(full.retry_after.as_micros(), u128::from(SEC), "{full:?}");
     assert_eq!(full.limits[0].retry_after.as_micros(), u128::from(SEC));
+}
+
+/// A key the full table has no room for is blocked as one it holds: its block (kept in the
+/// block sketch) outlasts the sketch's count, for the whole `block_for`, and the next block's
+/// level escalates; a key the sketch never blocked is not refused by it.
+#[tokio::test]
+async fn a_key_outside_the_table_serves_its_whole_block_and_escalates() {
+    let store = Store::Memory(MemoryStore::new(HELD));
+    let toml = "[[routes]]\nname = \"r\"\npath = \"/*\"\nupstream = \"up\"\non_exceed = \"block\"\nblock_for = \"10s\"\nblock_growth = 2\n[[routes.limits]]\nname = \"l\"\nlimit = 2\nwindow = \"1s\"\n";
+    let set = limit_sets(toml).remove(0);
+    let ask = |key: &'static str, at: u64| {
+        let (store, set) = (&store, &set);
+        async move { decide_at(store, set, &bases("p", "r", key), Some(at), 1).await }
+    };
+    let filler = limit_set("sliding_log", 5, "1h");
+    for i in 0..HELD {
+        let key = format!("held{i}");
+        let d = decide_at(&store, &filler, &bases("p", "f", &key), Some(T0), 1).await;
+        assert!(d.allowed() && !d.approximate);
+    }
+    let (first, second) = (ask("victim", T0).await, ask("victim", T0).await);
+    assert!(first.allowed() && second.allowed() && first.approximate);
+    let exceed = ask("victim", T0).await;
+    assert_eq!(exceed.outcome, Outcome::Rejected);
+    assert_eq!(exceed.block_level, 1, "{exceed:?}");
+    assert_eq!(exceed.retry_after, Duration::from_secs(10));
+    // three windows later the sketch's count has passed; the block has not
+    let later = ask("victim", T0 + 3 * SEC).await;
+    assert_eq!(later.outcome, Outcome::Blocked, "{later:?}");
+    assert_eq!(later.retry_after, Duration::from_secs(7));
+    assert!(ask("bystander", T0 + 3 * SEC).await.allowed());
+    // after the block: served again, and the next exceed blocks twice as long
+    let after = T0 + 10 * SEC + MS;
+    assert!(ask("victim", after).await.allowed());
+    assert!(ask("victim", after).await.allowed());
+    let again = ask("victim", after).await;
+    assert_eq!((again.outcome, again.block_level), (Outcome::Rejected, 2));
+    assert_eq!(again.retry_after, Duration::from_secs(20));
 }

@@ -82,7 +82,7 @@ pub(super) fn state_mut<'k>(
     }
 }
 
-fn marker(keys: &Keys, key: &str) -> Option<Marker> {
+pub(super) fn marker(keys: &Keys, key: &str) -> Option<Marker> {
     match keys.get(key)? {
         Some(Slot {
             value: Value::Marker(m),
@@ -287,7 +287,13 @@ pub fn decide(
 
 /// Lua's `start_block`: the n-th block within `block_forget` of the last lasts
 /// `min(block_for * growth^(n-1), block_max)`.
-fn start_block(keys: &mut Keys, key: &str, block: &BlockSpec, name: &str, now: u64) -> (i64, u64) {
+pub(super) fn start_block(
+    keys: &mut Keys,
+    key: &str,
+    block: &BlockSpec,
+    name: &str,
+    now: u64,
+) -> (i64, u64) {
     let level = marker(keys, key).map_or(1, |m| m.level + 1);
     let length = block.length_ms(level) as i64 * 1000;
     let until = now + length as u64;

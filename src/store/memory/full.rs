@@ -4,13 +4,36 @@
 //! ([`overflow`]). The request is allowed only when both have room, and then both are charged;
 //! keys the table did not hold stay out of it.
 //!
+//! Blocks: a block marker the table has no room for is kept in the block sketch ([`blocks`])
+//! and read back from it, so a key blocked while the table is full stays blocked for its whole
+//! block, its level escalating. A limit counted in the sketch starts a block only when it
+//! counts every attempt at once: the sketch cannot tell reservations in flight from answered
+//! attempts (`count_status`), and a block must never stand on attempts in flight.
+//!
 //! Differences from `on_error`: a full table is not a failed store, so nothing here fails open.
-//! A block marker the decision would add while the table is full is not kept (its limit still
-//! refuses by count).
 
-use super::call::{self, Keys};
+use super::blocks::{Blocks, SketchedBlock};
+use super::call::{self, Keys, Marker, Slot, Value};
 use super::overflow::{Cells, Overflow};
-use crate::store::{LimitSet, Settlement, REPLY_HEAD};
+use crate::store::{BlockSpec, LimitSet, Settlement, REPLY_HEAD};
+
+/// Where a full table's keys go: their limits' counts and their blocks.
+pub struct Spill {
+    /// The limits' overflow sketches.
+    pub counts: Overflow,
+    /// The blocks of keys the table has no room for.
+    pub blocks: Blocks,
+}
+
+impl Spill {
+    /// Empty, sized for a table of `max_keys`.
+    pub fn new(max_keys: usize) -> Spill {
+        Spill {
+            counts: Overflow::new(max_keys),
+            blocks: Blocks::new(max_keys),
+        }
+    }
+}
 
 /// One limit counted in the sketch: its index in the set, its sketch and its key's cells.
 struct Counted {
@@ -40,17 +63,22 @@ fn counted_in_sketch(
         .collect()
 }
 
-/// Whether the sketch counts units for a key of this decision that the table does not hold:
-/// such a key stays in the sketch until they pass, even once the table has room, so that it
-/// never starts afresh inside a window (units of other keys in all its cells keep it there
-/// too: the sketch cannot tell them apart). Reads one flag while no sketch exists.
+/// Whether the sketch counts units for a key of this decision that the table does not hold, or
+/// holds a block for one: such a key stays in the sketch until they pass (until the block's
+/// level is forgotten), even once the table has room, so that it never starts afresh inside a
+/// window (units of other keys in all its cells keep it there too: the sketch cannot tell them
+/// apart). Reads two flags while no sketch exists.
 pub fn counts_any(
-    overflow: &Overflow,
+    spill: &Spill,
     keys: &Keys,
     set: &LimitSet,
     keys_of: &[String],
     now: u64,
 ) -> bool {
+    if !sketched_blocks(&spill.blocks, keys, set, keys_of, now).is_empty() {
+        return true;
+    }
+    let overflow = &spill.counts;
     if !overflow.in_use() {
         return false;
     }
@@ -76,7 +104,7 @@ pub struct InSketch {
 /// reply layout, and what it did in the sketch. Keys the table did not hold are `None` in
 /// `keys` afterwards, so putting them back adds nothing.
 pub fn decide(
-    overflow: &Overflow,
+    spill: &Spill,
     keys: &mut Keys,
     set: &LimitSet,
     keys_of: &[String],
@@ -85,7 +113,7 @@ pub fn decide(
     now: u64,
 ) -> (Vec<i64>, InSketch) {
     decide_in(
-        overflow,
+        spill,
         keys,
         set,
         keys_of,
@@ -99,14 +127,14 @@ pub fn decide(
 /// A dry run of [`decide`] on copies of the table's keys (`keys`, charged as a dry run charges
 /// them): the same answer, the sketch left as it was.
 pub fn decide_dry(
-    overflow: &Overflow,
+    spill: &Spill,
     keys: &mut Keys,
     set: &LimitSet,
     keys_of: &[String],
     cost: u64,
     now: u64,
 ) -> (Vec<i64>, InSketch) {
-    decide_in(overflow, keys, set, keys_of, cost, "dry", now, Sketch::Read)
+    decide_in(spill, keys, set, keys_of, cost, "dry", now, Sketch::Read)
 }
 
 /// Whether a decision in the sketch charges it or only reads it (a dry run).
@@ -119,7 +147,7 @@ enum Sketch {
 /// [`decide`], charging the sketch or not (`sketch`).
 #[allow(clippy::too_many_arguments)]
 fn decide_in(
-    overflow: &Overflow,
+    spill: &Spill,
     keys: &mut Keys,
     set: &LimitSet,
     keys_of: &[String],
@@ -128,11 +156,16 @@ fn decide_in(
     now: u64,
     sketch_use: Sketch,
 ) -> (Vec<i64>, InSketch) {
+    let overflow = &spill.counts;
     let absent: Vec<String> = keys
         .iter()
         .filter(|(_, slot)| slot.is_none())
         .map(|(key, _)| key.clone())
         .collect();
+    // blocks the table has no room for, read as the markers it would hold
+    for (key, marker) in sketched_blocks(&spill.blocks, keys, set, keys_of, now) {
+        keys.insert(key, Some(marker_slot(&marker)));
+    }
     let counted = counted_in_sketch(overflow, keys, set, keys_of);
     let mut sketches = overflow.lock(now);
     let waits: Vec<u64> = counted
@@ -155,6 +188,12 @@ fn decide_in(
         true => call::decide(keys, set, keys_of, cost, member, 1, now),
         false => refused(keys, set, keys_of, cost, member, &waits, now),
     };
+    let started = match &set.block {
+        Some(block) if reply[0] == 0 => {
+            start_blocks(keys, set, keys_of, &counted, &waits, block, now)
+        }
+        _ => Vec::new(),
+    };
     let allowed = reply[0] == 1;
     let mut charged = Vec::new();
     for (c, &wait) in counted.iter().zip(&waits) {
@@ -173,6 +212,15 @@ fn decide_in(
         reply[at + 2] = wait as i64;
     }
     drop(sketches);
+    for &(i, length, level) in &started {
+        let at = REPLY_HEAD + 3 * i + 2;
+        reply[at] = reply[at].max(length);
+        reply[1] = reply[1].max(length);
+        reply[2] = reply[2].max(level as i64);
+    }
+    if sketch_use == Sketch::Charged {
+        record_blocks(&spill.blocks, keys, &absent, now);
+    }
     for key in absent {
         keys.insert(key, None);
     }
@@ -221,10 +269,12 @@ pub fn settle(
     }
 }
 
-/// The reply when some sketch has no room: the table's keys decided on copies (so nothing of
-/// theirs is charged), refused with the longest wait; a key serving a block stays blocked.
+/// The reply when some sketch has no room, refused with the longest wait: the table's keys
+/// decided on copies when they have room (so nothing of theirs is charged), for real when they
+/// refuse too (a refusal charges nothing, and starts the blocks the table's limits start); a key
+/// serving a block stays blocked.
 fn refused(
-    keys: &Keys,
+    keys: &mut Keys,
     set: &LimitSet,
     keys_of: &[String],
     cost: u64,
@@ -241,7 +291,8 @@ fn refused(
     let mut reply = match attempt[0] {
         // the table alone has room: its counts as they are, uncharged
         1 => call::decide(&mut copies(), set, keys_of, 0, member, 1, now),
-        _ => attempt,
+        // refused by the table too: decided on its keys, which a refusal only blocks
+        _ => call::decide(keys, set, keys_of, cost, member, 1, now),
     };
     let longest = waits.iter().copied().max().unwrap_or(0) as i64;
     if reply[0] == 1 {
@@ -250,4 +301,93 @@ fn refused(
         reply[1] = reply[1].max(longest);
     }
     reply
+}
+
+/// The blocks the block sketch holds for marker keys of `set` the table does not hold, as
+/// markers named by a limit of their key slot that starts blocks.
+fn sketched_blocks(
+    blocks: &Blocks,
+    keys: &Keys,
+    set: &LimitSet,
+    keys_of: &[String],
+    now: u64,
+) -> Vec<(String, (Marker, u64))> {
+    if set.block.is_none() || !blocks.in_use() {
+        return Vec::new();
+    }
+    let q = set.states.len();
+    let named = |s: usize| {
+        (0..set.limits.len()).find(|&i| set.slot_of(i) == s && set.limits[i].starts_blocks)
+    };
+    (0..set.slots)
+        .filter_map(|s| {
+            let key = keys_of.get(q + s)?;
+            if !matches!(keys.get(key), Some(None)) {
+                return None;
+            }
+            let b = blocks.block(key, now)?;
+            let name = set.limits[named(s)?].name.clone();
+            let marker = Marker {
+                name,
+                until: b.until,
+                level: b.level,
+            };
+            Some((key.clone(), (marker, b.forget_at)))
+        })
+        .collect()
+}
+
+/// A marker read from the block sketch as the table would hold it.
+fn marker_slot((marker, forget_at): &(Marker, u64)) -> Slot {
+    Slot {
+        value: Value::Marker(marker.clone()),
+        expires_at: *forget_at,
+    }
+}
+
+/// Starts a block for each key slot a limit counted in the sketch refused, where that limit
+/// starts blocks, counts every attempt at once, and no block of the slot started already:
+/// each as `(limit, length µs, level)`.
+fn start_blocks(
+    keys: &mut Keys,
+    set: &LimitSet,
+    keys_of: &[String],
+    counted: &[Counted],
+    waits: &[u64],
+    block: &BlockSpec,
+    now: u64,
+) -> Vec<(usize, i64, u64)> {
+    let q = set.states.len();
+    let mut started: Vec<(usize, i64, u64)> = Vec::new();
+    for (c, &wait) in counted.iter().zip(waits) {
+        let l = &set.limits[c.limit];
+        let slot = set.slot_of(c.limit);
+        let key = &keys_of[q + slot];
+        let serving = call::marker(keys, key).is_some_and(|m| m.until > now);
+        if wait == 0 || !l.starts_blocks || l.settle_us > 0 || serving {
+            continue;
+        }
+        let (length, level) = call::start_block(keys, key, block, &l.name, now);
+        started.push((c.limit, length, level));
+    }
+    started
+}
+
+/// Records in the block sketch the markers of `absent` keys (the table has no room for them)
+/// that this decision left in `keys`.
+fn record_blocks(blocks: &Blocks, keys: &Keys, absent: &[String], now: u64) {
+    for key in absent {
+        if let Some(Some(Slot {
+            value: Value::Marker(m),
+            expires_at,
+        })) = keys.get(key)
+        {
+            let block = SketchedBlock {
+                until: m.until,
+                level: m.level,
+                forget_at: *expires_at,
+            };
+            blocks.record(key, block, now);
+        }
+    }
 }

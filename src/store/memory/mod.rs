@@ -8,6 +8,7 @@
 //! overflow sketch ([`overflow`]), which can only over-count, while keys it holds keep exact
 //! counts ([`full`]): flooding it with new keys frees no one's quota and opens no limit.
 
+mod blocks;
 mod call;
 mod full;
 mod overflow;
@@ -49,8 +50,8 @@ struct Inner {
     last_full_sweep: AtomicU64,
     /// Each route's refusals now (`/admin/blocked`).
     refused: refused::RefusedIndex,
-    /// Where limits count the keys the table has no room for.
-    overflow: overflow::Overflow,
+    /// Where limits count the keys the table has no room for, and keep their blocks.
+    overflow: full::Spill,
 }
 
 impl MemoryStore {
@@ -64,7 +65,7 @@ impl MemoryStore {
                 live: AtomicUsize::new(0),
                 last_full_sweep: AtomicU64::new(0),
                 refused: Default::default(),
-                overflow: overflow::Overflow::new(max_keys),
+                overflow: full::Spill::new(max_keys),
             }),
         }
     }
@@ -321,7 +322,7 @@ impl MemoryStore {
         for part in &settlement.receipt.parts {
             settle::apply(&mut keys, settlement, &keys_of, part, now);
             full::settle(
-                &self.inner.overflow,
+                &self.inner.overflow.counts,
                 settlement,
                 &keys_of,
                 &part.sketched,
