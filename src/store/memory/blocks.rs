@@ -6,11 +6,13 @@
 //! shorten it: a key blocked here stays blocked for its whole block, and its level escalates as
 //! the table's would (stricter, never looser).
 //!
-//! Nothing is allocated until the first block is recorded.
+//! Nothing is allocated until the first block is recorded, and a store reads nothing here once
+//! the last level recorded is forgotten. The flip side, as for the counts: right after a flood
+//! of blocked keys, a newcomer all of whose cells they share reads as blocked too.
 
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::RwLock;
 
 use foldhash::quality::RandomState;
 
@@ -42,9 +44,10 @@ pub struct SketchedBlock {
 pub struct Blocks {
     hasher: RandomState,
     width: usize,
-    cells: Mutex<Option<Box<[Cell]>>>,
-    /// Whether a block was ever recorded: the one thing a store with room reads.
-    in_use: AtomicBool,
+    cells: RwLock<Option<Box<[Cell]>>>,
+    /// When the level of the last block recorded is forgotten (µs; 0: none recorded): the one
+    /// thing a store with room reads, until then.
+    in_use_until: AtomicU64,
 }
 
 impl Blocks {
@@ -53,14 +56,14 @@ impl Blocks {
         Blocks {
             hasher: RandomState::default(),
             width: width_for(max_keys),
-            cells: Mutex::new(None),
-            in_use: AtomicBool::new(false),
+            cells: RwLock::new(None),
+            in_use_until: AtomicU64::new(0),
         }
     }
 
-    /// Whether some block may be recorded.
-    pub fn in_use(&self) -> bool {
-        self.in_use.load(Ordering::Relaxed)
+    /// Whether some block may be remembered at `now`.
+    pub fn in_use(&self, now: u64) -> bool {
+        self.in_use_until.load(Ordering::Relaxed) > now
     }
 
     /// The index of `key`'s cell in each row.
@@ -75,10 +78,10 @@ impl Blocks {
 
     /// The block of `key` at `now`, while its level is remembered.
     pub fn block(&self, key: &str, now: u64) -> Option<SketchedBlock> {
-        if !self.in_use() {
+        if !self.in_use(now) {
             return None;
         }
-        let cells = self.cells.lock().unwrap_or_else(|e| e.into_inner());
+        let cells = self.cells.read().unwrap_or_else(|e| e.into_inner());
         let cells = cells.as_ref()?;
         let mut read = SketchedBlock {
             until: u64::MAX,
@@ -99,7 +102,7 @@ impl Blocks {
 
     /// Records `block` for `key` at `now`.
     pub fn record(&self, key: &str, block: SketchedBlock, now: u64) {
-        let mut cells = self.cells.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cells = self.cells.write().unwrap_or_else(|e| e.into_inner());
         let cells = cells.get_or_insert_with(|| vec![Cell::default(); ROWS * self.width].into());
         for i in self.indexes(key) {
             let cell = &mut cells[i];
@@ -110,7 +113,7 @@ impl Blocks {
             cell.level = cell.level.max(block.level);
             cell.forget_at = cell.forget_at.max(block.forget_at);
         }
-        self.in_use.store(true, Ordering::Relaxed);
+        (self.in_use_until).fetch_max(block.forget_at, Ordering::Relaxed);
     }
 }
 

@@ -312,7 +312,7 @@ fn sketched_blocks(
     keys_of: &[String],
     now: u64,
 ) -> Vec<(String, (Marker, u64))> {
-    if set.block.is_none() || !blocks.in_use() {
+    if set.block.is_none() || !blocks.in_use(now) {
         return Vec::new();
     }
     let q = set.states.len();
