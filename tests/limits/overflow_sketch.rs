@@ -281,7 +281,8 @@ async fn a_full_key_in_the_sketch_tells_a_slots_wait() {
 
 /// A key the full table has no room for is blocked as one it holds: its block (kept in the
 /// block sketch) outlasts the sketch's count, for the whole `block_for`, and the next block's
-/// level escalates; a key the sketch never blocked is not refused by it.
+/// level escalates; a key the sketch never blocked is not refused by it. So is a key whose
+/// count the table holds but whose marker it has no room for.
 #[tokio::test]
 async fn a_key_outside_the_table_serves_its_whole_block_and_escalates() {
     let store = Store::Memory(MemoryStore::new(HELD));
@@ -291,12 +292,18 @@ async fn a_key_outside_the_table_serves_its_whole_block_and_escalates() {
         let (store, set) = (&store, &set);
         async move { decide_at(store, set, &bases("p", "r", key), Some(at), 1).await }
     };
+    // the owner's count is in the table, then the table fills: no room for its marker
+    assert!(ask("owner", T0).await.allowed());
     let filler = limit_set("sliding_log", 5, "1h");
-    for i in 0..HELD {
+    for i in 0..HELD - 1 {
         let key = format!("held{i}");
         let d = decide_at(&store, &filler, &bases("p", "f", &key), Some(T0), 1).await;
         assert!(d.allowed() && !d.approximate);
     }
+    assert!(ask("owner", T0).await.allowed());
+    let owners = ask("owner", T0).await;
+    assert_eq!((owners.outcome, owners.block_level), (Outcome::Rejected, 1));
+    assert!(!owners.approximate, "its count is exact");
     let (first, second) = (ask("victim", T0).await, ask("victim", T0).await);
     assert!(first.allowed() && second.allowed() && first.approximate);
     let exceed = ask("victim", T0).await;
@@ -307,6 +314,8 @@ async fn a_key_outside_the_table_serves_its_whole_block_and_escalates() {
     let later = ask("victim", T0 + 3 * SEC).await;
     assert_eq!(later.outcome, Outcome::Blocked, "{later:?}");
     assert_eq!(later.retry_after, Duration::from_secs(7));
+    let owners = ask("owner", T0 + 3 * SEC).await;
+    assert_eq!(owners.outcome, Outcome::Blocked, "{owners:?}");
     assert!(ask("bystander", T0 + 3 * SEC).await.allowed());
     // after the block: served again, and the next exceed blocks twice as long
     let after = T0 + 10 * SEC + MS;

@@ -75,7 +75,9 @@ pub fn counts_any(
     keys_of: &[String],
     now: u64,
 ) -> bool {
-    if !sketched_blocks(&spill.blocks, keys, set, keys_of, now).is_empty() {
+    let blocks = &spill.blocks;
+    if absent_markers(blocks, keys, set, keys_of, now).any(|(_, k)| blocks.block(k, now).is_some())
+    {
         return true;
     }
     let overflow = &spill.counts;
@@ -100,62 +102,42 @@ pub struct InSketch {
     pub charged: Vec<(usize, u64)>,
 }
 
+/// How a decision uses the sketch: charging it, as the call whose first unit is `member`, or
+/// only reading it (a dry run, on copies of the table's keys).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Sketch<'m> {
+    /// A decision that charges what it allows.
+    Charged {
+        /// The member of its first unit.
+        member: &'m str,
+    },
+    /// A dry run: the same answer, the sketch left as it was.
+    Read,
+}
+
+impl<'m> Sketch<'m> {
+    /// The member of the decision's first unit (a dry run's is `dry`, written nowhere).
+    pub fn member(self) -> &'m str {
+        match self {
+            Sketch::Charged { member } => member,
+            Sketch::Read => "dry",
+        }
+    }
+}
+
 /// One decision of `cost` (> 0) at `now` on `keys` as taken from the table, in the script's
-/// reply layout, and what it did in the sketch. Keys the table did not hold are `None` in
-/// `keys` afterwards, so putting them back adds nothing.
+/// reply layout, and what it did in the sketch (`sketch_use`: charged, or only read). Keys the
+/// table did not hold are `None` in `keys` afterwards, so putting them back adds nothing.
 pub fn decide(
     spill: &Spill,
     keys: &mut Keys,
     set: &LimitSet,
     keys_of: &[String],
     cost: u64,
-    member: &str,
+    sketch_use: Sketch<'_>,
     now: u64,
 ) -> (Vec<i64>, InSketch) {
-    decide_in(
-        spill,
-        keys,
-        set,
-        keys_of,
-        cost,
-        member,
-        now,
-        Sketch::Charged,
-    )
-}
-
-/// A dry run of [`decide`] on copies of the table's keys (`keys`, charged as a dry run charges
-/// them): the same answer, the sketch left as it was.
-pub fn decide_dry(
-    spill: &Spill,
-    keys: &mut Keys,
-    set: &LimitSet,
-    keys_of: &[String],
-    cost: u64,
-    now: u64,
-) -> (Vec<i64>, InSketch) {
-    decide_in(spill, keys, set, keys_of, cost, "dry", now, Sketch::Read)
-}
-
-/// Whether a decision in the sketch charges it or only reads it (a dry run).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Sketch {
-    Charged,
-    Read,
-}
-
-/// [`decide`], charging the sketch or not (`sketch`).
-#[allow(clippy::too_many_arguments)]
-fn decide_in(
-    spill: &Spill,
-    keys: &mut Keys,
-    set: &LimitSet,
-    keys_of: &[String],
-    cost: u64,
-    member: &str,
-    now: u64,
-    sketch_use: Sketch,
-) -> (Vec<i64>, InSketch) {
+    let member = sketch_use.member();
     let overflow = &spill.counts;
     let absent: Vec<String> = keys
         .iter()
@@ -200,7 +182,7 @@ fn decide_in(
         let l = &set.limits[c.limit];
         let sketch = sketches.get(c.scope, l.window_us, now);
         let mut used = sketch.count(c.cells, now);
-        if allowed && sketch_use == Sketch::Charged {
+        if allowed && sketch_use != Sketch::Read {
             charged.push((c.limit, sketch.add(c.cells, l.cost_of(cost), now)));
             used = sketch.count(c.cells, now);
         } else if allowed {
@@ -218,7 +200,7 @@ fn decide_in(
         reply[1] = reply[1].max(length);
         reply[2] = reply[2].max(level as i64);
     }
-    if sketch_use == Sketch::Charged {
+    if sketch_use != Sketch::Read {
         record_blocks(&spill.blocks, keys, &absent, now);
     }
     for key in absent {
@@ -270,9 +252,9 @@ pub fn settle(
 }
 
 /// The reply when some sketch has no room, refused with the longest wait: the table's keys
-/// decided on copies when they have room (so nothing of theirs is charged), for real when they
-/// refuse too (a refusal charges nothing, and starts the blocks the table's limits start); a key
-/// serving a block stays blocked.
+/// decided on copies (so nothing of theirs is charged), which become the keys when the table
+/// refuses too (a refusal charges nothing, and starts the blocks the table's limits start); a
+/// key serving a block stays blocked.
 fn refused(
     keys: &mut Keys,
     set: &LimitSet,
@@ -287,12 +269,17 @@ fn refused(
             .map(|(key, slot)| (key.clone(), slot.as_ref().map(call::Slot::duplicate)))
             .collect()
     };
-    let attempt = call::decide(&mut copies(), set, keys_of, cost, member, 1, now);
+    let mut attempted = copies();
+    let attempt = call::decide(&mut attempted, set, keys_of, cost, member, 1, now);
     let mut reply = match attempt[0] {
         // the table alone has room: its counts as they are, uncharged
         1 => call::decide(&mut copies(), set, keys_of, 0, member, 1, now),
-        // refused by the table too: decided on its keys, which a refusal only blocks
-        _ => call::decide(keys, set, keys_of, cost, member, 1, now),
+        // refused by the table too: the copies are the keys as that refusal leaves them (it
+        // charges nothing, and starts the blocks the table's limits start)
+        _ => {
+            *keys = attempted;
+            attempt
+        }
     };
     let longest = waits.iter().copied().max().unwrap_or(0) as i64;
     if reply[0] == 1 {
@@ -301,6 +288,25 @@ fn refused(
         reply[1] = reply[1].max(longest);
     }
     reply
+}
+
+/// The marker keys of `set`'s key slots that the table does not hold, each with its slot, while
+/// the block sketch may hold a block (none on a route that does not block).
+fn absent_markers<'k>(
+    blocks: &Blocks,
+    keys: &'k Keys,
+    set: &LimitSet,
+    keys_of: &'k [String],
+    now: u64,
+) -> impl Iterator<Item = (usize, &'k String)> + 'k {
+    let looked = set.block.is_some() && blocks.in_use(now);
+    let markers = keys_of.get(set.states.len()..).unwrap_or_default();
+    let absent = move |(_, key): &(usize, &String)| matches!(keys.get(*key), Some(None));
+    markers
+        .iter()
+        .take(set.slots)
+        .enumerate()
+        .filter(move |m| looked && absent(m))
 }
 
 /// The blocks the block sketch holds for marker keys of `set` the table does not hold, as
@@ -312,19 +318,11 @@ fn sketched_blocks(
     keys_of: &[String],
     now: u64,
 ) -> Vec<(String, (Marker, u64))> {
-    if set.block.is_none() || !blocks.in_use(now) {
-        return Vec::new();
-    }
-    let q = set.states.len();
     let named = |s: usize| {
         (0..set.limits.len()).find(|&i| set.slot_of(i) == s && set.limits[i].starts_blocks)
     };
-    (0..set.slots)
-        .filter_map(|s| {
-            let key = keys_of.get(q + s)?;
-            if !matches!(keys.get(key), Some(None)) {
-                return None;
-            }
+    absent_markers(blocks, keys, set, keys_of, now)
+        .filter_map(|(s, key)| {
             let b = blocks.block(key, now)?;
             let name = set.limits[named(s)?].name.clone();
             let marker = Marker {

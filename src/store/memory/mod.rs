@@ -51,7 +51,7 @@ struct Inner {
     /// Each route's refusals now (`/admin/blocked`).
     refused: refused::RefusedIndex,
     /// Where limits count the keys the table has no room for, and keep their blocks.
-    overflow: full::Spill,
+    spill: full::Spill,
 }
 
 impl MemoryStore {
@@ -65,7 +65,7 @@ impl MemoryStore {
                 live: AtomicUsize::new(0),
                 last_full_sweep: AtomicU64::new(0),
                 refused: Default::default(),
-                overflow: full::Spill::new(max_keys),
+                spill: full::Spill::new(max_keys),
             }),
         }
     }
@@ -176,7 +176,7 @@ impl MemoryStore {
         let absent = keys.values().filter(|s| s.is_none()).count();
         absent > 0
             && (!self.room_for(absent, held, now)
-                || full::counts_any(&self.inner.overflow, keys, set, keys_of, now))
+                || full::counts_any(&self.inner.spill, keys, set, keys_of, now))
     }
 
     /// Decides one request at `now_us` (the gateway's clock when `None`).
@@ -199,21 +199,9 @@ impl MemoryStore {
         let commits = request.cost > 0;
         let member = held.member();
         let overflows = commits && self.overflows(&keys, set, &keys_of, &held.guards, now);
-        let (reply, in_sketch) = if overflows {
-            let overflow = &self.inner.overflow;
-            full::decide(
-                overflow,
-                &mut keys,
-                set,
-                &keys_of,
-                request.cost,
-                &member,
-                now,
-            )
-        } else {
-            let reply = call::decide(&mut keys, set, &keys_of, request.cost, &member, 1, now);
-            (reply, full::InSketch::default())
-        };
+        let charged = full::Sketch::Charged { member: &member };
+        let (reply, in_sketch) =
+            self.decide_keys(&mut keys, &request, &keys_of, overflows, charged, now);
         self.put_back(&mut held, keys);
         drop(held);
         let mut decision = Decision::from_reply(set, &reply, now)?;
@@ -234,6 +222,25 @@ impl MemoryStore {
             });
         }
         Ok(decision)
+    }
+
+    /// Decides `request` on `keys` (taken for `keys_of`): in the overflow sketch when it
+    /// `overflows`, by the table alone otherwise.
+    fn decide_keys(
+        &self,
+        keys: &mut Keys,
+        request: &DecisionRequest<'_>,
+        keys_of: &[String],
+        overflows: bool,
+        sketch_use: full::Sketch<'_>,
+        now: u64,
+    ) -> (Vec<i64>, full::InSketch) {
+        let (set, cost) = (request.limits, request.cost);
+        if overflows {
+            return full::decide(&self.inner.spill, keys, set, keys_of, cost, sketch_use, now);
+        }
+        let reply = call::decide(keys, set, keys_of, cost, sketch_use.member(), 1, now);
+        (reply, full::InSketch::default())
     }
 
     /// Decides requests in order, all at one instant, as one script call does. A dry run's
@@ -287,16 +294,9 @@ impl MemoryStore {
             .filter_map(|k| scratch.remove_entry(k))
             .collect();
         let overflows = request.cost > 0 && self.overflows(&own, set, &keys_of, &[], now);
-        let (reply, in_sketch) = match overflows {
-            true => {
-                let overflow = &self.inner.overflow;
-                full::decide_dry(overflow, &mut own, set, &keys_of, request.cost, now)
-            }
-            false => {
-                let reply = call::decide(&mut own, set, &keys_of, request.cost, "dry", 1, now);
-                (reply, full::InSketch::default())
-            }
-        };
+        let read = full::Sketch::Read;
+        let (reply, in_sketch) =
+            self.decide_keys(&mut own, &request, &keys_of, overflows, read, now);
         scratch.extend(own);
         let mut decision = Decision::from_reply(set, &reply, now)?;
         decision.approximate = in_sketch.counted;
@@ -322,7 +322,7 @@ impl MemoryStore {
         for part in &settlement.receipt.parts {
             settle::apply(&mut keys, settlement, &keys_of, part, now);
             full::settle(
-                &self.inner.overflow.counts,
+                &self.inner.spill.counts,
                 settlement,
                 &keys_of,
                 &part.sketched,
