@@ -82,7 +82,8 @@ local function charge(s, cost, member, d)
   s.charged = true
 end
 
--- Units used (the limit less the whole units that fit now), and the time until one more fits.
+-- Units used (the limit less the whole units that fit now, counted up to the limit: a burst above
+-- it is room the headers do not show, so `r` never exceeds `q`), and the time until one more fits.
 local function report(s)
   local w, limit = s.window, s.limit
   local remaining = floor((s.burst * w - s.debt) / w)

@@ -194,6 +194,7 @@ impl KeyState for GcraState {
     fn report(&self, view: usize, _now: u64) -> (i64, i64) {
         let v = &self.views[view];
         let (w, limit) = (v.window as i128, v.limit as i128);
+        // Counted up to the limit: a burst above it is room the headers do not show.
         let remaining = ((v.burst as i128 * w - v.debt as i128).div_euclid(w)).clamp(0, limit);
         let used = limit - remaining;
         if used == 0 {

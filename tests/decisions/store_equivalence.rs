@@ -149,6 +149,18 @@ async fn scripted_sequences_agree_on_both_stores() {
     let steps: Vec<(u64, u64)> = (0..30).map(|i| (i * SEC / 2, 1 + i % 2)).collect();
     same_answers(&redis, &r, &steps).await;
 
+    // GCRA with a burst above its limit (4 per 2 s, 6 at once): the room past the limit is let
+    // through but not shown, so the quota left never exceeds the limit (the policy's `q`).
+    let r = limit_sets(
+        "[[routes]]\nname = \"r\"\npath = \"/*\"\nupstream = \"up\"\n[[routes.limits]]\nname = \"g\"\nlimit = 4\nwindow = \"2s\"\nalgorithm = \"gcra\"\nburst = 6\n",
+    )
+    .remove(0);
+    let d = same_answers(&redis, &r, &[(0, 1); 7]).await;
+    let remaining: Vec<u64> = d.iter().map(|d| d.limits[0].remaining()).collect();
+    assert_eq!(remaining, [4, 4, 3, 2, 1, 0, 0]);
+    assert!(d[..6].iter().all(Decision::allowed), "the whole burst fits");
+    assert!(!d[6].allowed());
+
     // Escalating blocks: 1 s, then 2 s (growth 2), on two keys of one slot's limits.
     let r = route("sliding_log", &[(1, "1s")], Some("1s"));
     let d = same_answers(
