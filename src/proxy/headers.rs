@@ -2,12 +2,13 @@
 //! plus any named in `Connection`) are removed both ways, and the forwarding headers the
 //! upstream gets tell the truth: `X-Forwarded-For` is the trusted chain as received (every
 //! line, in order) plus the peer, or just the peer; `X-Real-IP` is the client IP the limits
-//! counted; `X-Forwarded-Proto` and `X-Forwarded-Host` are set by the gateway.
+//! counted; `X-Forwarded-Proto` and `X-Forwarded-Host` are set by the gateway (the scheme and
+//! host of the request it received), whoever the peer is.
 //!
-//! Differences from a naive append: a client's own forwarding headers are kept only when the
-//! TCP peer is a trusted proxy; from anyone else `X-Forwarded-*` are replaced and `Forwarded`
-//! and `X-Real-IP` dropped, so an upstream that trusts this gateway is never handed a chain the
-//! client made up. And differences from a literal reading of RFC 9110: a `Connection` header
+//! Differences from a naive append: a client's own forwarding chain is kept only when the TCP
+//! peer is a trusted proxy; from anyone else `X-Forwarded-For` is replaced and `Forwarded`,
+//! `X-Real-IP` and the other origin headers dropped, so an upstream that trusts this gateway is
+//! never handed a chain the client made up. And differences from a literal reading of RFC 9110: a `Connection` header
 //! cannot remove the headers the gateway sets (`X-Forwarded-*`, `X-Real-IP`, `X-Request-Id`),
 //! or a client behind a trusted proxy could strip that proxy's chain and be seen upstream as
 //! the proxy itself.
@@ -153,17 +154,14 @@ pub fn set_forwarded(
         HeaderValue::from_str(&client.to_string()).expect("an address is a header value")
     };
     headers.insert(X_REAL_IP.clone(), real);
-    if !(peer.trusted && headers.contains_key(&X_FORWARDED_PROTO)) {
-        headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static("http"));
-    }
-    if !(peer.trusted && headers.contains_key(&X_FORWARDED_HOST)) {
-        match original_host {
-            Some(host) => {
-                headers.insert(X_FORWARDED_HOST.clone(), host);
-            }
-            None => {
-                headers.remove(&X_FORWARDED_HOST);
-            }
+    // Set whoever the peer is: the scheme and host of the request this gateway received.
+    headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static("http"));
+    match original_host {
+        Some(host) => {
+            headers.insert(X_FORWARDED_HOST.clone(), host);
+        }
+        None => {
+            headers.remove(&X_FORWARDED_HOST);
         }
     }
 }
@@ -278,5 +276,22 @@ mod tests {
         assert_eq!(h["x-forwarded-for"], "198.51.100.1, 10.0.0.9, 10.0.0.1");
         assert_eq!(h.get_all("x-forwarded-for").iter().count(), 1);
         assert_eq!(h["x-real-ip"], "198.51.100.1");
+
+        // A trusted proxy's own scheme and host are replaced too: the gateway says what it received.
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-proto", HeaderValue::from_static("https"));
+        h.insert("x-forwarded-host", HeaderValue::from_static("evil.example"));
+        set_forwarded(
+            &mut h,
+            &trusted,
+            trusted.ip,
+            Some(HeaderValue::from_static("api.example")),
+        );
+        assert_eq!(h["x-forwarded-proto"], "http");
+        assert_eq!(h["x-forwarded-host"], "api.example");
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-host", HeaderValue::from_static("evil.example"));
+        set_forwarded(&mut h, &trusted, trusted.ip, None);
+        assert!(h.get("x-forwarded-host").is_none());
     }
 }

@@ -1,6 +1,7 @@
 //! A client's `Connection` header cannot remove the headers the gateway sets: naming
 //! `X-Forwarded-*` and `X-Request-Id` there changes nothing, from an untrusted peer (the gateway
-//! sets its own values) or from a trusted proxy (the gateway keeps theirs and appends the peer).
+//! sets its own values) or from a trusted proxy (the gateway keeps its chain and request id and
+//! appends the peer; the scheme and host are the gateway's own whoever asks).
 //! Nor can it remove what the request's meaning rests on: naming `Content-Type`,
 //! `Content-Length`, `Transfer-Encoding`, `Content-Encoding`, `Host` or a header a key part of
 //! the route reads is a 400 `bad_request` that nothing counts and the upstream never sees.
@@ -45,12 +46,13 @@ async fn a_connection_header_cannot_remove_the_headers_the_gateway_sets() {
     assert_ne!(id, "trace-abc");
     assert_eq!(h["x-request-id"], id, "{h}");
 
-    // From a trusted proxy it keeps theirs and appends the peer, as without `Connection`.
+    // From a trusted proxy it keeps the chain and appends the peer, as without `Connection`;
+    // the scheme and host are the ones the gateway received, whoever sent the request.
     let r = raw::send(trusted.running().proxy_addr, request.as_bytes()).await;
     let h = upstream_headers(&r);
     assert_eq!(h["x-forwarded-for"], "198.51.100.1, 127.0.0.1", "{h}");
-    assert_eq!(h["x-forwarded-proto"], "https", "{h}");
-    assert_eq!(h["x-forwarded-host"], "public.example", "{h}");
+    assert_eq!(h["x-forwarded-proto"], "http", "{h}");
+    assert_eq!(h["x-forwarded-host"], "api.example", "{h}");
     assert_eq!(h["x-request-id"], "trace-abc", "{h}");
     assert_eq!(r.header("x-request-id"), Some("trace-abc"));
 }
