@@ -9,6 +9,9 @@
 //! content read through every symlink, compared with what the last reload read, whatever
 //! started it, so events that change nothing (another file of the directory, a touch, the
 //! gateway's own reads, an edit a `SIGHUP` or `/admin/reload` already loaded) reload nothing.
+//! The directories are worked out again after each burst of events and every second, so a file
+//! replaced by a symlink to another directory, or a reload by signal that names other files, is
+//! followed; the files are read again whenever the directories changed.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -27,6 +30,9 @@ use crate::state::GatewayState;
 const QUIET: Duration = Duration::from_millis(150);
 /// The longest a burst of events delays a reload.
 const MOST_DELAY: Duration = Duration::from_secs(1);
+/// How often the watched directories are worked out again with no event: a reload by `SIGHUP`
+/// or `/admin/reload` may name new files, and a file may have become a symlink elsewhere.
+const REFOLLOW: Duration = Duration::from_secs(1);
 
 /// Watches the files of the config in force and reloads `state` when they change, until
 /// dropped.
@@ -75,25 +81,49 @@ struct Watching {
 
 impl Watching {
     /// Reloads after each quiet burst of events that left the files other than the last
-    /// reload read them.
+    /// reload read them, and whenever the directories to watch changed (a file that became a
+    /// symlink, a reload that named other files) and the files with them.
     async fn run(mut self, state: Arc<GatewayState>, mut changes: mpsc::UnboundedReceiver<()>) {
-        while changes.recv().await.is_some() {
-            settle(&mut changes).await;
-            let config = state.table().config.clone();
-            if read_off_thread(config).await == state.files_loaded() {
-                continue;
+        let mut refollow = tokio::time::interval(REFOLLOW);
+        refollow.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            let evented = tokio::select! {
+                event = changes.recv() => match event {
+                    Some(()) => {
+                        settle(&mut changes).await;
+                        true
+                    }
+                    None => return,
+                },
+                _ = refollow.tick() => false,
+            };
+            // Directories watched from now on may hold an edit made before: read them too.
+            let moved = self.follow(&state.table().config);
+            if evented || moved {
+                self.reload_if_changed(&state).await;
             }
-            tracing::info!("a config file changed; reloading");
-            let reloading = state.clone();
-            let _ = tokio::task::spawn_blocking(move || reloading.reload()).await;
-            // The files named may have changed with the config.
-            self.follow(&state.table().config);
         }
     }
 
-    /// Watches the directories of `config`'s files, and no others.
-    fn follow(&mut self, config: &Config) {
+    /// Reloads `state` when its files no longer read as the last reload read them.
+    async fn reload_if_changed(&mut self, state: &Arc<GatewayState>) {
+        let config = state.table().config.clone();
+        if read_off_thread(config).await == state.files_loaded() {
+            return;
+        }
+        tracing::info!("a config file changed; reloading");
+        let reloading = state.clone();
+        let _ = tokio::task::spawn_blocking(move || reloading.reload()).await;
+        // The files named may have changed with the config.
+        self.follow(&state.table().config);
+    }
+
+    /// Watches the directories of `config`'s files, and no others; whether they changed.
+    fn follow(&mut self, config: &Config) -> bool {
         let wanted = directories(config);
+        if wanted == self.dirs {
+            return false;
+        }
         for gone in self.dirs.difference(&wanted) {
             let _ = self.watcher.unwatch(gone);
         }
@@ -103,6 +133,7 @@ impl Watching {
             }
         }
         self.dirs = wanted;
+        true
     }
 }
 

@@ -14,7 +14,7 @@ use support::process::Process;
 use support::upstream;
 
 /// A gateway config: one route allowing `limit` requests a minute; `server` extra lines.
-fn config(upstream: &str, limit: u32, server: &str) -> String {
+pub(super) fn config(upstream: &str, limit: u32, server: &str) -> String {
     format!(
         "[server]\nlisten = \"127.0.0.1:0\"\n{server}\n[admin]\nlisten = \"127.0.0.1:0\"\n\
          [store]\nbackend = \"memory\"\n[upstreams.up]\nurl = \"{upstream}\"\n\
@@ -49,7 +49,7 @@ fn start(config: &Path) -> Started {
 }
 
 /// `slidegate_config_reloads_total{result}` now (0 before the first).
-async fn reloads(client: &HttpClient, admin: std::net::SocketAddr, result: &str) -> u64 {
+pub(super) async fn reloads(client: &HttpClient, admin: std::net::SocketAddr, result: &str) -> u64 {
     let metrics = client
         .get(&format!("http://{admin}/metrics"), &[])
         .await
@@ -62,7 +62,12 @@ async fn reloads(client: &HttpClient, admin: std::net::SocketAddr, result: &str)
 }
 
 /// Waits (at most `within` after `since`) until `check` holds; the time it took.
-async fn within<F, Fut>(since: Instant, within: Duration, what: &str, mut check: F) -> Duration
+pub(super) async fn within<F, Fut>(
+    since: Instant,
+    within: Duration,
+    what: &str,
+    mut check: F,
+) -> Duration
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,

@@ -13,3 +13,4 @@ mod config_errors_syntax;
 mod config_fixtures;
 mod config_loads;
 mod config_watched_files;
+mod config_watched_links;
