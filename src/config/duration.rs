@@ -49,7 +49,7 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
         if digits == 0 || letters == 0 {
             return Err(DurationError::Syntax);
         }
-        let number: u32 = rest[..digits]
+        let number: u64 = rest[..digits]
             .parse()
             .map_err(|_| DurationError::Overflow)?;
         let unit = &rest[digits..digits + letters];
@@ -61,9 +61,10 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
             return Err(DurationError::Order);
         }
         smallest_yet = *length;
-        total = length
+        // Every unit is whole milliseconds: `31622400000ms` is `366d`.
+        total = (length.as_millis() as u64)
             .checked_mul(number)
-            .and_then(|d| total.checked_add(d))
+            .and_then(|ms| total.checked_add(Duration::from_millis(ms)))
             .ok_or(DurationError::Overflow)?;
         rest = &rest[digits + letters..];
     }
@@ -103,6 +104,12 @@ mod tests {
         assert_eq!(ok("0s"), Duration::ZERO);
         assert_eq!(ok("1h30m"), Duration::from_secs(5_400));
         assert_eq!(ok("2s500ms"), Duration::from_millis(2_500));
+        assert_eq!(ok("31622400000ms"), Duration::from_secs(366 * 86_400));
+        assert_eq!(ok("5000000000s"), Duration::from_secs(5_000_000_000));
+        assert_eq!(
+            parse("99999999999999999999ms"),
+            Err(DurationError::Overflow)
+        );
     }
 
     #[test]
@@ -138,7 +145,7 @@ mod tests {
             assert!(parse(text).is_err(), "{text:?} was accepted");
         }
         assert_eq!(parse("1M"), Err(DurationError::Unit("M".into())));
-        assert_eq!(parse("99999999999d"), Err(DurationError::Overflow));
+        assert_eq!(parse("999999999999d"), Err(DurationError::Overflow));
     }
 
     #[test]
