@@ -150,3 +150,84 @@ async fn a_client_that_lets_its_streams_finish_is_not_cut() {
     assert!(!driven.is_finished(), "the connection was cut");
     gw.stop().await;
 }
+
+/// One HTTP/2 frame: its 9-byte header and `payload`.
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len() as u32;
+    let mut out = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+    out.extend_from_slice(&stream.to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// A GET of `path` on `stream`, its end with the head (HPACK: `:method GET`, `:scheme http`,
+/// `:path` and `:authority` as literals of the static table's names, no Huffman).
+fn get(stream: u32, path: &str) -> Vec<u8> {
+    let mut block = vec![0x82, 0x86, 0x04, path.len() as u8];
+    block.extend_from_slice(path.as_bytes());
+    block.extend_from_slice(&[0x01, 1, b'x']);
+    frame(0x1, 0x4 | 0x1, stream, &block)
+}
+
+/// A client that ignores GOAWAY: once its resets have crossed the line, the streams it opens
+/// after the gateway's GOAWAY are not read, so none is decided or reaches the upstream (hyper's
+/// GOAWAY names the highest stream id until its PING comes back, which such a client never
+/// answers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_opened_after_the_rapid_reset_goaway_are_not_served() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let up = upstream::start().await;
+    let gw = gateway::start(&config(MEMORY, &up.url(), ALL)).await;
+    let stream = TcpStream::connect(gw.running().proxy_addr).await.unwrap();
+    let (mut read, mut write) = stream.into_split();
+    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    hello.extend(frame(0x4, 0, 0, &[]));
+    write.write_all(&hello).await.unwrap();
+    // Reads frames until a GOAWAY (type 7) or the end; what it saw.
+    let goaway = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 65536];
+        loop {
+            match tokio::time::timeout(Duration::from_secs(10), read.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => seen.extend_from_slice(&buf[..n]),
+                _ => return false,
+            }
+            let mut at = 0;
+            while seen.len() >= at + 9 {
+                if seen[at + 3] == 0x7 {
+                    return true;
+                }
+                let len = (seen[at] as usize) << 16
+                    | (seen[at + 1] as usize) << 8
+                    | seen[at + 2] as usize;
+                at += 9 + len;
+            }
+        }
+    });
+    let mut id = 1;
+    for _ in 0..RAPID_RESETS * 4 {
+        if goaway.is_finished() {
+            break;
+        }
+        let mut pair = get(id, "/reset");
+        pair.extend(frame(0x3, 0, id, &8u32.to_be_bytes()));
+        if write.write_all(&pair).await.is_err() {
+            break;
+        }
+        id += 2;
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    assert!(
+        goaway.await.unwrap(),
+        "no GOAWAY after {} streams reset",
+        id / 2
+    );
+    for _ in 0..50 {
+        let _ = write.write_all(&get(id, "/after")).await;
+        id += 2;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let after = up.seen().iter().filter(|p| p.starts_with("/after")).count();
+    assert_eq!(after, 0, "streams opened after GOAWAY reached the upstream");
+    gw.stop().await;
+}

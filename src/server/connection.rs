@@ -2,7 +2,8 @@
 //! gateway's service, and watched ([`Activity`]) so that a slow request head, an idle
 //! keep-alive connection and an HTTP/2 connection with no open stream are closed in time, and
 //! the drain closes it gracefully. An HTTP/2 connection whose client resets its accepted streams
-//! faster than it lets them finish ([`StreamResets`]) gets GOAWAY and is closed.
+//! faster than it lets them finish ([`StreamResets`]) gets GOAWAY, is read no more
+//! ([`ResetGate`]) and is closed.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -20,6 +21,7 @@ use tower::Service;
 
 use super::activity::Activity;
 use super::refusals::Refusals;
+use super::reset_gate::ResetGate;
 use super::resets::StreamResets;
 use super::watchdog::{watch, Bounds};
 use crate::config::ServerConfig;
@@ -139,9 +141,8 @@ pub async fn run<S: Served>(
                 activity: activity.clone(),
                 resets: Some(resets.clone()),
             };
-            let conn = builders
-                .http2
-                .serve_connection(TokioIo::new(stream), service);
+            let io = TokioIo::new(ResetGate::new(stream, resets.clone()));
+            let conn = builders.http2.serve_connection(io, service);
             let shut_down =
                 |c: Pin<&mut _>| hyper::server::conn::http2::Connection::graceful_shutdown(c);
             watch(

@@ -16,6 +16,7 @@
 mod activity;
 mod connection;
 mod refusals;
+mod reset_gate;
 mod resets;
 mod steering;
 mod watchdog;

@@ -110,9 +110,14 @@ impl StreamResets {
         }
     }
 
+    /// Whether the client has crossed the line.
+    pub fn has_tripped(&self) -> bool {
+        self.tripped.load(Ordering::Acquire)
+    }
+
     /// Waits until the client has crossed the line.
     pub async fn tripped(&self) {
-        while !self.tripped.load(Ordering::Acquire) {
+        while !self.has_tripped() {
             self.notify.notified().await;
         }
     }
