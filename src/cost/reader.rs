@@ -1,6 +1,7 @@
 //! [`CostReader`]: the cost one answer's body states, read chunk by chunk as the body streams
 //! to its client. `json:` reads the body as one JSON document, up to the route's
-//! `max_cost_body_bytes` (a longer body states nothing); `sse:` reads the events of a
+//! `max_cost_body_bytes` (a longer body states what its first that many bytes stated, whole:
+//! the last copy of the member there; nothing when there was none); `sse:` reads the events of a
 //! `text/event-stream` answer (each event up to that bound), and any other answer as `json:`
 //! does, so one route serves streamed and whole answers alike. A body with a
 //! `Content-Encoding` (other than `identity`) cannot be read as it passes and states nothing.
@@ -24,7 +25,9 @@ enum Form {
     Document(PathScanner, usize, usize),
     /// An event stream.
     Events(EventReader),
-    /// A body that states nothing (compressed, or past the bound).
+    /// A document past its bound: what its bytes within the bound stated.
+    Capped(Option<u64>),
+    /// A body that states nothing (compressed, or not JSON).
     Unreadable,
 }
 
@@ -53,15 +56,17 @@ impl CostReader {
     pub fn feed(&mut self, bytes: &[u8]) {
         match &mut self.form {
             Form::Document(scanner, read, max) => {
-                *read += bytes.len();
-                if *read > *max || scanner.failed() {
+                let within = (*max - *read).min(bytes.len());
+                *read += within;
+                scanner.feed(&bytes[..within]);
+                if scanner.failed() {
                     self.form = Form::Unreadable;
-                    return;
+                } else if within < bytes.len() {
+                    self.form = Form::Capped(scanner.found_so_far());
                 }
-                scanner.feed(bytes);
             }
             Form::Events(events) => events.feed(bytes),
-            Form::Unreadable => {}
+            Form::Capped(_) | Form::Unreadable => {}
         }
     }
 
@@ -71,7 +76,7 @@ impl CostReader {
         match &self.form {
             Form::Document(scanner, _, _) => scanner.failed(),
             Form::Events(_) => false,
-            Form::Unreadable => true,
+            Form::Capped(_) | Form::Unreadable => true,
         }
     }
 
@@ -80,6 +85,7 @@ impl CostReader {
         match self.form {
             Form::Document(mut scanner, _, _) => scanner.finish(),
             Form::Events(events) => events.finish(),
+            Form::Capped(found) => found,
             Form::Unreadable => None,
         }
     }
@@ -134,12 +140,29 @@ mod tests {
     }
 
     #[test]
-    fn a_body_past_its_bound_or_compressed_states_nothing() {
+    fn a_body_past_its_bound_states_what_it_stated_within_or_compressed_nothing() {
         let from = CostFrom::parse("json:n").unwrap();
+        // stated within the bound (8 bytes), then more: the cost stands
         let mut r = CostReader::new(&from, &HeaderMap::new(), 8).unwrap();
         r.feed(b"{\"n\":1,");
         r.feed(b"\"m\":2}");
         assert!(r.hopeless());
+        assert_eq!(r.finish(), Some(1));
+        // one chunk across the bound: the same
+        let mut r = CostReader::new(&from, &HeaderMap::new(), 8).unwrap();
+        r.feed(b"{\"n\":12,\"m\":2}");
+        assert_eq!(r.finish(), Some(12));
+        // a number the bound cuts could go on (`12` of `123`): nothing
+        let mut r = CostReader::new(&from, &HeaderMap::new(), 7).unwrap();
+        r.feed(b"{\"n\":123}");
+        assert_eq!(r.finish(), None);
+        // stated past the bound: nothing
+        let mut r = CostReader::new(&from, &HeaderMap::new(), 8).unwrap();
+        r.feed(b"{\"m\":2,\"n\":1}");
+        assert_eq!(r.finish(), None);
+        // a later copy begun within the bound replaces the earlier one, though cut
+        let mut r = CostReader::new(&from, &HeaderMap::new(), 12).unwrap();
+        r.feed(b"{\"n\":1,\"n\":23}");
         assert_eq!(r.finish(), None);
         let gz = headers(&[("content-encoding", "gzip")]);
         let mut r = CostReader::new(&from, &gz, 1 << 20).unwrap();

@@ -225,6 +225,12 @@ impl PathScanner {
         }
     }
 
+    /// The number at the path as the bytes read so far leave it: the last whole value there,
+    /// unless a later copy on its way has begun (a document cut at a bound).
+    pub fn found_so_far(&self) -> Option<u64> {
+        self.found
+    }
+
     /// The number at the path, once the document is whole; `None` when it is not, when the
     /// path is missing, or when its (last) value is no whole number below 2^53.
     pub fn finish(&mut self) -> Option<u64> {
