@@ -52,9 +52,9 @@ enum Command {
         /// The limit (default: the route's own key).
         #[arg(long)]
         limit: Option<String>,
-        /// One raw value per key part, in the key's order.
+        /// One raw value per key part, in the key's order (any bytes, as a header's).
         #[arg(required = true)]
-        values: Vec<String>,
+        values: Vec<std::ffi::OsString>,
     },
     /// Send a campaign's user ids through the batch decision API of a running gateway.
     Campaign(CampaignArgs),
@@ -193,7 +193,7 @@ fn store_warnings(config: &Config) -> Vec<String> {
     }
 }
 
-fn key(path: &Path, route: &str, limit: Option<&str>, values: &[String]) -> ExitCode {
+fn key(path: &Path, route: &str, limit: Option<&str>, values: &[std::ffi::OsString]) -> ExitCode {
     let config = match load_as(path, None) {
         Ok(c) => c,
         Err(code) => return code,
@@ -217,7 +217,8 @@ fn key(path: &Path, route: &str, limit: Option<&str>, values: &[String]) -> Exit
         ipv6_prefix: config.server.ipv6_prefix,
         path_case: config.server.path_case,
     };
-    let values: Vec<&str> = values.iter().map(String::as_str).collect();
+    use std::os::unix::ffi::OsStrExt;
+    let values: Vec<&[u8]> = values.iter().map(|v| v.as_bytes()).collect();
     match slidegate::key::key_of_values(spec, &values, &ctx) {
         Ok(key) => {
             println!("{key}");

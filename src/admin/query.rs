@@ -32,7 +32,8 @@ impl KeyQuery {
     pub fn parse(state: &GatewayState, query: Option<&str>) -> Result<KeyQuery, AdminError> {
         let (mut route, mut key, mut limit) = (None, None, None);
         let mut values = Vec::new();
-        for (name, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        for (name, value) in crate::key::decoded_pairs(query.unwrap_or("").as_bytes()) {
+            let name = String::from_utf8_lossy(&name);
             let slot = match name.as_ref() {
                 "route" => &mut route,
                 "key" => &mut key,
@@ -43,7 +44,10 @@ impl KeyQuery {
                 }
                 _ => continue,
             };
-            if slot.replace(value.into_owned()).is_some() {
+            if slot
+                .replace(String::from_utf8_lossy(&value).into_owned())
+                .is_some()
+            {
                 return Err(AdminError::BadRequest(format!(
                     "query parameter `{name}` is given more than once"
                 )));
@@ -119,7 +123,7 @@ fn domain_key(
     state: &GatewayState,
     route: &Route,
     limit: Option<usize>,
-    values: &[String],
+    values: &[Vec<u8>],
 ) -> Result<String, AdminError> {
     let label = limit.map(|i| route.config.limits[i].name.as_str());
     let rls = state.rls.load();
@@ -133,6 +137,11 @@ fn domain_key(
         }
         .into());
     }
+    // A descriptor's values are protobuf strings: text.
+    let values: Vec<String> = values
+        .iter()
+        .map(|v| String::from_utf8_lossy(v).into())
+        .collect();
     let values: Vec<&str> = values.iter().map(String::as_str).collect();
     Ok(crate::rls::key_of_values(&values))
 }

@@ -59,6 +59,15 @@ pub fn cookie_values<'a>(line: &'a [u8], name: &'a str) -> impl Iterator<Item = 
     })
 }
 
+/// A query's pairs in order, each name and value decoded to bytes as a `query:` part reads them
+/// (the admin API's parameters: a `value=` that is not UTF-8 keeps its bytes, as a header's).
+pub fn decoded_pairs(input: &[u8]) -> impl Iterator<Item = (Cow<'_, [u8]>, Cow<'_, [u8]>)> {
+    pairs(input).map(|pair| {
+        let (name, value) = split_pair(pair);
+        (decode(name), decode(value))
+    })
+}
+
 /// The non-empty `&`-separated pairs.
 fn pairs(input: &[u8]) -> impl Iterator<Item = &[u8]> {
     input.split(|&b| b == b'&').filter(|pair| !pair.is_empty())

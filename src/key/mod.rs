@@ -29,6 +29,7 @@ pub use client_ip::{
     client_ip, ip_key, is_trusted, unvouched_forwarding, X_FORWARDED_FOR, X_REAL_IP,
 };
 pub use escape::{escape, escape_into};
+pub use form::decoded_pairs;
 pub use jwt::JwtVerifier;
 pub use options::hash_value;
 pub use phone::normalize_phone;
@@ -214,11 +215,12 @@ pub enum ValueError {
 
 /// The derived key of `spec` for raw part values given one per part (`slidegate key`, the
 /// admin API's `value=`, plans of hashed keys): each read, normalised, cut, hashed and escaped
-/// as a request's would be (a path normalised as the traffic path normalises it). An error
-/// names the part whose value does not fit it.
+/// as a request's would be (a path normalised as the traffic path normalises it; bytes that
+/// are not UTF-8 written `%XX`, as a header's would be). An error names the part whose value
+/// does not fit it.
 pub fn key_of_values(
     spec: &KeySpec,
-    values: &[&str],
+    values: &[&[u8]],
     ctx: &ValueContext<'_>,
 ) -> Result<String, ValueError> {
     if values.len() != spec.parts.len() {
@@ -235,22 +237,24 @@ pub fn key_of_values(
         }
         let invalid = |why: String| ValueError::Invalid {
             part: part.part.to_string(),
-            value: value.to_string(),
+            value: String::from_utf8_lossy(value).into_owned(),
             why,
         };
+        // The parts read from the request line or the peer are text; the others any bytes.
+        let text = || std::str::from_utf8(value).map_err(|_| invalid("not UTF-8".into()));
         let raw = match &part.part {
-            crate::config::KeyPart::Ip => match value.parse::<IpAddr>() {
-                Ok(ip) => ip_key(ip, ctx.ipv6_prefix),
+            crate::config::KeyPart::Ip => match text()?.parse::<IpAddr>() {
+                Ok(ip) => ip_key(ip, ctx.ipv6_prefix).into_bytes(),
                 Err(_) => return Err(invalid("not an IP address".into())),
             },
-            crate::config::KeyPart::Method => value::method_value(value),
-            crate::config::KeyPart::Path => match crate::path::normalize(value) {
-                Ok(path) => value::path_value(&path, ctx.path_case),
+            crate::config::KeyPart::Method => value::method_value(text()?).into_bytes(),
+            crate::config::KeyPart::Path => match crate::path::normalize(text()?) {
+                Ok(path) => value::path_value(&path, ctx.path_case).into_bytes(),
                 Err(e) => return Err(invalid(format!("no path the gateway takes: {e}"))),
             },
-            _ => value.to_string(),
+            _ => value.to_vec(),
         };
-        match options::apply(part, raw.into_bytes(), ctx.secret) {
+        match options::apply(part, raw, ctx.secret) {
             Ok(v) => key.push_str(&v),
             Err(Absent::Invalid(what)) => {
                 return Err(invalid(format!("not {what}; it would count as missing")))

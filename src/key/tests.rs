@@ -247,8 +247,8 @@ fn hashed_parts_never_show_the_raw_value() {
         ipv6_prefix: 64,
         path_case: PathCase::Insensitive,
     };
-    assert_eq!(key_of_values(&spec, &["live_abc123"], &ctx), Ok(key));
-    assert!(key_of_values(&spec, &["a", "b"], &ctx).is_err());
+    assert_eq!(key_of_values(&spec, &[b"live_abc123"], &ctx), Ok(key));
+    assert!(key_of_values(&spec, &[b"a", b"b"], &ctx).is_err());
 }
 
 #[test]

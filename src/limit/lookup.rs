@@ -16,8 +16,8 @@ use super::tier::Tier;
 pub enum Named {
     /// The derived key itself (a hashed one as `#` and 32 hex digits).
     Key(String),
-    /// One raw value per key part, in the key's order.
-    Values(Vec<String>),
+    /// One raw value per key part, in the key's order (any bytes, as a header's).
+    Values(Vec<Vec<u8>>),
 }
 
 /// One key slot an admin request is about, and the key asked about in it.
@@ -73,7 +73,7 @@ pub fn targets(
         }
         Named::Values(values) => values,
     };
-    let values: Vec<&str> = values.iter().map(String::as_str).collect();
+    let values: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
     let ctx = ValueContext {
         secret: policy.hash_secret.as_ref(),
         ipv6_prefix: policy.ipv6_prefix,

@@ -310,7 +310,7 @@ fn transformed_plan_keys(
         membership
             .plans()
             .filter_map(|(raw, plan)| {
-                let derived = crate::key::key_of_values(key, &[raw], ctx).ok()?;
+                let derived = crate::key::key_of_values(key, &[raw.as_bytes()], ctx).ok()?;
                 Some((derived, plan.to_string()))
             })
             .collect(),

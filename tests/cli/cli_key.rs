@@ -247,3 +247,53 @@ async fn method_and_path_values_are_read_as_a_request_carries_them() {
     );
     gw.stop().await;
 }
+
+const BY_HEADER: &str = r#"
+[[routes]]
+name = "api"
+path = "/api/*"
+upstream = "up"
+key = ["header:X-User"]
+  [[routes.limits]]
+  name = "per-user"
+  limit = 10
+  window = "1h"
+"#;
+
+/// A header value that is not UTF-8 (`caf` and the Latin-1 byte 0xE9) is counted under
+/// `caf%E9`; `slidegate key` given those bytes prints that key, and `/admin/usage` given them
+/// as `value=caf%E9` finds the request's charge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_that_is_not_utf8_is_keyed_as_its_bytes() {
+    use std::os::unix::ffi::OsStrExt;
+    let up = upstream::start().await;
+    let toml = gateway::config("backend = \"memory\"", &up.url(), BY_HEADER);
+    let gw = gateway::start(&toml).await;
+    let r = support::raw::send(
+        gw.running().proxy_addr,
+        b"GET /api/x HTTP/1.1\r\nHost: a\r\nX-User: caf\xe9\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(r.status, 200, "{r:?}");
+
+    let printed = std::process::Command::new(env!("CARGO_BIN_EXE_slidegate"))
+        .args([
+            "key",
+            "--config",
+            path_arg(&gw.config_path),
+            "--route",
+            "api",
+        ])
+        .arg(std::ffi::OsStr::from_bytes(b"caf\xe9"))
+        .env_remove("SLIDEGATE_CONFIG")
+        .output()
+        .unwrap();
+    assert!(printed.status.success(), "{}", stderr(&printed));
+    assert_eq!(stdout(&printed).trim(), "caf%E9");
+
+    let admin = gw.running().admin_addr.to_string();
+    let counted = usage(&admin, "route=api&value=caf%E9").await;
+    assert_eq!(counted["key"], "caf%E9", "{counted}");
+    assert_eq!(counted["limits"][0]["used"], 1, "{counted}");
+    gw.stop().await;
+}
