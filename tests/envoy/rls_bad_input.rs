@@ -1,7 +1,7 @@
 //! Bad input to the rate-limit service: a gRPC request naming no domain or no descriptor gets a
 //! status naming what is wrong (never a panic, never a decision; everything else is decided:
 //! tests/envoy/rls_never_unlimited.rs), and limit files that are not what envoyproxy/ratelimit's
-//! format allows are refused with FILE:LINE:COLUMN.
+//! format allows are refused with FILE:LINE:COLUMN, while odd ones it loads load with a warning.
 
 use crate::support;
 
@@ -66,13 +66,6 @@ fn bad_limit_files_are_refused_at_their_place() {
             "a.yaml:2:1: not valid YAML: duplicated key in mapping",
         ),
         (
-            vec![(
-                "a.yaml",
-                "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: minute\n      requests_per_unit: 1\n      replaces: [{ name: nobody }]\n".into(),
-            )],
-            "a.yaml:7:26: replaces: no rate_limit of this domain is named `nobody`",
-        ),
-        (
             vec![("a.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: fortnight, requests_per_unit: 1 }\n".into())],
             "a.yaml:4:25: unit: unknown unit `fortnight`",
         ),
@@ -122,4 +115,42 @@ fn a_domain_is_named_apart_from_every_route() {
             .contains("config.toml:2:10: rls.config: domain `otp` is also a route's name"),
         "{e}"
     );
+}
+
+/// Files envoyproxy/ratelimit loads load here too, each oddity a warning at its place: a
+/// `replaces` naming no rate limit replaces nothing, and two rate limits given one name share
+/// it in the metrics while each keeps its own count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_files_envoyproxy_loads_load_with_a_warning() {
+    let yaml = "domain: d\ndescriptors:\n  - key: k1\n    rate_limit: { unit: minute, requests_per_unit: 1, name: same }\n  - key: k2\n    rate_limit:\n      unit: minute\n      requests_per_unit: 1\n      name: same\n      replaces: [{ name: nobody }]\n";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("limits")).unwrap();
+    std::fs::write(dir.path().join("limits").join("a.yaml"), yaml).unwrap();
+    let path = dir.path().join("config.toml");
+    std::fs::write(&path, "[rls]\nconfig = \"limits\"\n").unwrap();
+    let config = slidegate::config::Config::load_with_env(&path, |_: &str| None).expect("loads");
+    let shown = format!("{}/", dir.path().join("limits").display());
+    let warnings: Vec<String> = (config.warnings.iter())
+        .map(|w| w.to_string().replace(&shown, ""))
+        .collect();
+    let expected = [
+        "a.yaml:10:26: warning: replaces: no rate_limit of this domain is named `nobody`: it replaces nothing",
+        "a.yaml:7:7: warning: rate_limit: another rate limit of this domain is called `same` too",
+    ];
+    for e in expected {
+        assert!(
+            warnings.iter().any(|w| w.starts_with(e)),
+            "{e}\n{warnings:#?}"
+        );
+    }
+
+    let redis = RedisServer::start();
+    let gw = serve(&redis, "rls-odd", yaml, "").await;
+    let mut c = client(&gw).await;
+    let first = ask(&mut c, request("d", vec![descriptor(&[("k1", "v")])])).await;
+    assert_eq!(first.statuses[0].limit_remaining, 0);
+    let again = ask(&mut c, request("d", vec![descriptor(&[("k1", "v")])])).await;
+    assert_eq!(again.overall_code, 2, "OVER_LIMIT: {again:?}");
+    let other = ask(&mut c, request("d", vec![descriptor(&[("k2", "v")])])).await;
+    assert_eq!(other.overall_code, 1, "k2 counts apart: {other:?}");
 }

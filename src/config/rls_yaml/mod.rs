@@ -68,7 +68,9 @@ pub fn load(source: &Path, merge_domains: bool) -> Result<Loaded> {
         }
     }
     for parts in read {
-        loaded.domains.push(Arc::new(parts.finish()?));
+        loaded
+            .domains
+            .push(Arc::new(parts.finish(&mut loaded.warnings)?));
     }
     Ok(loaded)
 }

@@ -8,7 +8,7 @@ use saphyr::{LoadableYamlNode, MarkedYaml, Marker, YamlData};
 
 use super::reader::{Labelled, Reader, Replacing, Result, DESCRIPTOR_KEYS, MAX_DESCRIPTOR_ENTRIES};
 use crate::config::rls::{RlsDescriptor, RlsDomain, RlsRule};
-use crate::config::{ConfigError, Location};
+use crate::config::{ConfigError, ConfigWarning, Location};
 
 impl Reader<'_> {
     /// The file's domain, as read (its names checked once the domain's files are all read).
@@ -259,9 +259,11 @@ impl DomainParts {
         Ok(())
     }
 
-    /// The domain, once every `replaces` names a rate limit of it and no two rate limits show
-    /// under one label (metrics and `/admin/usage` pick a limit by it).
-    pub fn finish(mut self) -> Result<RlsDomain> {
+    /// The domain, with a warning for each `replaces` that names no rate limit of it (it
+    /// replaces nothing) and for each rate limit that shows under another's label (both count
+    /// under it in the metrics; `/admin/usage` picks a limit by it and finds the first):
+    /// envoyproxy/ratelimit loads such files, so they load here too.
+    pub fn finish(mut self, warnings: &mut Vec<ConfigWarning>) -> Result<RlsDomain> {
         label_by_keys(&mut self.rules, &mut self.labels);
         let names: HashSet<&str> = self
             .rules
@@ -270,10 +272,10 @@ impl DomainParts {
             .collect();
         for r in &self.replacing {
             if !names.contains(r.name.as_str()) {
-                return Err(ConfigError::Invalid {
+                warnings.push(ConfigWarning {
                     at: r.at.clone(),
                     message: format!(
-                        "replaces: no rate_limit of this domain is named `{}`",
+                        "replaces: no rate_limit of this domain is named `{}`: it replaces nothing",
                         r.name
                     ),
                 });
@@ -282,10 +284,10 @@ impl DomainParts {
         let mut seen: HashSet<&str> = HashSet::new();
         for l in &self.labels {
             if !seen.insert(l.label.as_str()) {
-                return Err(ConfigError::Invalid {
+                warnings.push(ConfigWarning {
                     at: l.at.clone(),
                     message: format!(
-                        "rate_limit: two rate limits of this domain are called `{}`: give each a `name` of its own",
+                        "rate_limit: another rate limit of this domain is called `{}` too: both count under that `limit` in the metrics, and /admin/usage's `limit=` finds the first; give each a `name` of its own",
                         l.label
                     ),
                 });
