@@ -335,3 +335,46 @@ async fn functions_refuses_a_server_without_them() {
         "{message}"
     );
 }
+
+/// Redis killed and started again, over and over, and asked as soon as it answers PING: the
+/// lane's own connection may reach the new server before the client library's has, and the
+/// call that finds the library gone there loads it on that same connection and is retried. So
+/// no error of the code's own reaches `on_error` (`slidegate_store_errors_total{kind="script"}`
+/// stays 0), while reconnecting may, as a connection error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_server_gets_the_library_where_it_was_found_missing() {
+    let mut redis = RedisServer::start();
+    let up = upstream::start().await;
+    let store = format!(
+        "backend = \"redis\"\nurl = \"{}\"\nkey_prefix = \"{}\"\ntimeout = \"50ms\"",
+        redis.url(),
+        unique_prefix("fn")
+    );
+    let gw = gateway::start(&config(&store, &up.url(), &routes())).await;
+    let client = HttpClient::default();
+    let mut decided = 0;
+    for round in 0..20 {
+        redis.kill();
+        // asked while it is down, both connections are reconnecting when it comes back
+        for _ in 0..5 {
+            client.get(&gw.url("/x"), &[("x-user", "down")]).await;
+        }
+        redis = tokio::task::spawn_blocking(move || {
+            redis.restart();
+            redis
+        })
+        .await
+        .unwrap();
+        for i in 0..20 {
+            let user = format!("r{round}-{i}");
+            let r = client.get(&gw.url("/x"), &[("x-user", &user)]).await;
+            decided += usize::from(r.status == 200);
+        }
+    }
+    assert!(decided > 50, "{decided} decided");
+    let text = client.get(&gw.admin("/metrics"), &[]).await.body;
+    let script =
+        support::observe::metric(&text, "slidegate_store_errors_total", &[("kind", "script")]);
+    assert_eq!(script, 0.0, "script errors reached on_error");
+    gw.stop().await;
+}

@@ -221,7 +221,7 @@ impl Caller {
         if self.code.uses_functions() {
             match self.run(target, direct, fcall, call, acks).await {
                 Err(e) if is_function_missing(&e) => {
-                    self.code.load_library().await.map_err(map_error)?;
+                    self.code.reload(direct, None).await?;
                     return self
                         .run(target, direct, fcall, call, acks)
                         .await
@@ -239,7 +239,7 @@ impl Caller {
                 .await
                 .map_err(map_error),
             Err(e) if is_noscript(&e) => {
-                self.code.load_script(script).await?;
+                self.code.reload(direct, Some(script)).await?;
                 self.run(target, direct, evalsha, call, acks)
                     .await
                     .map_err(map_error)

@@ -15,9 +15,11 @@ use fred::error::Error as FredError;
 use fred::interfaces::{ClientLike, LuaInterface};
 use fred::types::{ClusterHash, CustomCommand, Value};
 
+use super::direct::Direct;
 use super::fred_error::map_error;
 use super::fred_error::{is_noscript, lacks_functions};
 use super::nodes::Nodes;
+use super::resp::Reply;
 use super::script::{Library, Script, Scripts};
 use crate::config::ScriptsMode;
 use crate::store::StoreError;
@@ -129,6 +131,38 @@ impl Code {
             self.shared.functions.store(true, Ordering::Relaxed);
         }
         upgraded
+    }
+
+    /// Loads the library (with `script`, that script instead) again after a call found the
+    /// server without it: on `direct`, the connection the call went on, while it is up (a
+    /// restarted server that the library's client has not reconnected to yet is reached only
+    /// there), else on every node the library's client reaches.
+    pub async fn reload(
+        &self,
+        direct: Option<&Direct>,
+        script: Option<&Script>,
+    ) -> Result<(), StoreError> {
+        if let Some(direct) = direct {
+            let args: Vec<&[u8]> = match script {
+                None => vec![
+                    b"FUNCTION",
+                    b"LOAD",
+                    b"REPLACE",
+                    self.library().code.as_bytes(),
+                ],
+                Some(s) => vec![b"SCRIPT", b"LOAD", s.lua.as_bytes()],
+            };
+            if let Some(reply) = direct.command(&args).await {
+                return reply
+                    .and_then(Reply::into_value)
+                    .map(drop)
+                    .map_err(map_error);
+            }
+        }
+        match script {
+            None => self.load_library().await.map_err(map_error),
+            Some(s) => self.load_script(s).await,
+        }
     }
 
     /// Loads the library with `FUNCTION LOAD REPLACE` on every node this worker reaches (a

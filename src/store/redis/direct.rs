@@ -120,6 +120,17 @@ impl Direct {
         Outcome::Done(reply.map(|reply| (reply, acks)))
     }
 
+    /// Sends one command (`args`, each a bulk string) on the link and waits for its reply;
+    /// `None` when the link could not send it.
+    pub async fn command(&self, args: &[&[u8]]) -> Option<Result<Reply, FredError>> {
+        let mut replies = self.link.submit(1, |out| {
+            push_array(out, args.len());
+            args.iter().for_each(|a| push_bulk(out, a));
+            true
+        })?;
+        Some(replies.pop()?.await)
+    }
+
     /// What a call the link could not send ends with: before its first connection, or when
     /// the library's client is connected to another server than the link was (a Sentinel
     /// failover the link has not followed yet), or connected again since the link went down
