@@ -455,7 +455,17 @@ local function decide_one(plan, cost, d, k)
       end
       level = levels[plan.sslot[lstate[worst]]] or level
     end
-    if plan.index and commit and not dry then record_refusal(plan, k, per_limit) end
+    if plan.index and commit and not dry then
+      -- a refusal on attempts in flight is kept for the window: if they fail, the window
+      -- refuses the key that long (the listing checks every entry against the store)
+      local kept = {}
+      for i = 1, n do
+        local w = per_limit[i]
+        if w and flight[i] and plan.windows[i] > w then w = plan.windows[i] end
+        kept[i] = w
+      end
+      record_refusal(plan, k, kept)
+    end
     reply(0, retry, level, 0, plan, v, per_limit)
     return
   end

@@ -1,7 +1,9 @@
 //! Who is refused now. Each refusal a charging decision answers records its key in a bounded,
 //! expiring index of its route ([`super::layout::blocked_index`], a sorted set): per key slot,
 //! the recording limit with the longest wait names it, member `<limit>|<material>` (the key as
-//! stored: a long or unusual key hashed), scored by when the refusal ends (µs), and the
+//! stored: a long or unusual key hashed), scored by when the refusal ends (µs; one told only
+//! until attempts in flight are settled, when the window's would: if they fail, it refuses the
+//! key that long), and the
 //! refusal's instant beside it (the hash [`instants_of`] the index), by which the index is
 //! listed newest first. The index keeps the [`MAX_REFUSED`] latest-ending entries and expires
 //! with the last, so a flood of short refusals cannot push out a long block, and an idle
@@ -73,7 +75,7 @@ pub fn refused_entries(
     for (slot, base) in bases.iter().enumerate() {
         let mut named: Option<(usize, u64)> = None;
         for (i, usage) in decision.limits.iter().enumerate() {
-            let wait = usage.retry_after.as_micros() as u64;
+            let wait = recorded_wait(usage, set.limits[i].window_us);
             let longer = named.is_none_or(|(_, longest)| wait > longest);
             if wait > 0 && longer && refusals.recorded[i] && set.slot_of(i) == slot {
                 named = Some((i, wait));
@@ -89,6 +91,18 @@ pub fn refused_entries(
         }
     }
     out
+}
+
+/// How long a limit's refusal stays in the index: its wait, or, for one standing on attempts
+/// in flight (told only until the soonest is settled), the window: if they fail, the window
+/// refuses the key that long. The listing checks every entry against the store, so a key the
+/// settled attempts left room for is not listed.
+fn recorded_wait(usage: &super::LimitUsage, window_us: u64) -> u64 {
+    let wait = usage.retry_after.as_micros() as u64;
+    match usage.in_flight && wait > 0 {
+        true => wait.max(window_us),
+        false => wait,
+    }
 }
 
 /// `<limit>|<material>`.

@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod login_listed_after_attempts_in_flight;
 mod login_no_lockout_without_failure;
 mod login_outcomes;
 mod login_success_forgives_only_its_account;
