@@ -68,7 +68,7 @@ pub fn start(state: Arc<GatewayState>) -> Option<FileWatch> {
         dirs: BTreeSet::new(),
     };
     let config = state.table().config.clone();
-    watching.follow(&config);
+    watching.follow(directories(&config));
     let task = tokio::spawn(watching.run(state, changes));
     Some(FileWatch { task })
 }
@@ -98,7 +98,10 @@ impl Watching {
                 _ = refollow.tick() => false,
             };
             // Directories watched from now on may hold an edit made before: read them too.
-            let moved = self.follow(&state.table().config);
+            let moved = match directories_off_thread(state.table().config.clone()).await {
+                Some(wanted) => self.follow(wanted),
+                None => false,
+            };
             if evented || moved {
                 self.reload_if_changed(&state).await;
             }
@@ -115,12 +118,13 @@ impl Watching {
         let reloading = state.clone();
         let _ = tokio::task::spawn_blocking(move || reloading.reload()).await;
         // The files named may have changed with the config.
-        self.follow(&state.table().config);
+        if let Some(wanted) = directories_off_thread(state.table().config.clone()).await {
+            self.follow(wanted);
+        }
     }
 
-    /// Watches the directories of `config`'s files, and no others; whether they changed.
-    fn follow(&mut self, config: &Config) -> bool {
-        let wanted = directories(config);
+    /// Watches the `wanted` directories, and no others; whether they changed.
+    fn follow(&mut self, wanted: BTreeSet<PathBuf>) -> bool {
         if wanted == self.dirs {
             return false;
         }
@@ -154,6 +158,14 @@ async fn read_off_thread(config: Arc<Config>) -> FilesDigest {
     tokio::task::spawn_blocking(move || config.files_digest())
         .await
         .unwrap_or_default()
+}
+
+/// [`directories`] on a blocking thread (working them out reads the file system, every
+/// second); `None` if that thread failed.
+async fn directories_off_thread(config: Arc<Config>) -> Option<BTreeSet<PathBuf>> {
+    tokio::task::spawn_blocking(move || directories(&config))
+        .await
+        .ok()
 }
 
 /// The directories to watch for `config`: each source's own (a file's parent, a directory
