@@ -4,6 +4,8 @@
 //! segment's bitmap. Exit codes: 0 success, 1 an invalid config, a failed start or a failed
 //! command, 2 a usage error.
 
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -54,7 +56,7 @@ enum Command {
         limit: Option<String>,
         /// One raw value per key part, in the key's order (any bytes, as a header's).
         #[arg(required = true)]
-        values: Vec<std::ffi::OsString>,
+        values: Vec<OsString>,
     },
     /// Send a campaign's user ids through the batch decision API of a running gateway.
     Campaign(CampaignArgs),
@@ -193,7 +195,7 @@ fn store_warnings(config: &Config) -> Vec<String> {
     }
 }
 
-fn key(path: &Path, route: &str, limit: Option<&str>, values: &[std::ffi::OsString]) -> ExitCode {
+fn key(path: &Path, route: &str, limit: Option<&str>, values: &[OsString]) -> ExitCode {
     let config = match load_as(path, None) {
         Ok(c) => c,
         Err(code) => return code,
@@ -217,7 +219,6 @@ fn key(path: &Path, route: &str, limit: Option<&str>, values: &[std::ffi::OsStri
         ipv6_prefix: config.server.ipv6_prefix,
         path_case: config.server.path_case,
     };
-    use std::os::unix::ffi::OsStrExt;
     let values: Vec<&[u8]> = values.iter().map(|v| v.as_bytes()).collect();
     match slidegate::key::key_of_values(spec, &values, &ctx) {
         Ok(key) => {

@@ -3,8 +3,7 @@
 //! the recording limit with the longest wait names it, member `<limit>|<material>` (the key as
 //! stored: a long or unusual key hashed), scored by when the refusal ends (µs; one told only
 //! until attempts in flight are settled, when the window's would: if they fail, it refuses the
-//! key that long), and the
-//! refusal's instant beside it (the hash [`instants_of`] the index), by which the index is
+//! key that long), and the refusal's instant beside it (the hash [`instants_of`] the index), by which the index is
 //! listed newest first. The index keeps the [`MAX_REFUSED`] latest-ending entries and expires
 //! with the last, so a flood of short refusals cannot push out a long block, and an idle
 //! route's index vanishes. Only refusals write: an allowed request costs nothing, and the deny

@@ -8,7 +8,7 @@ use crate::support;
 use std::time::Duration;
 
 use support::auth::AuthUpstream;
-use support::gateway::{self, config, Gateway, TOKEN};
+use support::gateway::{self, config, Gateway};
 use support::http::HttpClient;
 use support::otp_login::{login_route, post};
 use support::redis::RedisServer;
@@ -48,14 +48,7 @@ async fn listed_after_its_attempts_fail(gw: &Gateway) {
         assert_eq!(a.await.unwrap(), 401);
     }
     tokio::time::sleep(Duration::from_millis(told + 300)).await;
-    let auth = format!("Bearer {TOKEN}");
-    let blocked = client
-        .get(
-            &gw.admin("/admin/blocked?route=login"),
-            &[("authorization", &auth)],
-        )
-        .await
-        .json();
+    let blocked = gw.admin_json("/admin/blocked?route=login").await;
     let listed = &blocked["blocked"][0];
     assert_eq!(listed["key"], "mallory", "{blocked}");
     assert_eq!(listed["reason"], "window", "{blocked}");

@@ -42,12 +42,8 @@ fn login(user: &str, password: &str) -> String {
 }
 
 async fn usage(gw: &Gateway, key: &str) -> serde_json::Value {
-    let url = gw.admin(&format!("/admin/usage?route=login&key={key}"));
-    let auth = format!("Bearer {TOKEN}");
-    HttpClient::default()
-        .get(&url, &[("authorization", &auth)])
+    gw.admin_json(&format!("/admin/usage?route=login&key={key}"))
         .await
-        .json()
 }
 
 /// Only failures count, a success forgives them, and three failures block the account with
@@ -100,18 +96,12 @@ async fn failed_logins_block_escalating_and_successes_do_not_count() {
     let u = usage(&gw, "ann").await;
     assert_eq!(u["block_level"], 1);
     assert!(u["blocked_ms"].as_u64().unwrap() > 0);
-    let auth = format!("Bearer {TOKEN}");
-    let blocked = client
-        .get(
-            &gw.admin("/admin/blocked?route=login"),
-            &[("authorization", &auth)],
-        )
-        .await
-        .json();
+    let blocked = gw.admin_json("/admin/blocked?route=login").await;
     assert_eq!(blocked["blocked"][0]["key"], "ann");
     assert_eq!(blocked["blocked"][0]["limit"], "failed-logins");
     assert_eq!(blocked["blocked"][0]["block_level"], 1);
     // the reset lifts the block and forgets the level
+    let auth = format!("Bearer {TOKEN}");
     let reset = client
         .send(
             Method::DELETE,

@@ -34,6 +34,15 @@ impl Gateway {
         )
     }
 
+    /// The JSON answer of an admin `GET` of `path`, with the test token.
+    pub async fn admin_json(&self, path: &str) -> serde_json::Value {
+        let auth = format!("Bearer {TOKEN}");
+        super::http::HttpClient::default()
+            .get(&self.admin(path), &[("authorization", &auth)])
+            .await
+            .json()
+    }
+
     /// The running gateway.
     pub fn running(&self) -> &Running {
         self.running.as_ref().unwrap()
