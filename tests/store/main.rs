@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod cluster_split_key;
 mod coalescing_killed_redis;
 mod coalescing_lone_call;
 mod coalescing_request_priority;

@@ -10,7 +10,7 @@ use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
 use fred::types::{ClusterHash, CustomCommand, FromValue, Value};
 
 use super::fred_error::map_error;
-use super::send::{send, Route};
+use super::send::{send, OnTryAgain, Route};
 use super::slots::slot_of;
 use super::{Deadline, RedisStore};
 use crate::store::refused::{instants_of, Recorded, Refused, MAX_REFUSED};
@@ -37,7 +37,14 @@ impl RedisStore {
         let command = CustomCommand::new_static(name, ClusterHash::FirstKey, false);
         let route = Route::Slot(slot_of(key.as_bytes()));
         let nodes = &self.connection().nodes;
-        let sent = Box::pin(send(nodes, route, command, args, None)).await;
+        let sent = Box::pin(send(
+            nodes,
+            route,
+            (command, args),
+            None,
+            OnTryAgain::SendAgain,
+        ))
+        .await;
         sent.reply.and_then(|v| v.convert()).map_err(map_error)
     }
 

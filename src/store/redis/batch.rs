@@ -2,6 +2,7 @@
 //! ([`Pending`], [`PendingSettlement`]), the answer each decision gets ([`Answer`]) and the bounds
 //! of one call. Plain data, below the lane that queues it and the call that sends it.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use fred::types::Key;
@@ -138,6 +139,27 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// This batch cut into one batch per key (what share the same keys, in arrival order), for
+    /// calls routed by slot.
+    pub fn per_key(self) -> Vec<Batch> {
+        let mut by_keys: HashMap<Vec<Key>, Batch> = HashMap::new();
+        for s in self.settlements {
+            by_keys
+                .entry(s.keys.clone())
+                .or_default()
+                .settlements
+                .push(s);
+        }
+        for d in self.decisions {
+            by_keys.entry(d.keys.clone()).or_default().decisions.push(d);
+        }
+        let mut groups: Vec<Batch> = by_keys.into_values().collect();
+        for group in &mut groups {
+            group.dry = self.dry;
+        }
+        groups
+    }
+
     /// Whether it carries nothing.
     pub fn is_empty(&self) -> bool {
         self.settlements.is_empty() && self.decisions.is_empty()

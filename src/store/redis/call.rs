@@ -9,14 +9,15 @@
 //! its contents are sent again one call per key, each routed by its slot, so that
 //! [`super::send`] follows the redirections (a call per key rather than per slot: Redis
 //! answers a call on several keys of a migrating slot with `TRYAGAIN` while some of them have
-//! not moved, or do not exist).
+//! not moved, or do not exist). A call per key that meets `TRYAGAIN` is sent again until the
+//! migration ends, within its deadline, but apart from the lane ([`Trailing`]): one key caught
+//! halfway through a migration must not hold back the decisions of every other key of its node.
 //!
 //! With `store.replica_acks`, a call that may charge is followed by `WAIT` on its connection;
 //! its allowed decisions are answered once that says enough replicas hold them, the others at
 //! once. The call itself ends with its reply: what waits for `WAIT` is handed back to the lane
-//! ([`Acknowledging`]), which sends its next call meanwhile.
+//! ([`Trailing`]), which sends its next call meanwhile.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,30 +28,34 @@ use fred::error::Error as FredError;
 use fred::types::config::Server;
 use fred::types::{Key, Value};
 
-use super::acks::{AckPolicy, Acks};
+use super::acks::{answer_acknowledged, AckPolicy, Acks};
 use super::batch::{Answer, Batch, Pending, PendingSettlement};
 use super::code::{Code, Shared};
 use super::deadline::Deadline;
 use super::direct::Direct;
 use super::dispatch::{dispatch, Call};
 use super::encode::{call_token, decision_member, encode, instance_id};
-use super::fred_error::{is_function_missing, is_noscript, lacks_functions, map_error};
+use super::fred_error::{
+    is_function_missing, is_noscript, is_try_again, lacks_functions, map_error,
+};
 use super::node::Node;
 use super::nodes::Nodes;
 use super::release::{self, fail_keeping_releases};
+use super::send::OnTryAgain;
 use crate::config::ClockSource;
 use crate::store::{Decision, StoreError};
 
-/// The answers of a call's allowed decisions, waiting for the replicas' acknowledgement; when
-/// it does not come, the releases of the slots those decisions took, to send.
-pub type Acknowledging = Pin<Box<dyn Future<Output = Vec<PendingSettlement>> + Send>>;
+/// What a call leaves running once it has handed its lane back: allowed decisions whose answers
+/// wait for the replicas' acknowledgement, calls per key sent again after `TRYAGAIN`. It ends
+/// with the releases of the slots those decisions took and could not keep, to send.
+pub type Trailing = Pin<Box<dyn Future<Output = Vec<PendingSettlement>> + Send>>;
 
-/// What a call leaves its lane: answers still waiting for the replicas, and, when it failed,
-/// the releases of the slots it may have left behind, to send again ([`super::release`]).
+/// What a call leaves its lane: answers still on their way, and, when it failed, the releases
+/// of the slots it may have left behind, to send again ([`super::release`]).
 #[derive(Default)]
 pub struct Called {
-    /// The allowed decisions' answers, once the replicas acknowledged them.
-    pub acknowledging: Option<Acknowledging>,
+    /// The decisions not answered yet: waiting for the replicas, or for a slot's migration.
+    pub trailing: Option<Trailing>,
     /// Releases to send with the lane's next calls.
     pub releases: Vec<PendingSettlement>,
 }
@@ -127,14 +132,19 @@ impl Caller {
     /// Runs one call for `batch` and answers everything in it, except the allowed decisions
     /// that wait for the replicas: those are answered by what it returns. `direct` is the
     /// lane's own connection to its node, if it has one.
-    pub async fn call(&self, target: &Target, direct: Option<&Direct>, batch: Batch) -> Called {
+    pub async fn call(
+        self: &Arc<Self>,
+        target: &Target,
+        direct: Option<&Direct>,
+        batch: Batch,
+    ) -> Called {
         let deadline = batch.deadline();
         let token = self.token();
         let result = match target {
             Target::Node(_) if self.cross_slot() => {
                 match self
                     .bounded(deadline)
-                    .run(self.attempt(target, direct, &batch, &token))
+                    .run(self.attempt(target, direct, &batch, &token, OnTryAgain::Return))
                     .await
                 {
                     Err(StoreError::Script(why)) => {
@@ -146,9 +156,8 @@ impl Caller {
             }
             Target::Node(_) | Target::PerSlot => return self.call_per_key(batch, deadline).await,
             Target::ByKey => {
-                self.bounded(deadline)
-                    .run(self.attempt(target, direct, &batch, &token))
-                    .await
+                let attempt = self.attempt(target, direct, &batch, &token, OnTryAgain::SendAgain);
+                self.bounded(deadline).run(attempt).await
             }
         };
         self.answer(batch, result, &token)
@@ -164,44 +173,55 @@ impl Caller {
 
     /// The cluster fallback: one call per key (what share the same keys, in arrival order),
     /// each routed by its slot. These calls run at once and may each load a flushed script
-    /// again, so together they keep the contents' own deadline.
-    async fn call_per_key(&self, batch: Batch, deadline: Deadline) -> Called {
-        let dry = batch.dry;
-        let mut by_keys: HashMap<Vec<Key>, Batch> = HashMap::new();
-        for s in batch.settlements {
-            by_keys
-                .entry(s.keys.clone())
-                .or_default()
-                .settlements
-                .push(s);
-        }
-        for d in batch.decisions {
-            by_keys.entry(d.keys.clone()).or_default().decisions.push(d);
-        }
-        let calls = by_keys.into_values().map(|mut group| async move {
-            group.dry = dry;
+    /// again, so together they keep the contents' own deadline. The lane is handed back once
+    /// each has been answered or met `TRYAGAIN`: those are sent again apart ([`Trailing`]).
+    async fn call_per_key(self: &Arc<Self>, batch: Batch, deadline: Deadline) -> Called {
+        let calls = batch.per_key().into_iter().map(|group| async move {
             let token = self.token();
-            let result = deadline
-                .run(self.attempt(&Target::ByKey, None, &group, &token))
-                .await;
-            self.answer(group, result, &token)
+            let once = self.attempt(&Target::ByKey, None, &group, &token, OnTryAgain::Return);
+            match deadline.run(once).await {
+                Err(e) if is_try_again(&e) => Err((group, token)),
+                result => Ok(self.answer(group, result, &token)),
+            }
         });
-        let mut waiting: Vec<Acknowledging> = Vec::new();
+        let mut trailing: Vec<Trailing> = Vec::new();
         let mut releases = Vec::new();
-        for called in futures_util::future::join_all(calls).await {
-            waiting.extend(called.acknowledging);
-            releases.extend(called.releases);
+        for outcome in futures_util::future::join_all(calls).await {
+            match outcome {
+                Ok(called) => {
+                    trailing.extend(called.trailing);
+                    releases.extend(called.releases);
+                }
+                Err(group) => trailing.push(Box::pin(self.clone().once_migrated(group, deadline))),
+            }
         }
-        let acknowledging = (!waiting.is_empty()).then(|| {
+        let trailing = (!trailing.is_empty()).then(|| {
             Box::pin(async move {
-                let released = futures_util::future::join_all(waiting).await;
+                let released = futures_util::future::join_all(trailing).await;
                 released.into_iter().flatten().collect()
-            }) as Acknowledging
+            }) as Trailing
         });
-        Called {
-            acknowledging,
-            releases,
+        Called { trailing, releases }
+    }
+
+    /// Sends a call per key that met `TRYAGAIN` again (under the token it was first sent with:
+    /// it did not run) until its slot's migration ends or its deadline passes, and answers it;
+    /// ends with the releases its failure leaves.
+    async fn once_migrated(
+        self: Arc<Self>,
+        (group, token): (Batch, String),
+        deadline: Deadline,
+    ) -> Vec<PendingSettlement> {
+        let again = self.attempt(&Target::ByKey, None, &group, &token, OnTryAgain::SendAgain);
+        let result = deadline.run(again).await;
+        let Called {
+            trailing,
+            mut releases,
+        } = self.answer(group, result, &token);
+        if let Some(trailing) = trailing {
+            releases.extend(trailing.await);
         }
+        releases
     }
 
     /// Sends the call (loading the code again once when the server lost it) and returns the
@@ -213,17 +233,21 @@ impl Caller {
         direct: Option<&Direct>,
         batch: &Batch,
         token: &str,
+        try_again: OnTryAgain,
     ) -> Result<(Vec<i64>, Option<Acks>), StoreError> {
         let acks = self.acks.filter(|_| may_charge(batch));
         let (keys, args) = encode(batch, token, self.clock, !self.nodes.is_cluster());
         let call = (keys.as_slice(), args.as_slice());
         let fcall = ("FCALL", self.code.library().function.as_str());
         if self.code.uses_functions() {
-            match self.run(target, direct, fcall, call, acks).await {
+            match self
+                .run(target, direct, fcall, call, (acks, try_again))
+                .await
+            {
                 Err(e) if is_function_missing(&e) => {
                     self.code.reload(direct, None).await?;
                     return self
-                        .run(target, direct, fcall, call, acks)
+                        .run(target, direct, fcall, call, (acks, try_again))
                         .await
                         .map_err(map_error);
                 }
@@ -233,14 +257,17 @@ impl Caller {
         }
         let script = self.code.script(matches!(target, Target::Node(_)));
         let evalsha = ("EVALSHA", script.sha.as_str());
-        match self.run(target, direct, evalsha, call, acks).await {
+        match self
+            .run(target, direct, evalsha, call, (acks, try_again))
+            .await
+        {
             Err(e) if self.code.after_noscript(&e).await => self
-                .run(target, direct, fcall, call, acks)
+                .run(target, direct, fcall, call, (acks, try_again))
                 .await
                 .map_err(map_error),
             Err(e) if is_noscript(&e) => {
                 self.code.reload(direct, Some(script)).await?;
-                self.run(target, direct, evalsha, call, acks)
+                self.run(target, direct, evalsha, call, (acks, try_again))
                     .await
                     .map_err(map_error)
             }
@@ -257,7 +284,7 @@ impl Caller {
         direct: Option<&Direct>,
         (name, code): (&'static str, &str),
         (keys, args): (&[Key], &[Value]),
-        acks: Option<AckPolicy>,
+        (acks, try_again): (Option<AckPolicy>, OnTryAgain),
     ) -> Result<(Vec<i64>, Option<Acks>), FredError> {
         let node = match target {
             Target::Node(server) => Some(server),
@@ -268,6 +295,7 @@ impl Caller {
             code,
             keys,
             args,
+            try_again,
         };
         dispatch(&self.nodes, direct, node, call, acks).await
     }
@@ -299,7 +327,7 @@ impl Caller {
                 self.nodes.note_failure(&e);
                 (self.on_error)(&e);
                 return Called {
-                    acknowledging: None,
+                    trailing: None,
                     releases: fail_keeping_releases(batch, e, token),
                 };
             }
@@ -341,36 +369,14 @@ impl Caller {
         }
         // a `WAIT` that holds no decision back is still read: its count tells whether the
         // replicas lag (then the next waits are probes), which the calls behind it depend on
-        let acknowledging = acks.map(|acks| {
+        let trailing = acks.map(|acks| {
             let held = (held, held_slots);
-            Box::pin(answer_acknowledged(held, acks, self.on_error.clone())) as Acknowledging
+            Box::pin(answer_acknowledged(held, acks, self.on_error.clone())) as Trailing
         });
         Called {
-            acknowledging,
+            trailing,
             releases: Vec::new(),
         }
-    }
-}
-
-/// Answers the decisions that waited for the replicas once `acks` came: as decided, or (too
-/// few replicas acknowledged) with the error, counted once by `on_error`; their charge stays,
-/// but the slots they took are to be released (returned): `on_error` answered their attempts.
-/// With none held, the `WAIT` is only read, for the lag it tells.
-async fn answer_acknowledged(
-    (held, slots): (Vec<(Pending, Answer)>, Vec<PendingSettlement>),
-    acks: Acks,
-    on_error: Arc<dyn Fn(&StoreError) + Send + Sync>,
-) -> Vec<PendingSettlement> {
-    let confirmed = acks.confirm().await;
-    if let (Err(e), false) = (&confirmed, held.is_empty()) {
-        on_error(e);
-    }
-    for (p, answer) in held {
-        let _ = p.reply.send(confirmed.clone().map(|()| answer));
-    }
-    match confirmed {
-        Ok(()) => Vec::new(),
-        Err(_) => slots,
     }
 }
 

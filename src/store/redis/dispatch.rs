@@ -14,7 +14,7 @@ use super::direct::{Direct, Outcome};
 use super::fred_error::map_error;
 use super::nodes::Nodes;
 use super::resp::{push_array, push_bulk, push_key, push_value};
-use super::send::{send, Route};
+use super::send::{send, OnTryAgain, Route};
 use super::slots::slot_of;
 
 /// One call: `name` (`EVALSHA` or `FCALL`) of `code` on `keys` with `args`.
@@ -27,6 +27,8 @@ pub struct Call<'a> {
     pub keys: &'a [Key],
     /// ARGV.
     pub args: &'a [Value],
+    /// What the call does when a slot's migration answers `TRYAGAIN`.
+    pub try_again: OnTryAgain,
 }
 
 /// Sends `call` to `node` (a cluster primary: its keys may span its slots) or, without one, to
@@ -53,6 +55,7 @@ pub async fn dispatch(
         code,
         keys,
         args,
+        try_again,
     } = call;
     let slot = keys.first().map_or(0, |k| slot_of(k.as_bytes()));
     let mut command = Vec::with_capacity(2 + keys.len() + args.len());
@@ -75,7 +78,7 @@ pub async fn dispatch(
     let custom = CustomCommand::new_static(name, ClusterHash::Custom(slot), false);
     // Boxed: the command's future is large, and every future that waits on this one (the
     // attempt, its deadline, the lane's call) would otherwise hold a copy and move it.
-    let sent = Box::pin(send(nodes, route, custom, command, acks)).await;
+    let sent = Box::pin(send(nodes, route, (custom, command), acks, try_again)).await;
     let reply: Vec<i64> = sent.reply?.convert()?;
     Ok((reply, sent.acks))
 }

@@ -29,6 +29,15 @@ pub(super) fn lacks_functions(e: &FredError) -> bool {
     }
 }
 
+/// Whether a call failed because a slot's migration holds only some of its keys (`TRYAGAIN`):
+/// it did not run, and can once the migration ends.
+pub(super) fn is_try_again(e: &StoreError) -> bool {
+    matches!(e, StoreError::Script(details) if details.starts_with(TRY_AGAIN))
+}
+
+/// The reply of a node migrating a slot to a call on keys it holds only some of.
+const TRY_AGAIN: &str = "TRYAGAIN";
+
 /// Sorts a client error into the `kind` label of `slidegate_store_errors_total`.
 pub(super) fn map_error(e: FredError) -> StoreError {
     let details = e.details();
@@ -44,6 +53,11 @@ pub(super) fn map_error(e: FredError) -> StoreError {
     }
     if details.starts_with("WRONGPASS") || details.starts_with("NOAUTH") {
         return StoreError::Refused(e.to_string());
+    }
+    // A redirection that was not followed: the call did not run (a call spanning several
+    // slots, which the caller then sends again per key).
+    if details.starts_with(TRY_AGAIN) {
+        return StoreError::Script(details.to_string());
     }
     if details.starts_with("NOSCRIPT")
         || details.starts_with("ERR")

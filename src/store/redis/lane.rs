@@ -112,7 +112,7 @@ async fn drive(
 ) {
     let mut queue = Queue::default();
     let mut in_flight = FuturesUnordered::new();
-    let mut acknowledging = FuturesUnordered::new();
+    let mut trailing = FuturesUnordered::new();
     let mut releasing = Releasing::new();
     let mut open = true;
     loop {
@@ -129,17 +129,17 @@ async fn drive(
             let direct = direct.clone();
             in_flight.push(async move { caller.call(&target, direct.as_deref(), batch).await });
         }
-        if !open && in_flight.is_empty() && queue.is_empty() && acknowledging.is_empty() {
+        if !open && in_flight.is_empty() && queue.is_empty() && trailing.is_empty() {
             return;
         }
         tokio::select! {
             biased;
             Some(called) = in_flight.next(), if !in_flight.is_empty() => {
-                let Called { acknowledging: waiting, releases } = called;
-                acknowledging.extend(waiting);
+                let Called { trailing: running, releases } = called;
+                trailing.extend(running);
                 keep(&mut releasing, releases);
             }
-            Some(releases) = acknowledging.next(), if !acknowledging.is_empty() => {
+            Some(releases) = trailing.next(), if !trailing.is_empty() => {
                 keep(&mut releasing, releases);
             }
             Some(releases) = releasing.next(), if !releasing.is_empty() => {

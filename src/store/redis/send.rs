@@ -49,6 +49,15 @@ pub enum Route {
     Node(Server),
 }
 
+/// What a command that meets `TRYAGAIN` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnTryAgain {
+    /// It is sent again, after a growing pause, until the migration ends or the deadline does.
+    SendAgain,
+    /// Its reply is the caller's, at once (the caller sends it again elsewhere, off a lane).
+    Return,
+}
+
 /// A command's reply, and the acknowledgement asked for with it.
 pub struct Sent {
     /// The command's reply (or the error it ended with).
@@ -58,14 +67,15 @@ pub struct Sent {
     pub acks: Option<Acks>,
 }
 
-/// Sends `command` with `args` where `route` says, following redirections; with `acks`, a
-/// `WAIT` goes out right behind the command that runs (unless its node has no replica).
+/// Sends `command` with `args` where `route` says, following redirections (`TRYAGAIN` as
+/// `try_again` says); with `acks`, a `WAIT` goes out right behind the command that runs
+/// (unless its node has no replica).
 pub async fn send(
     nodes: &Nodes,
     route: Route,
-    command: CustomCommand,
-    args: Vec<Value>,
+    (command, args): (CustomCommand, Vec<Value>),
     acks: Option<AckPolicy>,
+    try_again: OnTryAgain,
 ) -> Sent {
     let (mut target, follow) = match &route {
         Route::Slot(slot) => (nodes.for_slot(*slot), true),
@@ -116,10 +126,11 @@ pub async fn send(
             // or exist on neither: it can run once the migration ends, so it is sent again
             // until then (within the caller's deadline), never counted as a failure.
             Some(Redirect::TryAgain)
-                if trying_since
-                    .get_or_insert_with(std::time::Instant::now)
-                    .elapsed()
-                    < TRY_AGAIN_FOR =>
+                if try_again == OnTryAgain::SendAgain
+                    && trying_since
+                        .get_or_insert_with(std::time::Instant::now)
+                        .elapsed()
+                        < TRY_AGAIN_FOR =>
             {
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(TRY_AGAIN_PAUSE_MAX);
