@@ -164,16 +164,6 @@ impl Limiter {
         let fallback = Store::Memory(self.fallback.clone());
         let limits = &policy.default_tier().limits;
         let cleared = |t: &Target| cleared_limits(limits, t.slot, limit);
-        if let Some(refusals) = &limits.refusals {
-            let members: Vec<String> = targets
-                .iter()
-                .flat_map(|t| {
-                    let material = material_of(&t.base);
-                    (cleared(t).into_iter()).map(move |i| member(&limits.limits[i].name, material))
-                })
-                .collect();
-            self.store.forget_refused(&refusals.index, &members).await?;
-        }
         let mut slots = Vec::with_capacity(targets.len());
         for target in targets {
             let (part, indexes) = limits.part(target.slot);
@@ -202,6 +192,21 @@ impl Limiter {
                 held: held > 0,
                 limits: cleared(target),
             });
+        }
+        // The index only lists, and a route's entries are checked against the store when listed:
+        // one left behind (its node down) shows nothing (a domain's shows until it expires),
+        // which must not fail the reset made above.
+        if let Some(refusals) = &limits.refusals {
+            let members: Vec<String> = targets
+                .iter()
+                .flat_map(|t| {
+                    let material = material_of(&t.base);
+                    (cleared(t).into_iter()).map(move |i| member(&limits.limits[i].name, material))
+                })
+                .collect();
+            if let Err(e) = self.store.forget_refused(&refusals.index, &members).await {
+                tracing::warn!(error = %e, "a reset key stays in the refusal index until it expires");
+            }
         }
         Ok(slots)
     }

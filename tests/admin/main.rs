@@ -11,6 +11,7 @@ mod admin_blocked_every_route;
 mod admin_health_and_auth;
 mod admin_lookup_by_value;
 mod admin_reload;
+mod admin_reset_cluster_node_down;
 mod admin_usage;
 mod metrics;
 mod request_ids;

@@ -256,15 +256,55 @@ impl RedisStore {
 
     /// Tells every instance (through Redis pub/sub on `channel`) to forget `base` in its deny
     /// cache. In a cluster any node carries a message to every node's subscribers; it goes to
-    /// the node of the channel's slot.
+    /// the node of the channel's slot, or, when that one cannot take it within `store.timeout`
+    /// (down, failing over), to the first other primary that can.
     pub async fn publish_reset(&self, channel: &str, base: &str) -> Result<(), StoreError> {
-        self.admin_deadline()
-            .run(async {
-                let args = vec![channel.into(), base.into()];
-                let _: i64 = self.command("PUBLISH", channel, args).await?;
-                Ok(())
-            })
-            .await
+        let args: Vec<Value> = vec![channel.into(), base.into()];
+        let cluster = self.connection().nodes.is_cluster();
+        let first_try = match cluster {
+            true => Deadline::after(self.inner.timeout),
+            false => self.admin_deadline(),
+        };
+        let published = first_try
+            .run(self.command::<i64>("PUBLISH", channel, args.clone()))
+            .await;
+        match published {
+            Err(e @ (StoreError::Connection(_) | StoreError::Timeout(_))) if cluster => self
+                .admin_deadline()
+                .run(self.publish_elsewhere(channel, args))
+                .await
+                .map_err(|_| e),
+            published => published.map(|_| ()),
+        }
+    }
+
+    /// `PUBLISH` with `args` on the first primary besides the one of `channel`'s slot that
+    /// takes it.
+    async fn publish_elsewhere(&self, channel: &str, args: Vec<Value>) -> Result<(), StoreError> {
+        let nodes = &self.connection().nodes;
+        let failed = nodes
+            .for_slot(slot_of(channel.as_bytes()))
+            .and_then(|n| n.server);
+        let mut last = StoreError::Connection("no other primary to publish on".into());
+        for server in nodes.every_node().into_iter().filter_map(|n| n.server) {
+            if Some(&server) == failed.as_ref() {
+                continue;
+            }
+            let command = CustomCommand::new_static("PUBLISH", ClusterHash::Random, false);
+            let route = Route::Node(server);
+            let sent = send(
+                nodes,
+                route,
+                (command, args.clone()),
+                None,
+                OnTryAgain::Return,
+            );
+            match Box::pin(sent).await.reply {
+                Ok(_) => return Ok(()),
+                Err(e) => last = map_error(e),
+            }
+        }
+        Err(last)
     }
 
     /// Calls `on_reset(base)` for every reset published on `channel`, on a connection of its
