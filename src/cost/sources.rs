@@ -126,13 +126,23 @@ mod tests {
     }
 }
 
-/// A request's cost (its `json:` reservation) above the smallest limit it is charged against:
-/// it could never be allowed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the request's cost {cost} is more than {most}, the smallest limit it is charged against")]
-pub struct CostOutOfRange {
-    /// The cost the request stated.
-    pub cost: u64,
-    /// The smallest limit it is charged against.
-    pub most: u64,
+/// A request whose stated cost (its `json:` reservation) is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CostOutOfRange {
+    /// A cost below 1, or above the smallest limit it is charged against: it could never be
+    /// allowed.
+    #[error("the request's cost {cost} is out of range: 1 to {most}, the smallest limit it is charged against")]
+    Range {
+        /// The cost the request stated, as written.
+        cost: String,
+        /// The smallest limit it is charged against.
+        most: u64,
+    },
+    /// The member stating it is named twice (or in a spelling some framework folds into its
+    /// name): which copy the upstream reads is unclear.
+    #[error("`{path}` is named more than once in the request body (or in a spelling some framework folds into it): the cost the upstream reads is unclear")]
+    Ambiguous {
+        /// The member's path.
+        path: String,
+    },
 }

@@ -39,7 +39,7 @@ pub enum GatewayError {
     /// `[plans] unknown = "reject"` and the key is on no plan.
     #[error("the key is on no plan of this API")]
     UnknownKey,
-    /// The request states a cost its limits could never allow.
+    /// The request states a cost its limits could never allow, or states it twice.
     #[error(transparent)]
     CostOutOfRange(#[from] crate::cost::CostOutOfRange),
     /// A body read for key parts is larger than `max_key_body_bytes`.
@@ -176,7 +176,12 @@ impl GatewayError {
                 crate::key::KeyError::Ambiguous { .. } | crate::key::KeyError::Unclear { .. },
             ) => (StatusCode::BAD_REQUEST, "ambiguous_key"),
             GatewayError::UnknownKey => (StatusCode::FORBIDDEN, "unknown_key"),
-            GatewayError::CostOutOfRange(_) => (StatusCode::BAD_REQUEST, "cost_out_of_range"),
+            GatewayError::CostOutOfRange(crate::cost::CostOutOfRange::Range { .. }) => {
+                (StatusCode::BAD_REQUEST, "cost_out_of_range")
+            }
+            GatewayError::CostOutOfRange(crate::cost::CostOutOfRange::Ambiguous { .. }) => {
+                (StatusCode::BAD_REQUEST, "ambiguous_cost")
+            }
             GatewayError::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
             GatewayError::UnsupportedBodyEncoding { .. } => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,

@@ -33,7 +33,7 @@ pub use form::decoded_pairs;
 pub use jwt::JwtVerifier;
 pub use options::hash_value;
 pub use phone::normalize_phone;
-use read_error::ReadError;
+pub use read_error::ReadError;
 use source::Absent;
 pub use source::KeySource;
 
@@ -270,8 +270,9 @@ pub fn key_of_values(
 }
 
 /// The value at `path` of a JSON request body (one a JSON `Content-Type` names), read as a key
-/// part reads it (a number gives its digits); `Ok(None)` when it is missing, ambiguous or not
-/// JSON; `Err` for a number parsers read otherwise (a fraction, an exponent, beyond 2^53).
+/// part reads it (a number gives its digits); `Ok(None)` when it is missing or not JSON; `Err`
+/// for a member named twice (or in a folded spelling) and for a number parsers read otherwise
+/// (a fraction, an exponent, beyond 2^53).
 pub fn json_body_value(
     headers: &HeaderMap,
     body: &[u8],
@@ -280,10 +281,7 @@ pub fn json_body_value(
     if body_kind::kind(headers) != Ok(Some(BodyKind::Json)) {
         return Ok(None);
     }
-    match body::json_value(body, path) {
-        Err(ReadError::Ambiguous) => Ok(None),
-        read => read,
-    }
+    body::json_value(body, path)
 }
 
 /// Appends the client IP as a fallback value: `%ip:203.0.113.7`.

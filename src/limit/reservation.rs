@@ -1,21 +1,22 @@
 //! What a request reserves of the limits whose answer states its cost (`cost`, section
 //! "Cost from the response" of the README): a fixed number, or one read from the request's
-//! JSON body, refused when its limits could never take it at once.
+//! JSON body, refused when its limits could never take it at once or when the body states it
+//! twice.
 
 use super::policy::RoutePolicy;
 use super::tier::Tier;
 use crate::config::ExceedMode;
 use crate::cost::{CostOutOfRange, Reserve};
+use crate::key::ReadError;
 
 impl RoutePolicy {
     /// What a request of this route with `tier`'s values reserves: the route's `cost` (read
-    /// from the JSON `body` for `json:PATH`, 1 when it states no whole number there, at least
-    /// 1; a number spelled so that parsers read it otherwise, `5e3` or `5000.0`, which a
-    /// server that coerces it reads as many units, reserves the most a limit takes); 1 on a
-    /// route without `cost_from`. A cost above the smallest `cost_from` limit in force could
-    /// never be allowed: it is refused as [`CostOutOfRange`], except on a `shadow` route, which
-    /// refuses nothing. One within it is held at most at that limit's `burst`, when smaller (a
-    /// gcra key never takes more at once; the answer then charges what it states).
+    /// from the JSON `body` for `json:PATH` as [`stated`] says); 1 on a route without
+    /// `cost_from`. A cost below 1 or above the smallest `cost_from` limit in force could never
+    /// be allowed, and a cost stated twice is unclear: both are refused as
+    /// [`CostOutOfRange`], except on a `shadow` route, which refuses nothing. One within range
+    /// is held at most at that limit's `burst`, when smaller (a gcra key never takes more at
+    /// once; the answer then charges what it states).
     pub fn reservation(
         &self,
         tier: &Tier,
@@ -27,28 +28,96 @@ impl RoutePolicy {
                 .filter(|(c, _)| c.cost_from.is_some())
         };
         let smallest = cost_limits().map(|(_, l)| l.limit).min().unwrap_or(1);
-        let wanted = match &self.reserve {
-            None => return Ok(1),
-            Some(Reserve::Units(n)) => *n,
-            Some(Reserve::Json(path)) => {
-                match body.map(|b| crate::key::json_body_value(headers, b, path)) {
-                    Some(Ok(Some(v))) => crate::cost::whole_number(&v).unwrap_or(1),
-                    Some(Err(_)) => smallest,
-                    Some(Ok(None)) | None => 1,
-                }
-            }
-        };
         let at_once = (cost_limits().map(|(c, l)| c.most_at_once(l.limit)))
             .min()
             .unwrap_or(1);
         let shadow = matches!(self.config.on_exceed, ExceedMode::Shadow);
-        match wanted.max(1) {
+        let stated = match (&self.reserve, body) {
+            (None, _) => return Ok(1),
+            (Some(Reserve::Units(n)), _) => Stated::Whole(i128::from(*n)),
+            (Some(Reserve::Json(path)), Some(body)) => stated(headers, body, path),
+            (Some(Reserve::Json(_)), None) => Stated::Whole(1),
+        };
+        let wanted = match stated {
             // a dry run refuses nothing: it is decided held at what the limit takes
-            cost if cost > smallest && !shadow => Err(CostOutOfRange {
-                cost,
+            _ if shadow => return Ok(stated.units(smallest).min(at_once).max(1)),
+            Stated::Ambiguous(path) => return Err(CostOutOfRange::Ambiguous { path }),
+            stated => stated,
+        };
+        let cost = wanted.units(smallest);
+        if !(1..=smallest).contains(&cost) {
+            return Err(CostOutOfRange::Range {
+                cost: wanted.to_string(),
                 most: smallest,
-            }),
-            cost => Ok(cost.min(at_once)),
+            });
+        }
+        Ok(cost.min(at_once))
+    }
+}
+
+/// What a request body states at a reservation's `json:PATH`.
+#[derive(Debug, Clone, PartialEq)]
+enum Stated {
+    /// A whole number: a plain integer, or a string of one (1 when the body states no number
+    /// there: a missing member, another type, a body that is not JSON).
+    Whole(i128),
+    /// A number spelled so that parsers read it otherwise (`5000.0`, `5e3`, digits beyond
+    /// 2^53): its value as a double reads it. A server that coerces it reads that many.
+    Spelled(f64),
+    /// The member named twice (or in a folded spelling).
+    Ambiguous(String),
+}
+
+impl Stated {
+    /// The units it asks for: a spelled number within `most` asks for `most` (what it comes to
+    /// is unclear, so it holds the most a limit takes); out of range, a value below 1 or above
+    /// `most`, as such.
+    fn units(&self, most: u64) -> u64 {
+        match *self {
+            Stated::Whole(n) => u64::try_from(n).unwrap_or(if n < 0 { 0 } else { u64::MAX }),
+            Stated::Spelled(v) if v < 1.0 => 0,
+            Stated::Spelled(v) if v > most as f64 => u64::MAX,
+            Stated::Spelled(_) | Stated::Ambiguous(_) => most,
         }
     }
+}
+
+impl std::fmt::Display for Stated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stated::Whole(n) => write!(f, "{n}"),
+            Stated::Spelled(v) => write!(f, "{v}"),
+            Stated::Ambiguous(path) => write!(f, "{path}"),
+        }
+    }
+}
+
+/// What `body` states at `path`, read as a key part reads it.
+fn stated(headers: &http::HeaderMap, body: &[u8], path: &[String]) -> Stated {
+    match crate::key::json_body_value(headers, body, path) {
+        Ok(Some(text)) => std::str::from_utf8(&text)
+            .ok()
+            .and_then(|t| t.parse::<i128>().ok())
+            .map_or(Stated::Whole(1), Stated::Whole),
+        Ok(None) => Stated::Whole(1),
+        Err(ReadError::Ambiguous) => Stated::Ambiguous(path.join(".")),
+        Err(ReadError::Unclear(_)) => {
+            number_at(body, path).map_or(Stated::Whole(1), Stated::Spelled)
+        }
+    }
+}
+
+/// The number at `path` of a JSON body, as a double reads it.
+fn number_at(body: &[u8], path: &[String]) -> Option<f64> {
+    let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
+    let root: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let mut at = &root;
+    for step in path {
+        at = match at {
+            serde_json::Value::Object(members) => members.get(step)?,
+            serde_json::Value::Array(items) => items.get(step.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    at.as_f64()
 }

@@ -316,9 +316,47 @@ async fn a_reservation_above_the_limit_is_refused() {
     assert_eq!(whole.status, 200, "{}", whole.body);
 }
 
-/// A `max_tokens` spelled so that parsers read it otherwise (`5000.0`, `5e3`, digits beyond
-/// 2^53: a server that coerces it reads that many) reserves the most the limit takes, not 1: a
-/// key with tokens already charged is refused, as a plain `5000` would be.
+/// Every other `max_tokens` no limit could take is refused the same way, however it is
+/// written (digits beyond 2^53, a fraction or an exponent above the limit, zero, a negative),
+/// and one stated twice is refused as unclear (parsers take either copy): 400
+/// `ambiguous_cost`, never held at 1 while the upstream reads 200.
+#[tokio::test]
+async fn a_reservation_out_of_range_or_stated_twice_is_refused() {
+    let redis = RedisServer::start();
+    let up = llm::start().await;
+    let gw = gateway(&redis, &up).await;
+    let refused = [
+        ("1000000000000000000000", "cost_out_of_range"),
+        ("9007199254740993", "cost_out_of_range"),
+        ("41.0", "cost_out_of_range"),
+        ("4.1e1", "cost_out_of_range"),
+        ("0", "cost_out_of_range"),
+        ("-5", "cost_out_of_range"),
+        ("10,\"max_tokens\":200", "ambiguous_cost"),
+        ("200,\"max_tokens\":10", "ambiguous_cost"),
+        ("10,\"MAX_TOKENS\":10", "ambiguous_cost"),
+    ];
+    for (written, code) in refused {
+        let body = format!(r#"{{"max_tokens":{written},"reply_tokens":1}}"#);
+        let reply = chat(&gw, "ox", &body).await;
+        assert_eq!(reply.status, 400, "{written}: {}", reply.body);
+        assert_eq!(reply.json()["error"], code, "{written}: {}", reply.body);
+    }
+    assert_eq!(used(&gw, "chat", "tokens", "ox").await, 0);
+    let metrics = HttpClient::default()
+        .get(&gw.admin("/metrics"), &[])
+        .await
+        .body;
+    let labels = [("route", "chat"), ("decision", "bad_request")];
+    assert_eq!(
+        value(&metrics, "slidegate_requests_total", &labels),
+        Some(refused.len() as f64)
+    );
+}
+
+/// A `max_tokens` within the limit spelled so that parsers read it otherwise (`35.0`, `3.5e1`:
+/// a server that coerces it reads that many) reserves the most the limit takes, not 1: a key
+/// with tokens already charged is refused, as a plain `40` would be.
 #[tokio::test]
 async fn a_max_tokens_spelled_otherwise_reserves_the_limit() {
     let redis = RedisServer::start();
@@ -326,7 +364,7 @@ async fn a_max_tokens_spelled_otherwise_reserves_the_limit() {
     let gw = gateway(&redis, &up).await;
     let first = chat(&gw, "dot", r#"{"max_tokens":10,"reply_tokens":1}"#).await;
     assert_eq!(first.status, 200, "{}", first.body);
-    for spelled in ["35.0", "3.5e1", "9007199254740993"] {
+    for spelled in ["35.0", "3.5e1"] {
         let body = format!(r#"{{"max_tokens":{spelled},"reply_tokens":1}}"#);
         let refused = chat(&gw, "dot", &body).await;
         assert_eq!(refused.status, 429, "{spelled}: {}", refused.body);
