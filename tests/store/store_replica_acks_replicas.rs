@@ -279,3 +279,32 @@ async fn a_replica_that_dies_without_a_failover_is_no_longer_waited_for() {
     allowed_at(&url, "settled").await;
     assert_eq!(command_calls(&master, "wait"), waits, "no replica: no WAIT");
 }
+
+/// A replica that dies while no request comes: `ROLE`, read every second whatever the traffic,
+/// takes it as lost `LOST_AFTER` later, so the first request after that quiet time is decided
+/// at once, not sent to `on_error` for another `LOST_AFTER` by a `WAIT` for a replica gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_dies_while_no_request_comes_costs_no_request() {
+    let master = RedisServer::start_async().await;
+    let mut replica = replica_of(master.port).await;
+    let (gw, _up, _prefix) = gateway_on(&master.url(), "acks-replica-died-quietly").await;
+    await_replicas(&gw, master.port, Some(1.0)).await;
+    allowed(&gw, "before").await;
+
+    replica.kill();
+    wait_until(
+        Duration::from_secs(10),
+        "the master dropped its replica",
+        || info(&master, "replication").contains("connected_slaves:0"),
+    )
+    .await;
+    // No request meanwhile: the loss is taken by the reads of `ROLE` alone.
+    let deadline = Instant::now() + LOST_AFTER + SEEN_WITHIN;
+    while replicas_of(&gw, master.port).await != Some(0.0) {
+        assert!(Instant::now() < deadline, "the loss was never taken");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let waits = command_calls(&master, "wait");
+    allowed(&gw, "after").await;
+    assert_eq!(command_calls(&master, "wait"), waits, "no replica: no WAIT");
+}

@@ -7,9 +7,10 @@
 //!
 //! Differences from asking `ROLE` before each wait: the count is learned when the topology may
 //! have changed (each connection the client makes, [`watch`]), after a `WAIT` that came back
-//! short ([`Replicas::short`]), and, while the master has fewer replicas than asked for, once
-//! every [`DEGRADED_POLL`] (how a replica that attaches is seen: a `WAIT` that asks for fewer
-//! cannot count it), never on a decision's path. A short `WAIT` lowers nothing by itself: a
+//! short ([`Replicas::short`]), and once every [`ROLE_POLL`] (how a replica that attaches is
+//! seen: a `WAIT` that asks for fewer cannot count it; and how a replica lost while no request
+//! came is taken as lost before the next one, not [`LOST_AFTER`] after it), never on a
+//! decision's path. A short `WAIT` lowers nothing by itself: a
 //! replica that lags is still the master's (`ROLE` lists it) and may be the one a failover
 //! promotes, so the wait keeps asking for it. A replica whose link broke is gone from `ROLE`
 //! but may still be promoted (a master that dies right after cutting its replicas off is the
@@ -20,7 +21,7 @@
 //!
 //! A short `WAIT` marks the replicas as lagging ([`Replicas::lagging`]: later waits are
 //! probes, see [`super::acks`]) until a `WAIT` counts enough of them, or until `ROLE`, read on
-//! every [`DEGRADED_POLL`] meanwhile, shows that enough of them hold what the master had
+//! every [`ROLE_POLL`] meanwhile, shows that enough of them hold what the master had
 //! written at the read before (a replica slower than a probe but within `store.timeout`).
 //!
 //! A master's replicas are the master's, not a connection's: every worker's connection to one
@@ -40,8 +41,8 @@ use fred::types::config::Server;
 use fred::types::{ClusterHash, CustomCommand, Value};
 use tokio::sync::Notify;
 
-/// How often `ROLE` is read while the master has fewer replicas than the wait asks for.
-pub const DEGRADED_POLL: Duration = Duration::from_secs(1);
+/// How often `ROLE` is read.
+pub const ROLE_POLL: Duration = Duration::from_secs(1);
 /// How long a replica may be missing from `ROLE`, with no failover, before the wait stops
 /// asking for it.
 pub const LOST_AFTER: Duration = Duration::from_secs(5);
@@ -216,19 +217,6 @@ impl Replicas {
         }
     }
 
-    /// Whether `ROLE` is read on every [`DEGRADED_POLL`]: while the master has fewer replicas
-    /// than `configured`, or lists fewer than the wait asks for (so the loss is taken once
-    /// [`LOST_AFTER`] has passed, not at the next short `WAIT`), or while they lag.
-    fn polled(&self, configured: u32) -> bool {
-        self.wanted(configured) < configured
-            || self.lagging()
-            || self
-                .fewer_since
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .is_some()
-    }
-
     /// Notes a `ROLE` reply's count on a new connection (taken as it is).
     fn counted(&self, replicas: u32) {
         *self.fewer_since.lock().unwrap_or_else(|e| e.into_inner()) = None;
@@ -247,17 +235,16 @@ enum Reason {
 }
 
 /// Keeps `replicas` up to date for `client`'s connection while `retired` is not set: `ROLE` at
-/// each connection (the first included), after each short `WAIT`, and every [`DEGRADED_POLL`]
-/// while the master has fewer replicas than `configured` or a loss is pending. Call before the
-/// client connects, or its first connection goes unseen. The watch ends once `replicas` is
-/// dropped (the store with it).
+/// each connection (the first included), after each short `WAIT`, and every [`ROLE_POLL`]. Call
+/// before the client connects, or its first connection goes unseen. The watch ends once
+/// `replicas` is dropped (the store with it).
 pub fn watch(client: &Client, replicas: &Arc<Replicas>, configured: u32, retired: Arc<AtomicBool>) {
     let mut connections = client.reconnect_rx();
     let client = client.clone();
     let recheck = replicas.recheck.clone();
     let replicas = Arc::downgrade(replicas);
     tokio::spawn(async move {
-        let mut poll = tokio::time::interval(DEGRADED_POLL);
+        let mut poll = tokio::time::interval(ROLE_POLL);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let reason = tokio::select! {
@@ -282,7 +269,6 @@ pub fn watch(client: &Client, replicas: &Arc<Replicas>, configured: u32, retired
                     true
                 }
                 _ if !client.is_connected() => continue,
-                Reason::Poll if !replicas.polled(configured) => continue,
                 Reason::Poll | Reason::Short => false,
             };
             let Some(offsets) = role(&client).await else {
