@@ -16,6 +16,5 @@ pub mod sse;
 #[cfg(test)]
 mod sse_tests;
 
-pub use number::whole_number;
 pub use reader::{from_header, CostReader};
 pub use sources::{CostFrom, CostOutOfRange, Reserve, DEFAULT_MAX_COST_BODY_BYTES};

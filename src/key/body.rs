@@ -30,7 +30,8 @@ enum Found {
     Value(Vec<u8>),
     Nothing,
     Ambiguous,
-    Unclear(&'static str),
+    /// What the value must be, and its text.
+    Unclear(&'static str, String),
 }
 
 /// The value at `path` of the JSON `body`.
@@ -45,7 +46,7 @@ pub fn json_value(body: &[u8], path: &[String]) -> Result<Option<Vec<u8>>, ReadE
         Found::Value(v) => Ok(Some(v)),
         Found::Nothing => Ok(None),
         Found::Ambiguous => Err(ReadError::Ambiguous),
-        Found::Unclear(what) => Err(ReadError::Unclear(what)),
+        Found::Unclear(what, written) => Err(ReadError::Unclear { what, written }),
     }
 }
 
@@ -76,7 +77,7 @@ fn scalar(raw: &str) -> Found {
         Some(b't' | b'f') => Found::Value(raw.as_bytes().to_vec()),
         Some(b'-' | b'0'..=b'9') => match is_plain_integer(raw) {
             true => Found::Value(raw.as_bytes().to_vec()),
-            false => Found::Unclear(NOT_PLAIN_INTEGER),
+            false => Found::Unclear(NOT_PLAIN_INTEGER, raw.to_string()),
         },
         _ => Found::Nothing,
     }
@@ -252,7 +253,10 @@ mod tests {
             let body = format!(r#"{{"phone":{unclear}}}"#);
             assert_eq!(
                 at(&body, "phone"),
-                Err(ReadError::Unclear(NOT_PLAIN_INTEGER)),
+                Err(ReadError::Unclear {
+                    what: NOT_PLAIN_INTEGER,
+                    written: unclear.to_string()
+                }),
                 "{unclear}"
             );
         }

@@ -149,7 +149,7 @@ fn part_value(
     let raw = match value::read(&spec.part, src, cache) {
         Ok(Some(raw)) => raw,
         Ok(None) => return Ok(Err(Absent::NotSent)),
-        Err(ReadError::Unclear(what)) => {
+        Err(ReadError::Unclear { what, .. }) => {
             return Err(KeyError::Unclear {
                 part: spec.part.to_string(),
                 what,

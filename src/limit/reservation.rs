@@ -101,23 +101,8 @@ fn stated(headers: &http::HeaderMap, body: &[u8], path: &[String]) -> Stated {
             .map_or(Stated::Whole(1), Stated::Whole),
         Ok(None) => Stated::Whole(1),
         Err(ReadError::Ambiguous) => Stated::Ambiguous(path.join(".")),
-        Err(ReadError::Unclear(_)) => {
-            number_at(body, path).map_or(Stated::Whole(1), Stated::Spelled)
+        Err(ReadError::Unclear { written, .. }) => {
+            written.parse().map_or(Stated::Whole(1), Stated::Spelled)
         }
     }
-}
-
-/// The number at `path` of a JSON body, as a double reads it.
-fn number_at(body: &[u8], path: &[String]) -> Option<f64> {
-    let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
-    let root: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let mut at = &root;
-    for step in path {
-        at = match at {
-            serde_json::Value::Object(members) => members.get(step)?,
-            serde_json::Value::Array(items) => items.get(step.parse::<usize>().ok()?)?,
-            _ => return None,
-        };
-    }
-    at.as_f64()
 }
