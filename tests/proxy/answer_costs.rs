@@ -69,6 +69,16 @@ async fn chat(gw: &Gateway, key: &str, body: &str) -> Reply {
         .await
 }
 
+/// `slidegate_requests_total{route="chat",decision="bad_request"}` now.
+async fn bad_requests(gw: &Gateway) -> Option<f64> {
+    let metrics = HttpClient::default()
+        .get(&gw.admin("/metrics"), &[])
+        .await
+        .body;
+    let labels = [("route", "chat"), ("decision", "bad_request")];
+    value(&metrics, "slidegate_requests_total", &labels)
+}
+
 /// `used` of a limit for a key, as `/admin/usage` shows it.
 async fn used(gw: &Gateway, route: &str, limit: &str, key: &str) -> u64 {
     let (name, token) = auth();
@@ -303,15 +313,7 @@ async fn a_reservation_above_the_limit_is_refused() {
         refused.body
     );
     assert_eq!(used(&gw, "chat", "tokens", "cy").await, 0);
-    let metrics = HttpClient::default()
-        .get(&gw.admin("/metrics"), &[])
-        .await
-        .body;
-    let labels = [("route", "chat"), ("decision", "bad_request")];
-    assert_eq!(
-        value(&metrics, "slidegate_requests_total", &labels),
-        Some(1.0)
-    );
+    assert_eq!(bad_requests(&gw).await, Some(1.0));
     let whole = chat(&gw, "cy", r#"{"max_tokens":40,"reply_tokens":1}"#).await;
     assert_eq!(whole.status, 200, "{}", whole.body);
 }
@@ -343,15 +345,7 @@ async fn a_reservation_out_of_range_or_stated_twice_is_refused() {
         assert_eq!(reply.json()["error"], code, "{written}: {}", reply.body);
     }
     assert_eq!(used(&gw, "chat", "tokens", "ox").await, 0);
-    let metrics = HttpClient::default()
-        .get(&gw.admin("/metrics"), &[])
-        .await
-        .body;
-    let labels = [("route", "chat"), ("decision", "bad_request")];
-    assert_eq!(
-        value(&metrics, "slidegate_requests_total", &labels),
-        Some(refused.len() as f64)
-    );
+    assert_eq!(bad_requests(&gw).await, Some(refused.len() as f64));
 }
 
 /// A `max_tokens` within the limit spelled so that parsers read it otherwise (`35.0`, `3.5e1`:

@@ -123,6 +123,17 @@ async fn replica_of(port: u16) -> RedisServer {
     replica
 }
 
+/// Kills `replica` and waits until `master` no longer counts it.
+async fn kill_replica_of(replica: &mut RedisServer, master: &RedisServer) {
+    replica.kill();
+    wait_until(
+        Duration::from_secs(10),
+        "the master dropped its replica",
+        || info(master, "replication").contains("connected_slaves:0"),
+    )
+    .await;
+}
+
 /// A master without replicas decides without `WAIT` (the gauge reads 0); once a replica
 /// attaches, the gauge reads 1 and an allowed decision waits until the replica holds it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -243,13 +254,7 @@ async fn a_replica_that_dies_without_a_failover_is_no_longer_waited_for() {
     await_replicas_at(&metrics, master.port, Some(1.0)).await;
     allowed_at(&url, "before").await;
 
-    replica.kill();
-    wait_until(
-        Duration::from_secs(10),
-        "the master dropped its replica",
-        || info(&master, "replication").contains("connected_slaves:0"),
-    )
-    .await;
+    kill_replica_of(&mut replica, &master).await;
     // The decisions of the first LOST_AFTER still wait for it, and fail closed. They come on
     // one connection, so one worker alone meets the short waits.
     let one_connection = HttpClient::default();
@@ -291,13 +296,7 @@ async fn a_replica_that_dies_while_no_request_comes_costs_no_request() {
     await_replicas(&gw, master.port, Some(1.0)).await;
     allowed(&gw, "before").await;
 
-    replica.kill();
-    wait_until(
-        Duration::from_secs(10),
-        "the master dropped its replica",
-        || info(&master, "replication").contains("connected_slaves:0"),
-    )
-    .await;
+    kill_replica_of(&mut replica, &master).await;
     // No request meanwhile: the loss is taken by the reads of `ROLE` alone.
     let deadline = Instant::now() + LOST_AFTER + SEEN_WITHIN;
     while replicas_of(&gw, master.port).await != Some(0.0) {

@@ -235,19 +235,16 @@ impl Caller {
         token: &str,
         try_again: OnTryAgain,
     ) -> Result<(Vec<i64>, Option<Acks>), StoreError> {
-        let acks = self.acks.filter(|_| may_charge(batch));
+        let sending = (self.acks.filter(|_| may_charge(batch)), try_again);
         let (keys, args) = encode(batch, token, self.clock, !self.nodes.is_cluster());
         let call = (keys.as_slice(), args.as_slice());
         let fcall = ("FCALL", self.code.library().function.as_str());
         if self.code.uses_functions() {
-            match self
-                .run(target, direct, fcall, call, (acks, try_again))
-                .await
-            {
+            match self.run(target, direct, fcall, call, sending).await {
                 Err(e) if is_function_missing(&e) => {
                     self.code.reload(direct, None).await?;
                     return self
-                        .run(target, direct, fcall, call, (acks, try_again))
+                        .run(target, direct, fcall, call, sending)
                         .await
                         .map_err(map_error);
                 }
@@ -257,17 +254,14 @@ impl Caller {
         }
         let script = self.code.script(matches!(target, Target::Node(_)));
         let evalsha = ("EVALSHA", script.sha.as_str());
-        match self
-            .run(target, direct, evalsha, call, (acks, try_again))
-            .await
-        {
+        match self.run(target, direct, evalsha, call, sending).await {
             Err(e) if self.code.after_noscript(&e).await => self
-                .run(target, direct, fcall, call, (acks, try_again))
+                .run(target, direct, fcall, call, sending)
                 .await
                 .map_err(map_error),
             Err(e) if is_noscript(&e) => {
                 self.code.reload(direct, Some(script)).await?;
-                self.run(target, direct, evalsha, call, (acks, try_again))
+                self.run(target, direct, evalsha, call, sending)
                     .await
                     .map_err(map_error)
             }

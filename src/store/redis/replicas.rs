@@ -10,9 +10,9 @@
 //! short ([`Replicas::short`]), and once every [`ROLE_POLL`] (how a replica that attaches is
 //! seen: a `WAIT` that asks for fewer cannot count it; and how a replica lost while no request
 //! came is taken as lost before the next one, not [`LOST_AFTER`] after it), never on a
-//! decision's path. A short `WAIT` lowers nothing by itself: a
-//! replica that lags is still the master's (`ROLE` lists it) and may be the one a failover
-//! promotes, so the wait keeps asking for it. A replica whose link broke is gone from `ROLE`
+//! decision's path. A short `WAIT` lowers nothing by itself: a replica that lags is still the
+//! master's (`ROLE` lists it) and may be the one a failover promotes, so the wait keeps asking
+//! for it. A replica whose link broke is gone from `ROLE`
 //! but may still be promoted (a master that dies right after cutting its replicas off is the
 //! case acknowledgements exist for), so the wait keeps asking for it for [`LOST_AFTER`]; once
 //! `ROLE` has not listed it for that long with no failover, it is taken as lost and no longer
@@ -228,7 +228,7 @@ impl Replicas {
 enum Reason {
     /// A (re)connection, to this server.
     Connected(String),
-    /// The degraded poll's tick (or connections missed).
+    /// The poll's tick (or connections missed).
     Poll,
     /// A `WAIT` came back short.
     Short,
