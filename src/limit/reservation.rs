@@ -59,10 +59,11 @@ impl RoutePolicy {
 #[derive(Debug, Clone, PartialEq)]
 enum Stated {
     /// A whole number: a plain integer, or a string of one (1 when the body states no number
-    /// there: a missing member, another type, a body that is not JSON).
+    /// there: a missing member, another type, text that is no number, a body that is not JSON).
     Whole(i128),
     /// A number spelled so that parsers read it otherwise (`5000.0`, `5e3`, digits beyond
-    /// 2^53): its value as a double reads it. A server that coerces it reads that many.
+    /// 2^53, or such text in a string): its value as a double reads it. A server that coerces
+    /// it reads that many.
     Spelled(f64),
     /// The member named twice (or in a folded spelling).
     Ambiguous(String),
@@ -95,14 +96,20 @@ impl std::fmt::Display for Stated {
 /// What `body` states at `path`, read as a key part reads it.
 fn stated(headers: &http::HeaderMap, body: &[u8], path: &[String]) -> Stated {
     match crate::key::json_body_value(headers, body, path) {
-        Ok(Some(text)) => std::str::from_utf8(&text)
-            .ok()
-            .and_then(|t| t.parse::<i128>().ok())
-            .map_or(Stated::Whole(1), Stated::Whole),
+        Ok(Some(text)) => std::str::from_utf8(&text).map_or(Stated::Whole(1), written),
         Ok(None) => Stated::Whole(1),
         Err(ReadError::Ambiguous) => Stated::Ambiguous(path.join(".")),
-        Err(ReadError::Unclear { written, .. }) => {
-            written.parse().map_or(Stated::Whole(1), Stated::Spelled)
-        }
+        Err(ReadError::Unclear { written: text, .. }) => written(&text),
+    }
+}
+
+/// A number as written (a JSON number, or a string a server may coerce to one, spaces around it
+/// included): a whole one as such, another as a double reads it, and 1 for text that is none.
+fn written(text: &str) -> Stated {
+    let text = text.trim();
+    match (text.parse::<i128>(), text.parse::<f64>()) {
+        (Ok(n), _) => Stated::Whole(n),
+        (_, Ok(v)) => Stated::Spelled(v),
+        _ => Stated::Whole(1),
     }
 }

@@ -334,6 +334,8 @@ async fn a_reservation_out_of_range_or_stated_twice_is_refused() {
         ("4.1e1", "cost_out_of_range"),
         ("0", "cost_out_of_range"),
         ("-5", "cost_out_of_range"),
+        ("\"2e3\"", "cost_out_of_range"),
+        ("\" 41 \"", "cost_out_of_range"),
         ("10,\"max_tokens\":200", "ambiguous_cost"),
         ("200,\"max_tokens\":10", "ambiguous_cost"),
         ("10,\"MAX_TOKENS\":10", "ambiguous_cost"),
