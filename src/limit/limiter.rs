@@ -215,9 +215,11 @@ impl Limiter {
         }
     }
 
-    /// The deny cache's answer for a request, if one of its keys is held back. A cached denial
-    /// was decided for one unit, or refused whatever the cost (a full `concurrency` key): it
-    /// answers requests of cost >= 1 on enforcing routes.
+    /// The deny cache's answer for a request, if one of its keys is held back, on enforcing
+    /// routes. A cached denial was decided for one unit, or refused whatever the cost (a full
+    /// `concurrency` key), so it refuses every cost; it answers a costlier request only where
+    /// that request would wait as long ([`Decision::refuses_alike`]): otherwise more entries
+    /// must leave a window first, and the store tells the exact wait.
     pub(super) fn cached(
         &self,
         policy: &RoutePolicy,
@@ -233,9 +235,10 @@ impl Limiter {
             return None;
         }
         let now = Instant::now();
+        let alike = |d: &Decision| cost == 1 || d.refuses_alike(&tier.limits, cost);
         let denial = bases.iter().find_map(|b| {
             let d = self.deny_cache.get(b, now)?;
-            d.answers(&tier.limits).then_some(d)
+            (d.answers(&tier.limits) && alike(&d.decision)).then_some(d)
         })?;
         policy.metrics.deny_cache_hits.inc();
         let decision = denial.current(now);

@@ -144,3 +144,58 @@ async fn a_cached_block_lasts_until_the_block_ends() {
     assert!(seconds > 1, "the window's wait is told: {seconds}");
     gw.stop().await;
 }
+
+const COSTS: &str = r#"
+[[routes]]
+name = "costs"
+path = "/costs"
+upstream = "up"
+key = ["header:X-User"]
+  [[routes.limits]]
+  name = "units"
+  limit = 3
+  window = "20s"
+  cost_from = "header:X-Usage"
+  cost = "json:n"
+"#;
+
+/// A cached refusal was decided for one unit: a costlier request on the same key waits longer
+/// (more entries must leave the window), so the store decides it and tells its own exact wait,
+/// not the cached one-unit wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_costlier_request_is_told_its_own_wait_not_the_cached_one() {
+    let redis = RedisServer::start();
+    let up = upstream::start().await;
+    let gw = on_redis(&redis, &unique_prefix("deny-cost"), &up.url(), COSTS).await;
+    let client = HttpClient::default();
+    let send = |n: u64| {
+        let client = client.clone();
+        let url = gw.url("/costs");
+        async move {
+            let body = format!("{{\"n\":{n}}}");
+            let headers = [("x-user", "ann"), ("content-type", "application/json")];
+            client.send(http::Method::POST, &url, &headers, &body).await
+        }
+    };
+    assert_eq!(send(1).await.status, 200);
+    tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+    assert_eq!(send(2).await.status, 200);
+    // one unit: the first entry must leave (about 18.5 s), and the refusal is cached
+    let one = send(1).await;
+    assert_eq!(one.status, 429);
+    let one_wait = one.json()["retry_after_ms"].as_u64().unwrap();
+    let before = redis.decision_calls();
+    // two units: the second request's first unit must leave too, 1.5 s later
+    let two = send(2).await;
+    assert_eq!(two.status, 429);
+    let two_wait = two.json()["retry_after_ms"].as_u64().unwrap();
+    assert!(
+        two_wait >= one_wait + 1_000,
+        "two units wait {two_wait} ms, one unit {one_wait} ms"
+    );
+    assert_eq!(redis.decision_calls(), before + 1, "the store decided it");
+    // a one-unit request is still answered from the cache
+    let again = send(1).await;
+    assert_eq!(again.status, 429);
+    assert_eq!(redis.decision_calls(), before + 1, "the cache answered it");
+}
