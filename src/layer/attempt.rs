@@ -25,6 +25,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU16, AtomicU8, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -35,8 +36,9 @@ use super::body::{BoxError, ResponseBody};
 use super::extensions::{Decided, OutcomeUnseen};
 use super::meter::{read_on, BoxBody, MeteredBody};
 use crate::limit::headers::add_headers;
-use crate::limit::{Reservation, Tier, Verdict};
+use crate::limit::{Recount, Reservation, Tier, Verdict};
 use crate::route::Route;
+use crate::store::Decision;
 
 /// How far a forwarded request got, as its forwarding service tells the layer (a request
 /// extension). Clones share it.
@@ -146,10 +148,62 @@ where
     body.map_err(Into::into).boxed_unsync()
 }
 
+/// A forwarded request's answer: ready, or waiting for the count a reset left.
+// Matched at once where it is made; boxing the common variant would cost an allocation an answer.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Finished<ResB> {
+    Ready(Response<ResponseBody<ResB>>),
+    Recounting(Box<Recounting>),
+}
+
+/// An answer whose status reset a limit, held until the store tells the count the reset left
+/// (it forgives only answers, and only the value sent: attempts still in flight, or counted for
+/// another spelling of a merged key, stay), so its headers say what the next attempt meets.
+pub(super) struct Recounting {
+    /// The answer, its body boxed (a reset is a rare answer: a successful login).
+    response: Response<axum::body::Body>,
+    decision: Decision,
+    reset: Vec<usize>,
+    tier: Arc<Tier>,
+    decided_at: Instant,
+    recount: Recount,
+}
+
+impl Recounting {
+    /// The answer with its headers once the count is in: the reset limits' as the store tells
+    /// them (as the settlement alone says, when it cannot), the others' as decided.
+    pub fn poll_answer(&mut self, cx: &mut Context<'_>) -> Poll<Response<axum::body::Body>> {
+        let fresh = std::task::ready!(self.recount.as_mut().poll(cx));
+        let d = &mut self.decision;
+        d.age(self.decided_at.elapsed());
+        if let Some(read) = fresh {
+            for &i in &self.reset {
+                if let (Some(used), Some(now)) = (d.limits.get_mut(i), read.limits.get(i)) {
+                    *used = now.clone();
+                }
+            }
+        }
+        let mut response = std::mem::take(&mut self.response);
+        add_headers(response.headers_mut(), &self.tier, d);
+        Poll::Ready(response)
+    }
+
+    /// What the access log shows of it when its client leaves while it waits.
+    pub fn departed(self) -> Departed {
+        let (mut parts, _) = self.response.into_parts();
+        let decided = parts.extensions.remove::<Decided>().unwrap_or_default();
+        Departed {
+            decided,
+            answer: Some(parts),
+        }
+    }
+}
+
 impl Settling {
     /// The inner service's answer with the rate-limit headers (showing the settlement of its
-    /// reservation) and what was decided; a body whose end settles the attempt is metered.
-    pub fn finish<ResB>(mut self, response: Response<ResB>) -> Response<ResponseBody<ResB>>
+    /// reservation) and what was decided; a body whose end settles the attempt is metered. An
+    /// answer that reset a limit waits for the store's count first ([`Recounting`]).
+    pub fn finish<ResB>(mut self, response: Response<ResB>) -> Finished<ResB>
     where
         ResB: http_body::Body<Data = Bytes> + Send + 'static,
         ResB::Error: Into<BoxError>,
@@ -161,17 +215,24 @@ impl Settling {
         // own will come, so it stays counted.
         let unseen = response.extensions().get::<OutcomeUnseen>().is_some();
         let mut decision = self.verdict.decision.take();
+        let headers = self.route.config.headers;
+        let mut recount = None;
         let (settled, ending) = match self.reservation.take() {
             Some(reservation) if unseen => {
                 reservation.keep();
                 (None, None)
             }
             Some(reservation) => {
+                recount = reservation.recount_on(status).filter(|_| headers);
                 let (settled, ending) = reservation.settle(status, response.headers());
                 (Some(settled), ending)
             }
             None => (None, None),
         };
+        let reset = settled
+            .as_ref()
+            .map(|s| s.reset.clone())
+            .unwrap_or_default();
         if let (Some(settled), Some(d)) = (settled, &mut decision) {
             settled.apply(d);
         }
@@ -181,15 +242,25 @@ impl Settling {
             }),
             None => response.map(ResponseBody::inner),
         };
-        if let (true, Some(d), Some(tier)) = (self.route.config.headers, &mut decision, &self.tier)
-        {
-            // `t` and the resets count from now, not from the decision: the upstream took its
-            // time to answer
-            d.age(self.decided_at.elapsed());
-            add_headers(response.headers_mut(), tier, d);
-        }
         response.extensions_mut().insert(self.decided);
-        response
+        let (Some(mut d), Some(tier), true) = (decision, self.tier, headers) else {
+            return Finished::Ready(response);
+        };
+        if let Some(recount) = recount {
+            return Finished::Recounting(Box::new(Recounting {
+                response: response.map(axum::body::Body::new),
+                decision: d,
+                reset,
+                tier,
+                decided_at: self.decided_at,
+                recount,
+            }));
+        }
+        // `t` and the resets count from now, not from the decision: the upstream took its time
+        // to answer
+        d.age(self.decided_at.elapsed());
+        add_headers(response.headers_mut(), &tier, &d);
+        Finished::Ready(response)
     }
 
     /// Counts the app's answer (`None`: none came) as the upstream's, for an embedded layer.

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use tower::Service;
 
-use super::attempt::{Departed, OnDeparted};
+use super::attempt::{Departed, Finished, OnDeparted};
 use super::body::{BoxError, RequestBody, ResponseBody};
 use super::extensions::{arriving_id, client_addr, BodyCutShort, Decided};
 use super::read::{start_reading, Reading};
@@ -171,6 +171,14 @@ where
                 .unwrap_or_default(),
             StateProj::Answer { decided, .. } => decided.take().unwrap_or_default(),
             StateProj::Calling { .. } => Decided::default(),
+            StateProj::Recounting { recounting } => {
+                let departed = recounting.take().map(|r| r.departed());
+                state.set(State::Done);
+                if let (Some(then), Some(departed)) = (then, departed) {
+                    then(departed);
+                }
+                return;
+            }
         };
         // Dropping a decision in flight hands it to a task that refunds its charge.
         state.set(State::Done);
@@ -245,8 +253,25 @@ where
                         }
                     };
                     let settling = settling.take().expect("forwarding has its settling");
+                    match answered.map(|r| settling.finish(r)) {
+                        Ok(Finished::Recounting(recounting)) => State::Recounting {
+                            recounting: Some(recounting),
+                        },
+                        Ok(Finished::Ready(response)) => {
+                            this.state.set(State::Done);
+                            return Poll::Ready(Ok(response));
+                        }
+                        Err(e) => {
+                            this.state.set(State::Done);
+                            return Poll::Ready(Err(e));
+                        }
+                    }
+                }
+                StateProj::Recounting { recounting } => {
+                    let waiting = recounting.as_mut().expect("recounting has its answer");
+                    let response = std::task::ready!(waiting.poll_answer(cx));
                     this.state.set(State::Done);
-                    return Poll::Ready(answered.map(|r| settling.finish(r)));
+                    return Poll::Ready(Ok(response.map(ResponseBody::own)));
                 }
                 StateProj::Done => panic!("the layer's future polled after it finished"),
             };

@@ -14,7 +14,7 @@ use http::request::Parts;
 use http::{HeaderValue, Request, Response};
 use tower::Service;
 
-use super::attempt::{self, Attempt, InnerCall, OnDeparted, Settling};
+use super::attempt::{self, Attempt, InnerCall, OnDeparted, Recounting, Settling};
 use super::body::{BoxError, RequestBody};
 use super::extensions::{AnswerBy, Decided, MatchedRoute};
 use super::read::Reading;
@@ -49,6 +49,8 @@ pin_project_lite::pin_project! {
             attempt: Attempt,
             leave: Leave<S, B>,
         },
+        // The answer, its headers waiting for the count a reset left.
+        Recounting { recounting: Option<Box<Recounting>> },
         Done,
     }
 }

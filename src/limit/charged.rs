@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::limiter::Limiter;
 use super::outcome_rule::{AtEnd, OutcomeRule};
 use super::policy::RoutePolicy;
-use crate::store::{Decision, LimitSet, Receipt, Settlement};
+use crate::store::{Decision, DecisionRequest, LimitSet, Receipt, Settlement, Store};
 
 /// What an admitted attempt charged, and where to settle it.
 pub(super) struct Charged {
@@ -149,6 +149,32 @@ impl Charged {
             }
         }
         settled
+    }
+
+    /// The count of the charge's limits in the store that holds it, read (cost 0, uncounted)
+    /// once polled: after a settlement handed over before, which rides ahead of the read on
+    /// the keys' lane (the fallback applies it at once). `None` when the store cannot tell.
+    pub(super) fn recount(&self) -> impl std::future::Future<Output = Option<Decision>> + 'static {
+        let limiter = self.limiter.clone();
+        let (limits, bases, local) = (self.limits.clone(), self.bases.clone(), self.local);
+        async move {
+            let request = DecisionRequest {
+                limits: &limits,
+                bases: &bases,
+                cost: 0,
+                dry_run: false,
+                receipt: false,
+            };
+            let read = match local {
+                true => {
+                    Store::Memory(limiter.fallback.clone())
+                        .decide(request)
+                        .await
+                }
+                false => limiter.store().decide(request).await,
+            };
+            read.ok()
+        }
     }
 
     /// Counts the settlement and hands it to the store in the background; the charge stays

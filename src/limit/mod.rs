@@ -48,7 +48,7 @@ pub use ending::Ending;
 pub use key_slot::KeySlot;
 pub use keys::{KeysError, RequestKeys};
 pub use limiter::Limiter;
-pub use outcome::Reservation;
+pub use outcome::{Recount, Reservation};
 pub use outcome_rule::{AtEnd, OutcomeRule};
 pub use policy::{limit_set, RoutePolicy, EMBEDDED_SETTLE};
 pub use refused::{Reason, RefusedKey, MAX_BLOCKED_LISTED};

@@ -33,6 +33,10 @@ use super::policy::RoutePolicy;
 use super::tier::Tier;
 use super::verdict::Verdict;
 use crate::cost::{from_header, CostReader};
+use crate::store::Decision;
+
+/// The store's count of an attempt's limits after a settlement; `None` when it cannot tell.
+pub type Recount = std::pin::Pin<Box<dyn std::future::Future<Output = Option<Decision>> + Send>>;
 
 /// An allowed attempt's charge, held until its answer says what it comes to.
 pub struct Reservation {
@@ -73,7 +77,7 @@ impl Reservation {
             return (Settled::default(), None);
         };
         let settled = charged.settlement(|rule| {
-            if rule.reset.as_ref().is_some_and(|r| r.contains(status)) {
+            if rule.resets_on(status) {
                 return Fate::Reset;
             }
             if rule.count.as_ref().is_some_and(|c| !c.contains(status)) {
@@ -108,6 +112,20 @@ impl Reservation {
         }
         charged.send(&settled);
         (settled, Ending::new(charged, readers))
+    }
+
+    /// Where an answer with `status` resets a limit, the store's count of the attempt's limits
+    /// once that reset is applied, to be awaited after [`Reservation::settle`] (a reset forgives
+    /// only answers, and only the value sent, so the count it leaves is the store's to tell).
+    pub fn recount_on(&self, status: u16) -> Option<Recount> {
+        let charged = self.charged.as_ref()?;
+        let resets = charged
+            .policy
+            .outcomes
+            .iter()
+            .flatten()
+            .any(|r| r.resets_on(status));
+        resets.then(|| Box::pin(charged.recount()) as Recount)
     }
 
     /// The upstream saw the attempt but its status never came (it timed out, or failed after

@@ -18,6 +18,13 @@ pub struct OutcomeRule {
     pub at_end: Option<AtEnd>,
 }
 
+impl OutcomeRule {
+    /// Whether an answer with `status` resets the limit (`reset_status`).
+    pub fn resets_on(&self, status: u16) -> bool {
+        self.reset.as_ref().is_some_and(|r| r.contains(status))
+    }
+}
+
 /// What an answer settles of a limit beyond its status.
 #[derive(Debug, Clone)]
 pub enum AtEnd {

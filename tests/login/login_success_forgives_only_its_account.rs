@@ -109,3 +109,37 @@ async fn the_recipe_another_case_forgives_nothing_the_owner_does() {
     assert_eq!(checks(&upstream, "guess"), 9);
     gw.stop().await;
 }
+
+/// The quota left (`r` of `RateLimit`) on an answer.
+fn left(reply: &support::http::Reply) -> u64 {
+    let header = reply.header("ratelimit").expect("RateLimit header");
+    let r = header.split(';').find_map(|p| p.trim().strip_prefix("r="));
+    r.and_then(|r| r.parse().ok()).expect("r= in RateLimit")
+}
+
+/// The headers of a success tell what the store still counts: the attacker's own tagged address
+/// signing in leaves the victim's three failures counted (r=2 of 5), not a full quota; the
+/// owner's success then forgives them (r=5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_success_tells_the_quota_its_reset_left() {
+    let redis = RedisServer::start_async().await;
+    let upstream = AuthUpstream::start().await;
+    let gw = gateway_on(&redis, &upstream, EMAIL_LOGIN).await;
+    let client = HttpClient::default();
+    let url = gw.url("/api/login");
+    let send = |user: &'static str, password: &'static str| {
+        let (client, url) = (client.clone(), url.clone());
+        async move { post(&client, &url, &[], &login(user, password)).await }
+    };
+    for expected in [4, 3, 2] {
+        let failed = send("victim@example.com", "guess").await;
+        assert_eq!((failed.status.as_u16(), left(&failed)), (401, expected));
+    }
+    let attacker = send("victim+me@example.com", "right").await;
+    assert_eq!(attacker.status, 200);
+    assert_eq!(left(&attacker), 2, "the victim's failures still count");
+    let owner = send("victim@example.com", "right").await;
+    assert_eq!(owner.status, 200);
+    assert_eq!(left(&owner), 5, "the owner's success forgives them");
+    gw.stop().await;
+}
