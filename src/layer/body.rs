@@ -87,7 +87,8 @@ pin_project_lite::pin_project! {
         Inner { #[pin] body: B },
         /// The inner service's answer, its attempt settled at its end.
         Metered { #[pin] body: MeteredBody },
-        /// The layer's own answer.
+        /// The layer's own answer, or the inner service's boxed while its headers waited for
+        /// the count a reset left (`attempt::Recounting`).
         Own { #[pin] body: axum::body::Body },
     }
 }
@@ -98,7 +99,7 @@ impl<B> ResponseBody<B> {
         ResponseBody::Inner { body }
     }
 
-    /// The layer's own body.
+    /// The layer's own body (or a boxed one: see [`ResponseBody::Own`]).
     pub fn own(body: axum::body::Body) -> Self {
         ResponseBody::Own { body }
     }
