@@ -31,12 +31,17 @@ async fn only_a_request_naming_no_domain_or_no_descriptor_is_an_error() {
 
 /// Loads a gateway config whose `[rls]` reads `limits/` holding `files`; the error's text.
 fn refused(files: &[(&str, &str)]) -> String {
+    refused_with("", files)
+}
+
+/// [`refused`] with `extra` lines in `[rls]`.
+fn refused_with(extra: &str, files: &[(&str, &str)]) -> String {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("limits")).unwrap();
     for (name, text) in files {
         std::fs::write(dir.path().join("limits").join(name), text).unwrap();
     }
-    let toml = "[rls]\nconfig = \"limits\"\n";
+    let toml = format!("[rls]\nconfig = \"limits\"\n{extra}");
     let path = dir.path().join("config.toml");
     std::fs::write(&path, toml).unwrap();
     let e = slidegate::config::Config::load_with_env(&path, |_: &str| None)
@@ -100,6 +105,23 @@ fn bad_limit_files_are_refused_at_their_place() {
         })
         .collect();
     assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// Merged files of one domain repeating a first-level descriptor: the error names the repeat
+/// where it is written in the later file.
+#[test]
+fn a_merged_domains_repeated_descriptor_is_refused_at_its_place() {
+    let limit = "    rate_limit: { unit: minute, requests_per_unit: 1 }\n";
+    let first = format!("domain: d\ndescriptors:\n  - key: k\n{limit}");
+    let second = format!("domain: d\ndescriptors:\n  - key: j\n{limit}  - key: k\n{limit}");
+    let error = refused_with(
+        "merge_domains = true\n",
+        &[("a.yaml", &first), ("b.yaml", &second)],
+    );
+    assert!(
+        error.starts_with("b.yaml:5:10: descriptor: duplicate `k` in domain `d` (also in"),
+        "{error}"
+    );
 }
 
 #[test]

@@ -49,6 +49,7 @@ impl Reader<'_> {
             name,
             at: self.at(name_node.span.start),
             descriptors: Vec::new(),
+            first_level_at: Vec::new(),
             rules: Vec::new(),
             replacing: Vec::new(),
             labels: Vec::new(),
@@ -62,8 +63,23 @@ impl Reader<'_> {
                 &mut parts.replacing,
                 &mut parts.labels,
             )?;
+            parts.first_level_at = self.keys_at(list)?;
         }
         Ok(parts)
+    }
+
+    /// Where the `key` of each descriptor of a level (read without error) is written.
+    fn keys_at(&mut self, list: &MarkedYaml<'_>) -> Result<Vec<Location>> {
+        let YamlData::Sequence(items) = &list.data else {
+            return Ok(Vec::new());
+        };
+        let mut at = Vec::with_capacity(items.len());
+        for item in items {
+            let fields = self.mapping(item, "a descriptor", DESCRIPTOR_KEYS)?;
+            let span = fields.get("key").map_or(item.span.start, |k| k.span.start);
+            at.push(self.at(span));
+        }
+        Ok(at)
     }
 
     /// One level of descriptors below `path` (the nodes' `key` or `key_value` joined by `.`,
@@ -216,6 +232,8 @@ pub(super) struct DomainParts {
     /// Where its first file names it.
     pub at: Location,
     descriptors: Vec<RlsDescriptor>,
+    /// Where each first-level descriptor's `key` is written, in `descriptors`' order.
+    first_level_at: Vec<Location>,
     rules: Vec<RlsRule>,
     replacing: Vec<Replacing>,
     labels: Vec<Labelled>,
@@ -225,7 +243,7 @@ impl DomainParts {
     /// Adds another file's descriptors of the same domain beside this one's first level; the
     /// same key and value at the first level in both is an error, as within one file.
     pub fn merge(&mut self, other: DomainParts) -> Result<()> {
-        for d in &other.descriptors {
+        for (d, at) in other.descriptors.iter().zip(&other.first_level_at) {
             let twin = self
                 .descriptors
                 .iter()
@@ -236,7 +254,7 @@ impl DomainParts {
                     None => d.key.clone(),
                 };
                 return Err(ConfigError::Invalid {
-                    at: other.at,
+                    at: at.clone(),
                     message: format!(
                         "descriptor: duplicate `{composite}` in domain `{}` (also in {}): merged files must not repeat a first-level key and value",
                         self.name, self.at.file
@@ -250,6 +268,7 @@ impl DomainParts {
             shift_rules(d, offset);
         }
         self.descriptors.extend(descriptors);
+        self.first_level_at.extend(other.first_level_at);
         self.rules.extend(other.rules);
         self.replacing.extend(other.replacing);
         self.labels.extend(other.labels.into_iter().map(|mut l| {
