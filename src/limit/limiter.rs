@@ -219,7 +219,8 @@ impl Limiter {
     /// routes. A cached denial was decided for one unit, or refused whatever the cost (a full
     /// `concurrency` key), so it refuses every cost; it answers a costlier request only where
     /// that request would wait as long ([`Decision::refuses_alike`]): otherwise more entries
-    /// must leave a window first, and the store tells the exact wait.
+    /// must leave a window first, and the store tells the exact wait. Each key is cached with
+    /// its own limits' refusal: the request's cached keys are joined ([`Decision::join`]).
     pub(super) fn cached(
         &self,
         policy: &RoutePolicy,
@@ -236,12 +237,15 @@ impl Limiter {
         }
         let now = Instant::now();
         let alike = |d: &Decision| cost == 1 || d.refuses_alike(&tier.limits, cost);
-        let denial = bases.iter().find_map(|b| {
+        let mut denials = bases.iter().filter_map(|b| {
             let d = self.deny_cache.get(b, now)?;
             (d.answers(&tier.limits) && alike(&d.decision)).then_some(d)
-        })?;
+        });
+        let mut decision = denials.next()?.current(now);
+        for other in denials {
+            decision.join(&other.current(now));
+        }
         policy.metrics.deny_cache_hits.inc();
-        let decision = denial.current(now);
         let label = label_of_denial(decision.outcome);
         Some(Verdict::new(label, Some(decision), tier.name.as_ref()))
     }

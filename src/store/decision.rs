@@ -222,6 +222,23 @@ impl Decision {
         })
     }
 
+    /// Joins `other`, a refusal of the same request's limits cached for another of its keys (each
+    /// key's refusal shows its own limits): each limit as the refusal that has it to wait longer
+    /// (or counts more of it), the longest wait, the block of either.
+    pub fn join(&mut self, other: &Decision) {
+        for (mine, theirs) in self.limits.iter_mut().zip(&other.limits) {
+            if (theirs.retry_after, theirs.used) > (mine.retry_after, mine.used) {
+                *mine = theirs.clone();
+            }
+        }
+        if other.outcome == Outcome::Blocked {
+            self.outcome = Outcome::Blocked;
+        }
+        self.retry_after = self.retry_after.max(other.retry_after);
+        self.block_level = self.block_level.max(other.block_level);
+        self.block_left = self.block_left.max(other.block_left);
+    }
+
     /// The limits of `set` whose refusal started a block: each that starts blocks and refused
     /// on answered attempts (see [`Decision::starts_blocks`]).
     pub fn limits_starting_blocks<'a>(

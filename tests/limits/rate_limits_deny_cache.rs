@@ -199,3 +199,64 @@ async fn a_costlier_request_is_told_its_own_wait_not_the_cached_one() {
     assert_eq!(again.status, 429);
     assert_eq!(redis.decision_calls(), before + 1, "the cache answered it");
 }
+
+const TWO_KEYS: &str = r#"
+[[routes]]
+name = "pair"
+path = "/pair"
+upstream = "up"
+key = ["header:X-User"]
+  [[routes.limits]]
+  name = "per-user"
+  limit = 5
+  window = "10s"
+  [[routes.limits]]
+  name = "per-device"
+  key = ["header:X-Device"]
+  limit = 2
+  window = "10s"
+"#;
+
+/// A request both of whose keys the cache holds back is answered with the longer wait of the
+/// two, naming its limit, as the store answered it: not with whichever key was looked up first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_refused_on_two_cached_keys_is_told_the_longer_wait() {
+    let redis = RedisServer::start();
+    let up = upstream::start().await;
+    let gw = on_redis(&redis, &unique_prefix("deny-pair"), &up.url(), TWO_KEYS).await;
+    let client = HttpClient::default();
+    let send = |user: &str, device: &str| {
+        let (client, url) = (client.clone(), gw.url("/pair"));
+        let headers = [
+            ("x-user", user.to_string()),
+            ("x-device", device.to_string()),
+        ];
+        async move {
+            let headers: Vec<(&str, &str)> =
+                headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            client.get(&url, &headers).await
+        }
+    };
+    for n in 0..5 {
+        assert_eq!(send("ann", &format!("d{n}")).await.status, 200);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+    for _ in 0..2 {
+        assert_eq!(send("bob", "shared").await.status, 200);
+    }
+    // the user's window frees a unit in about 8.5 s, the device's in about 10 s
+    let stored = send("ann", "shared").await;
+    assert_eq!(stored.status, 429);
+    assert_eq!(stored.json()["limit"], "per-device", "{}", stored.body);
+    let before = redis.decision_calls();
+    let cached = send("ann", "shared").await;
+    assert_eq!(redis.decision_calls(), before, "the cache answered it");
+    let body = cached.json();
+    assert_eq!(cached.status, 429);
+    assert_eq!(body["limit"], "per-device", "{body}");
+    assert!(body["retry_after_ms"].as_u64().unwrap() > 9_000, "{body}");
+    assert_eq!(
+        body["violated-policies"],
+        serde_json::json!(["per-user", "per-device"])
+    );
+}
