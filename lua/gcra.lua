@@ -49,6 +49,20 @@ local function decayed(debt, t, limit)
   return debt - elapsed * limit
 end
 
+-- The largest whole number a double holds exactly.
+local MAX_EXACT = 9007199254740991
+
+-- What a debt `debt` kept under a window of `from` owes under a window of `to` (a reload changed
+-- the limit's window): the units still owed carry over, each costing the new window, rounded up;
+-- at most MAX_EXACT. A changed limit alone keeps the debt: one unit costs the window whatever
+-- the limit (the debt pays back at the new rate from now on).
+local function carried(debt, from, to)
+  if from == to or debt == 0 then return debt end
+  local d = ceil(debt * to / from)
+  if d > MAX_EXACT then d = MAX_EXACT end
+  return d
+end
+
 local function view(h, name, limit, window, burst)
   local found = hashes.state_of(h, name)
   if found then return found end
@@ -56,8 +70,9 @@ local function view(h, name, limit, window, burst)
   local debt = 0
   local stored = h.fields[name]
   if stored then
+    -- counts survive a reload: a debt kept under another limit or window carries over
     local w, l, t, d = parse(stored)
-    if w == window and l == limit then debt = decayed(d, t, limit) end
+    if w ~= nil then debt = carried(decayed(d, t, l), w, window) end
   end
   local s = { name = name, window = window, limit = limit, burst = burst, debt = debt,
               prev = debt, member = '-', charged = false }
@@ -199,8 +214,8 @@ local function in_flight(s, key, name, limit, cost, settle)
   return settle
 end
 
--- Whether field `name` still holds the debt of `window` and `limit` (a changed limit starts
--- afresh: what it owed then is nothing to tally).
+-- Whether field `name` still holds the debt of `window` and `limit` (under a changed limit the
+-- debt is carried over, see `carried`, but what it owed then is nothing to tally).
 local function holds(key, name, window, limit)
   local stored = call('HGET', key, name)
   if not stored then return false end

@@ -2,7 +2,8 @@
 -- counters; all counter limits of one (route, key) live in one hash, so a decision reads it
 -- once and writes it once whatever the number of limits. One field per limit, named after it,
 -- holds "<index of the current fixed window> <its count> <the previous window's count>
--- <window length>" (a changed length starts afresh). The estimate is
+-- <window length>" (under a changed length, the estimate is carried whole into the current
+-- window: see `carried`). The estimate is
 -- p * (1 - elapsed / window) + c. Only allowed requests are counted; the hash expires two of its
 -- longest windows after its last write, when it can no longer weigh on any estimate. A field
 -- "<limit>!" counts the answered units a reset forgives (see `confirm`), "<limit>?" the units
@@ -33,6 +34,20 @@ local function parse(stored)
   return w + 0, c + 0, p + 0, l + 0
 end
 
+-- The estimate now, rounded up, of counts "<w> <c> <p>" kept under a window of length `l`: what
+-- a limit whose window a reload changed carries into its current fixed window (its fixed
+-- windows no longer line up; the count survives, weighing whole until that window ends).
+local function carried(w, c, p, l)
+  local index = floor(now / l)
+  local cur, prev = 0, 0
+  if w == index then
+    cur, prev = c, p
+  elseif w == index - 1 then
+    prev = c
+  end
+  return ceil((prev * (l - (now - index * l)) + cur * l) / l)
+end
+
 -- A limit's state: its fixed window `index`, `elapsed` in it, the counts `cur` and `prev`, and
 -- `base` = prev * (window - elapsed), the previous window's weight times the window (prev does
 -- not change within a call).
@@ -51,6 +66,8 @@ local function view(h, name, limit, window, param)
       elseif w == index - 1 then
         prev = c
       end
+    elseif l ~= nil then
+      cur = carried(w, c, p, l)
     end
   end
   local s = { name = name, window = window, index = index, elapsed = elapsed,

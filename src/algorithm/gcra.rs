@@ -120,6 +120,21 @@ struct GcraView {
 }
 
 /// The debt at `now` of `debt` left at `at`: it pays back `limit` a microsecond.
+/// The largest whole number a double holds exactly (the script's arithmetic).
+const MAX_EXACT: u64 = (1 << 53) - 1;
+
+/// What a debt kept under a window of `from` owes under a window of `to` (a reload changed the
+/// limit's window): the units still owed carry over, each costing the new window, rounded up,
+/// at most [`MAX_EXACT`]; computed in doubles as the script does, so both stores agree. A
+/// changed limit alone keeps the debt: one unit costs the window whatever the limit.
+fn carried(debt: u64, from: u64, to: u64) -> u64 {
+    if from == to || debt == 0 {
+        return debt;
+    }
+    let d = (debt as f64 * to as f64 / from as f64).ceil();
+    (d as u64).min(MAX_EXACT)
+}
+
 fn decayed(debt: u64, at: u64, limit: u64, now: u64) -> u64 {
     if now <= at || debt == 0 {
         return debt;
@@ -150,11 +165,10 @@ impl KeyState for GcraState {
         } else {
             limit.param
         };
+        // counts survive a reload: a debt kept under another limit or window carries over
         let debt = match self.fields.get(limit.name) {
-            Some(f) if f.window == limit.window && f.limit == limit.limit => {
-                decayed(f.debt, f.at, f.limit, now)
-            }
-            _ => 0,
+            Some(f) => carried(decayed(f.debt, f.at, f.limit, now), f.window, limit.window),
+            None => 0,
         };
         self.views.push(GcraView {
             name: limit.name.to_string(),

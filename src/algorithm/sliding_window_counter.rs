@@ -146,6 +146,21 @@ fn set<V>(map: &mut HashMap<String, V>, name: &str, value: V) {
     }
 }
 
+/// The estimate at `now`, rounded up, of counts `(w, c, p)` kept under a window of length `l`:
+/// what a limit whose window a reload changed carries into its current fixed window (its fixed
+/// windows no longer line up; the count survives, weighing whole until that window ends).
+/// Computed in doubles as the script does, so both stores agree.
+fn carried((w, c, p, l): (u64, u64, u64, u64), now: u64) -> u64 {
+    let index = now / l;
+    let (cur, prev) = match w {
+        w if w == index => (c, p),
+        w if w + 1 == index => (0, c),
+        _ => (0, 0),
+    };
+    let elapsed = (now - index * l) as f64;
+    ((prev as f64 * (l as f64 - elapsed) + cur as f64 * l as f64) / l as f64).ceil() as u64
+}
+
 impl KeyState for CounterState {
     fn duplicate(&self) -> Box<dyn KeyState> {
         Box::new(self.clone())
@@ -169,6 +184,8 @@ impl KeyState for CounterState {
                 } else if w + 1 == index {
                     prev = c;
                 }
+            } else {
+                cur = carried((w, c, p, l), now);
             }
         }
         self.views.push(CounterView {

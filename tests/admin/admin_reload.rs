@@ -414,3 +414,48 @@ async fn a_reload_that_empties_the_plans_file_is_refused() {
         );
     }
 }
+
+/// One limit of 4 an hour, under `{algorithm}`.
+fn hourly(algorithm: &str) -> String {
+    format!("[[routes]]\nname = \"g\"\npath = \"/g\"\nupstream = \"up\"\nkey = [\"header:x-user\"]\n  [[routes.limits]]\n  name = \"hourly\"\n  limit = 4\n  window = \"1h\"\n  algorithm = \"{algorithm}\"\n")
+}
+
+/// A `gcra` or `sliding_window_counter` limit's count survives a reload that changes its limit
+/// or its window (their state is kept per limit, with the limit and window it was counted
+/// under): 4 used of 4 stay used under 3, and under 4 per 2 h, on both stores.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_count_survives_a_changed_limit_or_window() {
+    let redis = RedisServer::start();
+    let on_redis = redis_store(&redis.url(), &unique_prefix("reload-count"));
+    let stores = [on_redis.as_str(), "backend = \"memory\""];
+    for (store, algorithm) in stores
+        .iter()
+        .flat_map(|s| ["gcra", "sliding_window_counter"].map(|a| (*s, a)))
+    {
+        let up = upstream::start().await;
+        let routes = hourly(algorithm);
+        let gw = gateway::start(&config(store, &up.url(), &routes)).await;
+        let client = HttpClient::default();
+        let user = [("x-user", "ann")];
+        for _ in 0..4 {
+            assert_eq!(client.status(&gw.url("/g"), &user).await, 200, "{store}");
+        }
+        assert_eq!(client.status(&gw.url("/g"), &user).await, 429, "{store}");
+        let lower = routes.replace("limit = 4", "limit = 3");
+        let longer = routes.replace("window = \"1h\"", "window = \"2h\"");
+        for (routes, what) in [(lower, "a lower limit"), (longer, "a longer window")] {
+            gw.rewrite(&config(store, &up.url(), &routes));
+            let (k, v) = auth();
+            let r = client
+                .send(Method::POST, &gw.admin("/admin/reload"), &[(k, &v)], "")
+                .await;
+            assert_eq!(r.status, 200, "{}", r.body);
+            let status = client.status(&gw.url("/g"), &user).await;
+            assert_eq!(
+                status, 429,
+                "{store}, {algorithm}: the count survives {what}"
+            );
+        }
+        gw.stop().await;
+    }
+}
