@@ -236,13 +236,18 @@ impl Limiter {
             return None;
         }
         let now = Instant::now();
+        let denials: Vec<_> = (bases.iter())
+            .filter_map(|b| self.deny_cache.get(b, now))
+            .filter(|d| d.answers(&tier.limits))
+            .collect();
+        // one key's refusal that a costlier request would wait longer on: the store decides
         let alike = |d: &Decision| cost == 1 || d.refuses_alike(&tier.limits, cost);
-        let mut denials = bases.iter().filter_map(|b| {
-            let d = self.deny_cache.get(b, now)?;
-            (d.answers(&tier.limits) && alike(&d.decision)).then_some(d)
-        });
-        let mut decision = denials.next()?.current(now);
-        for other in denials {
+        if !denials.iter().all(|d| alike(&d.decision)) {
+            return None;
+        }
+        let (first, others) = denials.split_first()?;
+        let mut decision = first.current(now);
+        for other in others {
             decision.join(&other.current(now));
         }
         policy.metrics.deny_cache_hits.inc();

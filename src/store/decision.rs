@@ -237,6 +237,7 @@ impl Decision {
         self.retry_after = self.retry_after.max(other.retry_after);
         self.block_level = self.block_level.max(other.block_level);
         self.block_left = self.block_left.max(other.block_left);
+        self.approximate |= other.approximate;
     }
 
     /// The limits of `set` whose refusal started a block: each that starts blocks and refused
