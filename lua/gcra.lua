@@ -67,15 +67,19 @@ local function view(h, name, limit, window, burst)
   local found = hashes.state_of(h, name)
   if found then return found end
   if burst == 0 then burst = limit end
-  local debt = 0
+  local debt, carrying = 0, false
   local stored = h.fields[name]
   if stored then
-    -- counts survive a reload: a debt kept under another limit or window carries over
+    -- counts survive a reload: a debt kept under another limit or window carries over, and is
+    -- written back as the new limit's (it pays back at the new rate from now on)
     local w, l, t, d = parse(stored)
-    if w ~= nil then debt = carried(decayed(d, t, l), w, window) end
+    if w ~= nil then
+      debt = carried(decayed(d, t, l), w, window)
+      carrying = w ~= window or l ~= limit
+    end
   end
   local s = { name = name, window = window, limit = limit, burst = burst, debt = debt,
-              prev = debt, member = '-', charged = false }
+              prev = debt, member = '-', charged = carrying }
   return hashes.add_state(h, s)
 end
 

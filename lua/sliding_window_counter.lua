@@ -56,7 +56,7 @@ local function view(h, name, limit, window, param)
   if found then return found end
   local index = floor(now / window)
   local elapsed = now - index * window
-  local cur, prev = 0, 0
+  local cur, prev, carrying = 0, 0, false
   local stored = h.fields[name]
   if stored then
     local w, c, p, l = parse(stored)
@@ -67,11 +67,12 @@ local function view(h, name, limit, window, param)
         prev = c
       end
     elseif l ~= nil then
-      cur = carried(w, c, p, l)
+      -- written back in the new window's layout, so it weighs by the new window
+      cur, carrying = carried(w, c, p, l), true
     end
   end
   local s = { name = name, window = window, index = index, elapsed = elapsed,
-              cur = cur, prev = prev, base = prev * (window - elapsed), charged = false }
+              cur = cur, prev = prev, base = prev * (window - elapsed), charged = carrying }
   return hashes.add_state(h, s)
 end
 

@@ -83,8 +83,8 @@ impl GcraState {
         add_units(&mut self.answered, limit, at, cost, now);
     }
 
-    /// Whether the key still holds `limit`'s debt as configured (a changed limit starts
-    /// afresh: what it owed then is nothing to tally).
+    /// Whether the key still holds `limit`'s debt as configured (under a changed limit the debt
+    /// is carried over, but what it owed then is nothing to tally).
     fn holds(&self, limit: &LimitParams<'_>) -> bool {
         self.fields
             .get(limit.name)
@@ -119,7 +119,6 @@ struct GcraView {
     charged: bool,
 }
 
-/// The debt at `now` of `debt` left at `at`: it pays back `limit` a microsecond.
 /// The largest whole number a double holds exactly (the script's arithmetic).
 const MAX_EXACT: u64 = (1 << 53) - 1;
 
@@ -135,6 +134,7 @@ fn carried(debt: u64, from: u64, to: u64) -> u64 {
     (d as u64).min(MAX_EXACT)
 }
 
+/// The debt at `now` of `debt` left at `at`: it pays back `limit` a microsecond.
 fn decayed(debt: u64, at: u64, limit: u64, now: u64) -> u64 {
     if now <= at || debt == 0 {
         return debt;
@@ -165,10 +165,14 @@ impl KeyState for GcraState {
         } else {
             limit.param
         };
-        // counts survive a reload: a debt kept under another limit or window carries over
-        let debt = match self.fields.get(limit.name) {
-            Some(f) => carried(decayed(f.debt, f.at, f.limit, now), f.window, limit.window),
-            None => 0,
+        // counts survive a reload: a debt kept under another limit or window carries over, and
+        // is written back as the new limit's (it pays back at the new rate from now on)
+        let (debt, carrying) = match self.fields.get(limit.name) {
+            Some(f) => (
+                carried(decayed(f.debt, f.at, f.limit, now), f.window, limit.window),
+                f.window != limit.window || f.limit != limit.limit,
+            ),
+            None => (0, false),
         };
         self.views.push(GcraView {
             name: limit.name.to_string(),
@@ -178,7 +182,7 @@ impl KeyState for GcraState {
             debt,
             prev: debt,
             member: "-".to_string(),
-            charged: false,
+            charged: carrying,
         });
         self.views.len() - 1
     }

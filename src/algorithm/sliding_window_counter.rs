@@ -176,7 +176,7 @@ impl KeyState for CounterState {
         }
         let window = limit.window;
         let index = now / window;
-        let (mut cur, mut prev) = (0, 0);
+        let (mut cur, mut prev, mut carrying) = (0, 0, false);
         if let Some(&(w, c, p, l)) = self.fields.get(limit.name) {
             if l == window {
                 if w == index {
@@ -185,7 +185,8 @@ impl KeyState for CounterState {
                     prev = c;
                 }
             } else {
-                cur = carried((w, c, p, l), now);
+                // written back in the new window's layout, so it weighs by the new window
+                (cur, carrying) = (carried((w, c, p, l), now), true);
             }
         }
         self.views.push(CounterView {
@@ -195,7 +196,7 @@ impl KeyState for CounterState {
             elapsed: (now - index * window) as f64,
             cur: cur as f64,
             prev: prev as f64,
-            charged: false,
+            charged: carrying,
         });
         self.views.len() - 1
     }

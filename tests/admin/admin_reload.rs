@@ -459,3 +459,48 @@ async fn a_count_survives_a_changed_limit_or_window() {
         gw.stop().await;
     }
 }
+
+/// A carried `gcra` debt is written back as the new limit's at the first look after the reload
+/// (here the admin's read of the key: a refusal would be answered from the deny cache after
+/// it), so it pays back at the new rate: 2 per 2 s lengthened to 2 per 4 s gives a unit back
+/// after 2 s, not after the old rate's 1 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_carried_debt_pays_back_at_the_new_rate() {
+    let redis = RedisServer::start();
+    let on_redis = redis_store(&redis.url(), &unique_prefix("reload-rate"));
+    for store in [on_redis.as_str(), "backend = \"memory\""] {
+        let up = upstream::start().await;
+        let routes = hourly("gcra")
+            .replace("limit = 4", "limit = 2")
+            .replace("window = \"1h\"", "window = \"2s\"");
+        let gw = gateway::start(&config(store, &up.url(), &routes)).await;
+        let client = HttpClient::default();
+        let user = [("x-user", "ann")];
+        for _ in 0..2 {
+            assert_eq!(client.status(&gw.url("/g"), &user).await, 200, "{store}");
+        }
+        gw.rewrite(&config(
+            store,
+            &up.url(),
+            &routes.replace("\"2s\"", "\"4s\""),
+        ));
+        let (k, v) = auth();
+        let r = client
+            .send(Method::POST, &gw.admin("/admin/reload"), &[(k, &v)], "")
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        let usage = client
+            .get(&gw.admin("/admin/usage?route=g&key=ann"), &[(k, &v)])
+            .await;
+        assert_eq!(
+            usage.json()["limits"][0]["used"],
+            2,
+            "{store}: {}",
+            usage.body
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(1_300)).await;
+        let early = client.status(&gw.url("/g"), &user).await;
+        assert_eq!(early, 429, "{store}: the old rate would have let it in");
+        gw.stop().await;
+    }
+}
