@@ -119,7 +119,9 @@ fn a_merged_domains_repeated_descriptor_is_refused_at_its_place() {
         &[("a.yaml", &first), ("b.yaml", &second)],
     );
     assert!(
-        error.starts_with("b.yaml:5:10: descriptor: duplicate `k` in domain `d` (also in"),
+        error.starts_with(
+            "b.yaml:5:10: descriptor: duplicate `k` in domain `d` (also at a.yaml:3:10)"
+        ),
         "{error}"
     );
 }

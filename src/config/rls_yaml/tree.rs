@@ -244,20 +244,19 @@ impl DomainParts {
     /// same key and value at the first level in both is an error, as within one file.
     pub fn merge(&mut self, other: DomainParts) -> Result<()> {
         for (d, at) in other.descriptors.iter().zip(&other.first_level_at) {
-            let twin = self
-                .descriptors
-                .iter()
-                .any(|mine| mine.key == d.key && mine.value == d.value);
-            if twin {
+            let twin = (self.descriptors.iter())
+                .position(|mine| mine.key == d.key && mine.value == d.value);
+            if let Some(twin) = twin {
                 let composite = match &d.value {
                     Some(v) => format!("{}_{v}", d.key),
                     None => d.key.clone(),
                 };
+                let first = self.first_level_at.get(twin).unwrap_or(&self.at);
                 return Err(ConfigError::Invalid {
                     at: at.clone(),
                     message: format!(
-                        "descriptor: duplicate `{composite}` in domain `{}` (also in {}): merged files must not repeat a first-level key and value",
-                        self.name, self.at.file
+                        "descriptor: duplicate `{composite}` in domain `{}` (also at {first}): merged files must not repeat a first-level key and value",
+                        self.name
                     ),
                 });
             }
