@@ -115,3 +115,28 @@ listen = \"127.0.0.1:9091\"
     );
     assert_eq!(stdout(&out), "", "no summary for a refused file");
 }
+
+/// A file checked as a layer file (`check --layer`, as `RateLimitLayer::from_file` reads it)
+/// with a section only the gateway reads, `[upstreams]` or a listener, is refused where the
+/// section stands rather than read and ignored.
+#[test]
+fn check_refuses_the_gateways_own_sections_in_a_layer_file() {
+    let sections = [
+        (
+            "[upstreams.billing]\nurl = \"http://127.0.0.1:9\"\n",
+            "upstreams.billing",
+        ),
+        (
+            "[forward_auth]\nlisten = \"127.0.0.1:8082\"\n",
+            "forward_auth",
+        ),
+    ];
+    for (section, name) in sections {
+        let text = format!("{LAYER}\n{section}");
+        let (_dir, file, out) = check_text("limits.toml", &text, &["--layer"], &[]);
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", stdout(&out));
+        let said = stderr(&out);
+        assert!(said.starts_with(&format!("{file}:")), "{said}");
+        assert!(said.contains(&format!(": {name}: a layer file")), "{said}");
+    }
+}

@@ -24,6 +24,7 @@ impl Validator<'_> {
         let s = &raw.server;
         if self.purpose == Purpose::Layer {
             self.layer_server(s)?;
+            self.layer_sections(raw)?;
         }
         Ok(ServerConfig {
             listen: self.socket_addr(s.listen.as_ref(), "server.listen", "0.0.0.0:8080")?,
@@ -125,6 +126,37 @@ impl Validator<'_> {
             ),
             None => Ok(()),
         }
+    }
+
+    /// A layer file's sections: none of the gateway's own. The layer hands allowed requests to
+    /// the service it wraps (no `[upstreams]`) and serves no listener (no `[forward_auth]`,
+    /// `[rls]`, `[ext_authz]`): such a section would do nothing, so it is refused.
+    fn layer_sections(&self, raw: &RawConfig) -> Result<()> {
+        let upstreams = (raw.upstreams.iter())
+            .map(|(name, u)| (format!("upstreams.{name}"), u.span()))
+            .min_by_key(|(_, span)| span.start);
+        let listeners = [
+            ("forward_auth", raw.forward_auth.as_ref().map(|s| s.span())),
+            ("rls", raw.rls.as_ref().map(|s| s.span())),
+            ("ext_authz", raw.ext_authz.as_ref().map(|s| s.span())),
+        ];
+        let listeners =
+            (listeners.into_iter()).filter_map(|(name, span)| Some((name.to_string(), span?)));
+        let Some((name, span)) = upstreams
+            .into_iter()
+            .chain(listeners)
+            .min_by_key(|(_, span)| span.start)
+        else {
+            return Ok(());
+        };
+        let what = match name.starts_with("upstreams.") {
+            true => "a layer file has no upstreams: the layer hands allowed requests to the service it wraps",
+            false => "a layer file serves no listener of its own: run the gateway for it",
+        };
+        self.error(
+            span,
+            format!("{name}: {what}; in a gateway config, every route names its upstream"),
+        )
     }
 
     /// `[admin]`; its listener may not take the traffic listener's address (`server_listen`).
