@@ -270,7 +270,7 @@ impl Drop for Deciding {
                 answer,
                 started,
                 delay,
-            } => (answer, started, delay.is_some()),
+            } => (answer, started, delay),
             State::Sleeping(..) | State::Start | State::Done => return,
         };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -294,12 +294,14 @@ impl Drop for Deciding {
                 verdict.label,
                 DecisionLabel::Allowed | DecisionLabel::Rejected
             );
-            if delayed && waited {
+            if delayed.is_some() && waited {
                 verdict.label = DecisionLabel::Delayed;
             }
             if request.counted {
                 request.limiter.record(&request.policy, &verdict);
             }
+            // its place in the waiting room is given back once it is counted
+            drop(delayed);
             // Never reached the upstream: a reservation goes back at once.
             if let Some(reservation) = Reservation::of(
                 &request.limiter,
