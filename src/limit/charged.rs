@@ -236,6 +236,15 @@ impl Charged {
             .copied();
         self.limiter
             .room_given_back(&self.limits, &self.bases, freed);
+        // More charged than reserved: a refusal cached before it tells too short a wait now.
+        let overage = settled
+            .settled_to
+            .iter()
+            .filter(|(i, to)| *to > settled.units[*i]);
+        for (i, _) in overage {
+            let slot = self.limits.slot_of(*i);
+            self.limiter.deny_cache.remove(&self.bases[slot]);
+        }
         // An attempt answered: a refusal the cache keeps only for attempts in flight may now be
         // a block, which the store starts at the key's next attempt; one kept without an
         // answer may now tell the window's wait. Only limits whose reservations stay in flight

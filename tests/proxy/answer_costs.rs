@@ -464,3 +464,57 @@ async fn a_key_left_less_than_the_reservation_is_listed_as_refused() {
     assert_eq!(blocked[0]["limit"], "units");
     assert_eq!(blocked[0]["reason"], "window");
 }
+
+/// An answer that states more than was reserved makes a refusal the deny cache kept before it
+/// too short: the key's next attempt goes to the store and is told the overage's wait, not the
+/// cached wait of the key's other limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overage_drops_the_keys_cached_refusal() {
+    let redis = RedisServer::start();
+    let up = llm::start().await;
+    let store = redis_store(&redis.url(), &unique_prefix("costs-overage"));
+    let route = r#"
+[[routes]]
+name = "over"
+path = "/header"
+upstream = "up"
+key = ["header:x-api-key"]
+  [[routes.limits]]
+  name = "units"
+  limit = 10
+  window = "20s"
+  cost_from = "header:x-usage-tokens"
+  [[routes.limits]]
+  name = "reqs"
+  limit = 3
+  window = "5s"
+"#;
+    let gw = start(&config(&store, &up.url(), route)).await;
+    let get = |tokens: u64, hold: bool| {
+        let url = gw.url(&format!("/header?tokens={tokens}"));
+        async move {
+            let mut headers = vec![("x-api-key", "ann")];
+            if hold {
+                headers.push(("x-hold", "1"));
+            }
+            HttpClient::default().get(&url, &headers).await
+        }
+    };
+    assert_eq!(get(1, false).await.status, 200);
+    assert_eq!(get(1, false).await.status, 200);
+    // the third attempt's answer is held; meanwhile `reqs` refuses the key, and that is cached
+    let held = tokio::spawn(get(30, true));
+    eventually(|| async { (used(&gw, "over", "reqs", "ann").await == 3).then_some(()) }).await;
+    let cached = get(1, false).await;
+    assert_eq!(cached.status, 429);
+    assert_eq!(cached.json()["limit"], "reqs", "{}", cached.body);
+    // the held answer states 30: its charge becomes 10, the window holds 12 of 10
+    up.release(1);
+    assert_eq!(held.await.unwrap().status, 200);
+    eventually(|| async { (used(&gw, "over", "units", "ann").await == 12).then_some(()) }).await;
+    let after = get(1, false).await;
+    assert_eq!(after.status, 429);
+    let body = after.json();
+    assert_eq!(body["limit"], "units", "{body}");
+    assert!(body["retry_after_ms"].as_u64().unwrap() > 10_000, "{body}");
+}

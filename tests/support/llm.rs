@@ -5,7 +5,8 @@
 //! `reply_tokens` (default 3) sets the reply's length (`total_tokens` = 5 prompt tokens +
 //! reply tokens), and a request with `x-hold: 1` sends its first event (or nothing, for a whole
 //! answer) and then waits for [`LlmUpstream::release`] before the rest. It also serves
-//! `/header?tokens=N` (the cost in an `x-usage-tokens` header) and `/split?at=N&ms=M` (the
+//! `/header?tokens=N` (the cost in an `x-usage-tokens` header; with `x-hold: 1`, its head waits
+//! for a release) and `/split?at=N&ms=M` (the
 //! bytes given to [`LlmUpstream::set_payload`] as an event stream, in two chunks cut at N, M ms
 //! apart). It records every request head it got and every body it sent, byte for byte.
 
@@ -141,6 +142,10 @@ async fn answer(
     let hold = req.headers().get("x-hold").is_some();
     if path == "/header" {
         let tokens = query(&req, "tokens").unwrap_or(0);
+        if hold {
+            // its head waits for a release
+            gate.acquire().await.expect("the gate stays open").forget();
+        }
         return Ok(Response::builder()
             .header("x-usage-tokens", tokens.to_string())
             .body(Full::new(Bytes::from_static(b"ok")).boxed())
