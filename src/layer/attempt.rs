@@ -229,10 +229,11 @@ impl Settling {
             }
             None => (None, None),
         };
-        let reset = settled
-            .as_ref()
-            .map(|s| s.reset.clone())
-            .unwrap_or_default();
+        // the limits whose count the store tells again (only an answer that reset one)
+        let reset = match (&recount, &settled) {
+            (Some(_), Some(s)) => s.reset.clone(),
+            _ => Vec::new(),
+        };
         if let (Some(settled), Some(d)) = (settled, &mut decision) {
             settled.apply(d);
         }

@@ -236,20 +236,25 @@ impl Limiter {
             return None;
         }
         let now = Instant::now();
-        let denials: Vec<_> = (bases.iter())
-            .filter_map(|b| self.deny_cache.get(b, now))
-            .filter(|d| d.answers(&tier.limits))
-            .collect();
-        // one key's refusal that a costlier request would wait longer on: the store decides
         let alike = |d: &Decision| cost == 1 || d.refuses_alike(&tier.limits, cost);
-        if !denials.iter().all(|d| alike(&d.decision)) {
-            return None;
+        let mut joined: Option<Decision> = None;
+        for base in bases {
+            let Some(denial) = self.deny_cache.get(base, now) else {
+                continue;
+            };
+            if !denial.answers(&tier.limits) {
+                continue;
+            }
+            // one key's refusal that a costlier request would wait longer on: the store decides
+            if !alike(&denial.decision) {
+                return None;
+            }
+            match &mut joined {
+                Some(decision) => decision.join(&denial.current(now)),
+                None => joined = Some(denial.current(now)),
+            }
         }
-        let (first, others) = denials.split_first()?;
-        let mut decision = first.current(now);
-        for other in others {
-            decision.join(&other.current(now));
-        }
+        let decision = joined?;
         policy.metrics.deny_cache_hits.inc();
         let label = label_of_denial(decision.outcome);
         Some(Verdict::new(label, Some(decision), tier.name.as_ref()))
