@@ -95,8 +95,9 @@ local function report(st)
   return u, WAIT
 end
 
--- The attempt ended: its slot is free (removed with the set's other freed leases).
-local function refund(key, name, limit, window, param, member, at, cost)
+-- The attempt ended: its slot is free (removed with the set's other freed leases; a release
+-- of a lease never taken frees nothing).
+local function refund(key, name, limit, window, param, member, at, cost, found_only)
   local members = freed[key]
   if members == nil then
     members = { n = 0 }

@@ -7,7 +7,8 @@
 -- limit, window, param)` (one limit's view of it), `fits(v, limit, cost)`, `wait(v, limit,
 -- cost)`, `charge(v, cost, member, d)`, `report(v)` (units used, time until the next one comes
 -- back), `in_flight(v, key, name, limit, cost, settle)` (whether a refusal stands on
--- reservations still in flight), `refund(key, name, limit, window, param, member, at, cost)`,
+-- reservations still in flight), `refund(key, name, limit, window, param, member, at, cost,
+-- found_only)` (found_only: a release, which takes back only a charge it can find),
 -- `confirm(..., tag)`, `unanswered(key, name, limit, window, param, member, at, cost)` (kept
 -- without an answer), `settle(key, name, limit, window, param, member, at, cost, amount,
 -- longest)`, `clear(key, name, tag)` and `finish()` (writes every charged state), and
@@ -35,7 +36,8 @@
 --           then the route's refusal index (its key, "-": none) and a "0"/"1" per limit
 --           saying whether that limit's refusals are recorded ("-" without an index)
 -- then      R, the number of settlements; per settlement:
---             plan, kind ("r" refund, "c" confirm: answered and counted, "u" kept without an
+--             plan, kind ("r" refund, "l" release: a refund of a charge that may never have
+--             been made, taking back only what it finds, "c" confirm: answered and counted, "u" kept without an
 --             answer: counted, never answered, "x" reset: its own
 --             charge refunded and the answered charges forgiven, "s<N>" settle: the charge made
 --             N units, at most the limit; "c" and "x" may be followed by a tag, "~<hex>": the
@@ -252,7 +254,7 @@ local function settle(ARGV, a, plans, settlements)
     local charged = parsed[charged_text] or num(charged_text)
     local m = parsed[m_text] or num(m_text)
     local amount, tag
-    if kind == 'r' or kind == 'c' or kind == 'x' or kind == 'u' then
+    if kind == 'r' or kind == 'l' or kind == 'c' or kind == 'x' or kind == 'u' then
       -- untagged (a refund always is): no string to cut
       tag = ''
     elseif string.byte(kind) == 115 then
@@ -285,8 +287,10 @@ local function settle(ARGV, a, plans, settlements)
         plan.alg[q].settle(key, plan.names[i], plan.limits[i], plan.windows[i], plan.params[i],
           member, at, cost, to, plan.swin[q])
       else
+        -- "r" refund, "x" reset (its own charge first), "l" release: a refund of a charge that
+        -- may never have been made (its call timed out), taking back only what it finds
         plan.alg[q].refund(key, plan.names[i], plan.limits[i], plan.windows[i], plan.params[i],
-          member, at, cost)
+          member, at, cost, kind == 'l')
       end
       if kind == 'x' then
         -- a reset: the attempt's own charge went back above; the answered ones (of the value

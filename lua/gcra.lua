@@ -157,14 +157,16 @@ end
 
 -- A refund restores the debt before the key's latest charge exactly; an earlier charge's refund
 -- cannot be taken off the debt (it may have been paid back in between), so its attempt joins
--- the answered ones, which the next reset forgives.
-local function refund(key, name, limit, window, burst, member, at, cost)
+-- the answered ones, which the next reset forgives. A release (`found_only`: the charge may
+-- never have been made) takes back only the latest charge, which it can tell, and leaves
+-- anything else as it is.
+local function refund(key, name, limit, window, burst, member, at, cost, found_only)
   local stored = call('HGET', key, name)
   if not stored then return end
   local w, l, t, debt, prev, last = parse(stored)
   if w ~= window or l ~= limit then return end
   if last ~= member then
-    add_answered(key, name, window, limit, at, cost)
+    if not found_only then add_answered(key, name, window, limit, at, cost) end
     return
   end
   call('HSET', key, name, int(w) .. ' ' .. int(l) .. ' ' .. int(t) .. ' ' .. int(prev) .. ' '

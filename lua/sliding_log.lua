@@ -245,8 +245,9 @@ local function in_flight(v, key, name, limit, cost, settle)
   return w
 end
 
--- A refund takes the request's members out of the set.
-local function refund(key, name, limit, window, param, member, at, cost)
+-- A refund takes the request's members out of the set (a release too: members never added are
+-- not there to take).
+local function refund(key, name, limit, window, param, member, at, cost, found_only)
   if cost == 1 then
     call('ZREM', key, member)
     return

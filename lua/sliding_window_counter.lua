@@ -136,7 +136,10 @@ end
 
 -- A refund takes the units back from the fixed window they were counted in (the current one,
 -- or the previous one if a window has turned since); older charges no longer weigh anything.
-local function refund(key, name, limit, window, param, member, at, cost)
+-- A release (`found_only`: the charge may never have been made) takes nothing: the counts keep
+-- no trace of one charge, and taking back one never made would take back another's.
+local function refund(key, name, limit, window, param, member, at, cost, found_only)
+  if found_only then return end
   local w, c, p = stored_counts(key, name, window)
   if w == nil then return end
   local index = floor((at + 0) / window)

@@ -185,6 +185,7 @@ impl Layout {
                     Some(_) if l.counts_outcomes() => self.flight_wait_us,
                     _ => 0,
                 },
+                counts_outcomes: l.counts_outcomes(),
             })
             .collect();
         let set = LimitSet::new(block, limits, self.states.clone(), self.slots.len())

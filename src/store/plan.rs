@@ -36,6 +36,10 @@ pub struct Limit {
     /// flight tells (µs, the upstream's `timeout`; 0: `settle_us` alone bounds it): that
     /// refusal's `Retry-After`, and how long the deny cache keeps it. Not sent to the store.
     pub flight_wait_us: u64,
+    /// Whether its charge is a reservation the attempt's status settles (`count_status`,
+    /// `reset_status`): a charge whose attempt was answered by `on_error` is then released,
+    /// since no status will ever settle it. Not sent to the store.
+    pub counts_outcomes: bool,
 }
 
 impl Limit {
@@ -195,6 +199,7 @@ impl LimitSet {
                     starts_blocks: algorithm.get().starts_blocks(),
                     settle_us: 0,
                     flight_wait_us: 0,
+                    counts_outcomes: false,
                 }
             })
             .collect();

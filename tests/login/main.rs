@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod login_after_a_store_stall;
 mod login_listed_after_attempts_in_flight;
 mod login_no_lockout_without_failure;
 mod login_outcomes;

@@ -80,6 +80,10 @@ pub struct PendingSettlement {
     pub cost: u64,
     /// Limits whose charge goes back.
     pub refund: Vec<usize>,
+    /// Limits whose charge goes back if it was made: the release of a charge that a call
+    /// answered by `on_error` may have left behind ([`super::release`]), which takes back only
+    /// what it finds (a refund of a charge never made would take back another's).
+    pub release: Vec<usize>,
     /// Limits whose charge was answered and stays counted.
     pub confirm: Vec<usize>,
     /// Limits whose charge stays counted though no answer came.

@@ -78,6 +78,8 @@ pub fn encode(
 enum Kind<'a> {
     /// `r`: the charge goes back (a slot in flight is freed).
     Refund,
+    /// `l`: the charge goes back if it was made (a release).
+    Release,
     /// `s<N>`: the charge becomes N units.
     SettleTo(u64),
     /// `c<tag>`: answered and counted, keeping the tag of the value sent.
@@ -111,11 +113,12 @@ impl Entry<'_> {
         args.extend(self.limits.iter().map(|&i| Value::from(i as i64 + 1)));
     }
 
-    /// The kind as the script reads it: `r`, `s<N>`, `c<tag>`, `u` or `x<tag>` (the untagged ones
+    /// The kind as the script reads it: `r`, `l`, `s<N>`, `c<tag>`, `u` or `x<tag>` (the untagged ones
     /// without an allocation).
     fn kind_arg(&self) -> Value {
         let text = match self.kind {
             Kind::Refund => return Value::Bytes(Bytes::from_static(b"r")),
+            Kind::Release => return Value::Bytes(Bytes::from_static(b"l")),
             Kind::Confirm("") => return Value::Bytes(Bytes::from_static(b"c")),
             Kind::Unanswered => return Value::Bytes(Bytes::from_static(b"u")),
             Kind::Reset("") => return Value::Bytes(Bytes::from_static(b"x")),
@@ -127,7 +130,7 @@ impl Entry<'_> {
     }
 }
 
-/// A settlement's entries: its refunds, then its charges settled to amounts, one entry per
+/// A settlement's entries: its refunds, its releases, then its charges settled to amounts, one entry per
 /// amount (`s<N>`), then its confirmations, one entry per tag (the kind followed by the tag:
 /// `c~<hex>`), its charges kept without an answer (`u`), and its resets, one entry per tag;
 /// kinds with no limit are left out. A cost is settled to its amount
@@ -138,6 +141,13 @@ fn entries(s: &PendingSettlement) -> Vec<Entry<'_>> {
         out.push(Entry {
             kind: Kind::Refund,
             limits: Cow::Borrowed(&s.refund),
+            cost: s.cost,
+        });
+    }
+    if !s.release.is_empty() {
+        out.push(Entry {
+            kind: Kind::Release,
+            limits: Cow::Borrowed(&s.release),
             cost: s.cost,
         });
     }
@@ -262,6 +272,7 @@ mod tests {
             at: 1_700_000_000_000_000,
             cost: 3,
             refund: vec![0],
+            release: vec![8],
             confirm: vec![1, 2, 3],
             unanswered: vec![5, 6],
             reset: vec![4],
@@ -299,6 +310,7 @@ mod tests {
         };
         let expected: Vec<String> = [
             entry("r", "3", &["1"]),
+            entry("l", "3", &["9"]),
             entry("s7", "3", &["2", "3"]),
             entry("s9", "3", &["4"]),
             // confirmed as the amounts they came to, one entry per tag and amount

@@ -1,14 +1,20 @@
-//! Slots in flight that a failed call may leave behind, and the releases that free them. A
-//! decision call that times out may still run once its node answers again (it sits in the
-//! connection, or in the node's queue): a concurrency lease taken then would hold its key's
-//! slot for the whole `lease`, though the attempt was long answered by `on_error` and is over.
-//! So a call that timed out keeps, to send again, a release of each slot its decisions may
-//! have taken, and any failed call the settlements it carried that only free slots (an attempt
-//! that ended during the fault); so do allowed decisions whose charge the replicas did not
-//! acknowledge (`store.replica_acks`: answered by `on_error`, their charge stays on the master). The lane sends them with its next calls, after a pause, until
-//! one is applied or the lease it frees would have expired anyway (at most [`MAX_KEPT`] at
-//! once; the rest are left to their leases). Freeing a lease twice, or one never taken (the
-//! decision was refused, or never ran), frees nothing: a release is safe to repeat.
+//! Charges that a call answered by `on_error` may leave behind, and the releases that take
+//! them back. A decision call that times out may still run once its node answers again (it sits
+//! in the connection, or in the node's queue), long after its attempt was answered by
+//! `on_error` and ended: a concurrency lease taken then would hold its key's slot for the whole
+//! `lease`, and a reservation of a limit that counts outcomes (`count_status`) would wait for a
+//! status no answer will ever bring, counted as an attempt without one for its whole window
+//! (five successful logins during a stall would lock their account out). So a call that timed
+//! out keeps, to send again, a release of each such charge its decisions may have made, and any
+//! failed call the settlements it carried that only free slots (an attempt that ended during
+//! the fault); so do allowed decisions whose charge the replicas did not acknowledge
+//! (`store.replica_acks`: answered by `on_error`, their charge stays on the master). The lane
+//! sends them with its next calls, after a pause, until one is applied or the charge it takes
+//! back would have left its window anyway (at most [`MAX_KEPT`] at once; the rest are left to
+//! their windows). A release takes back only a charge it finds (a slot's lease, a log's
+//! entries, a `gcra` key's latest charge; a `sliding_window_counter`, which keeps no trace of
+//! one charge, keeps it: the strict side), so it is safe to repeat, and safe for a call that
+//! never ran.
 
 use std::time::Duration;
 
@@ -25,8 +31,8 @@ pub const RETRY_AFTER: Duration = Duration::from_millis(100);
 pub const MAX_KEPT: usize = 10_000;
 
 /// Fails everything in `batch` with `error` (sent under `token`), and returns the releases to
-/// send again: one per decision that may have taken a slot, and each settlement that only
-/// frees slots (whoever waits for it is told the error now).
+/// send again: one per decision that may have charged what [`of_decision`] releases, and each
+/// settlement that only frees slots or releases (whoever waits for it is told the error now).
 pub fn fail_keeping_releases(
     mut batch: Batch,
     error: StoreError,
@@ -40,40 +46,60 @@ pub fn fail_keeping_releases(
         kept.extend(decisions.filter_map(|(d, p)| of_decision(p, token, d)));
     }
     for s in std::mem::take(&mut batch.settlements) {
-        match frees_slots_only(&s) {
-            true => {
-                let again = release(
-                    &s.limits,
-                    s.keys.clone(),
-                    s.member.clone(),
-                    s.refund.clone(),
-                    s.cost,
-                );
-                s.tell(Err(error.clone()));
-                kept.push(again);
-            }
-            false => s.tell(Err(error.clone())),
-        }
+        let again = sent_again(&s);
+        s.tell(Err(error.clone()));
+        kept.extend(again);
     }
     batch.fail(error);
     kept
 }
 
-/// The release of the slots decision `d` (from 0) of the call sent under `token` took, when it
-/// charged any: for a call that timed out, or an allowed decision whose charge the replicas did
-/// not acknowledge (it was answered by `on_error`, and is over when that answer is).
-pub fn of_decision(p: &Pending, token: &str, d: usize) -> Option<PendingSettlement> {
-    let slots = slot_limits(&p.limits);
-    (p.cost > 0 && !slots.is_empty()).then(|| {
-        let member = decision_member(token, d + 1);
-        release(&p.limits, p.keys.clone(), member, slots, p.cost)
+/// What of a failed settlement is sent again: a release as it was, and a settlement that only
+/// frees slots as a release of them (until their leases would have ended); nothing of others.
+fn sent_again(s: &PendingSettlement) -> Option<PendingSettlement> {
+    if is_release(s) {
+        let again = release(
+            &s.limits,
+            s.keys.clone(),
+            s.member.clone(),
+            s.release.clone(),
+            s.cost,
+        );
+        // a release sent again keeps its first deadline: the charge leaves its window then
+        return Some(PendingSettlement {
+            deadline: s.deadline,
+            ..again
+        });
+    }
+    frees_slots_only(s).then(|| {
+        release(
+            &s.limits,
+            s.keys.clone(),
+            s.member.clone(),
+            s.refund.clone(),
+            s.cost,
+        )
     })
 }
 
-/// The limits of `limits` that count slots in flight (no window).
-fn slot_limits(limits: &LimitSet) -> Vec<usize> {
+/// The release of what decision `d` (from 0) of the call sent under `token` charged that only
+/// its answer would settle, when it charged any: its slots in flight and its reservations of
+/// limits that count outcomes. For a call that timed out, or an allowed decision whose charge
+/// the replicas did not acknowledge (it was answered by `on_error`, and is over when that
+/// answer is).
+pub fn of_decision(p: &Pending, token: &str, d: usize) -> Option<PendingSettlement> {
+    let held = held_for_answer(&p.limits);
+    (p.cost > 0 && !held.is_empty()).then(|| {
+        let member = decision_member(token, d + 1);
+        release(&p.limits, p.keys.clone(), member, held, p.cost)
+    })
+}
+
+/// The limits of `limits` whose charge waits for its attempt's answer: slots in flight (no
+/// window) and limits that count outcomes.
+fn held_for_answer(limits: &LimitSet) -> Vec<usize> {
     (0..limits.limits.len())
-        .filter(|&i| !is_window(limits, i))
+        .filter(|&i| !is_window(limits, i) || limits.limits[i].counts_outcomes)
         .collect()
 }
 
@@ -92,30 +118,41 @@ fn frees_slots_only(s: &PendingSettlement) -> bool {
         && s.refund.iter().all(|&i| !is_window(&s.limits, i))
 }
 
-/// A release of `slots` of the decision `member` names, kept until the longest of their
-/// leases would have ended.
+/// Whether a settlement is a release (nothing else).
+fn is_release(s: &PendingSettlement) -> bool {
+    !s.release.is_empty()
+        && s.refund.is_empty()
+        && s.confirm.is_empty()
+        && s.unanswered.is_empty()
+        && s.reset.is_empty()
+        && s.settle_to.is_empty()
+}
+
+/// A release of the charges of `cost` units of `limits` whose first unit is `member`, kept until the longest of those limits' windows (a slot's: its lease) would have
+/// let the charge go.
 fn release(
-    limits: &std::sync::Arc<LimitSet>,
+    set: &std::sync::Arc<LimitSet>,
     keys: Vec<fred::types::Key>,
     member: String,
-    slots: Vec<usize>,
+    limits: Vec<usize>,
     cost: u64,
 ) -> PendingSettlement {
-    let lease_us = (slots.iter()).map(|&i| limits.limits[i].window_us).max();
+    let longest_us = (limits.iter()).map(|&i| set.limits[i].window_us).max();
     PendingSettlement {
-        limits: limits.clone(),
+        limits: set.clone(),
         keys,
         member,
         at: 0,
         cost,
-        refund: slots,
+        refund: Vec::new(),
+        release: limits,
         confirm: Vec::new(),
         unanswered: Vec::new(),
         reset: Vec::new(),
         settle_to: Vec::new(),
         at_us: None,
-        tags: vec![String::new(); limits.limits.len()],
-        deadline: Deadline::after(Duration::from_micros(lease_us.unwrap_or(0))),
+        tags: vec![String::new(); set.limits.len()],
+        deadline: Deadline::after(Duration::from_micros(longest_us.unwrap_or(0))),
         done: None,
     }
 }

@@ -350,6 +350,7 @@ impl RedisStore {
                 at: part.decided_at_us,
                 cost: receipt.cost,
                 refund,
+                release: Vec::new(),
                 confirm,
                 unanswered,
                 reset,
