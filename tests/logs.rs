@@ -4,7 +4,8 @@
 //! library `fred`), and once Redis is back on its port, one line "store is back after X s".
 //! The access log's durations are fixed decimals (milliseconds with three digits), in text and
 //! in JSON lines (`SLIDEGATE_LOG_FORMAT=json`). A `SLIDEGATE_LOG` that is not a filter is named
-//! in a warning, and the gateway logs at `info`.
+//! in a warning, and the gateway logs at `info`. The releases a stalled store makes the gateway
+//! send again are not logged at each try.
 
 mod support;
 
@@ -274,5 +275,77 @@ fn a_log_filter_that_does_not_parse_is_named() {
     assert!(
         warning.contains("WARN") && warning.contains("`slidegate=loud` is not a log filter"),
         "{warning}"
+    );
+}
+
+/// A store stalled past `store.timeout` while an attempt on a route that counts outcomes is let
+/// through by `on_error`: the gateway keeps a release of its reservation and sends it again
+/// every 100 ms while Redis cannot answer. Those tries are not logged one by one (a line per
+/// kept release per try would flood the log for the length of the stall); the release is
+/// applied once Redis answers, and nothing says it failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releases_sent_again_during_a_stall_log_nothing() {
+    let redis = RedisServer::start_async().await;
+    let up = upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    let toml = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+[admin]
+listen = "127.0.0.1:0"
+[store]
+backend = "redis"
+url = "{redis}"
+timeout = "100ms"
+[upstreams.up]
+url = "{upstream}"
+
+[[routes]]
+name = "login"
+path = "/login/*"
+upstream = "up"
+  [[routes.limits]]
+  name = "failures"
+  limit = 5
+  window = "1m"
+  count_status = [401]
+"#,
+        redis = redis.url(),
+        upstream = up.url()
+    );
+    std::fs::write(&config, toml).unwrap();
+    let gw = Process::start(&config, &[]);
+    let (proxy, _) = gw.listening();
+    let client = HttpClient::default();
+    let login = |step: &'static str| {
+        let url = format!("http://{proxy}/login/{step}");
+        let client = client.clone();
+        async move { client.status(&url, &[]).await }
+    };
+    assert_eq!(login("first").await, 200, "the store answers");
+    let calls_before = redis.decision_calls();
+    redis.pause();
+    assert_eq!(login("in-the-stall").await, 200, "let through by on_error");
+    // the release is tried again every 100 ms (each try timing out after 100 ms)
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    redis.resume();
+    let lines = gw.lines_until("in-the-stall");
+    support::leaving::eventually(|| async {
+        (redis.decision_calls() >= calls_before + 2).then_some(())
+    })
+    .await;
+    assert_eq!(login("after-the-stall").await, 200);
+    let lines = [lines, gw.lines_until("after-the-stall")].concat();
+    let failed: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("could not settle"))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} lines for the tries of one release:\n{}",
+        failed.len(),
+        lines.join("\n")
     );
 }

@@ -46,9 +46,15 @@ pub fn fail_keeping_releases(
         kept.extend(decisions.filter_map(|(d, p)| of_decision(p, token, d)));
     }
     for s in std::mem::take(&mut batch.settlements) {
-        let again = sent_again(&s);
-        s.tell(Err(error.clone()));
-        kept.extend(again);
+        match sent_again(&s) {
+            // no one waits for it: its failure is logged once, when it is given up (the lane
+            // drops it once its deadline passed), not at every try while the store is down
+            Some(again) if s.done.is_none() => kept.push(again),
+            again => {
+                s.tell(Err(error.clone()));
+                kept.extend(again);
+            }
+        }
     }
     batch.fail(error);
     kept
@@ -110,22 +116,21 @@ fn is_window(limits: &LimitSet, i: usize) -> bool {
 
 /// Whether a settlement does nothing but free slots.
 fn frees_slots_only(s: &PendingSettlement) -> bool {
-    !s.refund.is_empty()
-        && s.confirm.is_empty()
-        && s.unanswered.is_empty()
-        && s.reset.is_empty()
-        && s.settle_to.is_empty()
+    takes_back_only(s)
+        && s.release.is_empty()
+        && !s.refund.is_empty()
         && s.refund.iter().all(|&i| !is_window(&s.limits, i))
 }
 
 /// Whether a settlement is a release (nothing else).
 fn is_release(s: &PendingSettlement) -> bool {
-    !s.release.is_empty()
-        && s.refund.is_empty()
-        && s.confirm.is_empty()
-        && s.unanswered.is_empty()
-        && s.reset.is_empty()
-        && s.settle_to.is_empty()
+    takes_back_only(s) && s.refund.is_empty() && !s.release.is_empty()
+}
+
+/// Whether a settlement only takes charges back (refunds, releases): it confirms, keeps,
+/// resets and settles nothing.
+fn takes_back_only(s: &PendingSettlement) -> bool {
+    s.confirm.is_empty() && s.unanswered.is_empty() && s.reset.is_empty() && s.settle_to.is_empty()
 }
 
 /// A release of the charges of `cost` units of `limits` whose first unit is `member`, kept until the longest of those limits' windows (a slot's: its lease) would have
