@@ -17,22 +17,8 @@ use support::process::Process;
 use support::redis::RedisServer;
 use support::upstream;
 
-fn write_config(dir: &std::path::Path, redis: &RedisServer, upstream: &str) -> std::path::PathBuf {
-    let path = dir.join("config.toml");
-    let toml = format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-[admin]
-listen = "127.0.0.1:0"
-[store]
-backend = "redis"
-url = "{redis}"
-timeout = "100ms"
-on_error = "allow"
-[upstreams.up]
-url = "{upstream}"
-
+/// The two routes of the outage tests: `/open` fails open, `/closed` fails closed.
+const OUTAGE_ROUTES: &str = r#"
 [[routes]]
 name = "open"
 path = "/open"
@@ -51,7 +37,35 @@ on_error = "deny"
   name = "per-minute"
   limit = 1000
   window = "1m"
-"#,
+"#;
+
+fn write_config(dir: &std::path::Path, redis: &RedisServer, upstream: &str) -> std::path::PathBuf {
+    write_config_with(dir, redis, upstream, OUTAGE_ROUTES)
+}
+
+/// A config on `redis` (`store.timeout` 100 ms, `on_error = "allow"`) in front of `upstream`
+/// with `routes`, written in `dir`.
+fn write_config_with(
+    dir: &std::path::Path,
+    redis: &RedisServer,
+    upstream: &str,
+    routes: &str,
+) -> std::path::PathBuf {
+    let path = dir.join("config.toml");
+    let toml = format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+[admin]
+listen = "127.0.0.1:0"
+[store]
+backend = "redis"
+url = "{redis}"
+timeout = "100ms"
+on_error = "allow"
+[upstreams.up]
+url = "{upstream}"
+{routes}"#,
         redis = redis.url()
     );
     std::fs::write(&path, toml).unwrap();
@@ -288,20 +302,7 @@ async fn releases_sent_again_during_a_stall_log_nothing() {
     let redis = RedisServer::start_async().await;
     let up = upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.toml");
-    let toml = format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-[admin]
-listen = "127.0.0.1:0"
-[store]
-backend = "redis"
-url = "{redis}"
-timeout = "100ms"
-[upstreams.up]
-url = "{upstream}"
-
+    let routes = r#"
 [[routes]]
 name = "login"
 path = "/login/*"
@@ -311,11 +312,8 @@ upstream = "up"
   limit = 5
   window = "1m"
   count_status = [401]
-"#,
-        redis = redis.url(),
-        upstream = up.url()
-    );
-    std::fs::write(&config, toml).unwrap();
+"#;
+    let config = write_config_with(dir.path(), &redis, &up.url(), routes);
     let gw = Process::start(&config, &[]);
     let (proxy, _) = gw.listening();
     let client = HttpClient::default();
