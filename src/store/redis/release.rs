@@ -60,31 +60,27 @@ pub fn fail_keeping_releases(
     kept
 }
 
-/// What of a failed settlement is sent again: a release as it was, and a settlement that only
-/// frees slots as a release of them (until their leases would have ended); nothing of others.
+/// What of a failed settlement is sent again: a release as it was, keeping its first deadline
+/// (its charge leaves the window then), and a settlement that only frees slots as a release of
+/// them, kept until their leases would have ended; nothing of others.
 fn sent_again(s: &PendingSettlement) -> Option<PendingSettlement> {
-    if is_release(s) {
-        let again = release(
-            &s.limits,
-            s.keys.clone(),
-            s.member.clone(),
-            s.release.clone(),
-            s.cost,
-        );
-        // a release sent again keeps its first deadline: the charge leaves its window then
-        return Some(PendingSettlement {
-            deadline: s.deadline,
-            ..again
-        });
-    }
-    frees_slots_only(s).then(|| {
-        release(
-            &s.limits,
-            s.keys.clone(),
-            s.member.clone(),
-            s.refund.clone(),
-            s.cost,
-        )
+    let (limits, deadline) = if is_release(s) {
+        (&s.release, Some(s.deadline))
+    } else if frees_slots_only(s) {
+        (&s.refund, None)
+    } else {
+        return None;
+    };
+    let again = release(
+        &s.limits,
+        s.keys.clone(),
+        s.member.clone(),
+        limits.clone(),
+        s.cost,
+    );
+    Some(PendingSettlement {
+        deadline: deadline.unwrap_or(again.deadline),
+        ..again
     })
 }
 
