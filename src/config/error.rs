@@ -57,6 +57,25 @@ pub enum ConfigError {
     },
 }
 
+/// Reads a configuration file (TOML or YAML) as text. A file that is not UTF-8 is refused at
+/// the first byte that is not, as `FILE:LINE:COLUMN`, like any other mistake in it.
+pub fn read_text(path: &std::path::Path) -> Result<String, ConfigError> {
+    let file = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
+        file: file.clone(),
+        source,
+    })?;
+    String::from_utf8(bytes).map_err(|e| {
+        let valid = e.utf8_error().valid_up_to();
+        let before = String::from_utf8_lossy(&e.as_bytes()[..valid]);
+        ConfigError::Invalid {
+            at: Location::from_span(&file, &before, before.len()..before.len()),
+            message: "the file is not valid UTF-8 here (configuration files are UTF-8 text)"
+                .to_string(),
+        }
+    })
+}
+
 /// Why a file could not be read, said plainly for the common cases.
 fn read_failure(e: &std::io::Error) -> String {
     match e.kind() {

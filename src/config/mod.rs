@@ -68,11 +68,7 @@ impl Config {
         env: impl Into<Environment>,
         purpose: Option<Purpose>,
     ) -> Result<Config, ConfigError> {
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            file: file.clone(),
-            source,
-        })?;
+        let text = error::read_text(path)?;
         let purpose = purpose.unwrap_or_else(|| Purpose::detect(&text));
         validate::parse(path, &text, &env.into(), purpose)
     }

@@ -51,6 +51,15 @@ fn toml_syntax_error() {
     );
 }
 
+/// A stray byte of another encoding (Latin-1's `é` here) is pointed at like any other mistake.
+#[test]
+fn file_not_utf8() {
+    assert_eq!(
+        load_err("not_utf8.toml"),
+        "not_utf8.toml:3:18: the file is not valid UTF-8 here (configuration files are UTF-8 text)"
+    );
+}
+
 #[test]
 fn wrong_type_limit() {
     assert_eq!(

@@ -23,6 +23,7 @@ use reader::{Reader, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::error::read_text;
 use super::rls::RlsDomain;
 use super::{ConfigError, ConfigWarning};
 
@@ -44,10 +45,7 @@ pub fn load(source: &Path, merge_domains: bool) -> Result<Loaded> {
     let mut read: Vec<tree::DomainParts> = Vec::new();
     for file in yaml_files(source)? {
         let shown = file.display().to_string();
-        let text = std::fs::read_to_string(&file).map_err(|source| ConfigError::Read {
-            file: shown.clone(),
-            source,
-        })?;
+        let text = read_text(&file)?;
         let mut reader = Reader {
             file: shown,
             warnings: &mut loaded.warnings,
