@@ -9,7 +9,7 @@
 //! quota-mode limit's is OVER_LIMIT when it is over, though the request may be OK. A
 //! descriptor refused before any decision (a cost above its limit, too many descriptors
 //! matching a limit) is OVER_LIMIT with its limit, nothing remaining and its window until
-//! reset; one whose Envoy override cannot be counted has no limit to show; one whose cost is
+//! reset, and so is one whose cost is above a quota-mode limit (the request may be OK); one whose Envoy override cannot be counted has no limit to show; one whose cost is
 //! above a shadow-mode limit is OK with that limit and nothing remaining. An OVER_LIMIT answer
 //! with the headers always carries `Retry-After`: the refusing set's, else the longest wait its
 //! statuses give. A request refused only before any decision shows, in its headers, the limit
@@ -59,12 +59,8 @@ pub fn response(plan: &Plan, outcome: &Outcome, headers: bool) -> RateLimitRespo
                 duration_until_reset: Some(proto_duration(limit.window)),
                 ..DescriptorStatus::default()
             },
-            Status::Refused(limit) => DescriptorStatus {
-                code: Code::OverLimit as i32,
-                current_limit: limit.as_deref().map(rate_limit),
-                duration_until_reset: limit.as_deref().map(|l| proto_duration(l.window)),
-                ..DescriptorStatus::default()
-            },
+            Status::QuotaOver(limit) => over_before_decision(Some(limit)),
+            Status::Refused(limit) => over_before_decision(limit.as_deref()),
             &Status::Counted { group, index } => {
                 let set = match group {
                     Some(g) => outcome.charged.get(g),
@@ -109,6 +105,17 @@ pub fn response(plan: &Plan, outcome: &Outcome, headers: bool) -> RateLimitRespo
 fn free() -> DescriptorStatus {
     DescriptorStatus {
         code: Code::Ok as i32,
+        ..DescriptorStatus::default()
+    }
+}
+
+/// The status of a descriptor found over before any decision (its cost above `limit`, or no
+/// limit it could be counted by): OVER_LIMIT, nothing remaining, its window until reset.
+fn over_before_decision(limit: Option<&LimitConfig>) -> DescriptorStatus {
+    DescriptorStatus {
+        code: Code::OverLimit as i32,
+        current_limit: limit.map(rate_limit),
+        duration_until_reset: limit.map(|l| proto_duration(l.window)),
         ..DescriptorStatus::default()
     }
 }

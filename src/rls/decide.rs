@@ -10,11 +10,14 @@
 //!
 //! Shadow mode and quota mode are per descriptor here, where a route's mode is per route. A
 //! set with such limits is decided with every limit first; when only shadow-mode or quota-mode
-//! limits refuse, the request is refused if every quota-mode limit of the set is over (and
-//! there is one), else decided again without the shadow-mode limits and the quota-mode limits
-//! that are over, so it is charged to the others and answered as they say: a shadow-mode or
-//! quota-mode limit never lets a request through the enforced ones uncharged. The request is
-//! counted once, under its final decision.
+//! limits refuse, the request is refused if every quota-mode limit of the request is over (and
+//! there is one), else the set is decided again without the shadow-mode limits and the
+//! quota-mode limits that are over, so it is charged to the others and answered as they say: a
+//! shadow-mode or quota-mode limit never lets a request through the enforced ones uncharged.
+//! The quota rule spans the request's groups ([`QuotaElsewhere`]): a group whose quota-mode
+//! limits are all over goes on while an earlier group's had room or a later group has some,
+//! and the last such group refuses (taking back what the earlier ones charged) when none had
+//! room. The request is counted once, under its final decision.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,14 +78,21 @@ pub async fn decide(limiter: &Arc<Limiter>, domain: &Domain, plan: &Plan) -> Out
     let mut charged: Vec<Decided> = Vec::with_capacity(plan.charged.len());
     // Receipts to take back when a later group refuses: only with more than one group.
     let mut taken = (plan.charged.len() > 1).then(Vec::new);
-    for group in &plan.charged {
+    let quota_in: Vec<bool> = (plan.charged.iter())
+        .map(|g| domain.combo(&g.set.parts).quota.contains(&true))
+        .collect();
+    let mut quota = QuotaElsewhere::default();
+    for (g, group) in plan.charged.iter().enumerate() {
         // After a refusal, and when a descriptor was refused before any decision, nothing more
         // is charged: the rest is read for its statuses.
         let cost = if refused { 0 } else { group.cost };
-        let Some(decided) = decide_set(limiter, domain, &group.set, cost, taken.as_mut()).await
+        let elsewhere = quota.before(quota_in[g + 1..].contains(&true));
+        let set = &group.set;
+        let Some(decided) = decide_set(limiter, domain, set, cost, elsewhere, taken.as_mut()).await
         else {
             continue;
         };
+        quota.note(&decided);
         if !refused && !decided.verdict.forwards() {
             take_back(limiter, taken.take().unwrap_or_default()).await;
             // every group before this one was allowed and charged its cost
@@ -93,11 +103,24 @@ pub async fn decide(limiter: &Arc<Limiter>, domain: &Domain, plan: &Plan) -> Out
         refused |= !decided.verdict.forwards();
         charged.push(decided);
     }
-    let read = decide_set(limiter, domain, &plan.read, 0, None).await;
+    let read = decide_set(
+        limiter,
+        domain,
+        &plan.read,
+        0,
+        QuotaElsewhere::default(),
+        None,
+    );
+    let read = read.await;
     let counted = (charged.iter())
         .find(|d| !d.verdict.forwards())
         .or(charged.last())
         .or(read.as_ref());
+    if refused && !plan.quota_over.is_empty() {
+        // over before any decision, they refuse with the rest: an exceedance of each
+        let over = domain.combo(&plan.quota_over);
+        limiter.record_unseen(&over.all, DecisionLabel::Rejected, false);
+    }
     if !plan.shadow_over.is_empty() {
         // counted as the request's decision only when nothing else counts it
         let alone = counted.is_none() && plan.refused.is_empty();
@@ -119,6 +142,44 @@ pub async fn decide(limiter: &Arc<Limiter>, domain: &Domain, plan: &Plan) -> Out
         charged,
         read,
         refused,
+    }
+}
+
+/// What the rest of a request tells the quota rule as one charged group is decided: the rule
+/// refuses only when every quota-mode limit of the request is over, so a group whose quota-mode
+/// limits are all over refuses only when no other group's had room or may have.
+#[derive(Debug, Default, Clone, Copy)]
+struct QuotaElsewhere {
+    /// A quota-mode limit of an earlier group had room, or a later group has one (undecided).
+    room: bool,
+    /// The soonest wait of the quota-mode limits of earlier groups, all over.
+    wait: Option<Duration>,
+}
+
+impl QuotaElsewhere {
+    /// What the groups decided so far say, for a group followed by quota-mode limits or not.
+    fn before(self, later_quota: bool) -> QuotaElsewhere {
+        QuotaElsewhere {
+            room: self.room || later_quota,
+            ..self
+        }
+    }
+
+    /// Adds what group `decided` says of its quota-mode limits.
+    fn note(&mut self, decided: &Decided) {
+        let Some(decision) = &decided.verdict.decision else {
+            return;
+        };
+        let quota = (decision.limits.iter().enumerate()).filter(|&(i, _)| decided.combo.quota[i]);
+        for (_, usage) in quota {
+            match usage.exceeded() {
+                true => {
+                    let wait = usage.retry_after;
+                    self.wait = Some(self.wait.map_or(wait, |w| w.min(wait)));
+                }
+                false => self.room = true,
+            }
+        }
     }
 }
 
@@ -187,13 +248,14 @@ async fn take_back(limiter: &Arc<Limiter>, taken: Vec<Taken>) {
     futures_util::future::join_all(refunds).await;
 }
 
-/// Decides one set at `cost` (0: only read), uncounted; with `taken`, what it charged is noted
-/// there.
+/// Decides one set at `cost` (0: only read), uncounted, under the quota rule as the rest of the
+/// request leaves it; with `taken`, what it charged is noted there.
 async fn decide_set(
     limiter: &Arc<Limiter>,
     domain: &Domain,
     set: &LimitSetPlan,
     cost: u64,
+    quota: QuotaElsewhere,
     mut taken: Option<&mut Vec<Taken>>,
 ) -> Option<Decided> {
     if set.parts.is_empty() {
@@ -204,7 +266,7 @@ async fn decide_set(
     let first = decide_keys(limiter, &combo.all, keys, cost, taken.as_deref_mut()).await;
     let verdict = match &combo.enforced {
         None if !combo.shadow.iter().chain(&combo.quota).any(|&s| s) => first,
-        _ => without_soft(limiter, domain, &combo, set, cost, first, taken).await,
+        _ => without_soft(limiter, domain, &combo, set, (cost, quota), first, taken).await,
     };
     Some(Decided {
         combo,
@@ -214,13 +276,13 @@ async fn decide_set(
 }
 
 /// The verdict of a set with shadow-mode or quota-mode limits, from its decision with every
-/// limit.
+/// limit, at `cost` under the quota rule as the rest of the request leaves it.
 async fn without_soft(
     limiter: &Arc<Limiter>,
     domain: &Domain,
     combo: &Combo,
     set: &LimitSetPlan,
-    cost: u64,
+    (cost, elsewhere): (u64, QuotaElsewhere),
     first: Verdict,
     taken: Option<&mut Vec<Taken>>,
 ) -> Verdict {
@@ -229,11 +291,11 @@ async fn without_soft(
     };
     let over: Vec<bool> = decision.limits.iter().map(|u| u.exceeded()).collect();
     if (0..over.len()).any(|i| over[i] && combo.enforces(i)) {
-        return refused(combo, first, false);
+        return refused(combo, first, RefusedBy::Enforced);
     }
     let quota: Vec<usize> = (0..over.len()).filter(|&i| combo.quota[i]).collect();
-    if !quota.is_empty() && quota.iter().all(|&i| over[i]) {
-        return refused(combo, first, true);
+    if !quota.is_empty() && quota.iter().all(|&i| over[i]) && !elsewhere.room {
+        return refused(combo, first, RefusedBy::Quota(elsewhere.wait));
     }
     // Decided again with the enforced limits and the quota-mode limits with room.
     let kept: Vec<usize> = (0..over.len())
@@ -255,10 +317,15 @@ async fn without_soft(
             Some(decide_keys(limiter, &policy, keys, cost, taken).await)
         }
     };
+    let shadow_over = (0..over.len()).any(|i| over[i] && combo.shadow[i]);
     let Some(second) = second else {
-        // Only shadow-mode limits, some over: nothing is charged, the request goes on.
+        // Only shadow-mode limits and quota-mode ones over while another group's have room:
+        // nothing is charged, the request goes on.
         return Verdict {
-            label: DecisionLabel::ShadowRejected,
+            label: match shadow_over {
+                true => DecisionLabel::ShadowRejected,
+                false => DecisionLabel::Allowed,
+            },
             ..first
         };
     };
@@ -269,7 +336,6 @@ async fn without_soft(
         merged.outcome = d.outcome;
         merged.retry_after = d.retry_after;
     }
-    let shadow_over = (0..over.len()).any(|i| over[i] && combo.shadow[i]);
     let verdict = Verdict {
         label: match second.label {
             DecisionLabel::Allowed if shadow_over => DecisionLabel::ShadowRejected,
@@ -279,18 +345,30 @@ async fn without_soft(
         ..second
     };
     match verdict.label {
-        DecisionLabel::Rejected => refused(combo, verdict, false),
+        DecisionLabel::Rejected => refused(combo, verdict, RefusedBy::Enforced),
         _ => verdict,
     }
 }
 
-/// A refusal by enforced limits, or (`by_quota`) by every quota-mode limit being over: the
-/// other limits' waits are left out, so the answer and the metrics name a refusing limit; a
-/// quota refusal lasts until the first quota-mode limit has room again.
-fn refused(combo: &Combo, mut verdict: Verdict, by_quota: bool) -> Verdict {
+/// What refuses a set's request.
+enum RefusedBy {
+    /// An enforced limit over.
+    Enforced,
+    /// Every quota-mode limit of the request over: these, and those of earlier groups, whose
+    /// soonest wait is given.
+    Quota(Option<Duration>),
+}
+
+/// A refusal by enforced limits, or by every quota-mode limit being over: the other limits'
+/// waits are left out, so the answer and the metrics name a refusing limit; a quota refusal
+/// lasts until the first quota-mode limit of the request has room again.
+fn refused(combo: &Combo, mut verdict: Verdict, by: RefusedBy) -> Verdict {
     verdict.label = DecisionLabel::Rejected;
+    let (by_quota, mut wait) = match by {
+        RefusedBy::Enforced => (false, None),
+        RefusedBy::Quota(earlier) => (true, earlier),
+    };
     if let Some(d) = &mut verdict.decision {
-        let mut wait: Option<Duration> = None;
         for (i, usage) in d.limits.iter_mut().enumerate() {
             if combo.shadow[i] {
                 usage.retry_after = Duration::ZERO;

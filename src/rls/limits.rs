@@ -130,6 +130,11 @@ impl Domain {
         matches!(part, Part::Rule(r) if self.rule(*r).shadow)
     }
 
+    /// Whether `part` is a rule in quota mode (Envoy's own limits never are).
+    pub fn is_quota(&self, part: &Part) -> bool {
+        matches!(part, Part::Rule(r) if self.rule(*r).quota)
+    }
+
     /// Limit `part` as a route's limit: its name (the `limit` label), value and window.
     pub fn limit_config(&self, part: &Part) -> LimitConfig {
         self.spec(part).config

@@ -6,7 +6,9 @@
 //! Nothing a request carries turns a limit off: only a request that names no domain or no
 //! descriptor is an error. A value of any length is decided (keyed by its SHA-256 past 256
 //! bytes); a cost above a limit makes that descriptor OVER_LIMIT (a shadow-mode limit's: over,
-//! yet OK, as shadow mode always answers); a request with more than
+//! yet OK, as shadow mode always answers; a quota-mode limit's: over, refusing the request only
+//! when no other quota-mode descriptor of it is charged, since the quota rule refuses only when
+//! every quota-mode descriptor is over); a request with more than
 //! [`MAX_DESCRIPTORS`] descriptors that match a limit, or whose costs to sliding logs add up to
 //! more than [`MAX_LOGGED_UNITS`], is refused, decided by nothing (the bounds keep one store
 //! call short): each matching descriptor OVER_LIMIT, the others OK; an Envoy
@@ -50,6 +52,10 @@ pub enum Status {
     /// A shadow-mode limit the descriptor's cost is above: over, yet never a refusal (OK,
     /// nothing remaining). With the limit its status shows.
     ShadowOver(Box<LimitConfig>),
+    /// A quota-mode limit the descriptor's cost is above, beside quota-mode descriptors that
+    /// are charged: OVER_LIMIT, yet the request is refused only if they are all over too. With
+    /// the limit its status shows.
+    QuotaOver(Box<LimitConfig>),
     /// Counted: limit `index` of charged group `group`, or of the read set (`group` `None`:
     /// `hits_addend` 0).
     Counted {
@@ -106,6 +112,9 @@ pub struct Plan {
     pub refused: Vec<Part>,
     /// The shadow-mode limits a descriptor's cost was above, each once, in order.
     pub shadow_over: Vec<Part>,
+    /// The quota-mode limits a descriptor's cost was above ([`Status::QuotaOver`]), each once,
+    /// in order.
+    pub quota_over: Vec<Part>,
 }
 
 impl Plan {
@@ -188,6 +197,13 @@ pub fn plan(domain: &Domain, request: &RateLimitRequest) -> Plan {
     if matched > MAX_DESCRIPTORS || logged > MAX_LOGGED_UNITS {
         return too_many(domain, found, &unlimited, is_replaced);
     }
+    let above = |f: &Found| domain.limit_of(&f.part) > 0 && f.cost > domain.limit_of(&f.part);
+    // Whether a quota-mode descriptor is charged: one whose cost is above its limit is then
+    // one over among them, not a refusal on its own.
+    let quota_charged = (found.iter()).any(|f| {
+        matches!(f, Some(Ok(f)) if !is_replaced(&f.part) && domain.is_quota(&f.part)
+            && f.cost > 0 && !above(f))
+    });
     let mut plan = Plan {
         statuses: Vec::with_capacity(n),
         ..Plan::default()
@@ -226,14 +242,18 @@ pub fn plan(domain: &Domain, request: &RateLimitRequest) -> Plan {
                 index: plan.read.index_of(f.part, f.key),
             },
             // A limit of 0 refuses every request whatever its cost.
-            Some(f) if domain.limit_of(&f.part) > 0 && f.cost > domain.limit_of(&f.part) => {
-                match domain.is_shadow(&f.part) {
-                    true => {
-                        let limit = Box::new(domain.limit_config(&f.part));
-                        note_once(&mut plan.shadow_over, f.part);
-                        Status::ShadowOver(limit)
-                    }
-                    false => refuse(&mut plan.refused, domain, f.part),
+            Some(f) if above(&f) => {
+                let limit = || Box::new(domain.limit_config(&f.part));
+                if domain.is_shadow(&f.part) {
+                    let status = Status::ShadowOver(limit());
+                    note_once(&mut plan.shadow_over, f.part);
+                    status
+                } else if quota_charged && domain.is_quota(&f.part) {
+                    let status = Status::QuotaOver(limit());
+                    note_once(&mut plan.quota_over, f.part);
+                    status
+                } else {
+                    refuse(&mut plan.refused, domain, f.part)
                 }
             }
             Some(f) => {

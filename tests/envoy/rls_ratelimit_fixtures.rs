@@ -2,12 +2,14 @@
 //! tests/fixtures/ratelimit/, Apache-2.0, see the README there) load or are refused as its
 //! `config_test.go` expects, the limits they define are the ones its tests look up, files that
 //! share a domain merge with `[rls] merge_domains = true` (its `MERGE_DOMAIN_CONFIG`), and
-//! `quota_mode` refuses a request only when every quota-mode descriptor is over.
+//! `quota_mode` refuses a request only when every quota-mode descriptor is over (one over by
+//! its cost alone, or in another cost group, included).
 
 use crate::support;
 
 use std::path::PathBuf;
 
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use support::redis::RedisServer;
 use support::rls::*;
 
@@ -254,5 +256,56 @@ async fn quota_mode_refuses_only_when_every_quota_descriptor_is_over() {
     )
     .await;
     assert_eq!(overall(&mixed), "OVER_LIMIT");
+    gw.stop().await;
+}
+
+/// Two quota-mode limits of 2 a minute beside an enforced one of 10.
+const QUOTAS: &str = "domain: q
+descriptors:
+  - key: q1
+    rate_limit: { name: q1, unit: minute, requests_per_unit: 2 }
+    quota_mode: true
+  - key: q2
+    rate_limit: { name: q2, unit: minute, requests_per_unit: 2 }
+    quota_mode: true
+  - key: e
+    rate_limit: { name: e, unit: minute, requests_per_unit: 10 }
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_quota_rule_spans_costs_and_descriptors_over_by_their_cost() {
+    let redis = RedisServer::start();
+    let gw = serve(&redis, "quota_costs", QUOTAS, "").await;
+    let mut c = client(&gw).await;
+    let answer = |r: &RateLimitResponse| (overall(r), codes(r));
+    // A cost of 5 is over q1 alone; q2 has room, so the request is OK, charged to q2.
+    let q = |k, hits| with_hits(descriptor(&[(k, "u")]), hits);
+    let costly = request("q", vec![q("q1", 5), q("q2", 1)]);
+    for _ in 0..2 {
+        let r = ask(&mut c, costly.clone()).await;
+        assert_eq!(answer(&r), ("OK", vec!["OVER_LIMIT", "OK"]));
+    }
+    let r = ask(&mut c, costly).await;
+    assert_eq!(answer(&r), ("OVER_LIMIT", vec!["OVER_LIMIT", "OVER_LIMIT"]));
+    // Alone, a quota-mode descriptor over by its cost is every quota-mode one: refused.
+    let r = ask(&mut c, request("q", vec![q("q1", 5)])).await;
+    assert_eq!(answer(&r), ("OVER_LIMIT", vec!["OVER_LIMIT"]));
+
+    // q1 (cost 2, with e) and q2 (cost 1) are in two cost groups, judged together.
+    let w = |k, hits| with_hits(descriptor(&[(k, "w")]), hits);
+    let split = request("q", vec![w("e", 2), w("q1", 2), w("q2", 1)]);
+    let r = ask(&mut c, split.clone()).await;
+    assert_eq!(answer(&r), ("OK", vec!["OK", "OK", "OK"]));
+    // q1 over, q2 with room: OK, charged to e and q2.
+    let r = ask(&mut c, split.clone()).await;
+    assert_eq!(answer(&r), ("OK", vec!["OK", "OVER_LIMIT", "OK"]));
+    // Both over: refused, and e's charge by the first group is taken back.
+    let r = ask(&mut c, split).await;
+    assert_eq!(
+        (overall(&r), &codes(&r)[1..]),
+        ("OVER_LIMIT", &["OVER_LIMIT"; 2][..])
+    );
+    let read = ask(&mut c, request("q", vec![w("e", 0)])).await;
+    assert_eq!(read.statuses[0].limit_remaining, 10 - 4);
     gw.stop().await;
 }
