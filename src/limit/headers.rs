@@ -42,12 +42,17 @@ fn policy_entry(configs: &[LimitConfig], i: usize, limit: u64) -> String {
     }
 }
 
+/// The `RateLimit-Policy` entry of `config` shown alone (found over before any decision).
+pub fn unseen_policy_entry(config: &LimitConfig) -> String {
+    policy_entry(std::slice::from_ref(config), 0, config.limit)
+}
+
 /// Adds the rate-limit headers of a refusal by `config` alone made before any decision (a cost
 /// above the limit): its policy, nothing remaining, and its window to wait.
 pub fn add_unseen_refusal_headers(headers: &mut HeaderMap, config: &LimitConfig) {
     let wait = ceil_secs(config.window).max(1);
     let alone = std::slice::from_ref(config);
-    if let Ok(policy) = HeaderValue::from_str(&policy_entry(alone, 0, config.limit)) {
+    if let Ok(policy) = HeaderValue::from_str(&unseen_policy_entry(config)) {
         headers.insert(RATELIMIT_POLICY.clone(), policy);
     }
     if let Some(v) = ratelimit_value(policy_name(alone, 0), 0, wait) {

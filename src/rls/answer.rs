@@ -29,7 +29,9 @@ use super::decide::{Decided, Outcome};
 use super::request::{Plan, Status};
 use super::unit::code_of_window;
 use crate::config::LimitConfig;
-use crate::limit::headers::{add_headers, add_unseen_refusal_headers, ceil_secs};
+use crate::limit::headers::{
+    add_headers, add_unseen_refusal_headers, ceil_secs, unseen_policy_entry,
+};
 use crate::limit::STORE_UNAVAILABLE_RETRY_SECS;
 
 /// The answer for a request of an unknown domain: every descriptor OK, nothing applied.
@@ -77,14 +79,14 @@ pub fn response(plan: &Plan, outcome: &Outcome, headers: bool) -> RateLimitRespo
     });
     let refused = outcome.refused || read_over;
     let refused_unseen = (refused && !read_over)
-        .then(|| longest_refused_unseen(plan))
+        .then(|| longest_window(plan, refused_with))
         .flatten()
         .filter(|_| outcome.charged.iter().all(|d| d.verdict.forwards()));
     let mut response_headers_to_add = match (refused_unseen, outcome.shown(), headers) {
         (_, _, false) => Vec::new(),
         (Some(limit), _, true) => unseen_refusal_headers(limit),
-        (None, Some(shown), true) => rate_limit_headers(shown, outcome),
-        (None, None, true) => Vec::new(),
+        (None, Some(shown), true) => rate_limit_headers(shown, plan, outcome),
+        (None, None, true) => shadow_over_headers(plan),
     };
     if headers
         && refused
@@ -146,15 +148,52 @@ fn retry_after_of(statuses: &[DescriptorStatus]) -> HeaderValue {
     }
 }
 
-/// Of the limits of descriptors refused before any decision, the one with the longest window
-/// (the refusal a client waits longest for; the first of them on a tie).
-fn longest_refused_unseen(plan: &Plan) -> Option<&LimitConfig> {
+/// Of the limits `pick` finds in the statuses, the one with the longest window (of refusals,
+/// the one a client waits longest for; the first of them on a tie).
+fn longest_window<'a>(
+    plan: &'a Plan,
+    pick: impl Fn(&'a Status) -> Option<&'a LimitConfig>,
+) -> Option<&'a LimitConfig> {
     (plan.statuses.iter())
-        .filter_map(|s| match s {
-            Status::Refused(Some(limit)) => Some(&**limit),
-            _ => None,
-        })
+        .filter_map(pick)
         .reduce(|a, b| if b.window > a.window { b } else { a })
+}
+
+/// The limit of a descriptor refused before any decision, if it has one to show.
+fn refused_with(status: &Status) -> Option<&LimitConfig> {
+    match status {
+        Status::Refused(limit) => limit.as_deref(),
+        _ => None,
+    }
+}
+
+/// The limit of a descriptor whose cost is above a shadow-mode limit.
+fn shadow_over_with(status: &Status) -> Option<&LimitConfig> {
+    match status {
+        Status::ShadowOver(limit) => Some(limit),
+        _ => None,
+    }
+}
+
+/// The limit of a descriptor whose cost is above a quota-mode limit (the request not refused
+/// for it alone).
+fn quota_over_with(status: &Status) -> Option<&LimitConfig> {
+    match status {
+        Status::QuotaOver(limit) => Some(limit),
+        _ => None,
+    }
+}
+
+/// The headers of a request whose only limits are shadow-mode ones its costs are above: the
+/// longest of them, nothing remaining, as a shadow route over its limit answers (no
+/// `Retry-After`: nothing is refused).
+fn shadow_over_headers(plan: &Plan) -> Vec<HeaderValue> {
+    let Some(limit) = longest_window(plan, shadow_over_with) else {
+        return Vec::new();
+    };
+    let mut headers = unseen_refusal_headers(limit);
+    headers.retain(|h| h.key != "retry-after");
+    headers
 }
 
 /// The headers of a request refused before any decision by `limit` (a cost above it).
@@ -207,7 +246,7 @@ fn status(set: &Decided, index: usize) -> DescriptorStatus {
 
 /// `RateLimit`, `X-RateLimit-*` of the set shown, `RateLimit-Policy` of every set decided, and
 /// `Retry-After` when refused: the headers a route's answer carries.
-fn rate_limit_headers(set: &Decided, outcome: &Outcome) -> Vec<HeaderValue> {
+fn rate_limit_headers(set: &Decided, plan: &Plan, outcome: &Outcome) -> Vec<HeaderValue> {
     let mut headers = HeaderMap::new();
     let verdict = &set.verdict;
     if let Some(d) = &verdict.decision {
@@ -222,26 +261,32 @@ fn rate_limit_headers(set: &Decided, outcome: &Outcome) -> Vec<HeaderValue> {
     }
     let mut headers = proto_headers(&headers);
     if let Some(policy) = headers.iter_mut().find(|h| h.key == "ratelimit-policy") {
-        policy.value = every_policy(outcome);
+        policy.value = every_policy(plan, outcome);
     }
     headers
 }
 
 /// `RateLimit-Policy` of every set the request was decided in, each limit once, in the sets'
-/// order: as a route's answer lists every limit it is under, however the costs split them.
-fn every_policy(outcome: &Outcome) -> String {
-    let mut entries: Vec<&str> = Vec::new();
+/// order, then of the limits found over before any decision without refusing (shadow-mode or
+/// quota-mode ones a cost is above): as a route's answer lists every limit it is under, however
+/// the costs split them.
+fn every_policy(plan: &Plan, outcome: &Outcome) -> String {
+    let mut entries: Vec<String> = Vec::new();
+    let mut add = |entry: String| {
+        if !entries.contains(&entry) {
+            entries.push(entry);
+        }
+    };
     for set in outcome.charged.iter().chain(&outcome.read) {
         let policy = set.combo.all.default_tier().policy_header.as_ref();
         let Some(text) = policy.and_then(|p| p.to_str().ok()) else {
             continue;
         };
-        for entry in text.split(", ") {
-            if !entries.contains(&entry) {
-                entries.push(entry);
-            }
-        }
+        text.split(", ").for_each(|entry| add(entry.to_string()));
     }
+    (plan.statuses.iter())
+        .filter_map(|s| shadow_over_with(s).or(quota_over_with(s)))
+        .for_each(|limit| add(unseen_policy_entry(limit)));
     entries.join(", ")
 }
 

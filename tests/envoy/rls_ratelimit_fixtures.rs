@@ -259,7 +259,7 @@ async fn quota_mode_refuses_only_when_every_quota_descriptor_is_over() {
     gw.stop().await;
 }
 
-/// Two quota-mode limits of 2 a minute beside an enforced one of 10.
+/// Two quota-mode limits of 2 a minute beside an enforced one of 10 and a shadow-mode one of 2.
 const QUOTAS: &str = "domain: q
 descriptors:
   - key: q1
@@ -270,6 +270,9 @@ descriptors:
     quota_mode: true
   - key: e
     rate_limit: { name: e, unit: minute, requests_per_unit: 10 }
+  - key: s
+    rate_limit: { name: s, unit: minute, requests_per_unit: 2 }
+    shadow_mode: true
 ";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -307,5 +310,29 @@ async fn the_quota_rule_spans_costs_and_descriptors_over_by_their_cost() {
     );
     let read = ask(&mut c, request("q", vec![w("e", 0)])).await;
     assert_eq!(read.statuses[0].limit_remaining, 10 - 4);
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_a_cost_is_above_without_a_refusal_show_in_the_headers() {
+    let redis = RedisServer::start();
+    let gw = serve(&redis, "quota_headers", QUOTAS, "headers = true").await;
+    let mut c = client(&gw).await;
+    let h = |k, hits| with_hits(descriptor(&[(k, "h")]), hits);
+    // A shadow-mode limit alone, over by the cost: OK, nothing remaining, nothing to wait for.
+    let r = ask(&mut c, request("q", vec![h("s", 5)])).await;
+    assert_eq!((overall(&r), codes(&r)), ("OK", vec!["OK"]));
+    assert_eq!(header(&r, "ratelimit-policy"), Some("\"s\";q=2;w=60"));
+    assert_eq!(header(&r, "ratelimit"), Some("\"s\";r=0;t=60"));
+    assert_eq!(header(&r, "retry-after"), None);
+    // Beside limits a cost fits, the policy lists every limit the request is under.
+    let all = vec![h("e", 1), h("s", 5), h("q1", 5), h("q2", 1)];
+    let r = ask(&mut c, request("q", all)).await;
+    let answer = (overall(&r), codes(&r));
+    assert_eq!(answer, ("OK", vec!["OK", "OK", "OVER_LIMIT", "OK"]));
+    assert_eq!(
+        header(&r, "ratelimit-policy"),
+        Some("\"e\";q=10;w=60, \"q2\";q=2;w=60, \"s\";q=2;w=60, \"q1\";q=2;w=60")
+    );
     gw.stop().await;
 }
