@@ -10,8 +10,10 @@
 //!
 //! Differences from RFC 3986 5.2.4, which silently drops a `..` that climbs above the root: such
 //! a path is refused, as are paths that still hold an encoded `/` or `\`, a raw `\`, a NUL or
-//! another control character (encoded or not), or a malformed escape. Upstream frameworks decode
-//! and resolve those in ways that differ from one another, so no safe single spelling exists.
+//! another control character (encoded or not, C1 controls such as U+0085 included), or a
+//! malformed escape: one that is not two hex digits, or escaped bytes that spell an overlong
+//! UTF-8 form (`%C0%AE`, which lenient decoders read as `.`). Upstream frameworks decode and
+//! resolve those in ways that differ from one another, so no safe single spelling exists.
 //! Slashes are merged before dot-segments are removed, so `/a//../b` is `/b`, never `/a/b`.
 //!
 //! Routing and the `path` key part read one more form of the result ([`super::routing_form`]).
@@ -73,7 +75,8 @@ fn is_plain(path: &str) -> bool {
     let bytes = path.as_bytes();
     let mut previous = 0u8;
     for (i, &b) in bytes.iter().enumerate() {
-        if b == b'%' || b == b'\\' || b.is_ascii_control() || (b == b'/' && previous == b'/') {
+        let unusual = b == b'%' || b == b'\\' || b.is_ascii_control() || b == C1_LEAD;
+        if unusual || (b == b'/' && previous == b'/') {
             return false;
         }
         if b == b'.' && previous == b'/' {
@@ -92,9 +95,17 @@ fn is_plain(path: &str) -> bool {
 fn decode_unreserved(path: &str) -> Result<String, PathError> {
     let bytes = path.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
+    // the byte the previous escape or character ended with, raw or decoded
+    let mut previous = 0u8;
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
+        if b != b'%' {
+            if let Some(e) = forbidden_pair(previous, b) {
+                return Err(e);
+            }
+            previous = b;
+        }
         match b {
             b'\\' => return Err(PathError::Backslash),
             b if b.is_ascii_control() => return Err(PathError::ControlCharacter),
@@ -106,6 +117,10 @@ fn decode_unreserved(path: &str) -> Result<String, PathError> {
                     return Err(PathError::MalformedEscape);
                 };
                 let decoded = hi << 4 | lo;
+                if let Some(e) = forbidden_pair(previous, decoded) {
+                    return Err(e);
+                }
+                previous = decoded;
                 match decoded {
                     b'/' | b'\\' => return Err(PathError::EncodedSeparator),
                     c if c.is_ascii_control() => return Err(PathError::ControlCharacter),
@@ -125,6 +140,22 @@ fn decode_unreserved(path: &str) -> Result<String, PathError> {
     }
     // Only ASCII bytes were replaced by ASCII bytes: UTF-8 of the input is intact.
     Ok(String::from_utf8(out).expect("decoding unreserved escapes keeps UTF-8 valid"))
+}
+
+/// The lead byte of the UTF-8 form of U+0080 .. U+00BF, the C1 controls among them.
+const C1_LEAD: u8 = 0xC2;
+
+/// Why byte `second` cannot follow byte `first` in a path, raw or escaped: a C1 control
+/// (U+0080 .. U+009F), or the start of an overlong UTF-8 form (a lead byte with a continuation
+/// that spells a shorter one: `C0 AE` is `.` to a lenient decoder).
+fn forbidden_pair(first: u8, second: u8) -> Option<PathError> {
+    match (first, second) {
+        (C1_LEAD, 0x80..=0x9F) => Some(PathError::ControlCharacter),
+        (0xC0 | 0xC1, 0x80..=0xBF) | (0xE0, 0x80..=0x9F) | (0xF0, 0x80..=0x8F) => {
+            Some(PathError::MalformedEscape)
+        }
+        _ => None,
+    }
 }
 
 /// Upper-case hex digits, by value.
@@ -232,6 +263,12 @@ mod tests {
             ("/api/otp%00", PathError::ControlCharacter),
             ("/api/otp%0a", PathError::ControlCharacter),
             ("/api/otp%7F", PathError::ControlCharacter),
+            ("/api/otp%C2%85", PathError::ControlCharacter),
+            ("/api/otp\u{85}", PathError::ControlCharacter),
+            ("/api/%C0%AE%C0%AE/otp", PathError::MalformedEscape),
+            ("/api/%c1%9c", PathError::MalformedEscape),
+            ("/api/%E0%80%AE", PathError::MalformedEscape),
+            ("/api/%F0%80%80%AE", PathError::MalformedEscape),
             ("/api/otp%", PathError::MalformedEscape),
             ("/api/otp%4", PathError::MalformedEscape),
             ("/api/otp%zz", PathError::MalformedEscape),
@@ -251,6 +288,12 @@ mod tests {
         assert_eq!(ok("/a%20b/%c3%a9"), "/a%20b/%C3%A9");
         assert_eq!(ok("/a%3fb"), "/a%3Fb");
         assert_eq!(ok("/100%25"), "/100%25");
+        // UTF-8 that is no control nor overlong form, and lone Latin-1 bytes, stay
+        assert_eq!(
+            ok("/%c2%a9/%E0%A4%85/%F0%9F%98%80"),
+            "/%C2%A9/%E0%A4%85/%F0%9F%98%80"
+        );
+        assert_eq!(ok("/%C0/%e9/\u{a9}\u{e9}"), "/%C0/%E9/\u{a9}\u{e9}");
     }
 
     #[test]

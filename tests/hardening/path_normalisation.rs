@@ -70,7 +70,10 @@ async fn every_spelling_of_an_exhausted_otp_path_is_refused_and_never_forwarded(
         ("/api/otp%5Csend", "path_encoded_separator"),
         ("/api/otp\\send", "path_backslash"),
         ("/api/otp/send%00", "path_control_character"),
+        ("/api/otp/send%C2%85", "path_control_character"),
+        ("/api/otp/send\u{85}", "path_control_character"),
         ("/api/otp/send%zz", "path_malformed_escape"),
+        ("/api/x/%C0%AE%C0%AE/otp/send", "path_malformed_escape"),
         ("/../api/otp/send", "path_above_root"),
     ];
     for (target, code) in refused {
