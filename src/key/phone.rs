@@ -10,9 +10,10 @@
 //! asked about a number after the region's dialling-out prefix as `+` and the rest), and
 //! matches number patterns by prefix; libphonenumber does none of these. And what
 //! libphonenumber itself reads loosely is refused here: any letter (it maps three or more to
-//! keypad digits and drops fewer), an extension, a second `+`, any character but digits and
-//! the punctuation it skips ([`is_punctuation`]; its tildes, which it reads as more than
-//! punctuation, are refused too).
+//! keypad digits and drops fewer), an extension, a `+` after a digit, any character but
+//! digits and the punctuation it skips ([`is_punctuation`]; its tildes, which it reads as more
+//! than punctuation, are refused too). What it drops around the number (junk before the first
+//! digit or `+` and after the last digit, a run of `+`) is dropped here too.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -64,23 +65,42 @@ pub fn normalize_phone(text: &str, region: Option<Id>) -> Option<String> {
 
 /// The spelling's digits (other scripts' digits as ASCII) and whether a `+` (or a full-width
 /// `＋`) leads them; `None` for anything libphonenumber would read loosely: a letter, an
-/// extension mark, a `+` after a digit or twice, any character but digits and punctuation (a
-/// tab inside is not a number to libphonenumber).
+/// extension mark, a `+` after a digit or after punctuation, any character but digits,
+/// punctuation and `*` (a tab inside is not a number to libphonenumber). As libphonenumber
+/// does, what comes before the first digit or `+` and after the last digit is dropped when it
+/// holds no letter (`*+62...`, `"0812..."`, `...7890,`), a trailing `#` excepted (it marks an
+/// extension), and a run of `+` reads as one (`++62...`).
 fn screen(text: &str) -> Option<(bool, String)> {
     let text = text.trim();
     if text.chars().count() > MAX_INPUT {
         return None;
     }
+    let is_digit = |c: char| c.is_ascii_digit() || other_script_digit(c).is_some();
+    let start = text.find(|c: char| is_digit(c) || is_plus(c))?;
+    let end = text.rfind(|c: char| is_digit(c) || c.is_alphabetic() || c == '#')?;
+    let end = end + text[end..].chars().next()?.len_utf8();
+    if start >= end || text[..start].chars().any(char::is_alphabetic) {
+        return None;
+    }
     let (mut plus, mut digits) = (false, String::with_capacity(text.len()));
-    for c in text.chars() {
+    let mut pluses = true;
+    for c in text[start..end].chars() {
+        pluses &= is_plus(c);
         match c {
             '0'..='9' => digits.push(c),
-            '+' | '\u{FF0B}' if !plus && digits.is_empty() => plus = true,
+            c if is_plus(c) && pluses => plus = true,
+            // libphonenumber's star sign, punctuation to it
+            '*' => {}
             c if is_punctuation(c) => {}
             c => digits.push(other_script_digit(c)?),
         }
     }
     (!digits.is_empty()).then_some((plus, digits))
+}
+
+/// A plus sign: ASCII or full-width.
+fn is_plus(c: char) -> bool {
+    matches!(c, '+' | '\u{FF0B}')
 }
 
 /// libphonenumber's `VALID_PUNCTUATION` but its tildes and `x` (an extension mark): dashes

@@ -40,6 +40,12 @@ fn spellings_read_as_libphonenumber_reads_them() {
         ("ID", "[0812] 3456\u{00AD}78\u{200B}90", "+6281234567890"),
         ("ID", "0812\u{FF0F}3456\u{FF0E}7890", "+6281234567890"),
         ("ID", "0812\u{FF3B}3456\u{FF3D}7890", "+6281234567890"),
+        // what libphonenumber drops around the number, and its star sign
+        ("ID", "++6281234567890", "+6281234567890"),
+        ("ID", "*+62 812 3456 7890", "+6281234567890"),
+        ("ID", "\"0812-3456-7890\",", "+6281234567890"),
+        ("ID", "0812 3456 7890;", "+6281234567890"),
+        ("ID", "+62*812*3456*7890*", "+6281234567890"),
     ] {
         assert_eq!(read(region, text).as_deref(), Some(e164), "{region} {text}");
     }
@@ -62,7 +68,10 @@ fn letters_foreign_prefixes_and_junk_are_no_number() {
         ("US", "00 62 812 3456 7890"),
         ("BR", "00 1 202 555 0143"),
         ("ID", "0812+3456+7890"),
-        ("ID", "++6281234567890"),
+        ("ID", "+ +6281234567890"),
+        ("ID", "+6281234567890#"),
+        ("ID", "phone: +6281234567890"),
+        ("ID", "0812*3456*7890x"),
         ("ID", "0812#34567890"),
         // libphonenumber reads a tilde as more than punctuation (`~7890` is dropped)
         ("ID", "0812~3456~7890"),
