@@ -16,6 +16,7 @@ mod jwt;
 mod names;
 mod options;
 mod phone;
+mod phone_spelling;
 mod read_error;
 mod source;
 mod value;

@@ -11,9 +11,9 @@
 //! matches number patterns by prefix; libphonenumber does none of these. And what
 //! libphonenumber itself reads loosely is refused here: any letter (it maps three or more to
 //! keypad digits and drops fewer), an extension, a `+` after a digit, any character but
-//! digits and the punctuation it skips ([`is_punctuation`]; its tildes, which it reads as more
-//! than punctuation, are refused too). What it drops around the number (junk before the first
-//! digit or `+` and after the last digit, a run of `+`) is dropped here too.
+//! digits and the punctuation it skips (its tildes, which it reads as more than punctuation,
+//! are refused too); what it drops around the number (junk before the first digit or `+` and
+//! after the last digit, a run of `+`) is dropped here too ([`super::phone_spelling`]).
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -22,9 +22,10 @@ use phonenumber::country::Id;
 use phonenumber::metadata::{Descriptor, Metadata, DATABASE};
 use regex::Regex;
 
-/// libphonenumber's bounds: the longest text it parses, the shortest and longest national
-/// significant number, the longest country code.
-const MAX_INPUT: usize = 250;
+use super::phone_spelling::screen;
+
+/// libphonenumber's bounds: the shortest and longest national significant number, the
+/// longest country code.
 const MIN_NSN: usize = 2;
 const MAX_NSN: usize = 17;
 const MAX_CC: usize = 3;
@@ -61,80 +62,6 @@ pub fn normalize_phone(text: &str, region: Option<Id>) -> Option<String> {
         && format!("{zeros}{}", theirs.national().value()) == national
         && theirs.is_valid();
     agrees.then(|| format!("+{cc}{national}"))
-}
-
-/// The spelling's digits (other scripts' digits as ASCII) and whether a `+` (or a full-width
-/// `＋`) leads them; `None` for anything libphonenumber would read loosely: a letter, an
-/// extension mark, a `+` after a digit or after punctuation, any character but digits,
-/// punctuation and `*` (a tab inside is not a number to libphonenumber). As libphonenumber
-/// does, what comes before the first digit or `+` and after the last digit is dropped when it
-/// holds no letter (`*+62...`, `"0812..."`, `...7890,`), a trailing `#` excepted (it marks an
-/// extension), and a run of `+` reads as one (`++62...`).
-fn screen(text: &str) -> Option<(bool, String)> {
-    let text = text.trim();
-    if text.chars().count() > MAX_INPUT {
-        return None;
-    }
-    let is_digit = |c: char| c.is_ascii_digit() || other_script_digit(c).is_some();
-    let start = text.find(|c: char| is_digit(c) || is_plus(c))?;
-    let end = text.rfind(|c: char| is_digit(c) || c.is_alphabetic() || c == '#')?;
-    let end = end + text[end..].chars().next()?.len_utf8();
-    if start >= end || text[..start].chars().any(char::is_alphabetic) {
-        return None;
-    }
-    let (mut plus, mut digits) = (false, String::with_capacity(text.len()));
-    let mut pluses = true;
-    for c in text[start..end].chars() {
-        pluses &= is_plus(c);
-        match c {
-            '0'..='9' => digits.push(c),
-            c if is_plus(c) && pluses => plus = true,
-            // libphonenumber's star sign, punctuation to it
-            '*' => {}
-            c if is_punctuation(c) => {}
-            c => digits.push(other_script_digit(c)?),
-        }
-    }
-    (!digits.is_empty()).then_some((plus, digits))
-}
-
-/// A plus sign: ASCII or full-width.
-fn is_plus(c: char) -> bool {
-    matches!(c, '+' | '\u{FF0B}')
-}
-
-/// libphonenumber's `VALID_PUNCTUATION` but its tildes and `x` (an extension mark): dashes
-/// (ASCII, Unicode's, the minus sign, full-width, the katakana long mark), dots, slashes,
-/// brackets and parentheses (ASCII and full-width), spaces (ASCII, no-break, ideographic),
-/// the soft hyphen, the zero-width space and the word joiner, which it skips between digits.
-fn is_punctuation(c: char) -> bool {
-    matches!(
-        c,
-        '-' | '\u{2010}'..='\u{2015}'
-            | '\u{2212}'
-            | '\u{30FC}'
-            | '\u{FF0D}'..='\u{FF0F}'
-            | '.'
-            | '/'
-            | '(' | ')' | '[' | ']'
-            | '\u{FF08}' | '\u{FF09}' | '\u{FF3B}' | '\u{FF3D}'
-            | ' ' | '\u{00A0}' | '\u{3000}'
-            | '\u{00AD}' | '\u{200B}' | '\u{2060}'
-    )
-}
-
-/// A decimal digit of another script as its ASCII digit (the blocks where `0`-`9` are
-/// contiguous, as libphonenumber reads them).
-fn other_script_digit(c: char) -> Option<char> {
-    const ZEROS: [u32; 17] = [
-        0x0660, 0x06F0, 0x07C0, 0x0966, 0x09E6, 0x0A66, 0x0AE6, 0x0B66, 0x0BE6, 0x0C66, 0x0CE6,
-        0x0D66, 0x0E50, 0x0ED0, 0x0F20, 0x1040, 0xFF10,
-    ];
-    let code = c as u32;
-    ZEROS
-        .iter()
-        .find(|&&zero| (zero..zero + 10).contains(&code))
-        .map(|&zero| char::from(b'0' + (code - zero) as u8))
 }
 
 /// libphonenumber's `maybeExtractCountryCode`: the country code the spelling gives (after a
