@@ -129,7 +129,8 @@ as_written_by_display!(
     String,
     crate::config::Backend,
     crate::config::OnError,
-    crate::config::ClockSource
+    crate::config::ClockSource,
+    crate::config::ScriptsMode
 );
 
 macro_rules! restart_only {
@@ -148,7 +149,7 @@ macro_rules! restart_only {
 }
 
 /// Every setting read only at start, once.
-pub static RESTART_ONLY: [RestartOnly; 15] = [
+pub static RESTART_ONLY: [RestartOnly; 16] = [
     restart_only!("server.listen", |c| c.server.listen),
     restart_only!("admin.listen", |c| c.admin.listen),
     restart_only!("server.max_connections", |c| c.server.max_connections),
@@ -166,6 +167,7 @@ pub static RESTART_ONLY: [RestartOnly; 15] = [
     restart_only!("store.key_prefix", |c| c.store.key_prefix),
     restart_only!("store.clock", |c| c.store.clock),
     restart_only!("store.replica_acks", |c| c.store.replica_acks),
+    restart_only!("store.scripts", |c| c.store.scripts),
 ];
 
 /// `store.url` and `store.max_keys` are read only at start too; the URL shows redacted.

@@ -153,9 +153,14 @@ async fn a_reload_that_changes_server_listen_names_it_as_pending_a_restart() {
     // The drain's bound is handed to the listener at start: also pending.
     let graced = moved
         .replacen("[server]", "[server]\nshutdown_grace = \"3s\"", 1)
-        .replacen("[store]", "[store]\non_error = \"deny\"", 1);
+        .replacen(
+            "[store]",
+            "[store]\non_error = \"deny\"\nscripts = \"eval\"",
+            1,
+        );
     assert_eq!(graced.matches("shutdown_grace").count(), 1);
     assert_eq!(graced.matches("on_error = \"deny\"").count(), 1);
+    assert_eq!(graced.matches("scripts =").count(), 1);
     gw.rewrite(&graced);
     let pending = reload().await["pending_restart"].clone();
     let settings: Vec<&str> = pending
@@ -166,13 +171,20 @@ async fn a_reload_that_changes_server_listen_names_it_as_pending_a_restart() {
         .collect();
     assert_eq!(
         settings,
-        ["server.listen", "server.shutdown_grace", "store.on_error"],
+        [
+            "server.listen",
+            "server.shutdown_grace",
+            "store.on_error",
+            "store.scripts"
+        ],
         "{pending}"
     );
     assert_eq!(pending[1]["configured"], "3s");
     // Values as the file writes them.
     assert_eq!(pending[2]["running"], "allow", "{pending}");
     assert_eq!(pending[2]["configured"], "deny", "{pending}");
+    assert_eq!(pending[3]["running"], "auto", "{pending}");
+    assert_eq!(pending[3]["configured"], "eval", "{pending}");
 
     // Back to the running value: nothing is pending any more.
     gw.rewrite(&cfg);
