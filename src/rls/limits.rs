@@ -87,8 +87,12 @@ pub struct Compiler {
 }
 
 impl Domain {
-    /// Compiles a domain of `compiler`'s config.
+    /// Compiles a domain of `compiler`'s config; its rate limits' series exist at 0 from
+    /// here, as a route's do from its load.
     pub fn new(config: Arc<RlsDomain>, compiler: Compiler) -> Domain {
+        let labels: Vec<String> = config.rules.iter().map(|r| r.label.clone()).collect();
+        let c = &compiler;
+        RouteMetrics::new(&c.metrics, &config.name, &labels, &[], c.backend);
         Domain {
             name: config.name.clone(),
             tree: Level::compile(&config.descriptors),

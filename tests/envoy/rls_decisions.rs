@@ -258,6 +258,21 @@ async fn headers_show_the_tightest_limit_of_every_cost_group() {
 async fn decisions_count_under_the_domain_and_repeated_refusals_skip_redis() {
     let redis = RedisServer::start();
     let gw = serve(&redis, "rls-metrics", ATOMIC, "").await;
+    // Before any call, every rate limit's series is there at 0, as a route's is from its load.
+    let loaded = HttpClient::default()
+        .get(&gw.admin("/metrics"), &[])
+        .await
+        .body;
+    for limit in ["per-ip", "per-user"] {
+        let labels = [("route", "atomic"), ("limit", limit), ("mode", "enforced")];
+        let at_load = value(&loaded, "slidegate_limit_exceeded_total", &labels);
+        assert_eq!(at_load, Some(0.0), "{limit}: {loaded}");
+    }
+    let labels = [("route", "atomic"), ("decision", "rejected")];
+    assert_eq!(
+        value(&loaded, "slidegate_requests_total", &labels),
+        Some(0.0)
+    );
     let mut c = client(&gw).await;
     let r = request("atomic", vec![remote_address("192.0.2.44")]);
     assert_eq!(
