@@ -1,10 +1,12 @@
 //! `GET /admin/blocked?route=R` lists the keys the route refuses now, newest first, at most
 //! 1,000: keys in a block (`"reason":"block"`) and keys whose window refuses them
 //! (`"window"`: on a `reject` route, or after a block ended), each with the wait a client is
-//! told now. `R` may be an `[rls]` domain. `key=K` or `value=V` (once per key part, `limit=L`
+//! told now. `R` may be an `[rls]` domain, whose recorded keys are asked again of their rate
+//! limits as a route's are. `key=K` or `value=V` (once per key part, `limit=L`
 //! to pick a limit's key; a domain's rate limit by its name) asks about one key instead; on a
 //! domain without `limit`, every rate limit of the domain is asked about it.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{RawQuery, State};
@@ -15,6 +17,8 @@ use serde_json::json;
 use super::query::{respond, KeyQuery};
 use crate::error::AdminError;
 use crate::limit::headers::ceil_millis;
+use crate::limit::lookup::{targets as targets_of, Named};
+use crate::limit::RefusedKey;
 use crate::request_id::RequestId;
 use crate::state::GatewayState;
 use crate::store::layout;
@@ -34,11 +38,12 @@ async fn refused(
     match domain_asked(state, query) {
         Some(DomainAsked::Whole(domain)) => {
             let index = layout::blocked_index(&state.running.store.key_prefix, &domain);
-            let refused = state
+            let recorded = state
                 .limiter()
                 .refused_as_recorded(&index)
                 .await
                 .map_err(|e| AdminError::StoreUnavailable(e.to_string()))?;
+            let refused = refused_in_domain_now(state, &domain, recorded).await?;
             return Ok(json!({"route": domain, "blocked": listed(&refused)}));
         }
         Some(DomainAsked::Key(labels)) => {
@@ -129,13 +134,64 @@ async fn refused_in_domain(
     Ok(json!({"route": domain, "blocked": listed(&found)}))
 }
 
+/// Of a domain's recorded refusals (newest first), those its rate limits refuse now, each with
+/// the wait a client is told now: every key asked again of its rate limit, as a route's are,
+/// so a key whose window has room again (a raised limit, a cost that no longer fits only at a
+/// larger `hits_addend`) is not listed. A quota-mode limit, which refuses only beside the
+/// request's other quota-mode descriptors, stays as recorded; a rate limit a reload removed
+/// refuses no one.
+async fn refused_in_domain_now(
+    state: &GatewayState,
+    domain: &str,
+    recorded: Vec<RefusedKey>,
+) -> Result<Vec<RefusedKey>, AdminError> {
+    let rls = state.rls.load();
+    let Some(rules) = rls.domain(domain).map(|d| d.rules().to_vec()) else {
+        return Ok(Vec::new());
+    };
+    let mut now: HashMap<(String, String), RefusedKey> = HashMap::new();
+    let mut labels: Vec<&str> = recorded.iter().map(|r| r.limit.as_str()).collect();
+    labels.sort_unstable();
+    labels.dedup();
+    for label in labels {
+        let Some(rule) = rules.iter().find(|r| r.label == label) else {
+            continue;
+        };
+        let keys = recorded.iter().filter(|r| r.limit == label);
+        if rule.quota {
+            now.extend(keys.map(|r| ((r.limit.clone(), r.key.clone()), r.clone())));
+            continue;
+        }
+        let Some(policy) = rls.rule_policy(domain, label) else {
+            continue;
+        };
+        let mut targets = Vec::new();
+        for r in keys {
+            targets.extend(targets_of(&policy, &Named::Key(r.key.clone()), Some(0))?);
+        }
+        let refused = (state.limiter())
+            .refused(&policy, Some(&targets))
+            .await
+            .map_err(|e| AdminError::StoreUnavailable(e.to_string()))?;
+        now.extend(
+            refused
+                .into_iter()
+                .map(|r| ((r.limit.clone(), r.key.clone()), r)),
+        );
+    }
+    Ok(recorded
+        .iter()
+        .filter_map(|r| now.remove(&(r.limit.clone(), r.key.clone())))
+        .collect())
+}
+
 /// `text` as a query value.
 fn urlencoding_of(text: &str) -> String {
     form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
 /// The answer's list.
-fn listed(refused: &[crate::limit::RefusedKey]) -> Vec<serde_json::Value> {
+fn listed(refused: &[RefusedKey]) -> Vec<serde_json::Value> {
     refused
         .iter()
         .map(|r| {

@@ -4,7 +4,8 @@
 //! A shadow-mode rate limit's breaches are not listed, nor a shadow route's; a delay route's
 //! refused keys are. Only refusals write the index: an
 //! allowed request adds nothing, each refusal that reaches Redis adds one index update, and
-//! the deny cache's answers add none.
+//! the deny cache's answers add none. A domain's key is listed while its rate limit refuses an
+//! attempt now, not for as long as its refusal was recorded.
 
 use crate::support;
 
@@ -16,7 +17,7 @@ use support::admin::auth;
 use support::gateway::Gateway;
 use support::http::HttpClient;
 use support::redis::{RedisServer, Resp};
-use support::rls::{self, ask, descriptor, overall, request};
+use support::rls::{self, ask, descriptor, overall, request, with_hits};
 use support::unique_prefix;
 
 const ROUTES: &str = r#"
@@ -323,4 +324,28 @@ on_exceed = "shadow"
         "{}",
         asked.body
     );
+}
+
+/// A domain's key refused at a cost its window had no room for, but with room for one more
+/// attempt, is not refused now: the listing asks each recorded key again, as a route's does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_domain_lists_only_keys_its_rate_limits_refuse_now() {
+    const GROW: &str = "domain: grow
+descriptors:
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 3 }
+";
+    let redis = RedisServer::start();
+    let toml = rls::config(&redis, &unique_prefix("refused-now"), "", ROUTES);
+    let gw = rls::start(&toml, &[("grow.yaml", GROW)]).await;
+    let mut c = rls::client(&gw).await;
+    let user = |name, hits| request("grow", vec![with_hits(descriptor(&[("user", name)]), hits)]);
+    assert_eq!(overall(&ask(&mut c, user("carol", 2)).await), "OK");
+    assert_eq!(overall(&ask(&mut c, user("dave", 3)).await), "OK");
+    // carol: 2 + 2 is over 3, yet 1 more fits; dave: full
+    assert_eq!(overall(&ask(&mut c, user("carol", 2)).await), "OVER_LIMIT");
+    assert_eq!(overall(&ask(&mut c, user("dave", 1)).await), "OVER_LIMIT");
+    assert_eq!(index_updates(&redis), 2, "both refusals are recorded");
+    assert_eq!(keys(&listed(&gw, "grow").await), BTreeSet::from(["dave"]));
+    assert_eq!(overall(&ask(&mut c, user("carol", 1)).await), "OK");
 }
