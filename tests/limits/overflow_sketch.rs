@@ -4,7 +4,8 @@
 //! A property test against the plain reference models (`support/reference.rs`): whatever the
 //! mix of held keys, flood keys and victims, and for every windowed algorithm, a decision the
 //! table made is exactly the model's, a decision the sketch made never allows what the model
-//! refuses, no key is allowed more than `limit` times by the sketch within any window, and a
+//! refuses (a gcra burst included), no key is allowed more than `limit` times by the sketch
+//! within any window, and a
 //! dry run just before each decision answers as it does (the sketch's refusals too). And
 //! the flip side: keys that come during a flood are still served, within what the sketch's size
 //! promises.
@@ -29,8 +30,17 @@ const SEC: u64 = 1_000_000;
 const HELD: usize = 8;
 
 fn limit_set(algorithm: &str, limit: u64, window: &str) -> Arc<LimitSet> {
+    limit_set_with_burst(algorithm, limit, window, 0)
+}
+
+/// A limit of `algorithm`, with gcra's `burst` when it is not 0.
+fn limit_set_with_burst(algorithm: &str, limit: u64, window: &str, burst: u64) -> Arc<LimitSet> {
+    let burst = match burst {
+        0 => String::new(),
+        b => format!("burst = {b}\n"),
+    };
     let toml = format!(
-        "[[routes]]\nname = \"r\"\npath = \"/*\"\nupstream = \"up\"\n[[routes.limits]]\nname = \"l\"\nlimit = {limit}\nwindow = \"{window}\"\nalgorithm = \"{algorithm}\"\n"
+        "[[routes]]\nname = \"r\"\npath = \"/*\"\nupstream = \"up\"\n[[routes.limits]]\nname = \"l\"\nlimit = {limit}\nwindow = \"{window}\"\nalgorithm = \"{algorithm}\"\n{burst}"
     );
     limit_sets(&toml).remove(0)
 }
@@ -58,6 +68,8 @@ struct Trace {
     algorithm: &'static str,
     limit: u64,
     window: &'static str,
+    /// gcra's burst (0: none, the limit).
+    burst: u64,
     steps: Vec<(u64, Who)>,
 }
 
@@ -79,12 +91,14 @@ fn trace() -> impl Strategy<Value = Trace> {
         prop::sample::select(vec!["sliding_log", "sliding_window_counter", "gcra"]),
         1u64..6,
         prop::sample::select(vec!["1s", "3s", "10s", "1m"]),
+        0u64..4,
         prop::collection::vec((gap(), who()), 1..80),
     )
-        .prop_map(|(algorithm, limit, window, steps)| Trace {
+        .prop_map(|(algorithm, limit, window, burst, steps)| Trace {
             algorithm,
             limit,
             window,
+            burst: if algorithm == "gcra" { burst } else { 0 },
             steps,
         })
 }
@@ -161,7 +175,7 @@ fn run(trace: Trace) -> TestCaseResult {
     runtime().block_on(async {
         let memory = MemoryStore::new(HELD);
         let store = Store::Memory(memory.clone());
-        let set = limit_set(trace.algorithm, trace.limit, trace.window);
+        let set = limit_set_with_burst(trace.algorithm, trace.limit, trace.window, trace.burst);
         let mut keys: HashMap<String, Followed> = HashMap::new();
         let mut now = T0;
         for i in 0..HELD {

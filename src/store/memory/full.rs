@@ -15,7 +15,7 @@
 use super::blocks::{Blocks, SketchedBlock};
 use super::call::{self, Keys, Marker, Slot, Value};
 use super::overflow::{Cells, Overflow};
-use crate::store::{BlockSpec, LimitSet, Settlement, REPLY_HEAD};
+use crate::store::{BlockSpec, Limit, LimitSet, Settlement, REPLY_HEAD};
 
 /// Where a full table's keys go: their limits' counts and their blocks.
 pub struct Spill {
@@ -32,6 +32,15 @@ impl Spill {
             counts: Overflow::new(max_keys),
             blocks: Blocks::new(max_keys),
         }
+    }
+}
+
+/// The most a key's sketch window lets through: the limit, or a gcra limit's smaller `burst`
+/// (gcra lets no more through at once, and the sketch is never looser than its algorithm).
+fn sketch_cap(l: &Limit) -> u64 {
+    match l.param {
+        0 => l.limit,
+        burst => l.limit.min(burst),
     }
 }
 
@@ -155,7 +164,7 @@ pub fn decide(
         .map(|c| {
             let l = &set.limits[c.limit];
             let sketch = sketches.get(c.scope, l.window_us, now);
-            let wait = sketch.wait_us(c.cells, l.cost_of(cost), l.limit, now);
+            let wait = sketch.wait_us(c.cells, l.cost_of(cost), sketch_cap(l), now);
             // a slot in flight may come back any moment: its refusal tells its fixed wait,
             // not the sketch window's end
             let fixed = set.states[l.state].algorithm.get().fixed_wait_us();
