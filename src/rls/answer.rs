@@ -232,7 +232,12 @@ fn status(set: &Decided, index: usize) -> DescriptorStatus {
         limit_remaining: if over {
             0
         } else {
-            let remaining = (usage.remaining() + set.taken_back).min(usage.limit);
+            let taken_back = if set.charged[index] {
+                set.taken_back
+            } else {
+                0
+            };
+            let remaining = (usage.remaining() + taken_back).min(usage.limit);
             u32::try_from(remaining).unwrap_or(u32::MAX)
         },
         duration_until_reset: Some(proto_duration(if over {

@@ -11,18 +11,19 @@
 //! Shadow mode and quota mode are per descriptor here, where a route's mode is per route. A
 //! set with such limits is decided with every limit first; when only shadow-mode or quota-mode
 //! limits refuse, the request is refused if every quota-mode limit of the request is over (and
-//! there is one), else the set is decided again without the shadow-mode limits and the
-//! quota-mode limits that are over, so it is charged to the others and answered as they say: a
-//! shadow-mode or quota-mode limit never lets a request through the enforced ones uncharged.
+//! there is one), else the set is decided again without the limits that are over, so it is
+//! charged to every limit its cost fits (a shadow-mode one too: it counts what it would refuse)
+//! and answered as they say: a shadow-mode or quota-mode limit never lets a request through the
+//! enforced ones uncharged.
 //! The quota rule spans the request's groups ([`QuotaElsewhere`]): a group whose quota-mode
 //! limits are all over goes on while an earlier group's had room or a later group has some,
 //! and the last such group refuses (taking back what the earlier ones charged) when none had
 //! room. The request is counted once, under its final decision.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::limits::{Combo, Domain, Part};
+use super::quota::{refused, QuotaElsewhere, RefusedBy};
 use super::request::{LimitSetPlan, Plan};
 use crate::limit::{Deciding, Limiter, RequestKeys, RoutePolicy, Verdict};
 use crate::metrics::DecisionLabel;
@@ -35,8 +36,10 @@ pub struct Decided {
     pub combo: Arc<Combo>,
     /// What the limiter concluded.
     pub verdict: Verdict,
-    /// Units its decision charged to each of its limits and a later group's refusal took
-    /// back (0: none): its statuses show the limits without them.
+    /// Per limit of the set, whether its decision charged it.
+    pub charged: Vec<bool>,
+    /// Units its decision charged to each limit it charged and a later group's refusal took
+    /// back (0: none): its statuses show those limits without them.
     pub taken_back: u64,
 }
 
@@ -92,7 +95,7 @@ pub async fn decide(limiter: &Arc<Limiter>, domain: &Domain, plan: &Plan) -> Out
         else {
             continue;
         };
-        quota.note(&decided);
+        quota.note(&decided.combo, &decided.verdict);
         if !refused && !decided.verdict.forwards() {
             take_back(limiter, taken.take().unwrap_or_default()).await;
             // every group before this one was allowed and charged its cost
@@ -142,44 +145,6 @@ pub async fn decide(limiter: &Arc<Limiter>, domain: &Domain, plan: &Plan) -> Out
         charged,
         read,
         refused,
-    }
-}
-
-/// What the rest of a request tells the quota rule as one charged group is decided: the rule
-/// refuses only when every quota-mode limit of the request is over, so a group whose quota-mode
-/// limits are all over refuses only when no other group's had room or may have.
-#[derive(Debug, Default, Clone, Copy)]
-struct QuotaElsewhere {
-    /// A quota-mode limit of an earlier group had room, or a later group has one (undecided).
-    room: bool,
-    /// The soonest wait of the quota-mode limits of earlier groups, all over.
-    wait: Option<Duration>,
-}
-
-impl QuotaElsewhere {
-    /// What the groups decided so far say, for a group followed by quota-mode limits or not.
-    fn before(self, later_quota: bool) -> QuotaElsewhere {
-        QuotaElsewhere {
-            room: self.room || later_quota,
-            ..self
-        }
-    }
-
-    /// Adds what group `decided` says of its quota-mode limits.
-    fn note(&mut self, decided: &Decided) {
-        let Some(decision) = &decided.verdict.decision else {
-            return;
-        };
-        let quota = (decision.limits.iter().enumerate()).filter(|&(i, _)| decided.combo.quota[i]);
-        for (_, usage) in quota {
-            match usage.exceeded() {
-                true => {
-                    let wait = usage.retry_after;
-                    self.wait = Some(self.wait.map_or(wait, |w| w.min(wait)));
-                }
-                false => self.room = true,
-            }
-        }
     }
 }
 
@@ -264,19 +229,26 @@ async fn decide_set(
     let combo = domain.combo(&set.parts);
     let keys = Arc::new(RequestKeys::per_slot(&combo.all, set.keys.clone()));
     let first = decide_keys(limiter, &combo.all, keys, cost, taken.as_deref_mut()).await;
-    let verdict = match &combo.enforced {
-        None if !combo.shadow.iter().chain(&combo.quota).any(|&s| s) => first,
+    let every: Vec<usize> = (0..set.parts.len()).collect();
+    let (verdict, decided_with) = match &combo.enforced {
+        None if !combo.shadow.iter().chain(&combo.quota).any(|&s| s) => (first, every),
         _ => without_soft(limiter, domain, &combo, set, (cost, quota), first, taken).await,
     };
+    let mut charged = vec![false; set.parts.len()];
+    if cost > 0 && (verdict.decision.as_ref()).is_some_and(|d| d.allowed()) {
+        decided_with.into_iter().for_each(|i| charged[i] = true);
+    }
     Some(Decided {
         combo,
         verdict,
+        charged,
         taken_back: 0,
     })
 }
 
 /// The verdict of a set with shadow-mode or quota-mode limits, from its decision with every
-/// limit, at `cost` under the quota rule as the rest of the request leaves it.
+/// limit, at `cost` under the quota rule as the rest of the request leaves it; with the limits
+/// (indices in the set) its decision was made with.
 async fn without_soft(
     limiter: &Arc<Limiter>,
     domain: &Domain,
@@ -285,21 +257,29 @@ async fn without_soft(
     (cost, elsewhere): (u64, QuotaElsewhere),
     first: Verdict,
     taken: Option<&mut Vec<Taken>>,
-) -> Verdict {
+) -> (Verdict, Vec<usize>) {
+    let every = (0..set.parts.len()).collect();
     let Some(decision) = first.decision.as_ref().filter(|d| !d.allowed()) else {
-        return first;
+        return (first, every);
     };
     let over: Vec<bool> = decision.limits.iter().map(|u| u.exceeded()).collect();
     if (0..over.len()).any(|i| over[i] && combo.enforces(i)) {
-        return refused(combo, first, RefusedBy::Enforced);
+        return (refused(combo, first, RefusedBy::Enforced), every);
     }
     let quota: Vec<usize> = (0..over.len()).filter(|&i| combo.quota[i]).collect();
     if !quota.is_empty() && quota.iter().all(|&i| over[i]) && !elsewhere.room {
-        return refused(combo, first, RefusedBy::Quota(elsewhere.wait));
+        return (
+            refused(combo, first, RefusedBy::Quota(elsewhere.wait)),
+            every,
+        );
     }
-    // Decided again with the enforced limits and the quota-mode limits with room.
+    // Decided again with the limits that have room: the enforced ones (none is over here), the
+    // quota-mode ones the cost fits, and the shadow-mode ones unless one of them is over (were
+    // they enforced, the request would be refused and charged to none of them, as a route in
+    // shadow mode does).
+    let shadow_over = (0..over.len()).any(|i| over[i] && combo.shadow[i]);
     let kept: Vec<usize> = (0..over.len())
-        .filter(|&i| combo.enforces(i) || (combo.quota[i] && !over[i]))
+        .filter(|&i| !(over[i] || shadow_over && combo.shadow[i]))
         .collect();
     let policy = match &combo.enforced {
         Some((policy, enforced)) if *enforced == kept => policy.clone(),
@@ -317,17 +297,14 @@ async fn without_soft(
             Some(decide_keys(limiter, &policy, keys, cost, taken).await)
         }
     };
-    let shadow_over = (0..over.len()).any(|i| over[i] && combo.shadow[i]);
     let Some(second) = second else {
-        // Only shadow-mode limits and quota-mode ones over while another group's have room:
-        // nothing is charged, the request goes on.
-        return Verdict {
-            label: match shadow_over {
-                true => DecisionLabel::ShadowRejected,
-                false => DecisionLabel::Allowed,
-            },
-            ..first
+        // Nothing to charge (shadow-mode limits, and quota-mode ones over while another
+        // group's have room): the request goes on.
+        let label = match shadow_over {
+            true => DecisionLabel::ShadowRejected,
+            false => DecisionLabel::Allowed,
         };
+        return (Verdict { label, ..first }, kept);
     };
     if let Some(d) = &second.decision {
         for (k, &i) in kept.iter().enumerate() {
@@ -345,47 +322,7 @@ async fn without_soft(
         ..second
     };
     match verdict.label {
-        DecisionLabel::Rejected => refused(combo, verdict, RefusedBy::Enforced),
-        _ => verdict,
+        DecisionLabel::Rejected => (refused(combo, verdict, RefusedBy::Enforced), kept),
+        _ => (verdict, kept),
     }
-}
-
-/// What refuses a set's request.
-enum RefusedBy {
-    /// An enforced limit over.
-    Enforced,
-    /// Every quota-mode limit of the request over: these, and those of earlier groups, whose
-    /// soonest wait is given.
-    Quota(Option<Duration>),
-}
-
-/// A refusal by enforced limits, or by every quota-mode limit being over: the other limits'
-/// waits are left out, so the answer and the metrics name a refusing limit; a quota refusal
-/// lasts until the first quota-mode limit of the request has room again.
-fn refused(combo: &Combo, mut verdict: Verdict, by: RefusedBy) -> Verdict {
-    verdict.label = DecisionLabel::Rejected;
-    let (by_quota, mut wait) = match by {
-        RefusedBy::Enforced => (false, None),
-        RefusedBy::Quota(earlier) => (true, earlier),
-    };
-    if let Some(d) = &mut verdict.decision {
-        for (i, usage) in d.limits.iter_mut().enumerate() {
-            if combo.shadow[i] {
-                usage.retry_after = Duration::ZERO;
-                continue;
-            }
-            // An enforced refusal waits for its slowest enforced limit; a quota refusal for
-            // the first quota-mode limit with room.
-            if !usage.exceeded() || combo.quota[i] != by_quota {
-                continue;
-            }
-            wait = Some(match (wait, by_quota) {
-                (None, _) => usage.retry_after,
-                (Some(w), true) => w.min(usage.retry_after),
-                (Some(w), false) => w.max(usage.retry_after),
-            });
-        }
-        d.retry_after = wait.unwrap_or(d.retry_after);
-    }
-    verdict
 }

@@ -15,6 +15,7 @@
 mod answer;
 mod decide;
 mod limits;
+mod quota;
 mod request;
 mod service;
 mod table;

@@ -336,3 +336,69 @@ async fn limits_a_cost_is_above_without_a_refusal_show_in_the_headers() {
     );
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_limit_counts_a_request_a_quota_limit_over_lets_through() {
+    let redis = RedisServer::start();
+    let gw = serve(&redis, "quota_shadow", QUOTAS, "").await;
+    let mut c = client(&gw).await;
+    let v = |k| descriptor(&[(k, "v")]);
+    let all = request("q", vec![v("q1"), v("q2"), v("s")]);
+    let r = ask(&mut c, all.clone()).await;
+    assert_eq!((overall(&r), codes(&r)), ("OK", vec!["OK"; 3]));
+    // q1 alone takes its last unit: over from now on.
+    ask(&mut c, request("q", vec![v("q1")])).await;
+    // q1 over, q2 with room: the request goes on, and s counts it as q2 does.
+    let r = ask(&mut c, all).await;
+    assert_eq!(
+        (overall(&r), codes(&r)),
+        ("OK", vec!["OVER_LIMIT", "OK", "OK"])
+    );
+    let remaining: Vec<u32> = r.statuses.iter().map(|s| s.limit_remaining).collect();
+    assert_eq!(remaining, vec![0, 0, 0], "q1 over, q2 and s at 2 of 2");
+    let read = ask(&mut c, request("q", vec![with_hits(v("s"), 0)])).await;
+    assert_eq!(
+        read.statuses[0].limit_remaining, 0,
+        "s counted both requests"
+    );
+    gw.stop().await;
+}
+
+/// Two shadow-mode limits and an enforced one.
+const SHADOWS: &str = "domain: t
+descriptors:
+  - key: s1
+    rate_limit: { name: s1, unit: minute, requests_per_unit: 2 }
+    shadow_mode: true
+  - key: s2
+    rate_limit: { name: s2, unit: minute, requests_per_unit: 10 }
+    shadow_mode: true
+  - key: e
+    rate_limit: { name: e, unit: minute, requests_per_unit: 1 }
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_answer_gives_back_only_what_was_charged() {
+    let redis = RedisServer::start();
+    let gw = serve(&redis, "shadow_refund", SHADOWS, "").await;
+    let mut c = client(&gw).await;
+    let t = |k, hits| with_hits(descriptor(&[(k, "t")]), hits);
+    ask(&mut c, request("t", vec![t("s1", 2)])).await;
+    ask(&mut c, request("t", vec![t("s2", 4)])).await;
+    ask(&mut c, request("t", vec![t("e", 1)])).await;
+    // s1 is over, so neither shadow-mode limit is charged (as if they were enforced); then e
+    // refuses the request: s2 shows the 6 it has, not 6 plus a cost it was never charged.
+    let r = ask(
+        &mut c,
+        request("t", vec![t("s1", 2), t("s2", 2), t("e", 1)]),
+    )
+    .await;
+    assert_eq!(
+        (overall(&r), codes(&r)),
+        ("OVER_LIMIT", vec!["OK", "OK", "OVER_LIMIT"])
+    );
+    assert_eq!(r.statuses[1].limit_remaining, 6, "s2: 4 of 10 used");
+    let read = ask(&mut c, request("t", vec![t("s2", 0)])).await;
+    assert_eq!(read.statuses[0].limit_remaining, 6);
+    gw.stop().await;
+}
