@@ -322,7 +322,14 @@ upstream = "up"
         let client = client.clone();
         async move { client.status(&url, &[]).await }
     };
+    let calls_at_start = redis.decision_calls();
     assert_eq!(login("first").await, 200, "the store answers");
+    // Its decision and the settlement of its status have both run before the stall: what the
+    // lines below hold is about the attempt made during it.
+    support::leaving::eventually(|| async {
+        (redis.decision_calls() >= calls_at_start + 2).then_some(())
+    })
+    .await;
     let calls_before = redis.decision_calls();
     redis.pause();
     assert_eq!(login("in-the-stall").await, 200, "let through by on_error");
