@@ -11,10 +11,10 @@
 //! Shadow mode and quota mode are per descriptor here, where a route's mode is per route. A
 //! set with such limits is decided with every limit first; when only shadow-mode or quota-mode
 //! limits refuse, the request is refused if every quota-mode limit of the request is over (and
-//! there is one), else the set is decided again without the limits that are over, so it is
-//! charged to every limit its cost fits (a shadow-mode one too: it counts what it would refuse)
-//! and answered as they say: a shadow-mode or quota-mode limit never lets a request through the
-//! enforced ones uncharged.
+//! there is one), else the set is decided again with the limits that have room (its shadow-mode
+//! ones only when none of them is over: enforced, they would have refused it), so it is charged
+//! to those and answered as they say: a shadow-mode or quota-mode limit never lets a request
+//! through the enforced ones uncharged.
 //! The quota rule spans the request's groups ([`QuotaElsewhere`]): a group whose quota-mode
 //! limits are all over goes on while an earlier group's had room or a later group has some,
 //! and the last such group refuses (taking back what the earlier ones charged) when none had
@@ -229,15 +229,17 @@ async fn decide_set(
     let combo = domain.combo(&set.parts);
     let keys = Arc::new(RequestKeys::per_slot(&combo.all, set.keys.clone()));
     let first = decide_keys(limiter, &combo.all, keys, cost, taken.as_deref_mut()).await;
-    let every: Vec<usize> = (0..set.parts.len()).collect();
     let (verdict, decided_with) = match &combo.enforced {
-        None if !combo.shadow.iter().chain(&combo.quota).any(|&s| s) => (first, every),
+        None if !combo.shadow.iter().chain(&combo.quota).any(|&s| s) => (first, None),
         _ => without_soft(limiter, domain, &combo, set, (cost, quota), first, taken).await,
     };
-    let mut charged = vec![false; set.parts.len()];
-    if cost > 0 && (verdict.decision.as_ref()).is_some_and(|d| d.allowed()) {
-        decided_with.into_iter().for_each(|i| charged[i] = true);
-    }
+    let allowed = cost > 0 && (verdict.decision.as_ref()).is_some_and(|d| d.allowed());
+    let charged = match decided_with {
+        None => vec![allowed; set.parts.len()],
+        Some(kept) => (0..set.parts.len())
+            .map(|i| allowed && kept.contains(&i))
+            .collect(),
+    };
     Some(Decided {
         combo,
         verdict,
@@ -248,7 +250,7 @@ async fn decide_set(
 
 /// The verdict of a set with shadow-mode or quota-mode limits, from its decision with every
 /// limit, at `cost` under the quota rule as the rest of the request leaves it; with the limits
-/// (indices in the set) its decision was made with.
+/// (indices in the set) its decision was made with, when not every one.
 async fn without_soft(
     limiter: &Arc<Limiter>,
     domain: &Domain,
@@ -257,21 +259,18 @@ async fn without_soft(
     (cost, elsewhere): (u64, QuotaElsewhere),
     first: Verdict,
     taken: Option<&mut Vec<Taken>>,
-) -> (Verdict, Vec<usize>) {
-    let every = (0..set.parts.len()).collect();
+) -> (Verdict, Option<Vec<usize>>) {
     let Some(decision) = first.decision.as_ref().filter(|d| !d.allowed()) else {
-        return (first, every);
+        return (first, None);
     };
     let over: Vec<bool> = decision.limits.iter().map(|u| u.exceeded()).collect();
     if (0..over.len()).any(|i| over[i] && combo.enforces(i)) {
-        return (refused(combo, first, RefusedBy::Enforced), every);
+        return (refused(combo, first, RefusedBy::Enforced), None);
     }
     let quota: Vec<usize> = (0..over.len()).filter(|&i| combo.quota[i]).collect();
     if !quota.is_empty() && quota.iter().all(|&i| over[i]) && !elsewhere.room {
-        return (
-            refused(combo, first, RefusedBy::Quota(elsewhere.wait)),
-            every,
-        );
+        let wait = elsewhere.wait;
+        return (refused(combo, first, RefusedBy::Quota(wait)), None);
     }
     // Decided again with the limits that have room: the enforced ones (none is over here), the
     // quota-mode ones the cost fits, and the shadow-mode ones unless one of them is over (were
@@ -304,7 +303,7 @@ async fn without_soft(
             true => DecisionLabel::ShadowRejected,
             false => DecisionLabel::Allowed,
         };
-        return (Verdict { label, ..first }, kept);
+        return (Verdict { label, ..first }, Some(kept));
     };
     if let Some(d) = &second.decision {
         for (k, &i) in kept.iter().enumerate() {
@@ -322,7 +321,7 @@ async fn without_soft(
         ..second
     };
     match verdict.label {
-        DecisionLabel::Rejected => (refused(combo, verdict, RefusedBy::Enforced), kept),
-        _ => (verdict, kept),
+        DecisionLabel::Rejected => (refused(combo, verdict, RefusedBy::Enforced), Some(kept)),
+        _ => (verdict, Some(kept)),
     }
 }
