@@ -46,7 +46,7 @@
 //!   path, host, request_id,   plans, path normalisation, Host checks, request ids,
 //!   connection, peer,         Connection headers, the TCP peer of a request, per-worker
 //!   workers, allocator,       values, the process's allocator, one gRPC method served with
-//!   grpc_unary                its request read leniently
+//!   grpc_unary, header_case   its request read leniently, header names as written in text
 //! ```
 //!
 //! # Embedding
@@ -124,6 +124,7 @@ pub mod forward_auth;
 pub mod gateway;
 pub mod grpc;
 pub mod grpc_unary;
+pub mod header_case;
 pub mod host;
 pub mod key;
 pub mod layer;

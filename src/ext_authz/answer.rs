@@ -17,6 +17,7 @@ use http::header::CONTENT_LENGTH;
 use http::{HeaderMap, Response};
 use http_body_util::BodyExt;
 
+use crate::header_case;
 use crate::layer::ResponseBody;
 
 /// `google.rpc.Code` OK.
@@ -64,14 +65,14 @@ pub async fn check_response(response: Response<ResponseBody<Body>>) -> CheckResp
 }
 
 /// The answer's headers, each set once (overwriting one of the same name), without its
-/// `Content-Length` (Envoy frames what it sends).
+/// `Content-Length` (Envoy frames what it sends), named as the specifications write them.
 fn header_options(headers: &HeaderMap) -> Vec<HeaderValueOption> {
     headers
         .iter()
         .filter(|(name, _)| **name != CONTENT_LENGTH)
         .map(|(name, value)| HeaderValueOption {
             header: Some(HeaderValue {
-                key: name.as_str().to_string(),
+                key: header_case::written(name.as_str()),
                 value: String::from_utf8_lossy(value.as_bytes()).into_owned(),
                 ..HeaderValue::default()
             }),

@@ -1,7 +1,8 @@
 //! The `RateLimitResponse`: `overall_code`, one status per request descriptor in order (the
 //! limit that applied with its `requests_per_unit`, the units left and the time until the next
 //! comes back, or until the request would fit when over it), and, with `[rls] headers = true`,
-//! the rate-limit headers of a traffic-path answer for Envoy to add to its response.
+//! the rate-limit headers of a traffic-path answer for Envoy to add to its response, named as
+//! the specifications write them (`RateLimit-Policy`, `Retry-After`).
 //!
 //! A descriptor no limit applies to (nothing matched, a replaced limit, an unknown domain) is
 //! OK with no `current_limit`; an `unlimited` one is OK with `limit_remaining` 2^32-1, as
@@ -29,6 +30,7 @@ use super::decide::{Decided, Outcome};
 use super::request::{Plan, Status};
 use super::unit::code_of_window;
 use crate::config::LimitConfig;
+use crate::header_case;
 use crate::limit::headers::{
     add_headers, add_unseen_refusal_headers, ceil_secs, unseen_policy_entry,
 };
@@ -96,6 +98,7 @@ pub fn response(plan: &Plan, outcome: &Outcome, headers: bool) -> RateLimitRespo
     {
         response_headers_to_add.push(retry_after_of(&statuses));
     }
+    (response_headers_to_add.iter_mut()).for_each(|h| h.key = header_case::written(&h.key));
     RateLimitResponse {
         overall_code: if refused { Code::OverLimit } else { Code::Ok } as i32,
         statuses,

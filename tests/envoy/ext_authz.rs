@@ -92,6 +92,19 @@ async fn three_spellings_of_one_phone_in_raw_body_are_one_key() {
         Some("application/problem+json")
     );
     assert!(fourth.header("retry-after").is_some());
+    // Named as HTTP writes them, for a reader that compares Envoy's header names exactly.
+    let names: Vec<&str> = fourth.headers.iter().map(|(k, _)| k.as_str()).collect();
+    for name in [
+        "Retry-After",
+        "RateLimit-Policy",
+        "RateLimit",
+        "X-RateLimit-Limit",
+        "X-RateLimit-Remaining",
+        "X-RateLimit-Reset",
+        "Content-Type",
+    ] {
+        assert!(names.contains(&name), "{name} in {names:?}");
+    }
     // Another number is its own key.
     let other = check(
         &mut client,
@@ -191,7 +204,9 @@ async fn a_refusal_is_the_traffic_paths_429_byte_for_byte() {
         .filter(|(k, _)| !["content-length", "date"].contains(&k.as_str()))
         .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_string()))
         .collect();
-    let mut ours = denied.headers.clone();
+    let mut ours: Vec<(String, String)> = (denied.headers.iter())
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+        .collect();
     theirs.sort();
     ours.sort();
     // The whole seconds of a wait are each answer's own (the later one may be a second shorter

@@ -200,6 +200,21 @@ async fn answers_carry_the_traffic_paths_headers_when_asked() {
     assert!(header(&refused, "ratelimit")
         .unwrap()
         .starts_with("\"per-ip\";r=0;t="));
+    // Named as HTTP writes them, for a reader that compares Envoy's header names exactly.
+    let names: Vec<&str> = (refused.response_headers_to_add.iter())
+        .map(|h| h.key.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "RateLimit-Policy",
+            "RateLimit",
+            "X-RateLimit-Limit",
+            "X-RateLimit-Remaining",
+            "X-RateLimit-Reset",
+            "Retry-After"
+        ]
+    );
     // Without `headers = true`, none.
     let quiet = serve(&redis, "rls-quiet", ATOMIC, "").await;
     let plain = ask(

@@ -194,11 +194,11 @@ impl Answer {
         self.code == OK
     }
 
-    /// A header's value.
+    /// A header's value, its name matched ignoring case as HTTP does.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
-            .find(|(k, _)| k == name)
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
 
