@@ -61,9 +61,11 @@ pub fn push_hex(out: &mut String, bytes: &[u8]) {
 
 /// The derived key as logs show it: itself (what `/admin/usage` takes) up to
 /// [`MAX_RAW_KEY_LEN`] bytes, whatever its characters; a longer one as stored (hashed), so a
-/// client cannot make log lines grow without bound.
+/// client cannot make log lines grow without bound. A key that is itself spelled as a hashed
+/// one (`#` and 32 hex digits, a value a client can send) is shown as stored too: shown as it
+/// is, it would read as, and `/admin/usage` would take it for, the long key that hashes to it.
 pub fn logged_key(key: &str) -> Cow<'_, str> {
-    if key.len() <= MAX_RAW_KEY_LEN {
+    if key.len() <= MAX_RAW_KEY_LEN && !is_hashed(key) {
         Cow::Borrowed(key)
     } else {
         Cow::Owned(hashed(key))
@@ -152,5 +154,22 @@ mod tests {
             assert!(m.starts_with('#') && m.len() == 33, "{key:?} -> {m}");
         }
         assert_ne!(material("a}b"), material("a}c"));
+    }
+
+    #[test]
+    fn a_key_spelled_as_a_hashed_one_is_not_logged_as_the_long_key_it_names() {
+        let long = "x".repeat(65);
+        let shown_long = logged_key(&long).into_owned();
+        assert_eq!(shown_long, hashed(&long));
+        // A client sending the long key's logged form as its own value.
+        let mimic = logged_key(&shown_long).into_owned();
+        assert_ne!(mimic, shown_long);
+        // Shown as stored, so that /admin/usage, taking it as hashed, reaches the mimic's own.
+        assert_eq!(mimic, material(&shown_long));
+        assert_eq!(
+            base_of_named("sg", "r", "", &mimic),
+            base("sg", "r", "", &shown_long)
+        );
+        assert_eq!(logged_key("203.0.113.7|POST"), "203.0.113.7|POST");
     }
 }
