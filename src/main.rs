@@ -222,7 +222,7 @@ fn key(path: &Path, route: &str, limit: Option<&str>, values: &[OsString]) -> Ex
     let values: Vec<&[u8]> = values.iter().map(|v| v.as_bytes()).collect();
     match slidegate::key::key_of_values(spec, &values, &ctx) {
         Ok(key) => {
-            println!("{key}");
+            println!("{}", slidegate::store::layout::named_key(&key));
             ExitCode::SUCCESS
         }
         Err(why) => {

@@ -16,6 +16,7 @@ use crate::limit::lookup::{targets, Named, Target};
 use crate::request_id::RequestId;
 use crate::route::Route;
 use crate::state::GatewayState;
+use crate::store::layout::named_key;
 
 /// What a query names.
 pub(super) struct KeyQuery {
@@ -107,12 +108,12 @@ impl KeyQuery {
     }
 
     /// The key an answer names: the one given, or the one the values made for the route's own
-    /// key (else for the first limit they made one for).
+    /// key (else for the first limit they made one for), as `key=` takes it back.
     pub fn shown_key(&self, named: &Named, targets: &[Target]) -> serde_json::Value {
         match named {
             Named::Key(key) => key.as_str().into(),
             Named::Values(_) => crate::limit::lookup::shown_key(&self.route.policy, targets)
-                .map_or(serde_json::Value::Null, Into::into),
+                .map_or(serde_json::Value::Null, |k| named_key(k).into()),
         }
     }
 }

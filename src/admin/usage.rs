@@ -17,6 +17,7 @@ use crate::error::AdminError;
 use crate::limit::headers::ceil_millis;
 use crate::request_id::RequestId;
 use crate::state::GatewayState;
+use crate::store::layout::named_key;
 
 pub(super) async fn show(
     State(state): State<Arc<GatewayState>>,
@@ -43,7 +44,7 @@ async fn usage(state: &GatewayState, query: Option<&str>) -> Result<serde_json::
             let c = &config.limits[l.index];
             let mut shown = json!({
                 "name": c.name,
-                "key": l.key,
+                "key": named_key(&l.key),
                 "used": l.usage.used,
                 "limit": l.usage.limit,
                 "remaining": l.usage.remaining(),

@@ -59,16 +59,26 @@ pub fn push_hex(out: &mut String, bytes: &[u8]) {
     }
 }
 
-/// The derived key as logs show it: itself (what `/admin/usage` takes) up to
-/// [`MAX_RAW_KEY_LEN`] bytes, whatever its characters; a longer one as stored (hashed), so a
-/// client cannot make log lines grow without bound. A key that is itself spelled as a hashed
-/// one (`#` and 32 hex digits, a value a client can send) is shown as stored too: shown as it
-/// is, it would read as, and `/admin/usage` would take it for, the long key that hashes to it.
+/// The derived key as logs show it: [`named_key`] up to [`MAX_RAW_KEY_LEN`] bytes, whatever its
+/// characters; a longer one as stored (hashed), so a client cannot make log lines grow
+/// without bound.
 pub fn logged_key(key: &str) -> Cow<'_, str> {
-    if key.len() <= MAX_RAW_KEY_LEN && !is_hashed(key) {
-        Cow::Borrowed(key)
+    if key.len() <= MAX_RAW_KEY_LEN {
+        named_key(key)
     } else {
         Cow::Owned(hashed(key))
+    }
+}
+
+/// The derived key as an operator names it back (`/admin/usage`'s `key`, which takes `#` and
+/// 32 hex digits as a key already hashed): itself, unless a client spelled it in that very
+/// form, which is then given as stored (hashed), so it never names the long key that hashes
+/// to it.
+pub fn named_key(key: &str) -> Cow<'_, str> {
+    if is_hashed(key) {
+        Cow::Owned(hashed(key))
+    } else {
+        Cow::Borrowed(key)
     }
 }
 

@@ -297,3 +297,43 @@ async fn a_value_that_is_not_utf8_is_keyed_as_its_bytes() {
     assert_eq!(counted["limits"][0]["used"], 1, "{counted}");
     gw.stop().await;
 }
+
+/// A client may send, as its own value, the form a long key is logged in (`#` and 32 hex
+/// digits): `slidegate key` and `/admin/usage?value=` give that client's key as stored, so the
+/// key an operator copies reaches that client's count, never the long key's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_spelled_as_a_hashed_key_names_its_own_count() {
+    let up = upstream::start().await;
+    let toml = gateway::config("backend = \"memory\"", &up.url(), BY_HEADER);
+    let gw = gateway::start(&toml).await;
+    let proxy = format!("http://{}/api/x", gw.running().proxy_addr);
+    let long = "x".repeat(65);
+    let mimic = slidegate::store::layout::hashed(&long);
+    let http = HttpClient::default();
+    for (value, times) in [(long.as_str(), 1), (mimic.as_str(), 2)] {
+        for _ in 0..times {
+            let r = http.get(&proxy, &[("x-user", value)]).await;
+            assert_eq!(r.status, 200, "{}", r.body);
+        }
+    }
+    let printed = std::process::Command::new(env!("CARGO_BIN_EXE_slidegate"))
+        .args(["key", "--config", path_arg(&gw.config_path)])
+        .args(["--route", "api", &mimic])
+        .env_remove("SLIDEGATE_CONFIG")
+        .output()
+        .unwrap();
+    assert!(printed.status.success(), "{}", stderr(&printed));
+    let printed = stdout(&printed).trim().to_string();
+    assert_ne!(printed, mimic, "the long key's form");
+
+    let admin = gw.running().admin_addr.to_string();
+    let by_printed = usage(&admin, &format!("route=api&key={}", enc(&printed))).await;
+    assert_eq!(by_printed["limits"][0]["used"], 2, "{by_printed}");
+    let by_value = usage(&admin, &format!("route=api&value={}", enc(&mimic))).await;
+    assert_eq!(by_value["key"], printed.as_str(), "{by_value}");
+    assert_eq!(by_value["limits"][0]["used"], 2, "{by_value}");
+    // The long key's own form still reaches the long key.
+    let by_long = usage(&admin, &format!("route=api&key={}", enc(&mimic))).await;
+    assert_eq!(by_long["limits"][0]["used"], 1, "{by_long}");
+    gw.stop().await;
+}
