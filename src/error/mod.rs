@@ -162,6 +162,9 @@ impl GatewayError {
                 "request_head_too_large",
             ),
             GatewayError::Route(RouteError::NoRoute { .. }) => (StatusCode::NOT_FOUND, "no_route"),
+            GatewayError::Route(RouteError::ChunkedTwice) => {
+                (StatusCode::BAD_REQUEST, "bad_request")
+            }
             GatewayError::Route(RouteError::TransferCoding(_)) => (
                 StatusCode::NOT_IMPLEMENTED,
                 "transfer_coding_not_implemented",

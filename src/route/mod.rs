@@ -40,6 +40,10 @@ pub enum RouteError {
     /// body without it, another request than the one sent (RFC 9112 6.1).
     #[error("the transfer coding `{0}` is not implemented; only `chunked` is")]
     TransferCoding(String),
+    /// `chunked` named more than once (`chunked, chunked`), which no sender may do (RFC 9112
+    /// 6.1): a malformed request, not a coding the gateway lacks.
+    #[error("`Transfer-Encoding` names `chunked` more than once; it is applied once at most")]
+    ChunkedTwice,
     /// No route takes this method and path.
     #[error("no route matches {method} {path}")]
     NoRoute {
@@ -129,10 +133,14 @@ fn only_chunked(headers: &http::HeaderMap) -> Result<(), RouteError> {
         .iter()
         .flat_map(|line| line.as_bytes().split(|&b| b == b','))
         .map(|coding| coding.trim_ascii());
-    for (n, coding) in codings.enumerate() {
-        if n > 0 || !coding.eq_ignore_ascii_case(b"chunked") {
+    let mut chunked = false;
+    for coding in codings {
+        if !coding.eq_ignore_ascii_case(b"chunked") {
             let text = String::from_utf8_lossy(coding).into_owned();
             return Err(RouteError::TransferCoding(text));
+        }
+        if std::mem::replace(&mut chunked, true) {
+            return Err(RouteError::ChunkedTwice);
         }
     }
     Ok(())
