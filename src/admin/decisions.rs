@@ -59,7 +59,7 @@ fn checked_cost(written: &RawValue, max: u64) -> Result<u64, AdminError> {
             code: "cost_out_of_range",
             field: "cost".into(),
             why: format!(
-                "must be a whole number from 1 to {max} (the route's smallest limit), got {}",
+                "must be a whole number from 1 to {max} (the most the route's smallest limit takes at once), got {}",
                 written.get()
             ),
         }),
