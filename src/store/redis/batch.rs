@@ -17,8 +17,10 @@ pub const MAX_PER_CALL: usize = 256;
 /// Most settlements one call carries ahead of its decisions.
 pub const MAX_SETTLEMENTS_PER_CALL: usize = 64;
 /// Most units one call charges (beyond its first decision): a sliding log writes a member per
-/// unit, so a batch of large costs is spread over calls that each hold Redis for a few ms.
-pub const MAX_UNITS_PER_CALL: u64 = 20_000;
+/// unit, about a microsecond each, so a batch of large costs is spread over calls that each
+/// hold Redis no longer than the largest single charge (10,000 units, a `sliding_log` limit's
+/// most) does.
+pub const MAX_UNITS_PER_CALL: u64 = 10_000;
 
 /// One decision waiting for its call.
 pub struct Pending {

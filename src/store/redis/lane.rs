@@ -301,6 +301,24 @@ mod tests {
     }
 
     #[test]
+    fn large_charges_are_spread_over_calls_of_one_largest_charge_at_most() {
+        let costly = |cost| Pending { cost, ..pending() };
+        let mut queue = Queue::default();
+        queue.push(Job::Many(vec![
+            costly(10_000),
+            costly(10_000),
+            costly(6_000),
+            costly(4_000),
+            costly(1),
+        ]));
+        let calls: Vec<Vec<u64>> = (0..3)
+            .map(|_| queue.next_call().decisions.iter().map(|p| p.cost).collect())
+            .collect();
+        assert_eq!(calls, [vec![10_000], vec![10_000], vec![6_000, 4_000]]);
+        assert_eq!(queue.next_call().decisions.len(), 1);
+    }
+
+    #[test]
     fn a_second_call_goes_out_only_for_a_whole_call_of_batch_decisions() {
         let mut queue = Queue::default();
         assert!(!queue.may_send(0), "nothing queued, nothing to send");
