@@ -255,8 +255,13 @@ impl DenyCache {
             .sum()
     }
 
-    /// Forgets everything (a reload).
+    /// Forgets everything (a reload, resets that may have been missed), refusals the store
+    /// was asked for before now and not concluded yet included.
     pub fn clear(&self) {
+        let now = self.epoch.elapsed().as_nanos() as u64 + 1;
+        for stamp in self.forgotten.iter() {
+            stamp.fetch_max(now, Ordering::AcqRel);
+        }
         for s in self.shards.iter() {
             s.lock().clear();
         }

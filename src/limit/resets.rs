@@ -28,7 +28,8 @@ impl Drop for ResetFollower {
 
 impl Limiter {
     /// With Redis, follows the resets published on `channel`, each dropping its key from this
-    /// limiter's deny cache; `None` on the memory store (one instance, reset in place). Waits
+    /// limiter's deny cache, and clears the deny cache whenever resets may have been missed (the
+    /// subscription's link came back); `None` on the memory store (one instance, reset in place). Waits
     /// (bounded) for the subscription to hold when Redis answers; when it does not yet, serving
     /// comes first and the subscription holds once Redis is back.
     pub async fn follow_resets(
@@ -38,12 +39,22 @@ impl Limiter {
         let Store::Redis(redis) = self.store() else {
             return Ok(None);
         };
-        let limiter = Arc::downgrade(self);
-        let (task, subscribed) = redis.subscribe_resets(channel, move |base| {
-            if let Some(limiter) = limiter.upgrade() {
-                limiter.deny_cache().remove(&base);
-            }
-        })?;
+        let (reset, missed) = (Arc::downgrade(self), Arc::downgrade(self));
+        let (task, subscribed) = redis.subscribe_resets(
+            channel,
+            move |base| {
+                if let Some(limiter) = reset.upgrade() {
+                    limiter.deny_cache().remove(&base);
+                }
+            },
+            // A reset may have gone by unseen: every refusal held here is asked of the store
+            // again, so none outlives a reset by more than the reconnect.
+            move || {
+                if let Some(limiter) = missed.upgrade() {
+                    limiter.deny_cache().clear();
+                }
+            },
+        )?;
         let wait = match redis.is_connected() {
             true => SUBSCRIBE_WAIT,
             false => Duration::ZERO,

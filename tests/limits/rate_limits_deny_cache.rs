@@ -260,3 +260,39 @@ async fn a_request_refused_on_two_cached_keys_is_told_the_longer_wait() {
         serde_json::json!(["per-user", "per-device"])
     );
 }
+
+/// Redis keeps no message for a subscriber that is away: a reset published while an
+/// instance's reset subscription is down never reaches it. Once subscribed again, the instance
+/// forgets every refusal its deny cache held, so none outlives such a reset by more than the
+/// reconnect (here the key's state is deleted with no message at all, as a reset whose message
+/// was lost leaves it, before the subscription's link is cut).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_missed_while_the_subscription_was_down_holds_no_refusal_back() {
+    let redis = RedisServer::start();
+    let up = upstream::start().await;
+    let prefix = unique_prefix("missed");
+    let routes = route("login", "\"ip\"", "", &[("per-minute", 1, "1m")]);
+    let gw = on_redis(&redis, &prefix, &up.url(), &routes).await;
+    let client = HttpClient::default();
+    let login = gw.url("/login");
+    assert_eq!(client.get(&login, &[]).await.status, 200);
+    assert_eq!(client.get(&login, &[]).await.status, 429);
+    let before = redis.decision_calls();
+    assert_eq!(client.get(&login, &[]).await.status, 429);
+    assert_eq!(redis.decision_calls(), before, "held by the deny cache");
+
+    let delete = "for _, k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) end";
+    redis.cmd(&["EVAL", delete, "0", &format!("{prefix}*")]);
+    let killed = redis.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]).int();
+    assert!(killed >= 1, "the reset subscription's link");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    let mut status = http::StatusCode::TOO_MANY_REQUESTS;
+    while status == 429 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        status = client.get(&login, &[]).await.status;
+    }
+    assert_eq!(
+        status, 200,
+        "the deny cache still refused a key the store has room for"
+    );
+}

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
+use fred::interfaces::ClientLike;
 use fred::types::{ClusterHash, CustomCommand, FromValue, Value};
 
 use super::fred_error::map_error;
@@ -305,53 +305,6 @@ impl RedisStore {
             }
         }
         Err(last)
-    }
-
-    /// Calls `on_reset(base)` for every reset published on `channel`, on a connection of its
-    /// own that resubscribes after reconnects. The receiver fires once the subscription holds.
-    pub fn subscribe_resets<F>(
-        &self,
-        channel: String,
-        on_reset: F,
-    ) -> Result<
-        (
-            tokio::task::JoinHandle<()>,
-            tokio::sync::oneshot::Receiver<()>,
-        ),
-        StoreError,
-    >
-    where
-        F: Fn(String) + Send + 'static,
-    {
-        let subscriber = self
-            .inner
-            .subscriber
-            .build_subscriber_client()
-            .map_err(|e| StoreError::Other(e.to_string()))?;
-        let (subscribed_tx, subscribed_rx) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(async move {
-            let mut messages = subscriber.message_rx();
-            subscriber.connect();
-            let _resubscribe = subscriber.manage_subscriptions();
-            loop {
-                let subscribed = match subscriber.wait_for_connect().await {
-                    Ok(()) => subscriber.subscribe(channel.as_str()).await,
-                    Err(e) => Err(e),
-                };
-                match subscribed {
-                    Ok(()) => break,
-                    Err(e) => tracing::debug!(error = %e, "reset subscription failed; retrying"),
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            let _ = subscribed_tx.send(());
-            while let Ok(message) = messages.recv().await {
-                if let Some(base) = message.value.as_string() {
-                    on_reset(base);
-                }
-            }
-        });
-        Ok((task, subscribed_rx))
     }
 }
 

@@ -53,6 +53,7 @@ mod ready;
 mod redirect;
 mod release;
 mod replicas;
+mod resets;
 mod resp;
 mod script;
 mod send;
