@@ -50,11 +50,25 @@ else
 fi
 
 ./target/release/demo-upstream 127.0.0.1:9000 &
-pids+=($!)
+upstream=$!
+pids+=($upstream)
 export SLIDEGATE_ADMIN_TOKEN="${SLIDEGATE_ADMIN_TOKEN:-demo-token}"
 ./target/release/slidegate --config "$config" &
-pids+=($!)
-sleep 1
+gateway=$!
+pids+=($gateway)
+# Up to 10 s for both to listen; one that exits (a port another process holds) ends the demo.
+for _ in $(seq 100); do
+  kill -0 "$upstream" 2>/dev/null && kill -0 "$gateway" 2>/dev/null || break
+  listening 9000 && listening 8080 && listening 9091 && break
+  sleep 0.1
+done
+sleep 0.2
+for pid in "$upstream" "$gateway"; do
+  if ! kill -0 "$pid" 2>/dev/null; then
+    echo "the demo did not start: $([ "$pid" = "$upstream" ] && echo "demo-upstream (127.0.0.1:9000)" || echo slidegate) exited; its message is above" >&2
+    exit 1
+  fi
+done
 cat <<TXT
 
 slidegate is running on http://127.0.0.1:8080 in front of the demo upstream.
