@@ -351,7 +351,10 @@ impl Limiter {
         request: DecisionRequest<'_>,
         error: StoreError,
     ) -> Result<Decision, DecisionLabel> {
-        // (Redis failures are counted once per call by the store itself.)
+        // Each decision the store failed counts once, whichever call carried it.
+        if !request.dry_run {
+            self.metrics.count_store_error(&error);
+        }
         self.health.failed(&error);
         match policy.on_error {
             OnError::Allow => Err(DecisionLabel::StoreErrorAllowed),

@@ -247,13 +247,15 @@ impl Metrics {
         out
     }
 
-    /// [`Metrics::count_store_error`] as the hook a store calls on every failed call.
+    /// [`Metrics::count_store_error`] as the hook a store calls on every failed call that carried
+    /// no decision.
     pub fn store_error_hook(&self) -> crate::store::OnError {
         let metrics = self.clone();
         std::sync::Arc::new(move |e: &crate::store::StoreError| metrics.count_store_error(e))
     }
 
-    /// Counts a failed store call in `slidegate_store_errors_total` under its kind.
+    /// Counts a store failure (a decision it failed, or a call without decisions) in
+    /// `slidegate_store_errors_total` under its kind.
     pub fn count_store_error(&self, error: &crate::store::StoreError) {
         self.store_errors.with_label_values(&[error.kind()]).inc();
     }

@@ -11,6 +11,7 @@ mod coalescing_request_priority;
 mod redis_functions;
 mod sentinel;
 mod store_direct_client;
+mod store_errors_per_decision;
 mod store_eviction_policy;
 mod store_faults;
 mod store_replica_acks;

@@ -161,18 +161,14 @@ impl Wait {
 }
 
 /// Answers the decisions that waited for the replicas once `acks` came: as decided, or (too
-/// few replicas acknowledged) with the error, counted once by `on_error`; their charge stays,
+/// few replicas acknowledged) with the error, counted by each one's `on_error`; their charge stays,
 /// but the slots they took are to be released (returned): `on_error` answered their attempts.
 /// With none held, the `WAIT` is only read, for the lag it tells.
 pub async fn answer_acknowledged(
     (held, slots): (Vec<(Pending, Answer)>, Vec<PendingSettlement>),
     acks: Acks,
-    on_error: Arc<dyn Fn(&StoreError) + Send + Sync>,
 ) -> Vec<PendingSettlement> {
     let confirmed = acks.confirm().await;
-    if let (Err(e), false) = (&confirmed, held.is_empty()) {
-        on_error(e);
-    }
     for (p, answer) in held {
         let _ = p.reply.send(confirmed.clone().map(|()| answer));
     }

@@ -89,7 +89,8 @@ pub struct Caller {
 
 impl Caller {
     /// A caller on `nodes` whose calls each take at most `timeout` once sent (and, with
-    /// `acks`, whose charges wait for the replicas); `on_error` sees every failed call once;
+    /// `acks`, whose charges wait for the replicas); `on_error` sees every failed call that
+    /// carried no decision, once (a decision's failure is counted where it is answered);
     /// `shared` (which code the calls run) is shared with the other workers' callers.
     pub fn new(
         nodes: Arc<Nodes>,
@@ -319,7 +320,7 @@ impl Caller {
             Ok(done) => done,
             Err(e) => {
                 self.nodes.note_failure(&e);
-                (self.on_error)(&e);
+                self.count_undecided(&batch, &e);
                 return Called {
                     trailing: None,
                     releases: fail_keeping_releases(batch, e, token),
@@ -328,7 +329,7 @@ impl Caller {
         };
         let Some((&now, mut rest)) = reply.split_first() else {
             let e = StoreError::Script("empty reply".into());
-            (self.on_error)(&e);
+            self.count_undecided(&batch, &e);
             batch.fail(e);
             return Called::default();
         };
@@ -365,11 +366,19 @@ impl Caller {
         // replicas lag (then the next waits are probes), which the calls behind it depend on
         let trailing = acks.map(|acks| {
             let held = (held, held_slots);
-            Box::pin(answer_acknowledged(held, acks, self.on_error.clone())) as Trailing
+            Box::pin(answer_acknowledged(held, acks)) as Trailing
         });
         Called {
             trailing,
             releases: Vec::new(),
+        }
+    }
+
+    /// Counts the failure of a call that carried no decision (settlements alone): each
+    /// decision's failure is counted once by whoever answers it (`on_error` of its route).
+    fn count_undecided(&self, batch: &Batch, error: &StoreError) {
+        if batch.decisions.is_empty() {
+            (self.on_error)(error);
         }
     }
 }

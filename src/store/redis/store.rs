@@ -32,7 +32,8 @@ use crate::config::StoreConfig;
 use crate::store::{Decision, DecisionRequest, LimitSet, Settlement, StoreError};
 use crate::workers::PerWorker;
 
-/// Counts a failed store call (the gateway counts it in `slidegate_store_errors_total`).
+/// Counts a failed store call that carried no decision (the gateway counts it in
+/// `slidegate_store_errors_total`; a decision's failure is counted where it is answered).
 pub type OnError = Arc<dyn Fn(&StoreError) + Send + Sync>;
 
 /// Redis-backed limiter; clones share the connection and the lanes.
