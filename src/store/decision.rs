@@ -132,9 +132,12 @@ impl Decision {
             .iter()
             .zip(reply[REPLY_HEAD..].chunks_exact(3))
             .map(|(l, v)| {
-                // negative: a refusal that stands on reservations in flight, whose wait is
-                // told as at most the upstream's `timeout`; or, past `settle_us`, on attempts
-                // kept without an answer, whose wait is the window's (the magnitude less
+                // negative: a refusal that stands on reservations in flight, whose magnitude
+                // is the time until `settle_us` after the soonest one's charge; it is told as
+                // the time until that attempt's answer is due, the upstream's `timeout` after
+                // its charge (the connect timeout and the margin of `settle_us` left out: at
+                // most that `timeout`). Or, past `settle_us`, a refusal on attempts kept
+                // without an answer, whose wait is the window's (the magnitude less
                 // `settle_us`)
                 let in_flight = v[2] < 0;
                 let magnitude = v[2].unsigned_abs();
@@ -142,7 +145,8 @@ impl Decision {
                 if in_flight && magnitude > l.settle_us {
                     retry_after = Duration::from_micros(magnitude - l.settle_us);
                 } else if in_flight && l.flight_wait_us > 0 {
-                    retry_after = retry_after.min(Duration::from_micros(l.flight_wait_us));
+                    let margin = l.settle_us.saturating_sub(l.flight_wait_us);
+                    retry_after = Duration::from_micros(magnitude.saturating_sub(margin).max(1));
                 }
                 LimitUsage {
                     used: v[0].max(0) as u64,

@@ -5,6 +5,7 @@
 mod support;
 
 mod login_after_a_store_stall;
+mod login_in_flight_wait;
 mod login_listed_after_attempts_in_flight;
 mod login_no_lockout_without_failure;
 mod login_outcomes;
