@@ -11,8 +11,9 @@ use crate::request_id::RequestId;
 /// request reaches the gateway), re-written as the gateway's problem response: the whole HTTP/1.1
 /// message, closing the connection, with a fresh request id. A target too long for hyper is a
 /// head beyond the gateway's bound like any other (the target counts in `max_header_bytes`):
-/// 431, whichever limit it met first.
-pub fn refusal_bytes(status: StatusCode) -> Vec<u8> {
+/// 431, whichever limit it met first. The answer to a `HEAD` request (`head`) has no body, as
+/// the gateway's other answers to one.
+pub fn refusal_bytes(status: StatusCode, head: bool) -> Vec<u8> {
     let status = match status {
         StatusCode::URI_TOO_LONG => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
         other => other,
@@ -38,7 +39,9 @@ pub fn refusal_bytes(status: StatusCode) -> Vec<u8> {
         request_id
     )
     .into_bytes();
-    out.extend_from_slice(body.as_bytes());
+    if !head {
+        out.extend_from_slice(body.as_bytes());
+    }
     out
 }
 

@@ -2,7 +2,8 @@
 //! beyond its buffer: 431) by itself, with an empty body, before the gateway sees the request.
 //! [`Refusals`] wraps a connection's socket and replaces such an answer, as hyper writes it, with
 //! the gateway's problem response (`crate::error::refusal_bytes`; a 414 becomes the 431 of any
-//! head beyond the bound), so every error a client gets has the same shape and a request id.
+//! head beyond the bound; a `HEAD` request's without its body), so every error a client gets
+//! has the same shape and a request id.
 //!
 //! How it tells them apart: it looks only at writes that start a message while no request of
 //! ours is being answered ([`Activity::between_messages`]: after a response has been written
@@ -27,6 +28,10 @@ pub struct Refusals<S> {
     activity: Arc<Activity>,
     /// The replacement still to be written, and how much of it is out.
     replacement: Option<(Vec<u8>, usize)>,
+    /// The bytes of the next request's head began to arrive since the last message.
+    head_began: bool,
+    /// That head is a `HEAD` request's, whose answer has no body.
+    head_request: bool,
 }
 
 impl<S> Refusals<S> {
@@ -36,6 +41,19 @@ impl<S> Refusals<S> {
             inner,
             activity,
             replacement: None,
+            head_began: false,
+            head_request: false,
+        }
+    }
+
+    /// Notes the method of a request whose head begins in `bytes`, just read: between
+    /// messages, the first bytes read are the next head's (a pipelined request read while
+    /// another was answered is not seen, and is answered with a body).
+    fn note_read(&mut self, bytes: &[u8]) {
+        if !self.activity.between_messages() {
+            self.head_began = false;
+        } else if !std::mem::replace(&mut self.head_began, true) {
+            self.head_request = bytes.starts_with(b"HEAD ");
         }
     }
 
@@ -97,7 +115,8 @@ impl<S: AsyncWrite + Unpin> Refusals<S> {
         status: StatusCode,
         len: usize,
     ) -> Poll<std::io::Result<usize>> {
-        self.replacement = Some((crate::error::refusal_bytes(status), 0));
+        let answer = crate::error::refusal_bytes(status, self.head_request);
+        self.replacement = Some((answer, 0));
         match self.drain(cx) {
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             // The rest goes out on the next write, flush or shutdown.
@@ -117,6 +136,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Refusals<S> {
         let read = Pin::new(&mut this.inner).poll_read(cx, buf);
         if matches!(read, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             this.activity.read();
+            this.note_read(&buf.filled()[before..]);
         }
         read
     }

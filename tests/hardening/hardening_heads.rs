@@ -124,6 +124,11 @@ async fn requests_hyper_cannot_parse_get_a_problem_body() {
     );
     let r = raw::send(addr, head.as_bytes()).await;
     assert_problem(&r, 431, "request_head_too_large");
+    // A HEAD request's answer has no body (the problem's length is told, as for a GET).
+    let r = raw::send(addr, head.replacen("GET", "HEAD", 1).as_bytes()).await;
+    assert_eq!(r.status, 431, "{r:?}");
+    assert_eq!(r.body, "", "{r:?}");
+    assert!(r.header("x-request-id").is_some(), "{r:?}");
     assert!(up.seen().is_empty(), "{:?}", up.seen());
     gw.stop().await;
 
