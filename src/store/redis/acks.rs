@@ -161,8 +161,9 @@ impl Wait {
 }
 
 /// Answers the decisions that waited for the replicas once `acks` came: as decided, or (too
-/// few replicas acknowledged) with the error, counted by each one's `on_error`; their charge stays,
-/// but the slots they took are to be released (returned): `on_error` answered their attempts.
+/// few replicas acknowledged) with the error, which each one's route counts and answers by its
+/// `on_error`; their charge stays, but the slots they took are to be released (returned):
+/// `on_error` answered their attempts.
 /// With none held, the `WAIT` is only read, for the lag it tells.
 pub async fn answer_acknowledged(
     (held, slots): (Vec<(Pending, Answer)>, Vec<PendingSettlement>),
