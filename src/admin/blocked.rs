@@ -14,7 +14,7 @@ use axum::response::Response;
 use axum::Extension;
 use serde_json::json;
 
-use super::query::{respond, KeyQuery};
+use super::query::{domain_asked, respond, with_limit, DomainAsked, KeyQuery};
 use crate::error::AdminError;
 use crate::limit::headers::ceil_millis;
 use crate::limit::lookup::{targets as targets_of, Named};
@@ -69,36 +69,6 @@ async fn refused(
     Ok(json!({"route": q.route.config.name, "blocked": listed(&refused)}))
 }
 
-/// What a query asks of an `[rls]` domain it names (once, as no route is named), when it
-/// names no `limit`: the whole domain, or one key of it by every rate limit.
-enum DomainAsked {
-    /// `route=DOMAIN` alone: its refusals as recorded.
-    Whole(String),
-    /// With `key` or `value`: the domain's rate limits, each asked about that key.
-    Key(Vec<String>),
-}
-
-/// What `query` asks of a domain, if it names one without a `limit`; anything else (a route,
-/// a `limit`, a repeated `route`) is read as a key query.
-fn domain_asked(state: &GatewayState, query: Option<&str>) -> Option<DomainAsked> {
-    let (mut route, mut keyed) = (None, false);
-    for (name, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
-        match name.as_ref() {
-            "route" if route.is_none() => route = Some(value.into_owned()),
-            "route" | "limit" => return None,
-            "key" | "value" => keyed = true,
-            _ => {}
-        }
-    }
-    let route = route.filter(|r| state.table().route(r).is_none())?;
-    let rls = state.rls.load();
-    let domain = rls.domain(&route)?;
-    Some(match keyed {
-        false => DomainAsked::Whole(route),
-        true => DomainAsked::Key(domain.rules().iter().map(|r| r.label.clone()).collect()),
-    })
-}
-
 /// One key's refusals by every rate limit of a domain (`labels`), the longest wait first: the
 /// query asked of each limit in turn. A limit the given values make no key for is passed
 /// over; when none takes them, the first one's error is the answer.
@@ -109,7 +79,7 @@ async fn refused_in_domain(
 ) -> Result<serde_json::Value, AdminError> {
     let (mut found, mut first_error, mut domain) = (Vec::new(), None, None);
     for label in labels {
-        let picked = format!("{query}&limit={}", urlencoding_of(label));
+        let picked = with_limit(query, label);
         let q = KeyQuery::parse(state, Some(&picked))?;
         let targets = match q.targets(q.required()?) {
             Ok(targets) => targets,
@@ -183,11 +153,6 @@ async fn refused_in_domain_now(
         .iter()
         .filter_map(|r| now.remove(&(r.limit.clone(), r.key.clone())))
         .collect())
-}
-
-/// `text` as a query value.
-fn urlencoding_of(text: &str) -> String {
-    form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
 /// The answer's list.

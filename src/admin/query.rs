@@ -165,6 +165,42 @@ fn unknown(state: &GatewayState, route: String, limited: bool) -> AdminError {
     ))
 }
 
+/// What a query asks of an `[rls]` domain it names (once, as no route is named), when it
+/// names no `limit`: the whole domain, or one key of it by every rate limit.
+pub(super) enum DomainAsked {
+    /// `route=DOMAIN` alone: its refusals as recorded.
+    Whole(String),
+    /// With `key` or `value`: the domain's rate limits, each asked about that key.
+    Key(Vec<String>),
+}
+
+/// What `query` asks of a domain, if it names one without a `limit`; anything else (a route,
+/// a `limit`, a repeated `route`) is read as a key query.
+pub(super) fn domain_asked(state: &GatewayState, query: Option<&str>) -> Option<DomainAsked> {
+    let (mut route, mut keyed) = (None, false);
+    for (name, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        match name.as_ref() {
+            "route" if route.is_none() => route = Some(value.into_owned()),
+            "route" | "limit" => return None,
+            "key" | "value" => keyed = true,
+            _ => {}
+        }
+    }
+    let route = route.filter(|r| state.table().route(r).is_none())?;
+    let rls = state.rls.load();
+    let domain = rls.domain(&route)?;
+    Some(match keyed {
+        false => DomainAsked::Whole(route),
+        true => DomainAsked::Key(domain.rules().iter().map(|r| r.label.clone()).collect()),
+    })
+}
+
+/// `query` asking about the rate limit `label` of the domain it names.
+pub(super) fn with_limit(query: &str, label: &str) -> String {
+    let label: String = form_urlencoded::byte_serialize(label.as_bytes()).collect();
+    format!("{query}&limit={label}")
+}
+
 /// The answer of a key endpoint: its JSON body, or its error as a problem body.
 pub(super) fn respond(
     answer: Result<serde_json::Value, AdminError>,

@@ -3,7 +3,9 @@
 //! says which limits held it. `value=V` (once per key part) may name the key instead of `key`.
 //! With `limit=L` the key is that limit's; without, every limit of the route is asked: `GET`
 //! shows the limits that hold the key (a fresh key: the route's own key's limits), `DELETE`
-//! resets it in every limit.
+//! resets it in every limit. An `[rls]` domain without `limit=` is asked rate limit by rate
+//! limit (those its values make no key for passed over): `GET` shows those that hold the key,
+//! `DELETE` resets it in each.
 
 use std::sync::Arc;
 
@@ -12,7 +14,7 @@ use axum::response::Response;
 use axum::Extension;
 use serde_json::json;
 
-use super::query::{respond, KeyQuery};
+use super::query::{domain_asked, respond, with_limit, DomainAsked, KeyQuery};
 use crate::error::AdminError;
 use crate::limit::headers::ceil_millis;
 use crate::request_id::RequestId;
@@ -28,6 +30,70 @@ pub(super) async fn show(
 }
 
 async fn usage(state: &GatewayState, query: Option<&str>) -> Result<serde_json::Value, AdminError> {
+    let Some(DomainAsked::Key(labels)) = domain_asked(state, query) else {
+        return usage_of(state, query).await;
+    };
+    let answers = each_rate_limit(state, query.unwrap_or(""), &labels, Ask::Usage).await?;
+    let longest = |member: &str| answers.iter().filter_map(|a| a[member].as_u64()).max();
+    let held: Vec<&serde_json::Value> = (answers.iter())
+        .flat_map(|a| a["limits"].as_array().into_iter().flatten())
+        .filter(|l| l["used"].as_u64().unwrap_or(0) > 0)
+        .collect();
+    Ok(json!({
+        "route": answers[0]["route"],
+        "key": answers[0]["key"],
+        "limits": held,
+        "blocked_ms": longest("blocked_ms"),
+        "block_level": longest("block_level"),
+        "deny_cached_ms": longest("deny_cached_ms"),
+    }))
+}
+
+/// What is asked of each rate limit of a domain.
+#[derive(Clone, Copy)]
+enum Ask {
+    Usage,
+    Reset,
+}
+
+/// The answers of `ask` for each rate limit (`labels`) of the domain `query` names, those its
+/// values make no key for passed over; when none takes them, the first one's error. A store
+/// that fails fails the whole answer.
+async fn each_rate_limit(
+    state: &GatewayState,
+    query: &str,
+    labels: &[String],
+    ask: Ask,
+) -> Result<Vec<serde_json::Value>, AdminError> {
+    let (mut answers, mut first_error) = (Vec::new(), None);
+    for label in labels {
+        let one = with_limit(query, label);
+        let answer = match ask {
+            Ask::Usage => usage_of(state, Some(&one)).await,
+            Ask::Reset => reset_of(state, Some(&one)).await,
+        };
+        match answer {
+            Ok(answer) => answers.push(answer),
+            Err(e @ AdminError::StoreUnavailable(_)) => return Err(e),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match (answers.is_empty(), first_error) {
+        (true, Some(e)) => Err(e),
+        (true, None) => Err(AdminError::BadRequest(
+            "the domain has no rate limit to ask".into(),
+        )),
+        _ => Ok(answers),
+    }
+}
+
+/// The usage of the key one route (or one rate limit of a domain) names.
+async fn usage_of(
+    state: &GatewayState,
+    query: Option<&str>,
+) -> Result<serde_json::Value, AdminError> {
     let q = KeyQuery::parse(state, query)?;
     let named = q.required()?;
     let targets = q.targets(named)?;
@@ -81,6 +147,26 @@ pub(super) async fn reset(
 
 /// Resets what the query names; answers which limits held it (`"reset": false` when none).
 async fn reset_keys(
+    state: &GatewayState,
+    query: Option<&str>,
+) -> Result<serde_json::Value, AdminError> {
+    let Some(DomainAsked::Key(labels)) = domain_asked(state, query) else {
+        return reset_of(state, query).await;
+    };
+    let answers = each_rate_limit(state, query.unwrap_or(""), &labels, Ask::Reset).await?;
+    let held: Vec<&serde_json::Value> = (answers.iter())
+        .flat_map(|a| a["limits"].as_array().into_iter().flatten())
+        .collect();
+    Ok(json!({
+        "route": answers[0]["route"],
+        "key": answers[0]["key"],
+        "reset": !held.is_empty(),
+        "limits": held,
+    }))
+}
+
+/// Resets the key one route (or one rate limit of a domain) names.
+async fn reset_of(
     state: &GatewayState,
     query: Option<&str>,
 ) -> Result<serde_json::Value, AdminError> {

@@ -191,8 +191,13 @@ async fn two_gateways_list_the_same_refused_keys_on_every_kind_of_route() {
             .collect();
         assert_eq!(limits, expected, "{key}: {answer}");
     }
-    // A domain's usage needs `limit`: the answer says so, not "no route".
+    // A domain's usage without `limit` asks every rate limit of it, as a route's asks every
+    // limit; without a key, the answer says what to give, not "no route".
     let url = gw2.admin("/admin/usage?route=edge&key=carol");
+    let r = client.get(&url, &[(k, &v)]).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["limits"][0]["name"], "user", "{}", r.body);
+    let url = gw2.admin("/admin/usage?route=edge");
     let r = client.get(&url, &[(k, &v)]).await;
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(r.body.contains("`limit` names which"), "{}", r.body);

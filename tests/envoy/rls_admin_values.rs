@@ -94,3 +94,52 @@ async fn a_domains_key_is_named_by_its_descriptors_values() {
         assert_eq!(r.json()["error"], "invalid_value", "{}", r.body);
     }
 }
+
+/// Without `limit=`, a domain's key is asked of every rate limit of the domain, as a route's is
+/// of every limit: `GET` shows the rate limits that hold it, `DELETE` resets it in each and says
+/// which held it; values make a key only for the rate limits counting that many entries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_limit_every_rate_limit_of_the_domain_is_asked() {
+    let redis = RedisServer::start();
+    let gw = serve(&redis, "rls-every-limit", LIMITS, "").await;
+    let mut c = client(&gw).await;
+    let header = descriptor(&[("header", "k1")]);
+    let login = descriptor(&[("path", "/api/login"), ("user", "u1")]);
+    for _ in 0..2 {
+        ask(&mut c, request("edge", vec![header.clone()])).await;
+    }
+    ask(&mut c, request("edge", vec![login])).await;
+    let (k, v) = auth();
+    let admin = |method: http::Method, query: &str| {
+        let url = gw.admin(&format!("/admin/usage?route=edge&{query}"));
+        let (k, v) = (k, v.clone());
+        async move {
+            let r = HttpClient::default()
+                .send(method, &url, &[(k, &v)], "")
+                .await;
+            assert_eq!(r.status, 200, "{}", r.body);
+            r.json()
+        }
+    };
+    let read = admin(http::Method::GET, "key=k1").await;
+    assert_eq!(read["route"], "edge", "{read}");
+    let limits = read["limits"].as_array().unwrap();
+    assert_eq!(limits.len(), 1, "{read}");
+    assert_eq!(limits[0]["name"], "per-header");
+    assert_eq!(limits[0]["used"], 2);
+    let read = admin(http::Method::GET, "value=%2Fapi%2Flogin&value=u1").await;
+    assert_eq!(read["limits"][0]["name"], "login-user", "{read}");
+    assert_eq!(read["limits"][0]["used"], 1, "{read}");
+
+    let lifted = admin(http::Method::DELETE, "key=k1").await;
+    assert_eq!(lifted["reset"], true, "{lifted}");
+    assert_eq!(lifted["limits"], serde_json::json!(["per-header"]));
+    let r = ask(&mut c, request("edge", vec![header])).await;
+    assert_eq!(
+        r.statuses[0].limit_remaining, 4,
+        "the reset reached the key"
+    );
+    let again = admin(http::Method::DELETE, "key=nobody").await;
+    assert_eq!(again["reset"], false, "{again}");
+    assert_eq!(again["limits"], serde_json::json!([]));
+}
