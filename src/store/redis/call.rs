@@ -306,10 +306,10 @@ impl Caller {
     }
 
     /// Hands each decision its part of the reply and tells each settlement it is done (or
-    /// gives everything the call's error, counted once, and keeps the releases of the slots it
-    /// may have left behind). With an acknowledgement to wait for,
-    /// the allowed decisions that charged are answered by the future returned, once it came
-    /// (or with its error).
+    /// gives everything the call's error, counted here only when no decision carries it, and
+    /// keeps the releases of the slots it may have left behind). With an acknowledgement to
+    /// wait for, the allowed decisions that charged are answered by the future returned, once
+    /// it came (or with its error).
     fn answer(
         &self,
         batch: Batch,
