@@ -94,11 +94,10 @@ pub fn response(plan: &Plan, outcome: &Outcome, headers: bool) -> RateLimitRespo
         && refused
         && !response_headers_to_add
             .iter()
-            .any(|h| h.key == "retry-after")
+            .any(|h| h.key.eq_ignore_ascii_case("retry-after"))
     {
         response_headers_to_add.push(retry_after_of(&statuses));
     }
-    (response_headers_to_add.iter_mut()).for_each(|h| h.key = header_case::written(&h.key));
     RateLimitResponse {
         overall_code: if refused { Code::OverLimit } else { Code::Ok } as i32,
         statuses,
@@ -145,7 +144,7 @@ fn retry_after_of(statuses: &[DescriptorStatus]) -> HeaderValue {
         .max()
         .unwrap_or(Duration::from_secs(STORE_UNAVAILABLE_RETRY_SECS));
     HeaderValue {
-        key: http::header::RETRY_AFTER.as_str().to_string(),
+        key: header_case::written(http::header::RETRY_AFTER.as_str()),
         value: ceil_secs(longest).max(1).to_string(),
         ..HeaderValue::default()
     }
@@ -195,7 +194,7 @@ fn shadow_over_headers(plan: &Plan) -> Vec<HeaderValue> {
         return Vec::new();
     };
     let mut headers = unseen_refusal_headers(limit);
-    headers.retain(|h| h.key != "retry-after");
+    headers.retain(|h| !h.key.eq_ignore_ascii_case("retry-after"));
     headers
 }
 
@@ -268,7 +267,10 @@ fn rate_limit_headers(set: &Decided, plan: &Plan, outcome: &Outcome) -> Vec<Head
         );
     }
     let mut headers = proto_headers(&headers);
-    if let Some(policy) = headers.iter_mut().find(|h| h.key == "ratelimit-policy") {
+    if let Some(policy) = headers
+        .iter_mut()
+        .find(|h| h.key.eq_ignore_ascii_case("ratelimit-policy"))
+    {
         policy.value = every_policy(plan, outcome);
     }
     headers
@@ -298,12 +300,12 @@ fn every_policy(plan: &Plan, outcome: &Outcome) -> String {
     entries.join(", ")
 }
 
-/// `headers` as Envoy's header values.
+/// `headers` as Envoy's header values, named as the specifications write them.
 fn proto_headers(headers: &HeaderMap) -> Vec<HeaderValue> {
     headers
         .iter()
         .map(|(k, v)| HeaderValue {
-            key: k.as_str().to_string(),
+            key: header_case::written(k.as_str()),
             value: String::from_utf8_lossy(v.as_bytes()).into_owned(),
             ..HeaderValue::default()
         })
