@@ -28,10 +28,10 @@ impl Drop for ResetFollower {
 
 impl Limiter {
     /// With Redis, follows the resets published on `channel`, each dropping its key from this
-    /// limiter's deny cache, and clears the deny cache whenever resets may have been missed (the
-    /// subscription's link came back); `None` on the memory store (one instance, reset in place). Waits
-    /// (bounded) for the subscription to hold when Redis answers; when it does not yet, serving
-    /// comes first and the subscription holds once Redis is back.
+    /// limiter's deny cache, and clears the deny cache whenever resets may have been missed
+    /// (the subscription's link came back); `None` on the memory store (one instance, reset in
+    /// place). Waits (bounded) for the subscription to hold when Redis answers; when it does
+    /// not yet, serving comes first and the subscription holds once Redis is back.
     pub async fn follow_resets(
         self: &Arc<Self>,
         channel: String,

@@ -54,6 +54,8 @@ impl RedisStore {
                         Err(RecvError::Lagged(_)) => on_missed(),
                         Err(RecvError::Closed) => break,
                     },
+                    // (the first connection counts as one: subscribing again is a no-op,
+                    // and the deny cache is still empty then)
                     reconnected = reconnects.recv() => {
                         if matches!(reconnected, Err(RecvError::Closed)) {
                             break;
