@@ -26,7 +26,7 @@ use tower::Service;
 
 use crate::access_log::{self, Answered};
 use crate::error::{GatewayError, CLIENT_CLOSED_REQUEST};
-use crate::key::is_trusted;
+use crate::key::{chain_header, is_trusted};
 use crate::layer::{Arrival, Decided, Departed, RateLimit, ResponseBody, Shared};
 use crate::peer::Peer;
 use crate::proxy::{ProxyService, UpstreamOutcome, Upstreams};
@@ -51,8 +51,9 @@ impl Gateway {
     /// The service for one connection from `peer`.
     pub fn service(&self, peer: IpAddr) -> GatewayService {
         let untrusted = Peer::new(peer);
+        let header = self.shared.table.load().config.server.client_ip_header;
         let trusted = Peer {
-            trusted: true,
+            vouched_in: Some(chain_header(header)),
             ..untrusted.clone()
         };
         GatewayService {
@@ -68,7 +69,8 @@ impl Gateway {
 pub struct GatewayService {
     inner: RateLimit<ProxyService>,
     /// The peer, as one untrusted and one trusted (whether it is trusted is decided per
-    /// request: a reload may change the list).
+    /// request: a reload may change the list; the trusted one is made again when a reload
+    /// changes the header trusted proxies write).
     peer: [Arc<Peer>; 2],
     shared: Arc<Shared>,
 }
@@ -85,10 +87,20 @@ impl Service<Request<Incoming>> for GatewayService {
     fn call(&mut self, mut req: Request<Incoming>) -> GatewayFuture {
         let started = Instant::now();
         let ip = self.peer[0].ip;
-        let trusted = {
+        let (trusted, header) = {
             let table = self.shared.table.load();
-            is_trusted(ip, &table.config.server.trusted_proxies)
+            let server = &table.config.server;
+            let trusted = is_trusted(ip, &server.trusted_proxies);
+            (trusted, chain_header(server.client_ip_header))
         };
+        if trusted && self.peer[1].vouched_in != Some(header) {
+            // a reload changed the header trusted proxies write
+            let peer = Peer {
+                vouched_in: Some(header),
+                ..(*self.peer[0]).clone()
+            };
+            self.peer[1] = Arc::new(peer);
+        }
         let request_id = RequestId::for_request(req.headers(), trusted);
         let req_is_head = req.method() == Method::HEAD;
         let log = access_log::enabled().then(|| Logged {

@@ -7,9 +7,11 @@
 //! Differences from redacting a parsed URL: the value is not parsed. Everything before the
 //! last `@` (after the scheme) is userinfo, since a password may hold `/`, `?` or `#` when it
 //! was not percent-encoded; a `:` after a host that is not followed by a port number may be a
-//! password whose `@host` was left out (the whole `user:pw` is masked); query parameters that name a password or a token keep
-//! their name only. Hiding too much costs a moment of reading; showing a password cannot be
-//! taken back.
+//! password whose `@host` was left out (the whole `user:pw` is masked); query and `;`
+//! parameters that name a password or a token keep their name only, and where such a value
+//! comes before the last `@`, the `@` is taken as part of it too (everything up to the next
+//! parameter is masked). Hiding too much costs a moment of reading; showing a password cannot
+//! be taken back.
 
 /// `value` with its userinfo (user and password), a host whose port is not a number, and the values
 /// of password or token query parameters replaced by `***`: `redis://user:pw@host` ->
@@ -17,21 +19,23 @@
 pub fn redact_url(value: &str) -> String {
     let scheme = scheme_len(value);
     let (head, rest) = value.split_at(scheme);
-    let (rest, query) = match rest.rsplit_once('@') {
-        Some((_, after)) => {
-            let (hosts, query) = split_query(after);
-            (format!("***@{}", mask_ports(hosts)), query)
-        }
-        None => {
-            let (hosts, query) = split_query(rest);
-            (mask_ports(hosts), query)
+    let mut out = String::from(head);
+    let after = match rest.rsplit_once('@') {
+        None => rest,
+        Some((before, after)) => {
+            out.push_str("***@");
+            if ends_in_a_secret_value(before) {
+                // `?password=p@ss`: the value runs on past the `@` to the next parameter
+                out.push_str("***");
+                &after[after.find(['&', ';']).unwrap_or(after.len())..]
+            } else {
+                after
+            }
         }
     };
-    let mut out = format!("{head}{rest}");
-    if let Some(query) = query {
-        out.push('?');
-        out.push_str(&mask_query(query));
-    }
+    let (location, params) = after.split_at(after.find(['?', ';']).unwrap_or(after.len()));
+    out.push_str(&mask_ports(location));
+    out.push_str(&mask_params(params));
     out
 }
 
@@ -92,12 +96,12 @@ fn scheme_len(value: &str) -> usize {
     }
 }
 
-/// The part before the first `?` (hosts, path) and the query after it.
-fn split_query(text: &str) -> (&str, Option<&str>) {
-    match text.split_once('?') {
-        Some((before, query)) => (before, Some(query)),
-        None => (text, None),
-    }
+/// Whether `text` ends inside the value of a parameter that names a secret (`h/0?password=ab`).
+fn ends_in_a_secret_value(text: &str) -> bool {
+    let Some(start) = text.rfind(['?', '&', ';']) else {
+        return false;
+    };
+    (text[start + 1..].split_once('=')).is_some_and(|(name, _)| names_a_secret(name))
 }
 
 /// Hosts (`h1:p1,h2:p2`, then an optional path) with every host whose `:` is not followed by a
@@ -128,17 +132,22 @@ fn mask_ports(hosts_and_path: &str) -> String {
     format!("{}{path}", masked.join(","))
 }
 
-/// A query with the values of parameters that name a password, a secret or a token masked
-/// (`sentinelPassword=***`).
-fn mask_query(query: &str) -> String {
-    let masked: Vec<String> = query
-        .split('&')
-        .map(|pair| match pair.split_once('=') {
-            Some((name, _)) if names_a_secret(name) => format!("{name}=***"),
-            _ => pair.to_string(),
+/// Parameters (a query, or `;` parameters of a path), each kept with the separator after it,
+/// with the values of those that name a password, a secret or a token masked
+/// (`?sentinelPassword=***&node=h:1`).
+fn mask_params(params: &str) -> String {
+    params
+        .split_inclusive(['?', '&', ';'])
+        .map(|piece| {
+            let pair = piece.trim_end_matches(['?', '&', ';']);
+            match pair.split_once('=') {
+                Some((name, _)) if names_a_secret(name) => {
+                    format!("{name}=***{}", &piece[pair.len()..])
+                }
+                _ => piece.to_string(),
+            }
         })
-        .collect();
-    masked.join("&")
+        .collect()
 }
 
 fn names_a_secret(name: &str) -> bool {
@@ -205,6 +214,33 @@ mod tests {
                 !redacted.contains("pw") && !redacted.contains("pa"),
                 "{redacted}"
             );
+        }
+    }
+
+    #[test]
+    fn a_password_given_as_a_parameter_is_masked_whole() {
+        for (value, shown) in [
+            ("redis://h:1/0?password=ab@cdSECRET", "redis://***@***"),
+            (
+                "redis://h:1/0?password=ab@cdSECRET&node=g:1",
+                "redis://***@***&node=g:1",
+            ),
+            (
+                "redis://h:1/?x=1;password=SECRET",
+                "redis://h:1/?x=1;password=***",
+            ),
+            (
+                "redis://h:1/0;password=SECRET",
+                "redis://h:1/0;password=***",
+            ),
+            (
+                "redis://h:1/0?token=SECRET?&x=1",
+                "redis://h:1/0?token=***?&x=1",
+            ),
+        ] {
+            let redacted = redact_url(value);
+            assert_eq!(redacted, shown, "{value}");
+            assert!(!redacted.contains("SECRET"), "{redacted}");
         }
     }
 

@@ -5,6 +5,7 @@
 //! not read: a client cannot pick its IP by sending its own `X-Forwarded-For` through a proxy
 //! that writes `Forwarded`.
 
+use std::borrow::Cow;
 use std::net::{IpAddr, SocketAddr};
 
 use http::header::{HeaderMap, HeaderName, FORWARDED};
@@ -16,6 +17,35 @@ use crate::config::ClientIpHeader;
 pub static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 /// `X-Real-IP`
 pub static X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+/// `Forwarded`, as a static a peer can point to.
+static FORWARDED_NAME: HeaderName = FORWARDED;
+
+/// The header named by `server.client_ip_header`.
+pub fn chain_header(header: ClientIpHeader) -> &'static HeaderName {
+    match header {
+        ClientIpHeader::XForwardedFor => &X_FORWARDED_FOR,
+        ClientIpHeader::Forwarded => &FORWARDED_NAME,
+        ClientIpHeader::XRealIp => &X_REAL_IP,
+    }
+}
+
+/// The chain a trusted proxy wrote in `name` (its `server.client_ip_header`), left to right,
+/// as `X-Forwarded-For` lists it: that header's own lines as received, `X-Real-IP`'s likewise,
+/// `Forwarded`'s `for=` values unquoted (an address without brackets or port, an obfuscated
+/// name or `unknown` as written). Blank lines are skipped.
+pub fn chain_as_listed<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Vec<Cow<'h, [u8]>> {
+    let lines = headers.get_all(name).iter().map(|v| v.as_bytes());
+    let lines = lines.filter(|v| !v.iter().all(u8::is_ascii_whitespace));
+    if name != FORWARDED {
+        return lines.map(Cow::Borrowed).collect();
+    }
+    let hops = lines.flat_map(|l| forwarded_for_values(&String::from_utf8_lossy(l)));
+    hops.map(|hop| match parse_hop(&hop) {
+        Some(ip) => Cow::Owned(ip.to_string().into_bytes()),
+        None => Cow::Owned(hop.trim_matches('"').as_bytes().to_vec()),
+    })
+    .collect()
+}
 
 /// The address the request is attributed to.
 pub fn client_ip(

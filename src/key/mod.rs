@@ -27,7 +27,8 @@ use http::HeaderMap;
 
 pub use body_kind::BodyKind;
 pub use client_ip::{
-    client_ip, ip_key, is_trusted, unvouched_forwarding, X_FORWARDED_FOR, X_REAL_IP,
+    chain_as_listed, chain_header, client_ip, ip_key, is_trusted, unvouched_forwarding,
+    X_FORWARDED_FOR, X_REAL_IP,
 };
 pub use escape::{escape, escape_into};
 pub use form::decoded_pairs;

@@ -1,12 +1,15 @@
 //! Header rewriting between client and upstream: hop-by-hop headers (RFC 9110 section 7.6.1,
 //! plus any named in `Connection`) are removed both ways, and the forwarding headers the
 //! upstream gets tell the truth: `X-Forwarded-For` is the trusted chain as received (every
-//! line, in order) plus the peer, or just the peer; `X-Real-IP` is the client IP the limits
+//! line, in order, of the header trusted proxies write: `server.client_ip_header`) plus the
+//! peer, or just the peer; `X-Real-IP` is the client IP the limits
 //! counted; `X-Forwarded-Proto` and `X-Forwarded-Host` are set by the gateway (the scheme and
 //! host of the request it received), whoever the peer is.
 //!
 //! Differences from a naive append: a client's own forwarding chain is kept only when the TCP
-//! peer is a trusted proxy; from anyone else `X-Forwarded-For` is replaced and `Forwarded`,
+//! peer is a trusted proxy, and only in the header that proxy writes (behind proxies that write
+//! `Forwarded`, an `X-Forwarded-For` is the client's own, passed along untouched: the chain sent
+//! on is `Forwarded`'s `for=` addresses); from anyone else `X-Forwarded-For` is replaced and `Forwarded`,
 //! `X-Real-IP` and the other origin headers dropped, so an upstream that trusts this gateway is
 //! never handed a chain the client made up. And differences from a literal reading of RFC 9110: a `Connection` header
 //! cannot remove the headers the gateway sets (`X-Forwarded-*`, `X-Real-IP`, `X-Request-Id`),
@@ -20,7 +23,7 @@ use http::header::{
     PROXY_AUTHORIZATION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
 };
 
-use crate::key::{X_FORWARDED_FOR, X_REAL_IP};
+use crate::key::{chain_as_listed, X_FORWARDED_FOR, X_REAL_IP};
 use crate::peer::Peer;
 
 /// `X-Forwarded-Proto`
@@ -125,15 +128,9 @@ pub fn set_forwarded(
     client: IpAddr,
     original_host: Option<HeaderValue>,
 ) {
-    let chain: Vec<&[u8]> = if peer.trusted {
-        headers
-            .get_all(&X_FORWARDED_FOR)
-            .iter()
-            .map(|v| v.as_bytes())
-            .filter(|v| !v.iter().all(u8::is_ascii_whitespace))
-            .collect()
-    } else {
-        Vec::new()
+    let chain = match peer.vouched_in {
+        Some(name) => chain_as_listed(headers, name),
+        None => Vec::new(),
     };
     let xff = if chain.is_empty() {
         peer.ip_value.clone()
@@ -144,7 +141,7 @@ pub fn set_forwarded(
         HeaderValue::from_bytes(&joined).unwrap_or_else(|_| peer.ip_value.clone())
     };
     headers.insert(X_FORWARDED_FOR.clone(), xff);
-    if !peer.trusted {
+    if !peer.trusted() {
         headers.remove(FORWARDED);
         remove_claimed_origin(headers);
     }
@@ -248,6 +245,35 @@ mod tests {
     }
 
     #[test]
+    fn the_chain_comes_from_the_header_trusted_proxies_write() {
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", HeaderValue::from_static("6.6.6.6"));
+        h.append("forwarded", HeaderValue::from_static("for=1.1.1.1"));
+        h.append(
+            "forwarded",
+            HeaderValue::from_static("for=\"[2001:db8::1]:4711\";proto=https, for=unknown"),
+        );
+        let peer = Peer {
+            vouched_in: Some(crate::key::chain_header(
+                crate::config::ClientIpHeader::Forwarded,
+            )),
+            ..Peer::new("10.0.0.1".parse().unwrap())
+        };
+        set_forwarded(&mut h, &peer, "1.1.1.1".parse().unwrap(), None);
+        let xff = &h["x-forwarded-for"];
+        assert_eq!(xff, "1.1.1.1, 2001:db8::1, unknown, 10.0.0.1");
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", HeaderValue::from_static("6.6.6.6"));
+        h.insert("x-real-ip", HeaderValue::from_static("9.9.9.9"));
+        let peer = Peer {
+            vouched_in: Some(&X_REAL_IP),
+            ..peer
+        };
+        set_forwarded(&mut h, &peer, "9.9.9.9".parse().unwrap(), None);
+        assert_eq!(h["x-forwarded-for"], "9.9.9.9, 10.0.0.1");
+    }
+
+    #[test]
     fn forwarded_chain_is_kept_only_from_trusted_peers() {
         let mut h = HeaderMap::new();
         h.insert("x-forwarded-for", HeaderValue::from_static("6.6.6.6"));
@@ -269,7 +295,7 @@ mod tests {
         h.append("x-forwarded-for", HeaderValue::from_static("198.51.100.1"));
         h.append("x-forwarded-for", HeaderValue::from_static("10.0.0.9"));
         let trusted = Peer {
-            trusted: true,
+            vouched_in: Some(&X_FORWARDED_FOR),
             ..Peer::new("10.0.0.1".parse().unwrap())
         };
         set_forwarded(&mut h, &trusted, "198.51.100.1".parse().unwrap(), None);

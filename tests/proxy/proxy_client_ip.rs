@@ -83,3 +83,45 @@ async fn through_a_trusted_proxy_distinct_clients_get_distinct_quotas() {
         "198.51.100.3, 127.0.0.1"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chain_sent_on_is_read_from_the_header_trusted_proxies_write() {
+    let up = upstream::start().await;
+    let trusted = |header: &str| {
+        config("backend = \"memory\"", &up.url(), &ip_route("")).replace(
+            "listen = \"127.0.0.1:0\"\n\n[admin]",
+            &format!(
+                "listen = \"127.0.0.1:0\"\ntrusted_proxies = [\"127.0.0.1/32\"]\nclient_ip_header = \"{header}\"\n\n[admin]"
+            ),
+        )
+    };
+    let gw = gateway::start(&trusted("forwarded")).await;
+    let client = HttpClient::default();
+    // The proxy writes `Forwarded`; the `X-Forwarded-For` it passed along is the client's own.
+    let sent = [
+        ("forwarded", "for=198.51.100.7"),
+        ("x-forwarded-for", "6.6.6.6"),
+        ("x-real-ip", "203.0.113.9"),
+    ];
+    let seen = client.get(&gw.url("/x"), &sent).await.json();
+    assert_eq!(
+        seen["headers"]["x-forwarded-for"],
+        "198.51.100.7, 127.0.0.1"
+    );
+    assert_eq!(seen["headers"]["x-real-ip"], "198.51.100.7");
+
+    // A reload that names another header is followed on the same connection.
+    gw.rewrite(&trusted("x-real-ip"));
+    let (k, v) = support::admin::auth();
+    let r = (client.send(
+        http::Method::POST,
+        &gw.admin("/admin/reload"),
+        &[(k, &v)],
+        "",
+    ))
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let seen = client.get(&gw.url("/x"), &sent).await.json();
+    assert_eq!(seen["headers"]["x-forwarded-for"], "203.0.113.9, 127.0.0.1");
+    assert_eq!(seen["headers"]["x-real-ip"], "203.0.113.9");
+}

@@ -38,12 +38,47 @@ const NOT_REDIS: &str =
 /// Why a sentinel URL with credentials of the sentinels' own is refused.
 const SENTINEL_CREDENTIALS: &str = "names credentials of the sentinels' own (sentinelUsername, sentinelPassword): the sentinels are asked with the store's own username and password; give the sentinels the same ones (`requirepass` and `sentinel auth-pass`) and drop these parameters";
 
+/// Why a URL with a query parameter the client does not read is refused: it would be ignored
+/// (a `password=` there would leave the store refusing every call, and every route to its
+/// `on_error`).
+const UNKNOWN_PARAMETER: &str = "has a query parameter the store does not read (it reads `node=host:port` and `sentinelServiceName`); a password goes before the host: `redis://:PASSWORD@host:6379`";
+
 /// Why `url` cannot be the store's (`None`: it can).
 pub fn redis_url_fault(url: &str) -> Option<&'static str> {
     if !is_redis_url(url) {
         return Some(NOT_REDIS);
     }
     let query = url.split_once('?').map_or("", |(_, q)| q);
-    let own = |p: &str| p.starts_with("sentinelUsername=") || p.starts_with("sentinelPassword=");
-    query.split('&').any(own).then_some(SENTINEL_CREDENTIALS)
+    let names = query.split('&').filter(|p| !p.is_empty());
+    let names: Vec<&str> = names.map(|p| p.split('=').next().unwrap_or(p)).collect();
+    let own = |name: &&str| matches!(*name, "sentinelUsername" | "sentinelPassword");
+    if names.iter().any(own) {
+        return Some(SENTINEL_CREDENTIALS);
+    }
+    let read = |name: &&str| matches!(*name, "node" | "sentinelServiceName");
+    (!names.iter().all(read)).then_some(UNKNOWN_PARAMETER)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_query_parameter_the_client_ignores_is_refused() {
+        for url in [
+            "redis://127.0.0.1:6379/0?password=pw",
+            "redis://127.0.0.1:6379?db=3",
+            "redis-cluster://a:1?node=b:2&username=x",
+        ] {
+            assert_eq!(redis_url_fault(url), Some(UNKNOWN_PARAMETER), "{url}");
+        }
+        for url in [
+            "redis://127.0.0.1:6379/0",
+            "redis://127.0.0.1:6379/0?",
+            "redis-cluster://a:1?node=b:2&node=c:3",
+            "redis-sentinel://a:1?sentinelServiceName=m&node=b:2",
+        ] {
+            assert_eq!(redis_url_fault(url), None, "{url}");
+        }
+    }
 }
