@@ -116,12 +116,19 @@ impl Refusal {
 
     /// The problem body.
     fn body(&self, decision: &Decision, request_id: &RequestId) -> String {
-        let head = self.head(decision.rejecting_limit());
+        let rejecting = decision.rejecting_limit();
+        let head = self.head(rejecting);
         let mut body = String::with_capacity(head.text.len() + self.tail.len() + 160);
         body.push_str(&head.text[..head.split]);
         push_json_string(&mut body, request_id.as_str());
         body.push_str(&head.text[head.split..]);
-        for (n, i) in decision.exceeded_limits().enumerate() {
+        let mut violated: smallvec::SmallVec<[usize; 4]> = decision.exceeded_limits().collect();
+        if violated.is_empty() && !self.policies.is_empty() {
+            // a refusal that names no exceeded limit (a block the overflow sketch serves)
+            // still lists the limit the body names
+            violated.push(rejecting.unwrap_or(0).min(self.policies.len() - 1));
+        }
+        for (n, i) in violated.into_iter().enumerate() {
             if n > 0 {
                 body.push(',');
             }
