@@ -384,8 +384,8 @@ impl Limiter {
             DecisionLabel::ShadowRejected => 1,
             _ => return,
         };
-        let exceeded = verdict.decision.iter().flat_map(Decision::exceeded_limits);
-        for i in exceeded {
+        let violated = verdict.decision.iter().flat_map(Decision::violated_limits);
+        for i in violated {
             policy.metrics.limit_exceeded[i][mode].inc();
         }
     }

@@ -116,19 +116,12 @@ impl Refusal {
 
     /// The problem body.
     fn body(&self, decision: &Decision, request_id: &RequestId) -> String {
-        let rejecting = decision.rejecting_limit();
-        let head = self.head(rejecting);
+        let head = self.head(decision.rejecting_limit());
         let mut body = String::with_capacity(head.text.len() + self.tail.len() + 160);
         body.push_str(&head.text[..head.split]);
         push_json_string(&mut body, request_id.as_str());
         body.push_str(&head.text[head.split..]);
-        let mut violated: smallvec::SmallVec<[usize; 4]> = decision.exceeded_limits().collect();
-        if violated.is_empty() && !self.policies.is_empty() {
-            // a refusal that names no exceeded limit (a block the overflow sketch serves)
-            // still lists the limit the body names
-            violated.push(rejecting.unwrap_or(0).min(self.policies.len() - 1));
-        }
-        for (n, i) in violated.into_iter().enumerate() {
+        for (n, i) in decision.violated_limits().into_iter().enumerate() {
             if n > 0 {
                 body.push(',');
             }

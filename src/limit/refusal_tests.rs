@@ -217,9 +217,24 @@ fn a_decision_naming_no_limit_gets_no_rate_limit_headers() {
     assert_eq!(names, ["content-type", "x-request-id", "retry-after"]);
     let body = body_of(r);
     assert_eq!(body["limit"], "per-minute", "the first limit, as before");
+    assert_eq!(body["violated-policies"], serde_json::json!([]));
+    assert_eq!(body["block_level"], 2);
+}
+
+#[test]
+fn a_block_that_finds_no_limit_exceeded_still_names_one() {
+    // a block the in-process store's overflow sketch serves: no limit's own count refuses
+    let mut blocked = rejection();
+    blocked.outcome = Outcome::Blocked;
+    blocked.block_level = 1;
+    blocked.approximate = true;
+    for usage in &mut blocked.limits {
+        usage.retry_after = Duration::ZERO;
+    }
+    let body = body_of(refusal(None).answer(&blocked, &RequestId::generate(), true));
+    assert_eq!(body["limit"], "per-minute");
     let named = serde_json::json!(["per-minute"]);
     assert_eq!(body["violated-policies"], named, "the limit the body names");
-    assert_eq!(body["block_level"], 2);
 }
 
 #[test]

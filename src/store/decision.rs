@@ -266,6 +266,18 @@ impl Decision {
             .map(|(i, _)| i)
     }
 
+    /// The limits a refusal names as violated (its `violated-policies`, and where
+    /// `slidegate_limit_exceeded_total` counts it): each exceeded one; a refusal that finds none
+    /// exceeded (a block the in-process store's overflow sketch serves) names the first, as its
+    /// body does, so every 429 names a limit.
+    pub fn violated_limits(&self) -> smallvec::SmallVec<[usize; 4]> {
+        let mut violated: smallvec::SmallVec<[usize; 4]> = self.exceeded_limits().collect();
+        if violated.is_empty() && self.outcome != Outcome::Allowed && !self.limits.is_empty() {
+            violated.push(0);
+        }
+        violated
+    }
+
     /// Index of the limit a rejection names: the exceeded one with the longest wait.
     pub fn rejecting_limit(&self) -> Option<usize> {
         self.exceeded_limits()
