@@ -46,6 +46,13 @@ fn spellings_read_as_libphonenumber_reads_them() {
         ("ID", "\"0812-3456-7890\",", "+6281234567890"),
         ("ID", "0812 3456 7890;", "+6281234567890"),
         ("ID", "+62*812*3456*7890*", "+6281234567890"),
+        // every script's decimal digits, at the ends too: Khmer, Balinese, Javanese, Sundanese
+        ("ID", "0812 3456 789\u{17E0}", "+6281234567890"),
+        ("ID", "0812 3456 78\u{17E9}\u{17E0}", "+6281234567890"),
+        ("ID", "\u{1B50}\u{1B58}\u{1B51}234567890", "+6281234567890"),
+        ("ID", "0812 3456 789\u{A9D0}", "+6281234567890"),
+        ("ID", "0812 3456 789\u{1BB0}", "+6281234567890"),
+        ("ID", "\u{1810}812 3456 7890", "+6281234567890"),
     ] {
         assert_eq!(read(region, text).as_deref(), Some(e164), "{region} {text}");
     }
@@ -83,6 +90,11 @@ fn letters_foreign_prefixes_and_junk_are_no_number() {
         ("ID", "123"),
         ("ID", "+62"),
         ("ID", "+999123456789"),
+        // numeric but no digit libphonenumber ports agree on: refused, not dropped
+        ("ID", "0812 3456 7890 \u{00BD}"),
+        ("ID", "0812 3456 789\u{00B2}"),
+        ("ID", "\u{2460}0812 3456 7890"),
+        ("ID", "0812 3456 789\u{1D7CE}"),
     ] {
         assert_eq!(read(region, text), None, "{region} {text}");
     }
