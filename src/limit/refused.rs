@@ -207,7 +207,7 @@ impl Limiter {
                 receipt: false,
             })
             .collect();
-        let decisions = self.store.decide_many(&requests, None).await;
+        let decisions = self.store.dry_runs_for_admin(&requests).await;
         let markers = match policy.config.on_exceed {
             ExceedMode::Block(_) => {
                 let keys: Vec<String> = candidates

@@ -160,6 +160,19 @@ impl Store {
         }
     }
 
+    /// Dry runs for the admin listener (who is refused now): on Redis, asked again while some
+    /// time out, within an admin operation's time (four times `store.timeout`, at least
+    /// 200 ms), not a decision's.
+    pub async fn dry_runs_for_admin(
+        &self,
+        requests: &[DecisionRequest<'_>],
+    ) -> Vec<Result<Decision, StoreError>> {
+        match self {
+            Store::Redis(s) => s.dry_runs_for_admin(requests).await,
+            Store::Memory(s) => s.decide_many(requests, None),
+        }
+    }
+
     /// Applies a settlement, or queues it, before returning: a decision asked for afterwards
     /// sees it. Redis carries it in the next call of the lane of its keys (with whatever
     /// decisions go out then, after it), so a refund rarely costs a call of its own; the future

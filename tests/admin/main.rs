@@ -8,6 +8,7 @@ mod access_log;
 mod admin_batch;
 mod admin_blocked;
 mod admin_blocked_every_route;
+mod admin_blocked_slow_store;
 mod admin_health_and_auth;
 mod admin_lookup_by_value;
 mod admin_reload;

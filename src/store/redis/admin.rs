@@ -1,5 +1,5 @@
 //! Operations besides decisions: deleting a key's state (an admin reset), `PING` for `/readyz`,
-//! the refusal index and block markers (`/admin/blocked`), and the pub/sub channel that
+//! the refusal index, block markers and dry runs of `/admin/blocked`, and the pub/sub channel that
 //! carries resets to every instance's deny cache. Each runs under a [`Deadline`] of its own:
 //! four times `store.timeout`, at least 200 ms, and goes to the node of its key as decisions do
 //! ([`super::send`]), redirections followed.
@@ -14,7 +14,7 @@ use super::send::{send, OnTryAgain, Route};
 use super::slots::slot_of;
 use super::{Deadline, RedisStore};
 use crate::store::refused::{instants_of, Recorded, Refused, MAX_REFUSED};
-use crate::store::{Marker, StoreError};
+use crate::store::{Decision, DecisionRequest, Marker, StoreError};
 
 impl RedisStore {
     fn admin_deadline(&self) -> Deadline {
@@ -25,6 +25,31 @@ impl RedisStore {
     /// 200 ms.
     pub(super) fn admin_timeout(&self) -> Duration {
         (self.inner.timeout * 4).max(Duration::from_millis(200))
+    }
+
+    /// Dry runs for the admin listener, asked again while some time out, within an admin
+    /// operation's time (four times `store.timeout`, at least 200 ms): an operator's listing of
+    /// who is refused is not a request waiting, but each call still keeps a decision's bound,
+    /// so no decision queued behind it waits longer.
+    pub async fn dry_runs_for_admin(
+        &self,
+        requests: &[DecisionRequest<'_>],
+    ) -> Vec<Result<Decision, StoreError>> {
+        debug_assert!(
+            requests.iter().all(|r| r.dry_run),
+            "asked again: dry runs only"
+        );
+        let deadline = Deadline::after(self.admin_timeout());
+        let mut tries =
+            (self.admin_timeout().as_micros() / self.inner.timeout.as_micros().max(1)).clamp(1, 8);
+        loop {
+            let results = self.decide_many(requests, None).await;
+            tries -= 1;
+            let timed_out = (results.iter()).any(|r| matches!(r, Err(StoreError::Timeout(_))));
+            if !timed_out || tries == 0 || deadline.passed() {
+                return results;
+            }
+        }
     }
 
     /// Runs `name` with `args` on the node serving `key` (the one server outside a cluster).
