@@ -15,7 +15,7 @@ pub enum AdminError {
     Unauthorized,
     /// No token is configured, so nothing protected is served.
     #[error(
-        "no admin token is configured: set the environment variable {env} and restart (a reload keeps the environment the gateway started with)"
+        "no admin token is configured: set the environment variable {env} (not empty) and restart (a reload keeps the environment the gateway started with)"
     )]
     TokenNotConfigured {
         /// The variable `admin.token_env` names.

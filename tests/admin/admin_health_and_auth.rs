@@ -166,3 +166,23 @@ upstream = "up"
     assert!(limits[1]["burst"].is_null(), "{limits}");
     gw.stop().await;
 }
+
+/// The token from the environment is read trimmed, as the header's is: a secret written with a
+/// trailing newline still lets its holder in; a blank one is no token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_configured_token_is_read_trimmed() {
+    let up = upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(&path, config("backend = \"memory\"", &up.url(), ROUTES)).unwrap();
+    let client = HttpClient::default();
+    for (value, status) in [("s3cret\n", 200), (" \n", 403)] {
+        let env = |name: &str| (name == "SLIDEGATE_ADMIN_TOKEN").then(|| value.to_string());
+        let cfg = slidegate::config::Config::load_with_env(&path, env).unwrap();
+        let running = slidegate::app::start(cfg).await.unwrap();
+        let url = format!("http://{}/admin/config", running.admin_addr);
+        let r = client.get(&url, &[("authorization", "Bearer s3cret")]).await;
+        assert_eq!(r.status, status, "{value:?}: {}", r.body);
+        running.shutdown().await;
+    }
+}

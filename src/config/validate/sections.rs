@@ -199,7 +199,10 @@ impl Validator<'_> {
             Some(s) => s.get_ref().clone(),
             None => "SLIDEGATE_ADMIN_TOKEN".to_string(),
         };
-        let token = self.env.get(&token_env).filter(|t| !t.is_empty());
+        // An `Authorization` header's token is read trimmed: so is this one, or a value with a
+        // stray space or newline (`echo` into a secret) would refuse every token sent.
+        let token =
+            (self.env.get(&token_env).map(|t| t.trim().to_string())).filter(|t| !t.is_empty());
         let token_env_at = self.at(raw.admin.token_env.as_ref().map_or(0..0, |s| s.span()));
         Ok(AdminConfig {
             listen,
