@@ -9,8 +9,10 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use super::tree::Level;
+use crate::algorithm::AlgorithmId;
 use crate::config::{
     Config, ExceedMode, KeyPart, KeySpec, LimitConfig, OnMissingKey, PathPattern, RlsDomain,
     RlsRule, RlsUnit, RouteConfig,
@@ -263,7 +265,7 @@ impl Domain {
                     &rule.label,
                     u64::from(*limit),
                     unit.window(),
-                    rule.algorithm,
+                    override_algorithm(rule.algorithm, *limit, unit.window()),
                     &rule.path,
                 )
             }
@@ -276,7 +278,7 @@ impl Domain {
                 OVERRIDE_LABEL,
                 u64::from(*limit),
                 unit.window(),
-                crate::algorithm::AlgorithmId::SLIDING_LOG,
+                override_algorithm(AlgorithmId::SLIDING_LOG, *limit, unit.window()),
                 &format!("{OVERRIDE_LABEL}|{keys}"),
             ),
         }
@@ -328,4 +330,21 @@ impl Spec {
 pub fn tag_of(place: &str) -> String {
     let hashed = crate::store::layout::hashed(place);
     format!("~{}", &hashed[1..9])
+}
+
+/// The algorithm that counts Envoy's own limit of `limit` per `window`: the rule's (`sliding_log`
+/// for a descriptor no rule matches), or, where that one cannot count it exactly (a
+/// `sliding_log` limit above 10,000), `sliding_window_counter`, which counts any limit in
+/// constant memory: an override comes with each request, and refusing it would refuse every
+/// request it covers. A limit no algorithm counts exactly (`limit * window` of 2^53 µs or more)
+/// keeps the rule's, which refuses it.
+fn override_algorithm(preferred: AlgorithmId, limit: u32, window: Duration) -> AlgorithmId {
+    let fits = |id: AlgorithmId| {
+        let window_us = u64::try_from(window.as_micros()).unwrap_or(u64::MAX);
+        id.get().check(u64::from(limit), window_us, None).is_ok()
+    };
+    match fits(preferred) || !fits(AlgorithmId::SLIDING_WINDOW_COUNTER) {
+        true => preferred,
+        false => AlgorithmId::SLIDING_WINDOW_COUNTER,
+    }
 }

@@ -12,7 +12,8 @@
 //! [`MAX_DESCRIPTORS`] descriptors that match a limit, or whose costs to sliding logs add up to
 //! more than [`MAX_LOGGED_UNITS`], is refused, decided by nothing (the bounds keep one store
 //! call short): each matching descriptor OVER_LIMIT, the others OK; an Envoy
-//! override with a unit or a value the limit's algorithm cannot take is OVER_LIMIT for its
+//! override with a unit that does not exist, or a value no algorithm counts exactly (one a
+//! `sliding_log` cannot hold is counted by `sliding_window_counter`), is OVER_LIMIT for its
 //! descriptor; `is_negative_hits` descriptors are only read.
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;

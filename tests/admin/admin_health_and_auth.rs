@@ -181,7 +181,9 @@ async fn the_configured_token_is_read_trimmed() {
         let cfg = slidegate::config::Config::load_with_env(&path, env).unwrap();
         let running = slidegate::app::start(cfg).await.unwrap();
         let url = format!("http://{}/admin/config", running.admin_addr);
-        let r = client.get(&url, &[("authorization", "Bearer s3cret")]).await;
+        let r = client
+            .get(&url, &[("authorization", "Bearer s3cret")])
+            .await;
         assert_eq!(r.status, status, "{value:?}: {}", r.body);
         running.shutdown().await;
     }

@@ -350,6 +350,17 @@ descriptors:
         vec![with_override(descriptor(&[("anything", "x")]), 1, MINUTE)],
     );
     assert_eq!(overall_codes(&mut c, &loose, 2).await, ["OK", "OVER_LIMIT"]);
+    // An override beyond what a sliding log holds is counted by the sliding window counter,
+    // not refused, on a rule and where no rule matches.
+    for entries in [("plan", "platinum"), ("tenant", "acme")] {
+        let big = request(
+            "ov",
+            vec![with_override(descriptor(&[entries]), 10_001, MINUTE)],
+        );
+        let answer = ask(&mut c, big).await;
+        assert_eq!(overall(&answer), "OK", "{entries:?}");
+        assert_eq!(answer.statuses[0].limit_remaining, 10_000, "{entries:?}");
+    }
     // A unit that does not exist cannot be counted: OVER_LIMIT, never no limit.
     for unit in [0, 8, -1] {
         let bad = request(
