@@ -30,8 +30,8 @@
 --           block_forget_ms, S (key slots), Q (states), Q pairs: algorithm code, slot,
 --           N (limits), N septuples: state, name, limit, window in µs (concurrency: the
 --           lease), param (gcra: burst), settle in µs (0: every charge counts at once; else the
---           limit counts outcomes on a blocking route and a reservation is settled at most this
---           long after its charge), flags (1: the limit is charged one unit per attempt whatever
+--           limit counts outcomes and a reservation is settled at most this long after its
+--           charge: a sliding log writes it that far ahead), flags (1: the limit is charged one unit per attempt whatever
 --           the decision's cost; 2: its refusal starts no block),
 --           then the route's refusal index (its key, "-": none) and a "0"/"1" per limit
 --           saying whether that limit's refusals are recorded ("-" without an index)
@@ -475,7 +475,8 @@ local function decide_one(plan, cost, d, k)
   end
   if commit then
     local member = token .. int(d)
-    for i = 1, n do alg[lstate[i]].charge(v[i], costs[i], member, d) end
+    local settles = plan.settles
+    for i = 1, n do alg[lstate[i]].charge(v[i], costs[i], member, d, settles[i]) end
   end
   reply(1, 0, level, 0, plan, v, per_limit)
 end

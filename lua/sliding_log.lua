@@ -15,7 +15,11 @@
 -- ZADD and one PEXPIRE per set at the end (`finish`). In a set of limits that count outcomes,
 -- an entry is a reservation until `confirm` marks its attempt answered (a member ending in '!',
 -- after the tag of the value the attempt sent where the limit's key merges values:
--- "<member>~<hex>!").
+-- "<member>~<hex>!"). A reservation is written at the latest instant it may still be in flight
+-- (`now + settle`, the limit's `settle`), so it counts in every window until it is answered,
+-- however slow the upstream; its answer (`confirm`, `unanswered`) moves it back to the instant
+-- of its charge, where an answered attempt counts. Counts read every entry after the horizon
+-- (no upper bound), and the set lives a longest window past its latest entry.
 
 -- A set whose longest-window limit is below this is read whole (one ZRANGE gives every count,
 -- the oldest entries and every rank); a larger one is counted with ZCARD / ZCOUNT.
@@ -44,13 +48,13 @@ local function fresh(key, window)
   local st = set_list[n_sets]
   if st == nil then
     st = { key = key, window = window, n = 0, scores = false, oldest = false, views = false,
-           first = false, rest = false, n_pending = 0, charged = 0, st = false, stored = 0,
+           first = false, rest = false, n_pending = 0, charged = 0, ahead = 0, st = false, stored = 0,
            off = 0, buffer = false, generation = generation }
     st.st = st
     set_list[n_sets] = st
   else
     st.key, st.window, st.n, st.scores, st.oldest = key, window, 0, false, false
-    st.first, st.n_pending, st.charged, st.stored, st.off = false, 0, 0, 0, 0
+    st.first, st.n_pending, st.charged, st.stored, st.off, st.ahead = false, 0, 0, 0, 0, 0
     st.generation = generation
   end
   sets[key] = st
@@ -193,9 +197,11 @@ local function add_pending(st, member)
   st.n_pending = n
 end
 
--- Records the request once in the set, whatever the number of its limits sharing it.
-local function charge(v, cost, member, d)
+-- Records the request once in the set, whatever the number of its limits sharing it; a limit
+-- whose reservations stay in flight up to `settle` writes them that far ahead (see the top).
+local function charge(v, cost, member, d, settle)
   local st = v.st
+  if settle > st.ahead then st.ahead = settle end
   if st.charged == d then return end
   st.charged = d
   add_pending(st, member)
@@ -215,12 +221,12 @@ end
 
 -- Whether a refusal stands on reservations still in flight: 0 when the answered entries of the
 -- limit's window alone leave no room for `cost` (the refusal is the answers'), else the time
--- until the soonest reservation in it is settled (`settle` after its charge, at least 1 µs; a
--- charge of this call counts as made now). An entry marked kept without an answer ('?', see
--- `unanswered`), or a reservation older than `settle` (its settlement lost), is an attempt
--- whose status never came: it counts, but it is no answer, so a refusal that stands on such
--- attempts alone starts no block either and waits as the window says (-1). Read only on a
--- blocking route's refusal.
+-- until the soonest reservation in it is settled (its score: `settle` after its charge, at
+-- least 1 µs; a charge of this call counts as made now). An entry marked kept without an
+-- answer ('?', see `unanswered`), or a reservation past its `settle` (its settlement lost), is
+-- an attempt whose status never came: it counts, but it is no answer, so a refusal that stands
+-- on such attempts alone starts no block either and waits as the window says (-1). Read on a
+-- refusal by a limit that counts outcomes.
 local function in_flight(v, key, name, limit, cost, settle)
   local entries = call('ZRANGEBYSCORE', key, '(' .. int(now - v.window), '+inf', 'WITHSCORES')
   local answered, soonest, kept = 0, nil, false
@@ -231,16 +237,16 @@ local function in_flight(v, key, name, limit, cost, settle)
     elseif last == 63 then
       kept = true
     elseif soonest == nil then
-      local at = entries[i + 1] + 0
-      if at + settle > now then soonest = at else kept = true end
+      local settled_by = entries[i + 1] + 0
+      if settled_by > now then soonest = settled_by else kept = true end
     end
   end
   if answered + cost > limit then return 0 end
   if soonest == nil then
     if kept then return -1 end
-    soonest = now
+    soonest = now + settle
   end
-  local w = soonest + settle - now
+  local w = soonest - now
   if w < 1 then w = 1 end
   return w
 end
@@ -259,12 +265,14 @@ end
 
 -- Gives the members of a charge of `cost` units whose first is `member` the ending `mark`, each
 -- keeping its score: it counts exactly as before.
-local function mark(key, member, cost, ending)
+local function mark(key, member, at, cost, ending)
   for j = 1, cost do
     local m = member
     if j > 1 then m = member .. '.' .. int(j) end
     local score = call('ZSCORE', key, m)
     if score then
+      -- a reservation written ahead goes back to its charge's instant
+      if score + 0 > at + 0 then score = at end
       call('ZREM', key, m)
       call('ZADD', key, score, m .. ending)
     end
@@ -275,14 +283,14 @@ end
 -- members the answered form (the tag of the value sent, if any, and a trailing '!', which no
 -- member the script writes ends with), so a reset can tell them apart.
 local function confirm(key, name, limit, window, param, member, at, cost, tag)
-  mark(key, member, cost, tag .. '!')
+  mark(key, member, at, cost, tag .. '!')
 end
 
 -- An attempt kept without an answer (its status never came) stays counted; its members take a
 -- trailing '?', so `in_flight` tells it from a reservation still in flight at once, not only
 -- once it is older than `settle`, and a reset, which forgives only the '!' members, keeps it.
 local function unanswered(key, name, limit, window, param, member, at, cost)
-  mark(key, member, cost, '?')
+  mark(key, member, at, cost, '?')
 end
 
 -- Settles a reservation of `cost` units to `amount` (at most the limit: the script caps it):
@@ -340,14 +348,16 @@ end
 local zadd_args = {}
 local function write_pending(st)
   local n = st.n_pending
+  local at = now_s
+  if st.ahead > 0 then at = int(now + st.ahead) end
   if n == 1 then
-    call('ZADD', st.key, now_s, st.first)
+    call('ZADD', st.key, at, st.first)
   else
     local rest = st.rest
-    zadd_args[1], zadd_args[2] = now_s, st.first
+    zadd_args[1], zadd_args[2] = at, st.first
     local m = 2
     for k = 2, n do
-      zadd_args[m + 1] = now_s
+      zadd_args[m + 1] = at
       zadd_args[m + 2] = rest[k - 1]
       m = m + 2
       if m == 1000 or k == n then
@@ -356,7 +366,7 @@ local function write_pending(st)
       end
     end
   end
-  call('PEXPIRE', st.key, int(ceil(st.window / 1000)))
+  call('PEXPIRE', st.key, int(ceil((st.window + st.ahead) / 1000)))
 end
 
 -- After every decision of the call: one ZADD and one PEXPIRE per charged set.

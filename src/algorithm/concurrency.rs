@@ -112,7 +112,7 @@ impl KeyState for InflightState {
         WAIT
     }
 
-    fn charge(&mut self, _view: usize, _cost: u64, member: &str, d: u64) {
+    fn charge(&mut self, _view: usize, _cost: u64, member: &str, d: u64, _settle: u64) {
         if self.charged == d {
             return;
         }
@@ -183,7 +183,7 @@ mod tests {
             let v = s.view(&params(), now);
             let fits = s.fits(v, 2, 5);
             if fits {
-                s.charge(v, 5, member, d);
+                s.charge(v, 5, member, d, 0);
             }
             s.finish(now);
             fits

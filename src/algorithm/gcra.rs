@@ -201,7 +201,7 @@ impl KeyState for GcraState {
         (over.max(0) as u128).div_ceil(v.limit as u128).max(1) as i64
     }
 
-    fn charge(&mut self, view: usize, cost: u64, member: &str, _d: u64) {
+    fn charge(&mut self, view: usize, cost: u64, member: &str, _d: u64, _settle: u64) {
         let v = &mut self.views[view];
         v.prev = v.debt;
         v.debt += cost * v.window;

@@ -80,8 +80,9 @@ pub trait KeyState: Send + 'static {
     fn fits(&self, view: usize, limit: u64, cost: u64) -> bool;
     /// The exact wait until `cost` units would fit (at least 1 µs).
     fn wait(&self, view: usize, limit: u64, cost: u64, now: u64) -> i64;
-    /// Charges `cost` units for decision `d` whose first unit is `member`.
-    fn charge(&mut self, view: usize, cost: u64, member: &str, d: u64);
+    /// Charges `cost` units for decision `d` whose first unit is `member`; a limit that counts
+    /// outcomes gives `settle`, the longest its reservation stays in flight (0 otherwise).
+    fn charge(&mut self, view: usize, cost: u64, member: &str, d: u64, settle: u64);
     /// Units used, and the time until the next one comes back.
     fn report(&self, view: usize, now: u64) -> (i64, i64);
     /// Takes back the charge of `member`, made at `at` for `cost` units (settled at `now`).

@@ -58,6 +58,8 @@ pub struct LogState {
     views: Vec<LogView>,
     pending: Vec<String>,
     charged: u64,
+    /// How far ahead of `now` the call's charges are written: a reservation's `settle`.
+    ahead: u64,
 }
 
 /// `stored` entries inside `window`, the first of them at rank `off`.
@@ -100,15 +102,16 @@ impl LogState {
         self.entries.insert(at, (score, member));
     }
 
-    /// Gives the entries of a charge of `cost` units whose first is `member` the ending `mark`
-    /// (the same score: they count as before), as the script's `confirm` and `unanswered` do.
-    fn mark(&mut self, member: &str, cost: u64, mark: String) {
+    /// Gives the entries of a charge of `cost` units whose first is `member`, made at `at`, the
+    /// ending `mark`, as the script's `confirm` and `unanswered` do: a reservation written
+    /// ahead goes back to its charge's instant, where an answered attempt counts.
+    fn mark(&mut self, member: &str, at: u64, cost: u64, mark: String) {
         for m in units(member, cost) {
             let Some(i) = self.entries.iter().position(|(_, e)| *e == m) else {
                 continue;
             };
             let (score, _) = self.entries.remove(i).expect("found");
-            self.insert(score, format!("{m}{mark}"));
+            self.insert(score.min(at), format!("{m}{mark}"));
         }
     }
 }
@@ -123,6 +126,7 @@ impl KeyState for LogState {
         self.views.clear();
         self.pending.clear();
         self.charged = 0;
+        self.ahead = 0;
         let horizon = now as i64 - window as i64;
         while self
             .entries
@@ -173,7 +177,8 @@ impl KeyState for LogState {
         w.max(1)
     }
 
-    fn charge(&mut self, _view: usize, cost: u64, member: &str, d: u64) {
+    fn charge(&mut self, _view: usize, cost: u64, member: &str, d: u64, settle: u64) {
+        self.ahead = self.ahead.max(settle);
         if self.charged == d {
             return;
         }
@@ -222,8 +227,8 @@ impl KeyState for LogState {
             } else if member.ends_with(UNANSWERED) {
                 kept = true;
             } else if soonest.is_none() {
-                // older than `settle`: kept without an answer, not in flight
-                match *score + settle > now {
+                // written `settle` after its charge; past that: kept without an answer
+                match *score > now {
                     true => soonest = Some(*score),
                     false => kept = true,
                 }
@@ -235,24 +240,24 @@ impl KeyState for LogState {
         if soonest.is_none() && kept {
             return -1;
         }
-        let soonest = soonest.unwrap_or(now) as i64;
-        (soonest + settle as i64 - now as i64).max(1)
+        let soonest = soonest.unwrap_or(now + settle) as i64;
+        (soonest - now as i64).max(1)
     }
 
     fn confirm(
         &mut self,
         _limit: &LimitParams<'_>,
         member: &str,
-        _at: u64,
+        at: u64,
         cost: u64,
         tag: &str,
         _now: u64,
     ) {
-        self.mark(member, cost, format!("{tag}{ANSWERED}"));
+        self.mark(member, at, cost, format!("{tag}{ANSWERED}"));
     }
 
-    fn unanswered(&mut self, _limit: &LimitParams<'_>, member: &str, _at: u64, cost: u64, _: u64) {
-        self.mark(member, cost, UNANSWERED.to_string());
+    fn unanswered(&mut self, _limit: &LimitParams<'_>, member: &str, at: u64, cost: u64, _: u64) {
+        self.mark(member, at, cost, UNANSWERED.to_string());
     }
 
     fn settle(&mut self, _limit: &LimitParams<'_>, c: &Settled<'_>, now: u64) -> Option<u64> {
@@ -281,10 +286,11 @@ impl KeyState for LogState {
         if self.pending.is_empty() {
             return None;
         }
+        let at = now + self.ahead;
         for member in std::mem::take(&mut self.pending) {
-            self.insert(now, member);
+            self.insert(at, member);
         }
-        Some(expiry_after(now, self.window))
+        Some(expiry_after(at, self.window))
     }
 
     fn is_empty(&self) -> bool {

@@ -212,7 +212,7 @@ impl KeyState for CounterState {
             .max(1)
     }
 
-    fn charge(&mut self, view: usize, cost: u64, _member: &str, _d: u64) {
+    fn charge(&mut self, view: usize, cost: u64, _member: &str, _d: u64, _settle: u64) {
         let v = &mut self.views[view];
         v.cur += cost as f64;
         v.charged = true;

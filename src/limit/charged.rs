@@ -120,9 +120,10 @@ impl Settled {
 }
 
 impl Charged {
-    /// What happens to each limit's charge, by `fate`. A charge kept on a limit that a status
-    /// may reset, or on a blocking route, is confirmed: the store learns the attempt is no
-    /// longer in flight, so a later reset forgives it and a refusal it causes may start a block.
+    /// What happens to each limit's charge, by `fate`. A charge kept on a limit that counts
+    /// outcomes, or on a blocking route, is confirmed: the store learns the attempt is no
+    /// longer in flight, so it counts where it was charged, a later reset forgives it and a
+    /// refusal it causes may start a block.
     pub(super) fn settlement(&self, fate: impl Fn(&OutcomeRule) -> Fate) -> Settled {
         let cost = self.receipt.cost;
         let mut settled = Settled {
@@ -248,7 +249,7 @@ impl Charged {
         // An attempt answered: a refusal the cache keeps only for attempts in flight may now be
         // a block, which the store starts at the key's next attempt; one kept without an
         // answer may now tell the window's wait. Only limits whose reservations stay in flight
-        // (a blocking route's) have such refusals: the others' settlements touch no cache.
+        // (those that count outcomes) have such refusals: the others' settlements touch no cache.
         let in_flight = |i: &&usize| self.limits.limits[**i].settle_us > 0;
         let settled_out = settled.confirmed.iter().chain(&settled.unanswered);
         for &i in settled_out.filter(in_flight) {

@@ -177,13 +177,13 @@ impl Layout {
                 state: self.state_of[i],
                 per_attempt: l.algorithm.get().per_attempt() || (reserves && l.cost_from.is_none()),
                 starts_blocks: l.algorithm.get().starts_blocks(),
-                settle_us: match block {
-                    Some(_) if l.counts_outcomes() => self.settle_us,
-                    _ => 0,
+                settle_us: match l.counts_outcomes() {
+                    true => self.settle_us,
+                    false => 0,
                 },
-                flight_wait_us: match block {
-                    Some(_) if l.counts_outcomes() => self.flight_wait_us,
-                    _ => 0,
+                flight_wait_us: match l.counts_outcomes() {
+                    true => self.flight_wait_us,
+                    false => 0,
                 },
                 counts_outcomes: l.counts_outcomes(),
             })

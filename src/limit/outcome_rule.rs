@@ -11,8 +11,9 @@ pub struct OutcomeRule {
     pub count: Option<StatusSet>,
     /// These statuses clear the count and the block level.
     pub reset: Option<StatusSet>,
-    /// Whether a charge kept is confirmed (answered, no longer in flight): a status may reset
-    /// it, or the route blocks (a block starts only from answered attempts).
+    /// Whether a charge kept is confirmed (answered, no longer in flight): a limit that counts
+    /// outcomes keeps its reservations counted until then (and a status may reset them), and
+    /// on a blocking route a block starts only from answered attempts.
     pub confirms: bool,
     /// What the answer's end (or, for a header, its head) settles.
     pub at_end: Option<AtEnd>,

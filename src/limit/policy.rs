@@ -165,7 +165,7 @@ impl RoutePolicy {
                     count: l.count_status.clone(),
                     reset: l.reset_status.clone(),
                     at_end,
-                    confirms: l.reset_status.is_some()
+                    confirms: l.counts_outcomes()
                         || matches!(route.on_exceed, crate::config::ExceedMode::Block(_)),
                 })
             })

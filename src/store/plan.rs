@@ -27,10 +27,11 @@ pub struct Limit {
     pub per_attempt: bool,
     /// Whether its refusal may start a block (not one that says attempts are in flight).
     pub starts_blocks: bool,
-    /// For a limit that counts outcomes on a blocking route, the longest a reservation stays in
-    /// flight (µs, the upstream's timeouts): a refusal that stands on reservations still in
-    /// flight starts no block and waits until the soonest is settled. 0: every charge counts
-    /// at once.
+    /// For a limit that counts outcomes, the longest a reservation stays in flight (µs, the
+    /// upstream's timeouts): a sliding log writes its reservations that far ahead, so they
+    /// count until they are answered, however long that takes, and a refusal that stands on
+    /// reservations still in flight starts no block and waits until the soonest is settled.
+    /// 0: every charge counts at once.
     pub settle_us: u64,
     /// For a limit with `settle_us`, the longest wait a refusal standing on its reservations in
     /// flight tells (µs, the upstream's `timeout`; 0: `settle_us` alone bounds it): that

@@ -33,6 +33,17 @@ use support::unique_prefix;
 const T0: u64 = 1_700_000_000_000_000;
 const LIMIT: u64 = 3;
 const WINDOW: u64 = 2_000_000;
+/// The longest a reservation stays in flight (the tools' and tests' limit sets take the
+/// embedded layer's): one that is never settled counts until this long after its charge, and
+/// a window more.
+const SETTLE: u64 = 30_000_000;
+
+/// Whether an attempt charged at `t` counts at `now`: answered, in the window of its charge;
+/// still in flight, until it is answered (at most `SETTLE` after its charge, then a window).
+fn counts(t: u64, answered: bool, now: u64) -> bool {
+    let until = t + WINDOW + if answered { 0 } else { SETTLE };
+    t <= now && now < until
+}
 
 mod through_the_layer;
 
@@ -75,8 +86,8 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
 
 /// The plain model: the attempts that count now, with their instants and whether they were
 /// answered (kept) or are still in flight; a refund takes one out, a reset takes its own and
-/// the answered ones; an attempt is admitted while fewer than `LIMIT` count in
-/// `(now - WINDOW, now]`.
+/// the answered ones; an attempt is admitted while fewer than `LIMIT` count: those answered in
+/// `(now - WINDOW, now]`, and those in flight ([`counts`]).
 #[derive(Default)]
 struct Model {
     /// (instant, attempt, answered)
@@ -87,7 +98,7 @@ impl Model {
     fn in_window(&self, now: u64) -> usize {
         self.counting
             .iter()
-            .filter(|(t, _, _)| now < t + WINDOW && *t <= now)
+            .filter(|(t, _, answered)| counts(*t, *answered, now))
             .count()
     }
 
@@ -283,7 +294,7 @@ enum Verdict {
 
 impl BlockModel {
     fn decide(&mut self, id: u64, alias: usize, now: u64) -> Verdict {
-        self.entries.retain(|e| e.0 + WINDOW > now);
+        self.entries.retain(|e| counts(e.0, e.3, now));
         if self.blocked_until > now {
             return Verdict::Blocked;
         }

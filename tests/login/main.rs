@@ -13,3 +13,4 @@ mod login_success_forgives_only_its_account;
 mod otp_key_bodies;
 mod otp_rotating_ips;
 mod outcomes_client_leaves;
+mod outcomes_in_flight_past_the_window;

@@ -265,7 +265,7 @@ pub fn decide(
             if commit {
                 for (i, l) in set.limits.iter().enumerate() {
                     let state = state_mut(keys, &keys_of[l.state], || unreachable!());
-                    state.charge(views[i], l.cost_of(cost), member, d);
+                    state.charge(views[i], l.cost_of(cost), member, d, l.settle_us);
                 }
             }
             let answer = Answer {
