@@ -263,19 +263,15 @@ local function refund(key, name, limit, window, param, member, at, cost, found_o
   call('ZREM', key, unpack(members))
 end
 
--- Gives the members of a charge of `cost` units whose first is `member` the ending `mark`, each
--- keeping its score: it counts exactly as before.
+-- Gives the members of a charge of `cost` units whose first is `member`, made at `at`, the
+-- ending `mark`, each at the charge's instant (a reservation was written `settle` ahead): an
+-- answered attempt counts in the window of its charge.
 local function mark(key, member, at, cost, ending)
   for j = 1, cost do
     local m = member
     if j > 1 then m = member .. '.' .. int(j) end
-    local score = call('ZSCORE', key, m)
-    if score then
-      -- a reservation written ahead goes back to its charge's instant
-      if score + 0 > at + 0 then score = at end
-      call('ZREM', key, m)
-      call('ZADD', key, score, m .. ending)
-    end
+    -- a member still there (not refunded) goes back to its charge's instant, written ahead
+    if call('ZREM', key, m) == 1 then call('ZADD', key, at, m .. ending) end
   end
 end
 
