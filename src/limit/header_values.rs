@@ -8,7 +8,7 @@ use http::header::HeaderName;
 use http::HeaderValue;
 
 use crate::config::LimitConfig;
-use crate::store::{Decision, LimitSet};
+use crate::store::{Decision, LimitSet, Outcome};
 
 /// `RateLimit-Policy`
 pub static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -116,7 +116,12 @@ impl Described {
             } else {
                 decision.retry_after
             };
-            (0, ceil_secs(wait).max(1))
+            // the quota left: what a request of a smaller cost could still take, none in a block
+            let remaining = match decision.outcome {
+                Outcome::Blocked => 0,
+                _ => usage.remaining(),
+            };
+            (remaining, ceil_secs(wait).max(1))
         };
         Some(Described {
             limit_index,

@@ -309,3 +309,17 @@ fn a_blocking_routes_refusal_says_its_level_even_when_no_block_started() {
     let body = body_of(blocking.answer(&plain, &id, true));
     assert_eq!(body["block_level"], 0);
 }
+
+#[test]
+fn a_costlier_request_refused_is_told_the_quota_left() {
+    // 3 of 5 used: a request of cost 3 does not fit, one of cost 2 would
+    let mut d = rejection();
+    d.limits[0].used = 3;
+    let r = refusal(None).answer(&d, &RequestId::generate(), true);
+    assert_eq!(r.headers()["ratelimit"], "\"per-minute\";r=2;t=42");
+    assert_eq!(r.headers()["x-ratelimit-remaining"], "2");
+    // in a block, nothing is left whatever the window says
+    d.outcome = Outcome::Blocked;
+    let r = refusal(None).answer(&d, &RequestId::generate(), true);
+    assert_eq!(r.headers()["x-ratelimit-remaining"], "0");
+}
