@@ -145,14 +145,7 @@ async fn sigterm_lets_a_forwarded_request_finish() {
         tokio::spawn(async move { client.get(&url, &[]).await })
     };
     // SIGTERM once the request is upstream (the upstream has seen it), not after a guess.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !up.seen().iter().any(|p| p.starts_with("/slow")) {
-        assert!(
-            Instant::now() < deadline,
-            "the request never reached the upstream"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    up.wait_seen("/slow").await;
     process.signal("-TERM");
     let reply = in_flight.await.unwrap();
     assert_eq!(

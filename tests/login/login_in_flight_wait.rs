@@ -43,14 +43,7 @@ async fn refused_a_second_into_the_attempt(store: &str) {
     };
     // Charged before it was forwarded: once the upstream holds it, its answer is due within
     // the timeout from now at the latest.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !up.seen().iter().any(|p| p.starts_with("/slow")) {
-        assert!(
-            Instant::now() < deadline,
-            "the attempt never reached the upstream"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    up.wait_seen("/slow").await;
     let forwarded = Instant::now();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let waited = forwarded.elapsed();

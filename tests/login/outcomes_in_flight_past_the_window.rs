@@ -36,14 +36,7 @@ async fn a_slow_attempt_counts_until_answered(store: &str) {
         let (client, url) = (HttpClient::default(), url.clone());
         tokio::spawn(async move { client.get(&url, &[("x-user", "ann")]).await.status })
     };
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !up.seen().iter().any(|p| p.starts_with("/slow")) {
-        assert!(
-            Instant::now() < deadline,
-            "the attempt never reached the upstream"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    up.wait_seen("/slow").await;
     // Two windows after its charge, the first attempt is still out.
     tokio::time::sleep(Duration::from_millis(800)).await;
     let client = HttpClient::default();

@@ -33,6 +33,20 @@ impl Upstream {
     pub fn seen(&self) -> Vec<String> {
         self.seen.lock().unwrap().clone()
     }
+
+    /// Waits (at most 5 s, then fails) until it has received a target starting with `prefix`:
+    /// a request in flight is upstream, not after a guess.
+    pub async fn wait_seen(&self, prefix: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !self.seen().iter().any(|p| p.starts_with(prefix)) {
+            let now = std::time::Instant::now();
+            assert!(
+                now < deadline,
+                "no request for {prefix} reached the upstream"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
 }
 
 impl Drop for Upstream {
