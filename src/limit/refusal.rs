@@ -121,7 +121,7 @@ impl Refusal {
         body.push_str(&head.text[..head.split]);
         push_json_string(&mut body, request_id.as_str());
         body.push_str(&head.text[head.split..]);
-        for (n, i) in decision.violated_limits().into_iter().enumerate() {
+        for (n, i) in decision.violated_limits().enumerate() {
             if n > 0 {
                 body.push(',');
             }

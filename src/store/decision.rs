@@ -270,12 +270,10 @@ impl Decision {
     /// `slidegate_limit_exceeded_total` counts it): each exceeded one; a refusal that finds none
     /// exceeded (a block the in-process store's overflow sketch serves) names the first, as its
     /// body does, so every 429 names a limit.
-    pub fn violated_limits(&self) -> smallvec::SmallVec<[usize; 4]> {
-        let mut violated: smallvec::SmallVec<[usize; 4]> = self.exceeded_limits().collect();
-        if violated.is_empty() && self.outcome != Outcome::Allowed && !self.limits.is_empty() {
-            violated.push(0);
-        }
-        violated
+    pub fn violated_limits(&self) -> impl Iterator<Item = usize> + '_ {
+        let none_exceeded = !self.limits.iter().any(LimitUsage::exceeded);
+        let first = none_exceeded && self.outcome != Outcome::Allowed && !self.limits.is_empty();
+        self.exceeded_limits().chain(first.then_some(0))
     }
 
     /// Index of the limit a rejection names: the exceeded one with the longest wait.

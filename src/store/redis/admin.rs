@@ -40,16 +40,22 @@ impl RedisStore {
             "asked again: dry runs only"
         );
         let deadline = Deadline::after(self.admin_timeout());
-        let mut tries =
-            (self.admin_timeout().as_micros() / self.inner.timeout.as_micros().max(1)).clamp(1, 8);
-        loop {
-            let results = self.decide_many(requests, None).await;
-            tries -= 1;
-            let timed_out = (results.iter()).any(|r| matches!(r, Err(StoreError::Timeout(_))));
-            if !timed_out || tries == 0 || deadline.passed() {
-                return results;
+        let mut results = self.decide_many(requests, None).await;
+        // at most as many more as calls of `store.timeout` fit in the admin's time
+        for _ in 1..(self.admin_timeout().as_micros() / self.inner.timeout.as_micros().max(1)) {
+            let timed_out =
+                (0..results.len()).filter(|&i| matches!(results[i], Err(StoreError::Timeout(_))));
+            let again: Vec<usize> = timed_out.collect();
+            if again.is_empty() || deadline.passed() {
+                break;
+            }
+            // only those that timed out are asked again
+            let asked: Vec<DecisionRequest<'_>> = again.iter().map(|&i| requests[i]).collect();
+            for (i, result) in again.into_iter().zip(self.decide_many(&asked, None).await) {
+                results[i] = result;
             }
         }
+        results
     }
 
     /// Runs `name` with `args` on the node serving `key` (the one server outside a cluster).
